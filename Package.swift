@@ -1,0 +1,33 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "exporter",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "exporter", targets: ["exporter"]),
+        .library(name: "ExporterKit", targets: ["ExporterKit"]),
+    ],
+    targets: [
+        // zlib, linked from the system (`zlib1g-dev` on Debian): CRC-32 for manifests.
+        .systemLibrary(
+            name: "CZlib",
+            path: "Sources/CZlib",
+            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
+        ),
+        // All pipeline logic: checkpoint reading → registry → plan → compression → bundle → compile → manifest → farm.
+        .target(
+            name: "ExporterKit",
+            dependencies: ["CZlib"],
+            linkerSettings: [.linkedLibrary("m")]
+        ),
+        // Argument parsing, commands and printing; testable in-process.
+        .target(name: "ExporterCLI", dependencies: ["ExporterKit"]),
+        .executableTarget(name: "exporter", dependencies: ["ExporterCLI"]),
+        // Fixture builders shared by the test targets (tiny configs and safetensors files).
+        .target(name: "TestSupport", dependencies: ["ExporterKit"], path: "Tests/TestSupport"),
+        .testTarget(name: "ExporterKitTests", dependencies: ["ExporterKit", "TestSupport"]),
+        .testTarget(name: "ExporterCLITests", dependencies: ["ExporterCLI", "ExporterKit", "TestSupport"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

@@ -1,0 +1,3 @@
+import ExporterCLI
+
+ExporterCommandLine.main()

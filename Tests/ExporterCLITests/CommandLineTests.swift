@@ -1,0 +1,5 @@
+import Testing
+@testable import ExporterCLI
+
+@Suite("command line")
+struct CommandLineTests {}
