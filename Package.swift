@@ -24,6 +24,8 @@ let package = Package(
         // Argument parsing, commands and printing; testable in-process.
         .target(name: "ExporterCLI", dependencies: ["ExporterKit"]),
         .executableTarget(name: "exporter", dependencies: ["ExporterCLI"]),
+        // `make bench`: release-build measurements (never run by `make test`).
+        .executableTarget(name: "exporter-bench", dependencies: ["ExporterKit"], path: "Sources/ExporterBench"),
         // Fixture builders shared by the test targets (tiny configs and safetensors files).
         .target(name: "TestSupport", dependencies: ["ExporterKit"], path: "Tests/TestSupport"),
         .testTarget(name: "ExporterKitTests", dependencies: ["ExporterKit", "TestSupport"]),
