@@ -1,13 +1,66 @@
 import Foundation
 import ExporterKit
 
-/// Temporary folders for tests, removed by the caller.
+/// Folders, configs and catalogs for tests.
 public enum Fixtures {
+    /// The repository's root folder.
+    public static let repositoryRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The repository's `Presets/` folder.
+    public static let presetsDirectory = repositoryRoot.appendingPathComponent("Presets")
+
     /// A fresh empty directory under the system temporary folder.
     public static func temporaryDirectory(_ label: String = "exporter-test") throws -> URL {
         let url = FileManager.default.temporaryDirectory
             .appendingPathComponent("\(label)-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
+    }
+
+    /// The shipped presets.
+    public static func catalog() throws -> PresetCatalog {
+        try PresetCatalog(directory: presetsDirectory)
+    }
+
+    /// A resolver over the shipped presets with an empty Hugging Face cache, or `cache` when given.
+    public static func resolver(cache: [String: (URL, String)] = [:]) throws -> ModelResolver {
+        ModelResolver(
+            catalog: try catalog(),
+            locateInCache: { repoID in cache[repoID].map { (snapshot: $0.0, revision: $0.1) } },
+            cacheDescription: { "/nonexistent/hub/models--" + $0.replacingOccurrences(of: "/", with: "--") })
+    }
+
+    /// A tiny config of the given family as a JSON object; `overrides` replace or add keys
+    /// (`nil` removes one).
+    public static func tinyConfig(modelType: String = "qwen2", overrides: [String: Any?] = [:]) -> [String: Any] {
+        var config: [String: Any] = [
+            "architectures": ["TinyForCausalLM"],
+            "model_type": modelType,
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": 256,
+            "max_position_embeddings": 512,
+            "rope_theta": 10000.0,
+            "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": true,
+            "torch_dtype": "bfloat16",
+        ]
+        for (key, value) in overrides {
+            if let value { config[key] = value } else { config.removeValue(forKey: key) }
+        }
+        return config
+    }
+
+    /// Writes `config` as `config.json` into a new folder and returns the folder.
+    public static func checkpointDirectory(config: [String: Any], name: String = "Tiny") throws -> URL {
+        let directory = try temporaryDirectory().appendingPathComponent(name, isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let data = try JSONSerialization.data(withJSONObject: config, options: [.sortedKeys])
+        try data.write(to: directory.appendingPathComponent("config.json"))
+        return directory
     }
 }

@@ -1,0 +1,33 @@
+/// Why a checkpoint's `config.json` cannot be used.
+public enum ConfigError: ExporterError, Equatable {
+    /// The file is absent or unreadable.
+    case unreadable(path: String, reason: String)
+    /// The file is not valid JSON (or not UTF-8).
+    case invalidJSON(path: String, reason: String)
+    /// A required field is absent (or null).
+    case missingField(path: String, field: String)
+    /// A field has the wrong JSON type.
+    case wrongType(path: String, field: String, expected: String, found: String)
+    /// A field has a value the tool cannot use.
+    case invalidValue(path: String, field: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .unreadable(let path, let reason):
+            return "cannot read config '\(path)': \(reason)"
+        case .invalidJSON(let path, let reason):
+            return "config '\(path)' is not valid JSON: \(reason)"
+        case .missingField(let path, let field):
+            return "config '\(path)' has no '\(field)'"
+        case .wrongType(let path, let field, let expected, let found):
+            return "config '\(path)': '\(field)' should be \(expected), found \(found)"
+        case .invalidValue(let path, let field, let reason):
+            return "config '\(path)': '\(field)' \(reason)"
+        }
+    }
+
+    public var exitStatus: ExitStatus {
+        if case .unreadable = self { return .notFound }
+        return .badInput
+    }
+}

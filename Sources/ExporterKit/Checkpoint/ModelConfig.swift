@@ -1,0 +1,190 @@
+import Foundation
+
+/// A Hugging Face `config.json`, typed: the facts about a checkpoint that the export needs.
+public struct ModelConfig: Equatable, Sendable {
+    /// `model_type` as written in the file (before any registry remapping).
+    public var modelType: String
+    /// `architectures`, e.g. `["Qwen2ForCausalLM"]` (empty when absent).
+    public var architectures: [String]
+    /// `hidden_size`.
+    public var hiddenSize: Int
+    /// `intermediate_size`.
+    public var intermediateSize: Int
+    /// `num_hidden_layers`.
+    public var layerCount: Int
+    /// `num_attention_heads`.
+    public var attentionHeads: Int
+    /// `num_key_value_heads` (equal to the attention heads when absent: multi-head attention).
+    public var keyValueHeads: Int
+    /// `head_dim`, or `hidden_size / num_attention_heads` when absent or null.
+    public var headDimension: Int
+    /// `vocab_size`.
+    public var vocabularySize: Int
+    /// `max_position_embeddings`: the longest context the checkpoint supports.
+    public var maxPositionEmbeddings: Int
+    /// `rope_theta` (10,000 when absent, as in Hugging Face transformers).
+    public var ropeTheta: Double
+    /// `rope_scaling` as written (null when absent).
+    public var ropeScaling: JSONValue
+    /// `rms_norm_eps` (1e-6 when absent).
+    public var rmsNormEpsilon: Double
+    /// `tie_word_embeddings` (false when absent, the transformers default for these families).
+    public var tieWordEmbeddings: Bool
+    /// `torch_dtype`, e.g. `bfloat16` (nil when absent).
+    public var torchDType: String?
+    /// `attention_bias` (nil when absent: the architecture decides).
+    public var attentionBias: Bool?
+    /// `sliding_window` (nil when absent or null).
+    public var slidingWindow: Int?
+    /// `use_sliding_window` (nil when absent).
+    public var useSlidingWindow: Bool?
+    /// Every key of the file, for architecture-specific fields (expert counts and the like).
+    public var raw: JSONObject
+
+    /// Parses a config from its bytes.
+    /// - Parameter path: the file's path, used in error messages only.
+    /// - Throws: `ConfigError` naming the file and field when a required field is missing,
+    ///   has the wrong type or an impossible value.
+    public init(bytes: [UInt8], path: String) throws {
+        let document: JSONValue
+        do {
+            document = try JSONParser.parse(bytes)
+        } catch let error as JSONParseError {
+            throw ConfigError.invalidJSON(path: path, reason: error.description)
+        }
+        guard let object = document.objectValue else {
+            throw ConfigError.invalidJSON(path: path, reason: "the document is \(document.typeDescription), not an object")
+        }
+        let fields = ConfigFields(object: object, path: path)
+        raw = object
+        modelType = try fields.string("model_type")
+        architectures = try fields.stringArray("architectures") ?? []
+        hiddenSize = try fields.positiveInt("hidden_size")
+        intermediateSize = try fields.positiveInt("intermediate_size")
+        layerCount = try fields.positiveInt("num_hidden_layers")
+        attentionHeads = try fields.positiveInt("num_attention_heads")
+        keyValueHeads = try fields.optionalPositiveInt("num_key_value_heads") ?? attentionHeads
+        vocabularySize = try fields.positiveInt("vocab_size")
+        maxPositionEmbeddings = try fields.positiveInt("max_position_embeddings")
+        ropeTheta = try fields.optionalDouble("rope_theta") ?? 10_000
+        ropeScaling = object["rope_scaling"] ?? .null
+        rmsNormEpsilon = try fields.optionalDouble("rms_norm_eps") ?? 1e-6
+        tieWordEmbeddings = try fields.optionalBool("tie_word_embeddings") ?? false
+        torchDType = try fields.optionalString("torch_dtype")
+        attentionBias = try fields.optionalBool("attention_bias")
+        slidingWindow = try fields.optionalPositiveInt("sliding_window")
+        useSlidingWindow = try fields.optionalBool("use_sliding_window")
+
+        if let explicit = try fields.optionalPositiveInt("head_dim") {
+            headDimension = explicit
+        } else {
+            guard hiddenSize % attentionHeads == 0 else {
+                throw ConfigError.invalidValue(
+                    path: path, field: "num_attention_heads",
+                    reason: "(\(attentionHeads)) does not divide hidden_size (\(hiddenSize)) and there is no head_dim")
+            }
+            headDimension = hiddenSize / attentionHeads
+        }
+        guard attentionHeads % keyValueHeads == 0 else {
+            throw ConfigError.invalidValue(
+                path: path, field: "num_key_value_heads",
+                reason: "(\(keyValueHeads)) does not divide num_attention_heads (\(attentionHeads))")
+        }
+        guard ropeTheta > 0, ropeTheta.isFinite else {
+            throw ConfigError.invalidValue(path: path, field: "rope_theta", reason: "must be a positive number")
+        }
+        guard rmsNormEpsilon > 0, rmsNormEpsilon.isFinite else {
+            throw ConfigError.invalidValue(path: path, field: "rms_norm_eps", reason: "must be a positive number")
+        }
+    }
+
+    /// Reads and parses `config.json` at `url`.
+    /// - Throws: `ConfigError` when the file is unreadable or its content unusable.
+    public init(contentsOf url: URL) throws {
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw ConfigError.unreadable(path: url.path, reason: "no such file or not readable")
+        }
+        try self.init(bytes: [UInt8](data), path: url.path)
+    }
+
+    /// An integer field outside the standard set (expert counts and the like).
+    /// - Throws: `ConfigError` when it is missing, not an integer or not positive.
+    public func extraPositiveInt(_ field: String, path: String) throws -> Int {
+        try ConfigFields(object: raw, path: path).positiveInt(field)
+    }
+}
+
+/// Typed access to a config's fields, with errors naming field and file.
+struct ConfigFields {
+    let object: JSONObject
+    let path: String
+
+    /// Dimensions above this are refused: no real model has a dimension of a billion,
+    /// and products of absurd values would overflow.
+    static let largestDimension = 1 << 30
+
+    private func present(_ field: String) -> JSONValue? {
+        guard let value = object[field], !value.isNull else { return nil }
+        return value
+    }
+
+    private func wrongType(_ field: String, _ expected: String, _ value: JSONValue) -> ConfigError {
+        .wrongType(path: path, field: field, expected: expected, found: value.typeDescription)
+    }
+
+    func string(_ field: String) throws -> String {
+        guard let value = try optionalString(field) else { throw ConfigError.missingField(path: path, field: field) }
+        return value
+    }
+
+    func optionalString(_ field: String) throws -> String? {
+        guard let value = present(field) else { return nil }
+        guard let text = value.stringValue else { throw wrongType(field, "a string", value) }
+        return text
+    }
+
+    func stringArray(_ field: String) throws -> [String]? {
+        guard let value = present(field) else { return nil }
+        guard let items = value.arrayValue else { throw wrongType(field, "an array of strings", value) }
+        return try items.map { item in
+            guard let text = item.stringValue else { throw wrongType(field, "an array of strings", item) }
+            return text
+        }
+    }
+
+    func positiveInt(_ field: String) throws -> Int {
+        guard let value = try optionalPositiveInt(field) else { throw ConfigError.missingField(path: path, field: field) }
+        return value
+    }
+
+    func optionalPositiveInt(_ field: String) throws -> Int? {
+        guard let value = present(field) else { return nil }
+        guard case .number(let literal) = value else { throw wrongType(field, "an integer", value) }
+        guard let integer = value.intValue else {
+            throw ConfigError.invalidValue(path: path, field: field, reason: "must be an integer, found \(literal)")
+        }
+        guard integer > 0 else {
+            throw ConfigError.invalidValue(path: path, field: field, reason: "must be positive, found \(integer)")
+        }
+        guard integer <= ConfigFields.largestDimension else {
+            throw ConfigError.invalidValue(
+                path: path, field: field, reason: "is absurdly large (\(integer) > \(ConfigFields.largestDimension))")
+        }
+        return integer
+    }
+
+    func optionalDouble(_ field: String) throws -> Double? {
+        guard let value = present(field) else { return nil }
+        guard let number = value.doubleValue else { throw wrongType(field, "a number", value) }
+        return number
+    }
+
+    func optionalBool(_ field: String) throws -> Bool? {
+        guard let value = present(field) else { return nil }
+        guard let flag = value.boolValue else { throw wrongType(field, "a boolean", value) }
+        return flag
+    }
+}

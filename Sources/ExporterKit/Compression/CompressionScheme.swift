@@ -1,0 +1,137 @@
+/// How one tensor is stored: kept in the compute precision, palettised, or linearly quantised.
+public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
+    /// The kind of compression.
+    public enum Mode: String, Codable, Sendable, CaseIterable {
+        /// Stored as is, in the compute precision.
+        case keep
+        /// A lookup table of 2^bits float16 values plus packed bits-wide indices.
+        case palettize
+        /// Symmetric linear quantisation to signed 8-bit integers with float32 scales.
+        case linear
+    }
+
+    /// Which weights share one lookup table or one scale.
+    public enum Granularity: String, Codable, Sendable, CaseIterable {
+        /// One for the whole tensor.
+        case perTensor = "per_tensor"
+        /// One per `group_size` consecutive output channels (palettisation).
+        case perGroupedChannel = "per_grouped_channel"
+        /// One per output channel (linear quantisation).
+        case perChannel = "per_channel"
+    }
+
+    /// What to do when `group_size` does not divide a tensor's output channels.
+    public enum UnevenGroupPolicy: String, Codable, Sendable, CaseIterable {
+        /// The last group holds the remaining channels; recorded per tensor in the manifest.
+        case smallerLastGroup = "smaller_last_group"
+        /// Stop with an error naming the tensor, its channels and the group size.
+        case refuse
+    }
+
+    /// The bit widths palettisation supports.
+    public static let paletteBits: Set<Int> = [2, 3, 4, 6, 8]
+
+    /// The kind of compression.
+    public var mode: Mode
+    /// Bits per index (palettize) or per value (linear: always 8); nil for keep.
+    public var bits: Int?
+    /// Granularity; nil for keep.
+    public var granularity: Granularity?
+    /// Output channels per group, for `perGroupedChannel`.
+    public var groupSize: Int?
+    /// What to do with an uneven last group.
+    public var unevenGroups: UnevenGroupPolicy
+
+    /// A scheme; use the static constructors for the common ones.
+    public init(
+        mode: Mode, bits: Int? = nil, granularity: Granularity? = nil, groupSize: Int? = nil,
+        unevenGroups: UnevenGroupPolicy = .smallerLastGroup
+    ) {
+        self.mode = mode
+        self.bits = bits
+        self.granularity = granularity
+        self.groupSize = groupSize
+        self.unevenGroups = unevenGroups
+    }
+
+    /// Kept in the compute precision.
+    public static let keep = CompressionScheme(mode: .keep)
+    /// Int8 per tensor: the iOS token embedding.
+    public static let int8PerTensor = CompressionScheme(mode: .linear, bits: 8, granularity: .perTensor)
+
+    /// A palettisation scheme.
+    public static func palettize(bits: Int, groupSize: Int?) -> CompressionScheme {
+        CompressionScheme(
+            mode: .palettize, bits: bits, granularity: groupSize == nil ? .perTensor : .perGroupedChannel,
+            groupSize: groupSize)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case mode, bits, granularity
+        case groupSize = "group_size"
+        case unevenGroups = "uneven_groups"
+    }
+
+    /// Number of lookup tables or scales for a tensor of `rows` output channels.
+    public func groupCount(rows: Int) -> Int {
+        switch granularity {
+        case .perGroupedChannel: return (rows + max(groupSize ?? 1, 1) - 1) / max(groupSize ?? 1, 1)
+        case .perChannel: return rows
+        case .perTensor, nil: return 1
+        }
+    }
+
+    /// Rows in the last group when the group size does not divide `rows` (nil when it does).
+    public func lastGroupRows(rows: Int) -> Int? {
+        guard granularity == .perGroupedChannel, let groupSize, groupSize > 0, rows % groupSize != 0 else { return nil }
+        return rows % groupSize
+    }
+
+    /// Bytes this scheme stores for `tensor`, excluding alignment padding
+    /// (indices or values, plus lookup tables or scales).
+    public func storedBytes(for tensor: TensorSpec, precision: ComputePrecision) -> Int {
+        let elements = tensor.elementCount
+        let rows = tensor.matrixShape.rows
+        switch mode {
+        case .keep:
+            return elements * precision.bytesPerElement
+        case .palettize:
+            let bits = bits ?? 4
+            return (elements * bits + 7) / 8 + groupCount(rows: rows) * (1 << bits) * 2
+        case .linear:
+            return elements + groupCount(rows: rows) * 4
+        }
+    }
+
+    /// A short label such as `4-bit LUT g8`, `int8/tensor` or `fp16`.
+    public func label(precision: ComputePrecision) -> String {
+        switch mode {
+        case .keep: return precision.shortName
+        case .palettize:
+            let bits = bits ?? 4
+            if granularity == .perGroupedChannel, let groupSize { return "\(bits)-bit LUT g\(groupSize)" }
+            return "\(bits)-bit LUT/tensor"
+        case .linear:
+            return granularity == .perChannel ? "int8/channel" : "int8/tensor"
+        }
+    }
+}
+
+/// The precision weights are computed in on device (and the KV cache is stored in).
+public enum ComputePrecision: String, Codable, Sendable, CaseIterable {
+    case float16
+    case bfloat16
+    case float32
+
+    /// Bytes of one element.
+    public var bytesPerElement: Int { self == .float32 ? 4 : 2 }
+
+    /// `fp16`, `bf16` or `fp32`.
+    public var shortName: String {
+        switch self {
+        case .float16: return "fp16"
+        case .bfloat16: return "bf16"
+        case .float32: return "fp32"
+        }
+    }
+}

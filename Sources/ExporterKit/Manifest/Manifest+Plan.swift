@@ -1,0 +1,79 @@
+import Foundation
+
+extension Manifest {
+    /// The manifest an export of `plan` will write, as far as the config alone tells:
+    /// estimated sizes, no files, no SQNR. `exporter plan --json` prints it.
+    public init(plan: ExportPlan, kind: String = "plan", weights: String = "none") {
+        let model = plan.model
+        let sourceKind: String
+        var repoID: String?
+        var revision: String?
+        switch model.source {
+        case .directory:
+            sourceKind = "directory"
+        case .huggingFaceCache(let id, _, let rev):
+            sourceKind = "huggingface-cache"
+            repoID = id
+            revision = rev
+        case .presetConfigOnly(let id):
+            sourceKind = "preset-config"
+            repoID = id
+        }
+        let memory = plan.memory
+        self.init(
+            schema: Manifest.currentSchema,
+            kind: kind,
+            tool: Tool(name: "exporter", version: ToolVersion.current),
+            model: Model(
+                name: plan.outputName, modelType: model.config.modelType, registryType: model.family.modelType,
+                architectures: model.config.architectures, preset: model.preset?.id,
+                experimental: model.preset == nil,
+                source: Source(kind: sourceKind, repoID: repoID, revision: revision, files: []), weights: weights),
+            platform: plan.platform.rawValue,
+            computePrecision: plan.precision.rawValue,
+            contextLength: plan.contextLength,
+            parameters: plan.parameters,
+            compression: Compression(
+                config: plan.compression.name,
+                iosEmbeddingInt8: plan.tensors.contains { $0.rule == "ios-embedding" }),
+            kvCache: KVCache(
+                bytes: plan.kvCache.bytes, layers: plan.kvCache.layers, kvHeads: plan.kvCache.keyValueHeads,
+                headDim: plan.kvCache.headDimension, contextLength: plan.contextLength,
+                dtype: plan.precision.rawValue),
+            memory: Memory(
+                weightsBytes: memory.weightsBytes, kvCacheBytes: memory.kvCacheBytes,
+                workingBytes: memory.workingBytes, totalBytes: memory.totalBytes,
+                prefillChunk: MemoryEstimate.prefillChunk),
+            sizes: Sizes(
+                estimatedBundleBytes: plan.estimatedWeightsBytes, bundleBytes: nil,
+                bitsPerWeight: Manifest.rounded(plan.bitsPerWeight), byRole: Manifest.sizesByRole(plan.tensors)),
+            tokenizer: nil,
+            tensors: plan.tensors.map { tensor in
+                Tensor(
+                    name: tensor.spec.name, shape: tensor.spec.shape, role: tensor.spec.role.rawValue,
+                    layer: tensor.spec.layer, compression: tensor.scheme,
+                    lastGroupRows: tensor.scheme.lastGroupRows(rows: tensor.spec.matrixShape.rows),
+                    rule: tensor.rule, storedBytes: tensor.storedBytes, parts: [], sqnrDB: nil)
+            },
+            files: [],
+            warnings: plan.warnings)
+    }
+
+    /// Parameters, bytes and bits per weight for each role present.
+    static func sizesByRole(_ tensors: [PlannedTensor]) -> [String: RoleSize] {
+        var result: [String: RoleSize] = [:]
+        for tensor in tensors {
+            var entry = result[tensor.spec.role.rawValue] ?? RoleSize(parameters: 0, bytes: 0, bitsPerWeight: 0)
+            entry.parameters += tensor.spec.elementCount
+            entry.bytes += tensor.storedBytes
+            result[tensor.spec.role.rawValue] = entry
+        }
+        for (role, entry) in result {
+            result[role]?.bitsPerWeight = rounded(Double(entry.bytes * 8) / Double(max(entry.parameters, 1)))
+        }
+        return result
+    }
+
+    /// Two decimals: enough for people, stable for diffs.
+    static func rounded(_ value: Double) -> Double { (value * 100).rounded() / 100 }
+}

@@ -1,0 +1,354 @@
+import Foundation
+
+/// The manifest of a plan, a bundle or a compiled artifact: schema `exporter.manifest/1`,
+/// every field specified in `docs/MANIFEST.md`.
+public struct Manifest: Codable, Equatable, Sendable {
+    /// The schema identifier this version writes and reads.
+    public static let currentSchema = "exporter.manifest/1"
+
+    /// `exporter.manifest/1`.
+    public var schema: String
+    /// `plan`, `bundle` or `compiled`.
+    public var kind: String
+    /// The tool that wrote the manifest.
+    public var tool: Tool
+    /// The model.
+    public var model: Model
+    /// `iOS` or `macOS`.
+    public var platform: String
+    /// `float16`, `bfloat16` or `float32`.
+    public var computePrecision: String
+    /// Context length in tokens (the static KV cache is sized for it).
+    public var contextLength: Int
+    /// Parameter count, tied embeddings counted once.
+    public var parameters: Int
+    /// The compression applied.
+    public var compression: Compression
+    /// The static KV cache.
+    public var kvCache: KVCache
+    /// Runtime memory estimate.
+    public var memory: Memory
+    /// Sizes, estimated and (for artifacts) actual.
+    public var sizes: Sizes
+    /// What the tokenizer implies, once a tokenizer is available (null before).
+    public var tokenizer: Tokenizer?
+    /// Every tensor, in execution order.
+    public var tensors: [Tensor]
+    /// Every file of the artifact with size and CRC-32 (empty for a plan).
+    public var files: [File]
+    /// Warnings raised while planning or exporting.
+    public var warnings: [String]
+
+    /// The tool's identity.
+    public struct Tool: Codable, Equatable, Sendable {
+        /// Always `exporter`.
+        public var name: String
+        /// The tool's version.
+        public var version: String
+    }
+
+    /// The model and where it came from.
+    public struct Model: Codable, Equatable, Sendable {
+        /// Display name, e.g. `Qwen2.5-1.5B-Instruct`.
+        public var name: String
+        /// `model_type` as written in the config.
+        public var modelType: String
+        /// The registry family after remapping (`qwen2_5` → `qwen2`).
+        public var registryType: String
+        /// `architectures` of the config.
+        public var architectures: [String]
+        /// The preset id, or null when none.
+        public var preset: String?
+        /// Whether `--experimental` made the export possible.
+        public var experimental: Bool
+        /// Where the checkpoint came from.
+        public var source: Source
+        /// `checkpoint`, `synthetic`, or `none` (a plan from the config alone).
+        public var weights: String
+
+        enum CodingKeys: String, CodingKey {
+            case name, architectures, preset, experimental, source, weights
+            case modelType = "model_type"
+            case registryType = "registry_type"
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(modelType, forKey: .modelType)
+            try container.encode(registryType, forKey: .registryType)
+            try container.encode(architectures, forKey: .architectures)
+            try container.encode(preset, forKey: .preset)  // null, not absent, when there is none
+            try container.encode(experimental, forKey: .experimental)
+            try container.encode(source, forKey: .source)
+            try container.encode(weights, forKey: .weights)
+        }
+    }
+
+    /// Where the checkpoint came from: never an absolute path, so artifacts reproduce anywhere.
+    public struct Source: Codable, Equatable, Sendable {
+        /// `directory`, `huggingface-cache` or `preset-config`.
+        public var kind: String
+        /// The Hugging Face repository, when known.
+        public var repoID: String?
+        /// The snapshot revision (commit hash), when read from the Hugging Face cache.
+        public var revision: String?
+        /// The checkpoint's files with their sizes (empty for a plan from the config alone).
+        public var files: [SourceFile]
+
+        enum CodingKeys: String, CodingKey {
+            case kind, revision, files
+            case repoID = "repo_id"
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(kind, forKey: .kind)
+            try container.encode(repoID, forKey: .repoID)
+            try container.encode(revision, forKey: .revision)
+            try container.encode(files, forKey: .files)
+        }
+    }
+
+    /// A checkpoint file and its size.
+    public struct SourceFile: Codable, Equatable, Sendable {
+        /// Path relative to the checkpoint folder.
+        public var name: String
+        /// Size in bytes.
+        public var bytes: Int
+    }
+
+    /// The compression applied.
+    public struct Compression: Codable, Equatable, Sendable {
+        /// The compression config's name (`none` for none).
+        public var config: String
+        /// Whether the iOS token embedding is quantised to int8 per tensor.
+        public var iosEmbeddingInt8: Bool
+
+        enum CodingKeys: String, CodingKey {
+            case config
+            case iosEmbeddingInt8 = "ios_embedding_int8"
+        }
+    }
+
+    /// The static KV cache.
+    public struct KVCache: Codable, Equatable, Sendable {
+        /// `2 × layers × kv_heads × head_dim × context_length × bytes(dtype)`.
+        public var bytes: Int
+        /// Decoder layers.
+        public var layers: Int
+        /// Key/value heads.
+        public var kvHeads: Int
+        /// Head dimension.
+        public var headDim: Int
+        /// Context length.
+        public var contextLength: Int
+        /// Element type (the compute precision).
+        public var dtype: String
+
+        enum CodingKeys: String, CodingKey {
+            case bytes, layers, dtype
+            case kvHeads = "kv_heads"
+            case headDim = "head_dim"
+            case contextLength = "context_length"
+        }
+    }
+
+    /// Runtime memory estimate.
+    public struct Memory: Codable, Equatable, Sendable {
+        /// Resident weights.
+        public var weightsBytes: Int
+        /// KV cache.
+        public var kvCacheBytes: Int
+        /// Peak working buffers.
+        public var workingBytes: Int
+        /// The sum.
+        public var totalBytes: Int
+        /// Tokens per prefill chunk assumed for working memory.
+        public var prefillChunk: Int
+
+        enum CodingKeys: String, CodingKey {
+            case weightsBytes = "weights_bytes"
+            case kvCacheBytes = "kv_cache_bytes"
+            case workingBytes = "working_bytes"
+            case totalBytes = "total_bytes"
+            case prefillChunk = "prefill_chunk"
+        }
+    }
+
+    /// Sizes.
+    public struct Sizes: Codable, Equatable, Sendable {
+        /// Estimated bytes of the bundle's weights file, from the config alone.
+        public var estimatedBundleBytes: Int
+        /// Actual bytes of every file of the artifact (null for a plan).
+        public var bundleBytes: Int?
+        /// Bits stored per parameter in the weights file.
+        public var bitsPerWeight: Double
+        /// Parameters, bytes and bits per weight by tensor role.
+        public var byRole: [String: RoleSize]
+
+        enum CodingKeys: String, CodingKey {
+            case estimatedBundleBytes = "estimated_bundle_bytes"
+            case bundleBytes = "bundle_bytes"
+            case bitsPerWeight = "bits_per_weight"
+            case byRole = "by_role"
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(estimatedBundleBytes, forKey: .estimatedBundleBytes)
+            try container.encode(bundleBytes, forKey: .bundleBytes)
+            try container.encode(bitsPerWeight, forKey: .bitsPerWeight)
+            try container.encode(byRole, forKey: .byRole)
+        }
+    }
+
+    /// Size of one group of tensors.
+    public struct RoleSize: Codable, Equatable, Sendable {
+        /// Parameters.
+        public var parameters: Int
+        /// Stored bytes (without padding).
+        public var bytes: Int
+        /// Bits per parameter.
+        public var bitsPerWeight: Double
+
+        enum CodingKeys: String, CodingKey {
+            case parameters, bytes
+            case bitsPerWeight = "bits_per_weight"
+        }
+    }
+
+    /// What the tokenizer implies for the runtime.
+    public struct Tokenizer: Codable, Equatable, Sendable {
+        /// The tokenizer files carried in the bundle.
+        public var files: [String]
+        /// The reasoning marker found in the vocabulary (`<think>` or `<|reasoning_start|>`), or null.
+        public var reasoningMarker: String?
+        /// The runtime's default response budget implied: 2048 with a marker, 512 without.
+        public var defaultResponseTokens: Int
+
+        enum CodingKeys: String, CodingKey {
+            case files
+            case reasoningMarker = "reasoning_marker"
+            case defaultResponseTokens = "default_response_tokens"
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(files, forKey: .files)
+            try container.encode(reasoningMarker, forKey: .reasoningMarker)
+            try container.encode(defaultResponseTokens, forKey: .defaultResponseTokens)
+        }
+    }
+
+    /// One tensor.
+    public struct Tensor: Codable, Equatable, Sendable {
+        /// Checkpoint name.
+        public var name: String
+        /// Shape, output channels first.
+        public var shape: [Int]
+        /// `embedding`, `attention`, `mlp`, `norm` or `head`.
+        public var role: String
+        /// Decoder layer, or null.
+        public var layer: Int?
+        /// The storage scheme.
+        public var compression: CompressionScheme
+        /// Rows in the last group when the group size does not divide the channels (null otherwise).
+        public var lastGroupRows: Int?
+        /// Which rule chose the scheme.
+        public var rule: String
+        /// Stored bytes, excluding padding.
+        public var storedBytes: Int
+        /// Where its parts are in the weights file (empty for a plan).
+        public var parts: [Part]
+        /// Signal-to-quantisation-noise ratio in dB against the source weights (null for a plan or an exact tensor).
+        public var sqnrDB: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case name, shape, role, layer, compression, rule, parts
+            case lastGroupRows = "last_group_rows"
+            case storedBytes = "stored_bytes"
+            case sqnrDB = "sqnr_db"
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(shape, forKey: .shape)
+            try container.encode(role, forKey: .role)
+            try container.encode(layer, forKey: .layer)
+            try container.encode(compression, forKey: .compression)
+            try container.encode(lastGroupRows, forKey: .lastGroupRows)
+            try container.encode(rule, forKey: .rule)
+            try container.encode(storedBytes, forKey: .storedBytes)
+            try container.encode(parts, forKey: .parts)
+            try container.encode(sqnrDB, forKey: .sqnrDB)
+        }
+    }
+
+    /// One stored part of a tensor in a weights file.
+    public struct Part: Codable, Equatable, Sendable {
+        /// `values`, `lut`, `indices` or `scales`.
+        public var kind: String
+        /// `float16`, `float32`, `bfloat16`, `int8` or `uint4`…`uint8` packed indices.
+        public var dtype: String
+        /// The weights file, relative to the artifact.
+        public var file: String
+        /// Byte offset in the file.
+        public var offset: Int
+        /// Byte length.
+        public var bytes: Int
+    }
+
+    /// One file of an artifact.
+    public struct File: Codable, Equatable, Sendable {
+        /// Path relative to the artifact folder.
+        public var path: String
+        /// Size in bytes.
+        public var bytes: Int
+        /// CRC-32 (zlib) as 8 lowercase hex digits.
+        public var crc32: String
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case schema, kind, tool, model, platform, parameters, compression, memory, sizes, tokenizer, tensors, files
+        case warnings
+        case computePrecision = "compute_precision"
+        case contextLength = "context_length"
+        case kvCache = "kv_cache"
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(schema, forKey: .schema)
+        try container.encode(kind, forKey: .kind)
+        try container.encode(tool, forKey: .tool)
+        try container.encode(model, forKey: .model)
+        try container.encode(platform, forKey: .platform)
+        try container.encode(computePrecision, forKey: .computePrecision)
+        try container.encode(contextLength, forKey: .contextLength)
+        try container.encode(parameters, forKey: .parameters)
+        try container.encode(compression, forKey: .compression)
+        try container.encode(kvCache, forKey: .kvCache)
+        try container.encode(memory, forKey: .memory)
+        try container.encode(sizes, forKey: .sizes)
+        try container.encode(tokenizer, forKey: .tokenizer)
+        try container.encode(tensors, forKey: .tensors)
+        try container.encode(files, forKey: .files)
+        try container.encode(warnings, forKey: .warnings)
+    }
+
+    /// The manifest as canonical JSON: sorted keys, two-space indentation, a final newline.
+    /// - Throws: an `EncodingError` only for non-finite doubles, which the tool never stores.
+    public func canonicalJSON() throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        return [UInt8](try encoder.encode(self)) + [0x0A]
+    }
+}
+
+/// The tool's version, recorded in every manifest.
+public enum ToolVersion {
+    /// Semantic version of this build.
+    public static let current = "0.1.0"
+}

@@ -1,0 +1,192 @@
+import Foundation
+
+/// What the static KV cache reserves at load: `2 × layers × kv_heads × head_dim × context × bytes`.
+public struct KVCacheCost: Equatable, Sendable {
+    /// Decoder layers.
+    public let layers: Int
+    /// Key/value heads per layer.
+    public let keyValueHeads: Int
+    /// Dimension of one head.
+    public let headDimension: Int
+    /// Tokens of context.
+    public let contextLength: Int
+    /// The element type.
+    public let precision: ComputePrecision
+
+    /// Bytes reserved: K and V for every layer, head and position.
+    public var bytes: Int { 2 * layers * keyValueHeads * headDimension * contextLength * precision.bytesPerElement }
+
+    /// The cost for `config` at `contextLength` tokens.
+    public init(config: ModelConfig, contextLength: Int, precision: ComputePrecision) {
+        layers = config.layerCount
+        keyValueHeads = config.keyValueHeads
+        headDimension = config.headDimension
+        self.contextLength = contextLength
+        self.precision = precision
+    }
+}
+
+/// One tensor of the plan: what it is and how it will be stored.
+public struct PlannedTensor: Equatable, Sendable {
+    /// The tensor.
+    public let spec: TensorSpec
+    /// How it is stored.
+    public let scheme: CompressionScheme
+    /// Which rule chose the scheme: `rule N (pattern)`, `default` or `ios-embedding`.
+    public let rule: String
+    /// Bytes stored, excluding alignment padding.
+    public let storedBytes: Int
+}
+
+/// Runtime memory once loaded: weights (memory-mapped), KV cache and working buffers.
+public struct MemoryEstimate: Equatable, Sendable {
+    /// Tokens processed at once during prefill in the working-memory estimate.
+    public static let prefillChunk = 128
+
+    /// Resident weight bytes.
+    public let weightsBytes: Int
+    /// KV-cache bytes.
+    public let kvCacheBytes: Int
+    /// Peak activations: a prefill chunk through the widest layer, attention scores over the whole
+    /// context, and the logits of one position (float32 accumulations).
+    public let workingBytes: Int
+
+    /// The sum.
+    public var totalBytes: Int { weightsBytes + kvCacheBytes + workingBytes }
+
+    /// The estimate for `config` with `weightsBytes` of weights.
+    public init(config: ModelConfig, weightsBytes: Int, kvCache: KVCacheCost) {
+        let chunk = MemoryEstimate.prefillChunk
+        let hidden = 4 * chunk * config.hiddenSize * 4
+        let mlp = 2 * chunk * config.intermediateSize * 4
+        let scores = config.attentionHeads * chunk * kvCache.contextLength * 4
+        let logits = config.vocabularySize * 4
+        self.weightsBytes = weightsBytes
+        self.kvCacheBytes = kvCache.bytes
+        self.workingBytes = hidden + mlp + scores + logits
+    }
+}
+
+/// Everything an export will produce that is known from the config alone: tensors, their
+/// compression and sizes, KV cache and memory. `exporter plan` prints it; the export follows it.
+public struct ExportPlan: Sendable {
+    /// Alignment of every blob in a bundle's weights file (docs/FORMAT.md).
+    public static let blobAlignment = 64
+    /// Size of the weights file header (docs/FORMAT.md).
+    public static let weightsHeaderBytes = 64
+
+    /// The resolved model.
+    public let model: ResolvedModel
+    /// The options as given.
+    public let options: ExportOptions
+    /// Target platform.
+    public let platform: Platform
+    /// Compute precision.
+    public let precision: ComputePrecision
+    /// Context length in tokens.
+    public let contextLength: Int
+    /// The compression config.
+    public let compression: CompressionConfig
+    /// Every tensor, in execution order.
+    public let tensors: [PlannedTensor]
+    /// The KV cache.
+    public let kvCache: KVCacheCost
+    /// The name of the artifact (`<Name>.aimodel`).
+    public let outputName: String
+    /// Things the user should know (unused rules, uneven groups).
+    public let warnings: [String]
+
+    /// Parameter count (tied embeddings counted once).
+    public var parameters: Int { tensors.reduce(0) { $0 + $1.spec.elementCount } }
+
+    /// Estimated bytes of the weights file: header plus every blob aligned.
+    public var estimatedWeightsBytes: Int {
+        tensors.reduce(ExportPlan.weightsHeaderBytes) { total, tensor in
+            total + ExportPlan.estimatedAlignedBytes(tensor)
+        }
+    }
+
+    /// Average bits stored per parameter.
+    public var bitsPerWeight: Double {
+        parameters == 0 ? 0 : Double(estimatedWeightsBytes * 8) / Double(parameters)
+    }
+
+    /// The runtime memory estimate.
+    public var memory: MemoryEstimate {
+        MemoryEstimate(config: model.config, weightsBytes: estimatedWeightsBytes, kvCache: kvCache)
+    }
+
+    /// A tensor's stored bytes with each of its parts padded to the blob alignment.
+    static func estimatedAlignedBytes(_ tensor: PlannedTensor) -> Int {
+        let align = { (bytes: Int) in (bytes + blobAlignment - 1) / blobAlignment * blobAlignment }
+        let rows = tensor.spec.matrixShape.rows
+        switch tensor.scheme.mode {
+        case .keep:
+            return align(tensor.storedBytes)
+        case .palettize:
+            let bits = tensor.scheme.bits ?? 4
+            let tables = tensor.scheme.groupCount(rows: rows) * (1 << bits) * 2
+            return align(tables) + align(tensor.storedBytes - tables)
+        case .linear:
+            let scales = tensor.scheme.groupCount(rows: rows) * 4
+            return align(scales) + align(tensor.storedBytes - scales)
+        }
+    }
+
+    /// Plans an export: resolves the model, applies the registry rules, the preset's defaults
+    /// and the compression config to every tensor.
+    /// - Throws: the resolver's, registry's and compression config's errors, with their messages.
+    public static func make(options: ExportOptions, resolver: ModelResolver) throws -> ExportPlan {
+        let model = try resolver.resolve(
+            options.model, platform: options.platform, experimental: options.experimental,
+            precisionGiven: options.computePrecision != nil, presetOverride: options.presetOverride)
+        let precision = options.computePrecision ?? model.preset?.computePrecision ?? .float16
+        let maximum = model.config.maxPositionEmbeddings
+        let contextLength: Int
+        if let requested = options.contextLength {
+            guard requested <= maximum else {
+                throw ResolutionError.contextTooLong(requested: requested, maximum: maximum)
+            }
+            contextLength = requested
+        } else {
+            contextLength = min(model.preset?.contextLength ?? ExportOptions.defaultContextLength, maximum)
+        }
+        let compression: CompressionConfig
+        switch options.compression {
+        case .automatic:
+            compression = try resolver.catalog.compressionConfig(
+                named: model.preset?.compression ?? ExportOptions.defaultCompression)
+        case .named(let name):
+            compression = try resolver.catalog.compressionConfig(named: name)
+        case .file(let url):
+            compression = try CompressionConfig(contentsOf: url)
+        }
+        let specs = try ArchitectureRegistry.tensors(for: model.config, configPath: model.configURL.path)
+        var warnings: [String] = []
+        let tensors = try specs.map { spec -> PlannedTensor in
+            let (scheme, source) = try compression.scheme(
+                for: spec, platform: options.platform, quantizeIOSEmbedding: options.quantizeIOSEmbedding)
+            let rule: String
+            switch source {
+            case .rule(let index): rule = "rule \(index + 1) (\(compression.rules[index].pattern))"
+            case .defaultRule: rule = "default"
+            case .iosEmbedding: rule = "ios-embedding"
+            }
+            if let last = scheme.lastGroupRows(rows: spec.matrixShape.rows), let groupSize = scheme.groupSize {
+                warnings.append(
+                    "tensor '\(spec.name)': \(spec.matrixShape.rows) output channels are not a multiple of group size "
+                        + "\(groupSize); its last group holds \(last) channels")
+            }
+            return PlannedTensor(
+                spec: spec, scheme: scheme, rule: rule, storedBytes: scheme.storedBytes(for: spec, precision: precision))
+        }
+        for rule in compression.unusedRules(for: specs) {
+            warnings.append("compression config '\(compression.name)': rule '\(rule.pattern)' matches no tensor")
+        }
+        return ExportPlan(
+            model: model, options: options, platform: options.platform, precision: precision,
+            contextLength: contextLength, compression: compression, tensors: tensors,
+            kvCache: KVCacheCost(config: model.config, contextLength: contextLength, precision: precision),
+            outputName: options.outputName ?? model.name, warnings: warnings)
+    }
+}

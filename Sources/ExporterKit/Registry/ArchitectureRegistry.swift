@@ -1,0 +1,230 @@
+/// A model family the exporter knows: where it can be exported, and which tensors it has.
+public struct ArchitectureFamily: Sendable {
+    /// The `model_type` the registry knows it by (after remapping).
+    public let modelType: String
+    /// Whether a macOS export exists.
+    public let supportsMacOS: Bool
+    /// Whether an iOS export exists: it needs a static-shape implementation of its own.
+    public let supportsIOS: Bool
+    /// Whether the query, key and value projections always carry a bias (Qwen2), whatever the config says.
+    public let alwaysHasAttentionBias: Bool
+    /// Whether each attention layer normalises queries and keys per head (Qwen3, Gemma 3).
+    public let hasQueryKeyNorm: Bool
+    /// The tensors of the family, or nil when the exporter cannot yet lay them out.
+    public let layout: TensorLayout?
+
+    /// Whether an export for `platform` exists.
+    public func supports(_ platform: Platform) -> Bool {
+        platform == .iOS ? supportsIOS : supportsMacOS
+    }
+}
+
+/// Target platform of an export.
+public enum Platform: String, Codable, Sendable, CaseIterable {
+    case iOS
+    case macOS
+}
+
+/// Why the registry refuses a model; messages are the reference tool's, word for word.
+public enum RegistryError: ExporterError, Equatable {
+    /// The model type is not one of the ten families.
+    case unknownModelType(String, available: [String])
+    /// The family has no iOS implementation; no flag overrides this.
+    case noIOSVariant(modelType: String)
+    /// The family is known but the exporter cannot lay out its tensors yet.
+    case noTensorLayout(modelType: String)
+
+    public var description: String {
+        switch self {
+        case .unknownModelType(let type, let available):
+            return "Unknown model type '\(type)'. Available: \(available.joined(separator: ", "))"
+        case .noIOSVariant(let type):
+            return "Model '\(type)' does not support iOS variant"
+        case .noTensorLayout(let type):
+            return "model type '\(type)' is registered but its tensor layout is not known to this version; "
+                + "see docs/ADDING_AN_ARCHITECTURE.md"
+        }
+    }
+
+    public var exitStatus: ExitStatus { .unsupported }
+}
+
+/// The ten families of the reference registry, as one table. Adding a family is adding a row
+/// (and, for a new tensor layout, a layout below): see `docs/ADDING_AN_ARCHITECTURE.md`.
+public enum ArchitectureRegistry {
+    /// Model types renamed before the lookup, as the reference tool does.
+    public static let modelTypeRemapping: [String: String] = ["qwen2_5": "qwen2", "gemma3": "gemma3_text"]
+
+    /// Every known family, sorted by model type.
+    public static let families: [ArchitectureFamily] = [
+        family("gemma3_text", iOS: false, queryKeyNorm: true, layout: gemma3Layout),
+        family("gpt_oss", iOS: false, layout: nil),
+        family("mistral", iOS: true, layout: llamaLikeLayout(queryKeyNorm: false)),
+        family("mixtral", iOS: false, layout: mixtralLayout),
+        family("muse_glimmer_text", iOS: false, layout: nil),
+        family("phi3", iOS: false, layout: phi3Layout),
+        family("qwen2", iOS: true, attentionBias: true, layout: llamaLikeLayout(queryKeyNorm: false)),
+        family("qwen3", iOS: true, queryKeyNorm: true, layout: llamaLikeLayout(queryKeyNorm: true)),
+        family("qwen3_moe", iOS: false, queryKeyNorm: true, layout: qwen3MoeLayout),
+        family("qwen3_vl", iOS: false, layout: nil),
+    ]
+
+    /// The model types known, sorted.
+    public static var modelTypes: [String] { families.map(\.modelType) }
+
+    /// The registry name of `modelType` after remapping.
+    public static func canonicalModelType(_ modelType: String) -> String {
+        modelTypeRemapping[modelType] ?? modelType
+    }
+
+    /// The family of `modelType` (remapped first).
+    /// - Throws: `RegistryError.unknownModelType` listing the known types.
+    public static func family(for modelType: String) throws -> ArchitectureFamily {
+        let canonical = canonicalModelType(modelType)
+        guard let found = families.first(where: { $0.modelType == canonical }) else {
+            throw RegistryError.unknownModelType(modelType, available: modelTypes)
+        }
+        return found
+    }
+
+    /// The family of `modelType`, checked for `platform`.
+    /// - Throws: `RegistryError` when the type is unknown or has no implementation for the platform.
+    public static func family(for modelType: String, platform: Platform) throws -> ArchitectureFamily {
+        let found = try family(for: modelType)
+        guard found.supports(platform) else { throw RegistryError.noIOSVariant(modelType: found.modelType) }
+        return found
+    }
+
+    /// The concrete tensors of `config`, in execution order.
+    /// - Throws: `RegistryError` for an unknown type or an unknown layout, `ConfigError` for a missing key.
+    public static func tensors(for config: ModelConfig, configPath: String) throws -> [TensorSpec] {
+        let found = try family(for: config.modelType)
+        guard let layout = found.layout else { throw RegistryError.noTensorLayout(modelType: found.modelType) }
+        return try layout.tensors(for: config, configPath: configPath)
+    }
+
+    private static func family(
+        _ modelType: String, iOS: Bool, attentionBias: Bool = false, queryKeyNorm: Bool = false, layout: TensorLayout?
+    ) -> ArchitectureFamily {
+        ArchitectureFamily(
+            modelType: modelType, supportsMacOS: true, supportsIOS: iOS, alwaysHasAttentionBias: attentionBias,
+            hasQueryKeyNorm: queryKeyNorm, layout: layout)
+    }
+
+    // MARK: Tensor layouts (Hugging Face transformers names; shapes output-first)
+
+    private static let embedding = TensorTemplate(
+        "model.embed_tokens.weight", .embedding, shape: { [$0.vocabularySize, $0.hiddenSize] })
+    private static let finalNorm = TensorTemplate("model.norm.weight", .norm, shape: { [$0.hiddenSize] })
+    private static let untiedHead = TensorTemplate(
+        "lm_head.weight", .head, shape: { [$0.vocabularySize, $0.hiddenSize] }, when: { !$0.tieWordEmbeddings })
+
+    private static func layerNorm(_ name: String) -> TensorTemplate {
+        TensorTemplate("model.layers.{layer}.\(name).weight", .norm, shape: { [$0.hiddenSize] })
+    }
+
+    /// Query/key/value/output projections; biases on q, k, v when the family or config asks for them.
+    private static func attentionProjections(queryKeyNorm: Bool) -> [TensorTemplate] {
+        let prefix = "model.layers.{layer}.self_attn."
+        let hasBias: @Sendable (ModelConfig) -> Bool = { config in
+            config.attentionBias ?? (ArchitectureRegistry.canonicalModelType(config.modelType) == "qwen2")
+        }
+        var templates = [
+            TensorTemplate(prefix + "q_proj.weight", .attention, shape: { [$0.attentionHeads * $0.headDimension, $0.hiddenSize] }),
+            TensorTemplate(prefix + "q_proj.bias", .attention, shape: { [$0.attentionHeads * $0.headDimension] }, when: hasBias),
+            TensorTemplate(prefix + "k_proj.weight", .attention, shape: { [$0.keyValueHeads * $0.headDimension, $0.hiddenSize] }),
+            TensorTemplate(prefix + "k_proj.bias", .attention, shape: { [$0.keyValueHeads * $0.headDimension] }, when: hasBias),
+            TensorTemplate(prefix + "v_proj.weight", .attention, shape: { [$0.keyValueHeads * $0.headDimension, $0.hiddenSize] }),
+            TensorTemplate(prefix + "v_proj.bias", .attention, shape: { [$0.keyValueHeads * $0.headDimension] }, when: hasBias),
+            TensorTemplate(prefix + "o_proj.weight", .attention, shape: { [$0.hiddenSize, $0.attentionHeads * $0.headDimension] }),
+        ]
+        if queryKeyNorm {
+            templates += [
+                TensorTemplate(prefix + "q_norm.weight", .norm, shape: { [$0.headDimension] }),
+                TensorTemplate(prefix + "k_norm.weight", .norm, shape: { [$0.headDimension] }),
+            ]
+        }
+        return templates
+    }
+
+    private static let swiGLU: [TensorTemplate] = [
+        TensorTemplate("model.layers.{layer}.mlp.gate_proj.weight", .mlp, shape: { [$0.intermediateSize, $0.hiddenSize] }),
+        TensorTemplate("model.layers.{layer}.mlp.up_proj.weight", .mlp, shape: { [$0.intermediateSize, $0.hiddenSize] }),
+        TensorTemplate("model.layers.{layer}.mlp.down_proj.weight", .mlp, shape: { [$0.hiddenSize, $0.intermediateSize] }),
+    ]
+
+    /// Mistral, Qwen2 and Qwen3: the three iOS families share one decoder shape.
+    private static func llamaLikeLayout(queryKeyNorm: Bool) -> TensorLayout {
+        TensorLayout(
+            leading: [embedding],
+            perLayer: [layerNorm("input_layernorm")] + attentionProjections(queryKeyNorm: queryKeyNorm)
+                + [layerNorm("post_attention_layernorm")] + swiGLU,
+            trailing: [finalNorm, untiedHead])
+    }
+
+    private static let gemma3Layout = TensorLayout(
+        leading: [embedding],
+        perLayer: [layerNorm("input_layernorm")] + attentionProjections(queryKeyNorm: true)
+            + [layerNorm("post_attention_layernorm"), layerNorm("pre_feedforward_layernorm")] + swiGLU
+            + [layerNorm("post_feedforward_layernorm")],
+        trailing: [finalNorm, untiedHead])
+
+    private static let phi3Layout = TensorLayout(
+        leading: [embedding],
+        perLayer: [
+            layerNorm("input_layernorm"),
+            TensorTemplate(
+                "model.layers.{layer}.self_attn.qkv_proj.weight", .attention,
+                shape: { [($0.attentionHeads + 2 * $0.keyValueHeads) * $0.headDimension, $0.hiddenSize] }),
+            TensorTemplate(
+                "model.layers.{layer}.self_attn.o_proj.weight", .attention,
+                shape: { [$0.hiddenSize, $0.attentionHeads * $0.headDimension] }),
+            layerNorm("post_attention_layernorm"),
+            TensorTemplate("model.layers.{layer}.mlp.gate_up_proj.weight", .mlp, shape: { [2 * $0.intermediateSize, $0.hiddenSize] }),
+            TensorTemplate("model.layers.{layer}.mlp.down_proj.weight", .mlp, shape: { [$0.hiddenSize, $0.intermediateSize] }),
+        ],
+        trailing: [finalNorm, untiedHead])
+
+    private static let mixtralLayout = TensorLayout(
+        leading: [embedding],
+        perLayer: [layerNorm("input_layernorm")] + attentionProjections(queryKeyNorm: false)
+            + [
+                layerNorm("post_attention_layernorm"),
+                TensorTemplate(
+                    "model.layers.{layer}.block_sparse_moe.gate.weight", .mlp,
+                    shape: { [expertCount($0, "num_local_experts"), $0.hiddenSize] }),
+            ],
+        perExpert: [
+            TensorTemplate("model.layers.{layer}.block_sparse_moe.experts.{expert}.w1.weight", .mlp, shape: { [$0.intermediateSize, $0.hiddenSize] }),
+            TensorTemplate("model.layers.{layer}.block_sparse_moe.experts.{expert}.w2.weight", .mlp, shape: { [$0.hiddenSize, $0.intermediateSize] }),
+            TensorTemplate("model.layers.{layer}.block_sparse_moe.experts.{expert}.w3.weight", .mlp, shape: { [$0.intermediateSize, $0.hiddenSize] }),
+        ],
+        expertCountKey: "num_local_experts",
+        trailing: [finalNorm, untiedHead])
+
+    private static let qwen3MoeLayout = TensorLayout(
+        leading: [embedding],
+        perLayer: [layerNorm("input_layernorm")] + attentionProjections(queryKeyNorm: true)
+            + [
+                layerNorm("post_attention_layernorm"),
+                TensorTemplate(
+                    "model.layers.{layer}.mlp.gate.weight", .mlp, shape: { [expertCount($0, "num_experts"), $0.hiddenSize] }),
+            ],
+        perExpert: [
+            TensorTemplate("model.layers.{layer}.mlp.experts.{expert}.gate_proj.weight", .mlp, shape: { [moeWidth($0), $0.hiddenSize] }),
+            TensorTemplate("model.layers.{layer}.mlp.experts.{expert}.up_proj.weight", .mlp, shape: { [moeWidth($0), $0.hiddenSize] }),
+            TensorTemplate("model.layers.{layer}.mlp.experts.{expert}.down_proj.weight", .mlp, shape: { [$0.hiddenSize, moeWidth($0)] }),
+        ],
+        expertCountKey: "num_experts",
+        trailing: [finalNorm, untiedHead])
+
+    /// Expert count from an extra key; the layout checks the key before any shape is asked for.
+    private static func expertCount(_ config: ModelConfig, _ key: String) -> Int {
+        config.raw[key]?.intValue ?? 0
+    }
+
+    /// Qwen3-MoE experts are narrower than `intermediate_size`.
+    private static func moeWidth(_ config: ModelConfig) -> Int {
+        config.raw["moe_intermediate_size"]?.intValue ?? config.intermediateSize
+    }
+}

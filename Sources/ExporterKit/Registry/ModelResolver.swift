@@ -1,0 +1,221 @@
+import Foundation
+
+/// Where a model's files come from.
+public enum ModelSource: Equatable, Sendable {
+    /// A local checkpoint directory.
+    case directory(URL)
+    /// A snapshot of the local Hugging Face cache.
+    case huggingFaceCache(repoID: String, snapshot: URL, revision: String)
+    /// A preset whose weights are not on this machine: only its shipped config is known.
+    case presetConfigOnly(repoID: String)
+
+    /// The folder holding `config.json` and the weights, when the weights are local.
+    public var checkpointDirectory: URL? {
+        switch self {
+        case .directory(let url): return url
+        case .huggingFaceCache(_, let snapshot, _): return snapshot
+        case .presetConfigOnly: return nil
+        }
+    }
+}
+
+/// Why a model argument does not lead to an exportable model. The messages of the
+/// reference tool are kept word for word.
+public enum ResolutionError: ExporterError, Equatable {
+    /// Neither a preset short name nor an `org/model` id.
+    case notAModelName(String)
+    /// A preset that has no export for the platform.
+    case notAvailable(model: String, platform: Platform)
+    /// A supported architecture without a preset, and no `--experimental`.
+    case noPreset(model: String, platform: Platform)
+    /// `--experimental` without `--compute-precision`.
+    case precisionRequired(model: String)
+    /// An `org/model` id or path that is nowhere on this machine.
+    case notFound(model: String, tried: [String])
+    /// The context asked for exceeds what the checkpoint supports.
+    case contextTooLong(requested: Int, maximum: Int)
+    /// `--preset` names no preset.
+    case unknownPreset(String, available: [String])
+    /// `--preset` names a preset whose architecture differs from the checkpoint's.
+    case presetMismatch(preset: String, field: String, preset_value: String, checkpoint_value: String)
+
+    public var description: String {
+        switch self {
+        case .notAModelName(let model):
+            return "'\(model)' is not a registered short-name and doesn't look like a HuggingFace ID "
+                + "(expected 'org/model'). Run --list-models to see options."
+        case .notAvailable(let model, let platform):
+            return "'\(model)' is not available for \(platform.rawValue)."
+        case .noPreset(let model, let platform):
+            let base = "'\(model)' has no registry preset. Pass --experimental to try exporting it anyway "
+                + "(requires --compute-precision).\nSupported models: run 'exporter list' (docs in README.md)."
+            return platform == .iOS
+                ? base + "\nThis model may not be suitable for iOS application due to its memory requirements."
+                : base
+        case .precisionRequired(let model):
+            return "--compute-precision is required for '\(model)' (no registry preset found)."
+        case .notFound(let model, let tried):
+            return "'\(model)' was not found; tried:\n" + tried.map { "  - \($0)" }.joined(separator: "\n")
+        case .contextTooLong(let requested, let maximum):
+            return "--max-context-length (\(requested)) exceeds the model's max_position_embeddings (\(maximum))"
+        case .unknownPreset(let name, let available):
+            return "unknown preset '\(name)'; available: \(available.joined(separator: ", "))"
+        case .presetMismatch(let preset, let field, let presetValue, let checkpointValue):
+            return "preset '\(preset)' does not match the checkpoint: \(field) is \(presetValue) in the preset, "
+                + "\(checkpointValue) in the checkpoint"
+        }
+    }
+
+    public var exitStatus: ExitStatus {
+        switch self {
+        case .notAModelName, .notFound: return .notFound
+        case .precisionRequired, .contextTooLong, .unknownPreset: return .usage
+        case .notAvailable, .noPreset: return .unsupported
+        case .presetMismatch: return .badInput
+        }
+    }
+}
+
+/// A model argument resolved to its config, its preset (if any) and its family.
+public struct ResolvedModel: Sendable {
+    /// The argument as the user typed it.
+    public let argument: String
+    /// The display name, e.g. `Qwen2.5-1.5B-Instruct`: the artifact's default name.
+    public let name: String
+    /// Where the files are.
+    public let source: ModelSource
+    /// The parsed config.
+    public let config: ModelConfig
+    /// The config file.
+    public let configURL: URL
+    /// The preset applied, if any.
+    public let preset: Preset?
+    /// The registry family (after model-type remapping).
+    public let family: ArchitectureFamily
+}
+
+/// Resolves model arguments: a local directory, then a preset name, then a repo id in
+/// the local Hugging Face cache; registry rules applied in the reference tool's order.
+public struct ModelResolver {
+    /// The presets available.
+    public let catalog: PresetCatalog
+    /// Finds a repo id in the local Hugging Face cache: the snapshot folder and its revision.
+    public let locateInCache: (String) -> (snapshot: URL, revision: String)?
+    /// Where the cache lookups go, for the "tried" list of a not-found error.
+    public let cacheDescription: (String) -> String
+
+    /// A resolver over `catalog` with a cache lookup.
+    public init(
+        catalog: PresetCatalog, locateInCache: @escaping (String) -> (snapshot: URL, revision: String)?,
+        cacheDescription: @escaping (String) -> String
+    ) {
+        self.catalog = catalog
+        self.locateInCache = locateInCache
+        self.cacheDescription = cacheDescription
+    }
+
+    /// Whether `name` has the `org/model` shape of a Hugging Face id.
+    public static func looksLikeRepoID(_ name: String) -> Bool {
+        let parts = name.split(separator: "/", omittingEmptySubsequences: false)
+        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-_."))
+        return parts.count == 2
+            && parts.allSatisfy { !$0.isEmpty && $0 != "." && $0 != ".." && $0.unicodeScalars.allSatisfy(allowed.contains) }
+    }
+
+    /// Resolves `argument` for an export on `platform`.
+    /// - Parameters:
+    ///   - experimental: `--experimental` was given.
+    ///   - precisionGiven: `--compute-precision` was given.
+    ///   - presetOverride: `--preset`, applying a preset's defaults to a local checkpoint of the same architecture.
+    /// - Throws: `ResolutionError`, `RegistryError` or `ConfigError`, with the reference tool's messages.
+    public func resolve(
+        _ argument: String, platform: Platform, experimental: Bool, precisionGiven: Bool, presetOverride: String? = nil
+    ) throws -> ResolvedModel {
+        var isDirectory: ObjCBool = false
+        let localURL = URL(fileURLWithPath: argument)
+        if FileManager.default.fileExists(atPath: localURL.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            let name = localURL.standardizedFileURL.lastPathComponent
+            return try finish(
+                argument: argument, name: name, source: .directory(localURL.standardizedFileURL),
+                configURL: localURL.appendingPathComponent("config.json"), preset: nil, platform: platform,
+                experimental: experimental, precisionGiven: precisionGiven, presetOverride: presetOverride)
+        }
+        if let preset = catalog.preset(named: argument) {
+            guard preset.platforms.contains(platform) else {
+                throw ResolutionError.notAvailable(model: argument, platform: platform)
+            }
+            let source: ModelSource
+            if let cached = locateInCache(preset.repoID) {
+                source = .huggingFaceCache(repoID: preset.repoID, snapshot: cached.snapshot, revision: cached.revision)
+            } else {
+                source = .presetConfigOnly(repoID: preset.repoID)
+            }
+            return try finish(
+                argument: argument, name: preset.modelName, source: source, configURL: preset.configURL, preset: preset,
+                platform: platform, experimental: experimental, precisionGiven: true, presetOverride: nil)
+        }
+        guard ModelResolver.looksLikeRepoID(argument) else { throw ResolutionError.notAModelName(argument) }
+        // The reference tool refuses a preset-less id before fetching anything; so do we.
+        if presetOverride == nil {
+            guard experimental else { throw ResolutionError.noPreset(model: argument, platform: platform) }
+            guard precisionGiven else { throw ResolutionError.precisionRequired(model: argument) }
+        }
+        guard let cached = locateInCache(argument) else {
+            throw ResolutionError.notFound(
+                model: argument,
+                tried: [
+                    "a local directory '\(argument)': none",
+                    "a preset named '\(argument)': none (run 'exporter list')",
+                    "the Hugging Face cache: \(cacheDescription(argument)) is absent",
+                ])
+        }
+        let name = String(argument.split(separator: "/").last ?? Substring(argument))
+        return try finish(
+            argument: argument, name: name,
+            source: .huggingFaceCache(repoID: argument, snapshot: cached.snapshot, revision: cached.revision),
+            configURL: cached.snapshot.appendingPathComponent("config.json"), preset: nil, platform: platform,
+            experimental: experimental, precisionGiven: precisionGiven, presetOverride: presetOverride)
+    }
+
+    private func finish(
+        argument: String, name: String, source: ModelSource, configURL: URL, preset: Preset?, platform: Platform,
+        experimental: Bool, precisionGiven: Bool, presetOverride: String?
+    ) throws -> ResolvedModel {
+        let config = try ModelConfig(contentsOf: configURL)
+        let family = try ArchitectureRegistry.family(for: config.modelType, platform: platform)
+        var applied = preset
+        if let presetOverride {
+            guard let chosen = catalog.preset(named: presetOverride) else {
+                throw ResolutionError.unknownPreset(presetOverride, available: catalog.presets.map(\.id))
+            }
+            try ModelResolver.checkSameArchitecture(preset: chosen, config: config)
+            applied = chosen
+        }
+        if applied == nil {
+            guard experimental else { throw ResolutionError.noPreset(model: argument, platform: platform) }
+            guard precisionGiven else { throw ResolutionError.precisionRequired(model: argument) }
+        }
+        return ResolvedModel(
+            argument: argument, name: name, source: source, config: config, configURL: configURL, preset: applied,
+            family: family)
+    }
+
+    /// A preset's defaults fit only a checkpoint of the same shape (a fine-tune of the same base).
+    static func checkSameArchitecture(preset: Preset, config: ModelConfig) throws {
+        let reference = try ModelConfig(contentsOf: preset.configURL)
+        let fields: [(String, String, String)] = [
+            ("model_type", ArchitectureRegistry.canonicalModelType(reference.modelType),
+             ArchitectureRegistry.canonicalModelType(config.modelType)),
+            ("num_hidden_layers", "\(reference.layerCount)", "\(config.layerCount)"),
+            ("hidden_size", "\(reference.hiddenSize)", "\(config.hiddenSize)"),
+            ("intermediate_size", "\(reference.intermediateSize)", "\(config.intermediateSize)"),
+            ("num_attention_heads", "\(reference.attentionHeads)", "\(config.attentionHeads)"),
+            ("num_key_value_heads", "\(reference.keyValueHeads)", "\(config.keyValueHeads)"),
+            ("head_dim", "\(reference.headDimension)", "\(config.headDimension)"),
+        ]
+        if let mismatch = fields.first(where: { $0.1 != $0.2 }) {
+            throw ResolutionError.presetMismatch(
+                preset: preset.id, field: mismatch.0, preset_value: mismatch.1, checkpoint_value: mismatch.2)
+        }
+    }
+}

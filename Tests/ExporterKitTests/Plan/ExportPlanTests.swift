@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+@Suite("export plan")
+struct ExportPlanTests {
+    private func plan(_ model: String, configure: (inout ExportOptions) -> Void = { _ in }) throws -> ExportPlan {
+        var options = ExportOptions(model: model)
+        configure(&options)
+        return try ExportPlan.make(options: options, resolver: try Fixtures.resolver())
+    }
+
+    @Test("Qwen2.5-1.5B at 4,096 tokens: parameters and KV cache of the brief")
+    func qwen25() throws {
+        let plan = try plan("Qwen2.5-1.5B") { $0.contextLength = 4096 }
+        #expect(plan.parameters == 1_543_714_304)
+        #expect(plan.kvCache.bytes == 117_440_512)
+        #expect(plan.kvCache.bytes == 112 << 20)
+        #expect(plan.model.preset?.id == "qwen2.5-1.5b-instruct")
+        #expect(plan.compression.name == "4bit_weight_palettized_group8")
+        #expect(plan.outputName == "Qwen2.5-1.5B-Instruct")
+        #expect(plan.warnings.isEmpty)
+    }
+
+    @Test("Qwen3-4B at 4,096 tokens reserves 576 MiB of KV cache")
+    func qwen3_4b() throws {
+        let plan = try plan("qwen3-4b")
+        #expect(plan.kvCache.bytes == 603_979_776)
+        #expect(plan.kvCache.bytes == 576 << 20)
+        #expect(plan.parameters == 4_022_468_096)
+        #expect(plan.contextLength == 4096)
+    }
+
+    @Test("Qwen3-0.6B parameter count, with q/k norms and tied embeddings")
+    func qwen3_06b() throws {
+        let plan = try plan("Qwen/Qwen3-0.6B")
+        #expect(plan.parameters == 596_049_920)
+        #expect(!plan.tensors.contains { $0.spec.name == "lm_head.weight" })
+        #expect(plan.tensors.contains { $0.spec.name == "model.layers.27.self_attn.k_norm.weight" })
+    }
+
+    @Test("the estimated Qwen2.5-1.5B bundle: int8 embedding, 4-bit group-8 projections")
+    func qwen25Sizes() throws {
+        let plan = try plan("qwen2.5-1.5b-instruct")
+        let embedding = try #require(plan.tensors.first { $0.spec.role == .embedding })
+        #expect(embedding.scheme == .int8PerTensor)
+        #expect(embedding.storedBytes == 151_936 * 1536 + 4)
+        let q = try #require(plan.tensors.first { $0.spec.name == "model.layers.0.self_attn.q_proj.weight" })
+        #expect(q.scheme == .palettize(bits: 4, groupSize: 8))
+        #expect(q.storedBytes == 1536 * 1536 / 2 + 192 * 16 * 2)
+        let bias = try #require(plan.tensors.first { $0.spec.name == "model.layers.0.self_attn.q_proj.bias" })
+        #expect(bias.scheme == .keep)
+        #expect(bias.storedBytes == 1536 * 2)
+        #expect(abs(plan.bitsPerWeight - 4.62) < 0.01)
+    }
+
+    @Test("the mixed Qwen3-0.6B config puts the named layers at 8 bits per tensor")
+    func mixedConfig() throws {
+        let plan = try plan("qwen3-0.6b")
+        let scheme = { (name: String) in plan.tensors.first { $0.spec.name == name }?.scheme }
+        #expect(scheme("model.layers.7.mlp.down_proj.weight") == .palettize(bits: 8, groupSize: nil))
+        #expect(scheme("model.layers.16.self_attn.o_proj.weight") == .palettize(bits: 8, groupSize: nil))
+        #expect(scheme("model.layers.1.mlp.down_proj.weight") == .palettize(bits: 4, groupSize: 8))
+        #expect(scheme("model.layers.17.self_attn.q_proj.weight") == .palettize(bits: 4, groupSize: 8))
+        #expect(scheme("model.layers.7.input_layernorm.weight") == .keep)
+    }
+
+    @Test("--disable-embedding-quantization-ios palettises the embedding with the config")
+    func embeddingQuantizationDisabled() throws {
+        let plan = try plan("qwen2.5-1.5b") { $0.quantizeIOSEmbedding = false }
+        #expect(plan.tensors[0].scheme == .palettize(bits: 4, groupSize: 8))
+    }
+
+    @Test("macOS keeps the config's rule for the embedding")
+    func macOSEmbedding() throws {
+        let plan = try plan("qwen2.5-1.5b") { $0.platform = .macOS }
+        #expect(plan.tensors[0].scheme == .palettize(bits: 4, groupSize: 8))
+    }
+
+    @Test("a context above max_position_embeddings is refused with the reference message")
+    func contextTooLong() throws {
+        #expect(throws: ResolutionError.contextTooLong(requested: 50_000, maximum: 40_960)) {
+            try plan("qwen3-4b") { $0.contextLength = 50_000 }
+        }
+        let longest = try plan("qwen3-4b") { $0.contextLength = 40_960 }
+        #expect(longest.kvCache.bytes == 2 * 36 * 8 * 128 * 40_960 * 2)
+    }
+
+    @Test("compression none keeps every tensor in float16")
+    func noCompression() throws {
+        let plan = try plan("qwen2.5-1.5b") { $0.compression = .named("none") }
+        #expect(plan.tensors.allSatisfy { $0.scheme == .keep })
+        #expect(plan.estimatedWeightsBytes >= plan.parameters * 2)
+    }
+
+    @Test("an experimental local checkpoint plans from its config alone")
+    func experimentalDirectory() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "qwen3"))
+        let plan = try plan(directory.path) {
+            $0.experimental = true
+            $0.computePrecision = .float32
+        }
+        // embed 256×64 + per layer (norms 2×64, q 64×64, k,v 32×64, o 64×64, q/k norms 2×16, mlp 3×128×64) + final norm.
+        let perLayer = 2 * 64 + 64 * 64 + 2 * 32 * 64 + 64 * 64 + 2 * 16 + 3 * 128 * 64
+        #expect(plan.parameters == 256 * 64 + 2 * perLayer + 64)
+        #expect(plan.precision == .float32)
+        #expect(plan.kvCache.bytes == 2 * 2 * 2 * 16 * 512 * 4)
+        #expect(plan.contextLength == 512)
+        #expect(plan.compression.name == "4bit_weight_palettized_group32")
+    }
+
+    @Test("an uneven last group is planned and reported, never skipped")
+    func unevenGroups() throws {
+        let directory = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(modelType: "mistral", overrides: ["intermediate_size": 100]))
+        let plan = try plan(directory.path) {
+            $0.experimental = true
+            $0.computePrecision = .float16
+        }
+        let gate = try #require(plan.tensors.first { $0.spec.name == "model.layers.0.mlp.gate_proj.weight" })
+        #expect(gate.scheme.lastGroupRows(rows: 100) == 4)
+        #expect(plan.warnings.contains(
+            "tensor 'model.layers.0.mlp.gate_proj.weight': 100 output channels are not a multiple of group size 32; "
+                + "its last group holds 4 channels"))
+    }
+}
