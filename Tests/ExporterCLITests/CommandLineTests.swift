@@ -1,5 +1,201 @@
+import Foundation
 import Testing
+import TestSupport
 @testable import ExporterCLI
+@testable import ExporterKit
 
-@Suite("command line")
-struct CommandLineTests {}
+@Suite("command line: plan and refusals")
+struct CommandLineTests {
+    private func manifest(_ run: CommandLineRun) throws -> JSONObject {
+        try #require(try JSONParser.parse(Array(run.output.utf8)).objectValue)
+    }
+
+    @Test("plan --json reports the brief's Qwen2.5-1.5B figures")
+    func planQwen25() throws {
+        let run = runExporter(["plan", "Qwen2.5-1.5B", "--context", "4096", "--json"])
+        #expect(run.status == 0)
+        #expect(run.error == "")
+        let json = try manifest(run)
+        #expect(json["schema"]?.stringValue == "exporter.manifest/1")
+        #expect(json["parameters"]?.intValue == 1_543_714_304)
+        #expect(json["kv_cache"]?.objectValue?["bytes"]?.intValue == 117_440_512)
+        #expect(json["kv_cache"]?.objectValue?["layers"]?.intValue == 28)
+        #expect(json["kv_cache"]?.objectValue?["kv_heads"]?.intValue == 2)
+        #expect(json["kv_cache"]?.objectValue?["head_dim"]?.intValue == 128)
+        #expect(json["kv_cache"]?.objectValue?["dtype"]?.stringValue == "float16")
+        #expect(json["model"]?.objectValue?["preset"]?.stringValue == "qwen2.5-1.5b-instruct")
+        #expect(json["model"]?.objectValue?["experimental"]?.boolValue == false)
+        #expect(json["sizes"]?.objectValue?["estimated_bundle_bytes"]?.intValue == 891_341_952)
+    }
+
+    @Test("plan Qwen3-4B reports 603,979,776 bytes of KV cache")
+    func planQwen3() throws {
+        let run = runExporter(["plan", "Qwen/Qwen3-4B", "--json"])
+        #expect(run.status == 0)
+        #expect(try manifest(run)["kv_cache"]?.objectValue?["bytes"]?.intValue == 603_979_776)
+    }
+
+    @Test("--dry-run prints the same plan as 'plan'")
+    func dryRun() {
+        let plan = runExporter(["plan", "qwen3-0.6b", "--json"])
+        let dryRun = runExporter(["qwen3-0.6b", "--dry-run", "--json"])
+        #expect(dryRun.status == 0)
+        #expect(dryRun.output == plan.output)
+    }
+
+    @Test("a preset-less model type without iOS support is refused whatever the flags")
+    func noIOSVariant() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))
+        for extra in [[], ["--experimental", "--compute-precision", "float16"]] {
+            let run = runExporter(["plan", directory.path] + extra)
+            #expect(run.status == 69)
+            #expect(run.error == "Error: Model 'phi3' does not support iOS variant\n")
+        }
+        let macOS = runExporter([
+            "plan", directory.path, "--platform", "macOS", "--experimental", "--compute-precision", "float16",
+        ])
+        #expect(macOS.status == 0)
+        #expect(macOS.output.contains("phi3"))
+    }
+
+    @Test("gemma3 is remapped to gemma3_text before the lookup")
+    func remapping() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "gemma3"))
+        let run = runExporter(["plan", directory.path])
+        #expect(run.error == "Error: Model 'gemma3_text' does not support iOS variant\n")
+    }
+
+    @Test("an unknown model type lists the registry")
+    func unknownModelType() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "llama"))
+        let run = runExporter(["plan", directory.path, "--experimental", "--compute-precision", "float16"])
+        #expect(run.status == 69)
+        #expect(
+            run.error
+                == "Error: Unknown model type 'llama'. Available: gemma3_text, gpt_oss, mistral, mixtral, "
+                + "muse_glimmer_text, phi3, qwen2, qwen3, qwen3_moe, qwen3_vl\n")
+    }
+
+    @Test("a name that is neither a preset nor an org/model id")
+    func notAModelName() {
+        let run = runExporter(["plan", "Qwen2.5-7B"])
+        #expect(run.status == 66)
+        #expect(
+            run.error
+                == "Error: 'Qwen2.5-7B' is not a registered short-name and doesn't look like a HuggingFace ID "
+                + "(expected 'org/model'). Run --list-models to see options.\n")
+    }
+
+    @Test("a repo id without a preset needs --experimental, with the memory warning on iOS")
+    func noPreset() {
+        let run = runExporter(["Qwen/Qwen3-4B-Instruct-2507"])
+        #expect(run.status == 69)
+        #expect(
+            run.error
+                == "Error: 'Qwen/Qwen3-4B-Instruct-2507' has no registry preset. Pass --experimental to try "
+                + "exporting it anyway (requires --compute-precision).\n"
+                + "Supported models: run 'exporter list' (docs in README.md).\n"
+                + "This model may not be suitable for iOS application due to its memory requirements.\n")
+        let macOS = runExporter(["Qwen/Qwen3-4B-Instruct-2507", "--platform", "macOS"])
+        #expect(!macOS.error.contains("memory requirements"))
+        #expect(macOS.error.hasPrefix("Error: 'Qwen/Qwen3-4B-Instruct-2507' has no registry preset."))
+    }
+
+    @Test("--experimental without --compute-precision")
+    func precisionRequired() throws {
+        let run = runExporter(["plan", "Qwen/Qwen3-4B-Instruct-2507", "--experimental"])
+        #expect(run.status == 64)
+        #expect(
+            run.error
+                == "Error: --compute-precision is required for 'Qwen/Qwen3-4B-Instruct-2507' (no registry preset found).\n")
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "qwen3"))
+        let local = runExporter(["plan", directory.path, "--experimental"])
+        #expect(local.error == "Error: --compute-precision is required for '\(directory.path)' (no registry preset found).\n")
+    }
+
+    @Test("a local checkpoint without a preset is refused unless --experimental")
+    func localWithoutPreset() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "mistral"))
+        let run = runExporter(["plan", directory.path])
+        #expect(run.status == 69)
+        #expect(run.error.hasPrefix("Error: '\(directory.path)' has no registry preset. Pass --experimental"))
+    }
+
+    @Test("an experimental id absent from the cache says where it looked")
+    func notInCache() {
+        let run = runExporter(["plan", "Org/Model", "--experimental", "--compute-precision", "float16"])
+        #expect(run.status == 66)
+        #expect(
+            run.error == """
+                Error: 'Org/Model' was not found; tried:
+                  - a local directory 'Org/Model': none
+                  - a preset named 'Org/Model': none (run 'exporter list')
+                  - the Hugging Face cache: /nonexistent-hf-home/hub/models--Org--Model is absent
+
+                """)
+    }
+
+    @Test("a context above max_position_embeddings, or not a positive integer")
+    func contextRefusals() {
+        let tooLong = runExporter(["plan", "qwen2.5-1.5b", "--max-context-length", "40000"])
+        #expect(tooLong.status == 64)
+        #expect(tooLong.error == "Error: --max-context-length (40000) exceeds the model's max_position_embeddings (32768)\n")
+        for bad in ["0", "-5", "abc", "4k"] {
+            let run = runExporter(["plan", "qwen2.5-1.5b", "--max-context-length", bad])
+            #expect(run.status == 64)
+            #expect(run.error.hasPrefix("Error: --max-context-length expects a positive integer, got '\(bad)'\nUsage: "))
+        }
+    }
+
+    @Test("--compression and --compression-config are exclusive; unknown names list the shipped ones")
+    func compressionRefusals() {
+        let both = runExporter(["plan", "qwen3-4b", "--compression", "none", "--compression-config", "x.json"])
+        #expect(both.status == 64)
+        #expect(both.error.hasPrefix("Error: --compression and --compression-config cannot be used together\n"))
+        let unknown = runExporter(["plan", "qwen3-4b", "--compression", "3bit"])
+        #expect(unknown.status == 64)
+        #expect(
+            unknown.error
+                == "Error: unknown compression config '3bit'; available: 4bit_weight_palettized_group32, "
+                + "4bit_weight_palettized_group8, qwen3-0.6b_mixed_4bit_8bit, qwen3-4b_mixed_4bit_8bit, none\n")
+    }
+
+    @Test("a usage error prints the message, the usage line and where help is")
+    func usageError() {
+        let run = runExporter(["plan", "qwen3-4b", "--platform", "android"])
+        #expect(run.status == 64)
+        #expect(run.error.hasPrefix("Error: invalid value 'android' for '--platform'; expected one of: iOS, macOS\nUsage: exporter plan"))
+        #expect(run.error.hasSuffix("  See 'exporter plan --help' for more information.\n"))
+    }
+
+    @Test("a broken config names the file and the field")
+    func brokenConfig() throws {
+        let directory = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(overrides: ["num_hidden_layers": "28"]))
+        let run = runExporter(["plan", directory.path, "--experimental", "--compute-precision", "float16"])
+        #expect(run.status == 65)
+        #expect(
+            run.error
+                == "Error: config '\(directory.path)/config.json': 'num_hidden_layers' should be an integer, found a string\n")
+    }
+
+    @Test("list and --list-models in text and JSON")
+    func list() throws {
+        let text = runExporter(["list"])
+        #expect(text.status == 0)
+        #expect(text.output.contains("qwen2.5-1.5b-instruct"))
+        #expect(text.output.contains("muse_glimmer_text"))
+        let json = runExporter(["--list-models", "--json"])
+        let object = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
+        #expect(object["families"]?.arrayValue?.count == 10)
+        #expect(object["presets"]?.arrayValue?.count == 3)
+        let presets = runExporter(["--list-presets"])
+        #expect(presets.output.hasPrefix("Presets"))
+        #expect(!presets.output.contains("Model families"))
+    }
+
+    @Test("the command specifications are consistent")
+    func specifications() {
+        #expect(ExportCommand.spec.specificationProblems() == [])
+    }
+}

@@ -21,7 +21,7 @@ extension CommandInvocation {
     /// find help.
     func usageErrorText(for error: UsageError) -> String {
         """
-        error: \(error.description)
+        Error: \(error.description)
         Usage: \(usageLine)
           See '\(commandName) --help' for more information.
         """

@@ -1,5 +1,5 @@
 /// A command line the tool cannot accept. The message is lowercase without a trailing
-/// period; `CommandInvocation.usageErrorText(for:)` adds `error: `, the usage line and
+/// period; `CommandInvocation.usageErrorText(for:)` adds `Error: `, the usage line and
 /// the pointer to `--help`. The tool exits with `UsageError.exitCode`.
 enum UsageError: Error, Equatable, CustomStringConvertible {
     /// An option no one declared, as typed, with the closest declared spelling if any.
@@ -24,7 +24,7 @@ enum UsageError: Error, Equatable, CustomStringConvertible {
     /// The exit status of the tool for a usage error (`EX_USAGE` in `sysexits.h`).
     static let exitCode: Int32 = 64
 
-    /// The message, without the `error: ` prefix.
+    /// The message, without the `Error: ` prefix.
     var description: String {
         switch self {
         case .unknownOption(let option, let suggestion):

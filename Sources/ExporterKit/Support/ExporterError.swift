@@ -15,6 +15,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case unsupported = 69
     /// Not enough memory or disk to do the work safely.
     case resourceLimit = 71
+    /// An unexpected failure inside the tool (`EX_SOFTWARE`): a bug to report.
+    case internalError = 70
     /// The output exists and `--overwrite` was not given (`EX_CANTCREAT`).
     case outputExists = 73
     /// Reading or writing failed (`EX_IOERR`).

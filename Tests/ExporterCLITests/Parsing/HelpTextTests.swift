@@ -107,7 +107,7 @@ struct HelpTextTests {
             SampleCommands.root.resolve(["plan"]).usageErrorText(
                 for: .unknownOption("--contxt", suggestion: "--context"))
                     == """
-                    error: unknown option '--contxt'; did you mean '--context'?
+                    Error: unknown option '--contxt'; did you mean '--context'?
                     Usage: exporter plan <model> [<options>]
                       See 'exporter plan --help' for more information.
                     """)

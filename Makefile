@@ -1,0 +1,37 @@
+# exporter — build, test and measure. `make test` is what CI runs (.ci/run).
+SWIFT ?= swift
+BENCH_DIR ?= bench-work
+
+.PHONY: all build release test bench lint deps clean
+
+all: build
+
+# zlib's headers are the one system dependency (Package.swift links libz for CRC-32).
+deps:
+	@if ! printf '#include <zlib.h>\nint main(void){return 0;}\n' | cc -x c - -lz -o /dev/null 2>/dev/null; then \
+		echo "zlib1g-dev is missing: installing it"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO=sudo; \
+		else echo "error: run 'apt-get install zlib1g-dev' as root" >&2; exit 1; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zlib1g-dev >/dev/null; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+# Heavy measurements, release build, never part of `make test`.
+bench: release
+	.build/release/exporter-bench read --dir $(BENCH_DIR)
+	.build/release/exporter-bench palettize
+
+lint:
+	$(SWIFT) format lint --recursive Sources Tests
+
+clean:
+	rm -rf .build $(BENCH_DIR)

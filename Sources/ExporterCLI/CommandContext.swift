@@ -1,0 +1,73 @@
+import Foundation
+import ExporterKit
+
+/// What a command sees of the world: arguments, environment, folders and output streams.
+/// The real process builds one from itself; tests build one that captures the output.
+public struct CommandContext {
+    /// Arguments after the program name.
+    public var arguments: [String]
+    /// Environment variables.
+    public var environment: [String: String]
+    /// The current folder.
+    public var currentDirectory: URL
+    /// The executable's path (to find `Presets/` beside a build).
+    public var executable: URL
+    /// Writes to standard output.
+    public var writeOutput: (String) -> Void
+    /// Writes to standard error.
+    public var writeError: (String) -> Void
+    /// Whether standard error is a terminal (progress is drawn only then).
+    public var errorIsTerminal: Bool
+
+    /// A context; every field is explicit so tests control all of them.
+    public init(
+        arguments: [String], environment: [String: String], currentDirectory: URL, executable: URL,
+        writeOutput: @escaping (String) -> Void, writeError: @escaping (String) -> Void, errorIsTerminal: Bool
+    ) {
+        self.arguments = arguments
+        self.environment = environment
+        self.currentDirectory = currentDirectory
+        self.executable = executable
+        self.writeOutput = writeOutput
+        self.writeError = writeError
+        self.errorIsTerminal = errorIsTerminal
+    }
+
+    /// The context of this process.
+    public static func process() -> CommandContext {
+        let standardOutput = FileHandle.standardOutput
+        let standardError = FileHandle.standardError
+        return CommandContext(
+            arguments: Array(CommandLine.arguments.dropFirst()),
+            environment: ProcessInfo.processInfo.environment,
+            currentDirectory: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true),
+            executable: URL(fileURLWithPath: CommandLine.arguments.first ?? "exporter").standardizedFileURL.absoluteURL,
+            writeOutput: { standardOutput.write(Data($0.utf8)) },
+            writeError: { standardError.write(Data($0.utf8)) },
+            errorIsTerminal: isatty(2) == 1 && ProcessInfo.processInfo.environment["CI"] == nil)
+    }
+
+    /// Prints a line on standard output.
+    func print(_ line: String = "") { writeOutput(line + "\n") }
+
+    /// Prints a line on standard error.
+    func printError(_ line: String) { writeError(line + "\n") }
+
+    /// The shipped presets.
+    /// - Throws: `PresetError` when no `Presets/` folder is found.
+    func catalog() throws -> PresetCatalog {
+        try PresetCatalog(
+            directory: PresetCatalog.locateDirectory(
+                environment: environment, executable: executable, currentDirectory: currentDirectory))
+    }
+
+    /// A model resolver over the presets and the local Hugging Face cache.
+    /// - Throws: `PresetError` when no `Presets/` folder is found.
+    func resolver() throws -> ModelResolver {
+        let cache = HuggingFaceCacheLocation(environment: environment)
+        return ModelResolver(
+            catalog: try catalog(),
+            locateInCache: { cache.snapshot(of: $0) },
+            cacheDescription: { cache.repositoryFolder(of: $0).path })
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import ExporterKit
+
+/// The options shared by every command that plans an export (`exporter <model>`, `plan`).
+enum ExportArguments {
+    /// Their declarations, in help order.
+    static let specs: [ArgumentSpec] = [
+        .option(
+            "platform", choices: Platform.allCases.map(\.rawValue), defaultValue: "iOS",
+            help: "The target platform; iOS exports exist for mistral, qwen2 and qwen3 only."),
+        .option(
+            "max-context-length", aliases: ["context"], valueName: "n",
+            help: "Context length in tokens (default: the preset's, else 4096), up to max_position_embeddings."),
+        .option(
+            "compute-precision", choices: ComputePrecision.allCases.map(\.rawValue),
+            help: "Compute precision (default: the preset's); required with --experimental."),
+        .option(
+            "compression", valueName: "name",
+            help: "A compression config of Presets/compression, or 'none' (default: the preset's)."),
+        .option("compression-config", valueName: "file", help: "A compression config file (not with --compression)."),
+        .flag("experimental", help: "Export a supported architecture that has no preset."),
+        .option("preset", valueName: "id", help: "Apply a preset's defaults to a local checkpoint of the same shape."),
+        .flag(
+            "disable-embedding-quantization-ios",
+            help: "On iOS, compress the token embedding with the config instead of int8 per tensor."),
+        .option("output-name", valueName: "name", help: "The artifact's name (default: the model's)."),
+    ]
+
+    /// The export options the arguments describe.
+    /// - Throws: `UsageError` for a missing model, a bad number or conflicting options.
+    static func options(from arguments: ParsedArguments, model: String) throws -> ExportOptions {
+        var options = ExportOptions(model: model)
+        options.platform = try arguments.choice("platform", as: Platform.self) ?? .iOS
+        options.contextLength = try arguments.int("max-context-length", range: 1...)
+        options.computePrecision = try arguments.choice("compute-precision", as: ComputePrecision.self)
+        switch (arguments.value("compression"), arguments.value("compression-config")) {
+        case (.some, .some):
+            throw UsageError.validation("--compression and --compression-config cannot be used together")
+        case (.some(let name), nil):
+            options.compression = .named(name)
+        case (nil, .some(let path)):
+            options.compression = .file(URL(fileURLWithPath: path))
+        case (nil, nil):
+            options.compression = .automatic
+        }
+        options.experimental = arguments.flag("experimental")
+        options.presetOverride = arguments.value("preset")
+        options.quantizeIOSEmbedding = !arguments.flag("disable-embedding-quantization-ios")
+        options.outputName = arguments.value("output-name")
+        if let name = options.outputName, name.isEmpty || name.contains("/") || name.hasPrefix(".") {
+            throw UsageError.validation("--output-name must be a plain file name, got '\(name)'")
+        }
+        return options
+    }
+}

@@ -1,0 +1,104 @@
+import ExporterKit
+
+/// `exporter list`: families, presets and compression configs.
+enum ListCommand {
+    static let spec = CommandSpec(
+        name: "list",
+        abstract: "List the model families, presets and compression configs.",
+        arguments: [
+            .flag("models", help: "Only the model families and presets (same as 'exporter --list-models')."),
+            .flag("presets", help: "Only the presets (same as 'exporter --list-presets')."),
+            .flag("json", help: "Print JSON."),
+        ])
+
+    /// Which parts `list` prints.
+    struct Sections: OptionSet {
+        let rawValue: Int
+        static let families = Sections(rawValue: 1)
+        static let presets = Sections(rawValue: 2)
+        static let compression = Sections(rawValue: 4)
+        static let all: Sections = [.families, .presets, .compression]
+    }
+
+    static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
+        var sections: Sections = []
+        if arguments.flag("models") { sections.formUnion([.families, .presets]) }
+        if arguments.flag("presets") { sections.insert(.presets) }
+        return try show(sections.isEmpty ? .all : sections, json: arguments.flag("json"), context: context)
+    }
+
+    static func show(_ sections: Sections, json: Bool, context: CommandContext) throws -> ExitStatus {
+        let catalog = try context.catalog()
+        let compressions = try catalog.compressionConfigNames().map { try catalog.compressionConfig(named: $0) }
+        if json {
+            var root = JSONObject()
+            if sections.contains(.families) {
+                root["families"] = .array(
+                    ArchitectureRegistry.families.map { family in
+                        .object(
+                            JSONObject([
+                                ("model_type", .string(family.modelType)),
+                                ("macOS", .bool(family.supportsMacOS)),
+                                ("iOS", .bool(family.supportsIOS)),
+                                ("tensor_layout", .bool(family.layout != nil)),
+                            ]))
+                    })
+                root["model_type_remapping"] = .object(
+                    JSONObject(ArchitectureRegistry.modelTypeRemapping.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
+            }
+            if sections.contains(.presets) {
+                root["presets"] = .array(
+                    catalog.presets.map { preset in
+                        .object(
+                            JSONObject([
+                                ("id", .string(preset.id)),
+                                ("repo_id", .string(preset.repoID)),
+                                ("aliases", .array(preset.aliases.map { .string($0) })),
+                                ("platforms", .array(preset.platforms.map { .string($0.rawValue) })),
+                                ("context_length", .number(String(preset.contextLength))),
+                                ("compute_precision", .string(preset.computePrecision.rawValue)),
+                                ("compression", .string(preset.compression)),
+                            ]))
+                    })
+            }
+            if sections.contains(.compression) {
+                root["compression_configs"] = .array(
+                    compressions.map { config in
+                        .object(JSONObject([("name", .string(config.name)), ("description", .string(config.description))]))
+                    })
+            }
+            context.writeOutput(JSONWriter.string(.object(root)))
+            return .success
+        }
+        var lines: [String] = []
+        if sections.contains(.families) {
+            lines.append("Model families (model_type; qwen2_5 → qwen2, gemma3 → gemma3_text):")
+            lines += Format.table(
+                [["model_type", "macOS", "iOS"]]
+                    + ArchitectureRegistry.families.map { [$0.modelType, $0.supportsMacOS ? "yes" : "no", $0.supportsIOS ? "yes" : "no"] },
+                indent: "  ")
+            lines.append("")
+        }
+        if sections.contains(.presets) {
+            lines.append("Presets (any name in a row selects it, case-insensitive):")
+            lines += Format.table(
+                [["preset", "names", "context", "precision", "compression"]]
+                    + catalog.presets.map { preset in
+                        [
+                            preset.id, ([preset.repoID] + preset.aliases).joined(separator: ", "),
+                            Format.grouped(preset.contextLength), preset.computePrecision.rawValue, preset.compression,
+                        ]
+                    },
+                indent: "  ")
+            lines.append("")
+        }
+        if sections.contains(.compression) {
+            lines.append("Compression configs (--compression NAME, or none):")
+            lines += Format.table(compressions.map { [$0.name, $0.description] }, indent: "  ")
+            lines.append("")
+        }
+        if lines.last == "" { lines.removeLast() }
+        lines.forEach { context.print($0) }
+        return .success
+    }
+}

@@ -1,0 +1,33 @@
+import ExporterKit
+
+/// `exporter plan <model>`: what an export will produce, from the config alone.
+enum PlanCommand {
+    static let spec = CommandSpec(
+        name: "plan",
+        abstract: "Show what an export will produce, from the checkpoint's config alone.",
+        discussion: "Lists the tensors with their shapes, parameters and storage, the estimated bundle size, "
+            + "the KV-cache cost at the chosen context and a runtime memory estimate. Works on a folder that "
+            + "holds only a config.json. Same as 'exporter <model> --dry-run'.",
+        arguments: [.positional("model", help: "A checkpoint folder, a preset name or an 'org/model' id.")]
+            + ExportArguments.specs + [
+                .flag("tensors", help: "List every tensor."),
+                .flag("json", help: "Print the manifest preview as JSON."),
+            ])
+
+    static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
+        guard let model = arguments.positional(0) else { throw UsageError.missingArgument("<model>") }
+        let options = try ExportArguments.options(from: arguments, model: model)
+        return try show(options: options, json: arguments.flag("json"), listTensors: arguments.flag("tensors"), context: context)
+    }
+
+    /// Plans `options` and prints the plan (shared with `--dry-run`).
+    static func show(options: ExportOptions, json: Bool, listTensors: Bool, context: CommandContext) throws -> ExitStatus {
+        let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
+        if json {
+            context.writeOutput(String(decoding: try Manifest(plan: plan).canonicalJSON(), as: UTF8.self))
+        } else {
+            PlanPrinter.lines(plan, listTensors: listTensors).forEach { context.print($0) }
+        }
+        return .success
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+
+/// Number and size formatting for human output (JSON output stays raw).
+enum Format {
+    /// `1543714304` → `1,543,714,304`.
+    static func grouped(_ value: Int) -> String {
+        let digits = String(value.magnitude)
+        var result = ""
+        for (index, character) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { result.append(",") }
+            result.append(character)
+        }
+        return value < 0 ? "-" + result : result
+    }
+
+    /// Binary size: `117440512` → `112.0 MiB`.
+    static func mebibytes(_ bytes: Int) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+
+    /// Decimal size: `891500000` → `891.5 MB`.
+    static func megabytes(_ bytes: Int) -> String {
+        let units = ["B", "kB", "MB", "GB", "TB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1000, unit < units.count - 1 {
+            value /= 1000
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+
+    /// Two decimals.
+    static func decimal(_ value: Double, places: Int = 2) -> String {
+        String(format: "%.\(places)f", value)
+    }
+
+    /// Rows aligned in columns; `rightAligned` lists the column indices aligned right.
+    static func table(_ rows: [[String]], rightAligned: Set<Int> = [], indent: String = "") -> [String] {
+        guard let columns = rows.map(\.count).max() else { return [] }
+        var widths = Array(repeating: 0, count: columns)
+        for row in rows {
+            for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+        }
+        return rows.map { row in
+            let cells = row.enumerated().map { index, cell in
+                let padding = String(repeating: " ", count: widths[index] - cell.count)
+                return rightAligned.contains(index) ? padding + cell : cell + padding
+            }
+            let line = indent + cells.joined(separator: "  ")
+            return String(line.reversed().drop(while: { $0 == " " }).reversed())
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import ExporterKit
+
+/// The human view of a plan: what the export will produce, on one 80-column screen.
+enum PlanPrinter {
+    /// The summary lines of `plan`; with `listTensors`, every tensor too.
+    static func lines(_ plan: ExportPlan, listTensors: Bool) -> [String] {
+        let model = plan.model
+        let presetText = model.preset.map { "preset \($0.id)" } ?? "experimental (no preset)"
+        let remapped = model.family.modelType == model.config.modelType ? "" : " → \(model.family.modelType)"
+        let kv = plan.kvCache
+        let memory = plan.memory
+        let embeddingNote = plan.tensors.contains { $0.rule == "ios-embedding" } ? ", embedding int8 per tensor" : ""
+        var lines = [
+            "\(plan.outputName)  (\(presetText))",
+        ]
+        lines += Format.table(
+            [
+                ["model type", model.config.modelType + remapped],
+                ["source", sourceDescription(model.source)],
+                ["platform", plan.platform.rawValue],
+                ["precision", plan.precision.rawValue],
+                ["context", "\(Format.grouped(plan.contextLength)) tokens (max \(Format.grouped(model.config.maxPositionEmbeddings)))"],
+                ["parameters", Format.grouped(plan.parameters)],
+                ["compression", plan.compression.name + embeddingNote],
+                [
+                    "weights (est.)",
+                    "\(Format.megabytes(plan.estimatedWeightsBytes)) (\(Format.mebibytes(plan.estimatedWeightsBytes))), "
+                        + "\(Format.decimal(plan.bitsPerWeight)) bits per weight",
+                ],
+                ["KV cache", "\(Format.grouped(kv.bytes)) bytes (\(Format.mebibytes(kv.bytes)))"],
+                [
+                    "",
+                    "= 2 × \(kv.layers) layers × \(kv.keyValueHeads) KV heads × \(kv.headDimension) × "
+                        + "\(Format.grouped(kv.contextLength)) × \(kv.precision.bytesPerElement) B",
+                ],
+                [
+                    "memory (est.)",
+                    "\(Format.mebibytes(memory.totalBytes)) = weights \(Format.mebibytes(memory.weightsBytes)) + KV "
+                        + "\(Format.mebibytes(memory.kvCacheBytes)) + working \(Format.mebibytes(memory.workingBytes))",
+                ],
+            ], indent: "  ")
+        lines.append("")
+        var rows = [["group", "tensors", "parameters", "bytes", "bits/w", "storage"]]
+        for role in TensorRole.allCases {
+            let tensors = plan.tensors.filter { $0.spec.role == role }
+            guard !tensors.isEmpty else { continue }
+            let parameters = tensors.reduce(0) { $0 + $1.spec.elementCount }
+            let bytes = tensors.reduce(0) { $0 + $1.storedBytes }
+            var labels: [String] = []
+            for tensor in tensors {
+                let label = tensor.scheme.label(precision: plan.precision)
+                if !labels.contains(label) { labels.append(label) }
+            }
+            rows.append([
+                role.rawValue, "\(tensors.count)", Format.grouped(parameters), Format.megabytes(bytes),
+                Format.decimal(Double(bytes * 8) / Double(max(parameters, 1))), labels.joined(separator: ", "),
+            ])
+        }
+        lines += Format.table(rows, rightAligned: [1, 2, 3, 4], indent: "  ")
+        if listTensors {
+            lines.append("")
+            var tensorRows = [["tensor", "shape", "parameters", "bytes", "storage"]]
+            for tensor in plan.tensors {
+                tensorRows.append([
+                    tensor.spec.name, tensor.spec.shape.map(String.init).joined(separator: "×"),
+                    Format.grouped(tensor.spec.elementCount), Format.grouped(tensor.storedBytes),
+                    tensor.scheme.label(precision: plan.precision),
+                ])
+            }
+            lines += Format.table(tensorRows, rightAligned: [2, 3], indent: "  ")
+        } else {
+            lines.append("  (\(plan.tensors.count) tensors; --tensors lists them, --json gives the manifest preview)")
+        }
+        for warning in plan.warnings { lines.append("warning: \(warning)") }
+        return lines
+    }
+
+    static func sourceDescription(_ source: ModelSource) -> String {
+        switch source {
+        case .directory(let url): return "directory \(url.path)"
+        case .huggingFaceCache(let repoID, _, let revision): return "Hugging Face cache \(repoID) @ \(revision.prefix(12))"
+        case .presetConfigOnly(let repoID): return "preset config of \(repoID) (weights not on this machine)"
+        }
+    }
+}
