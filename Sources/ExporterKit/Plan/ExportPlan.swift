@@ -99,12 +99,11 @@ public struct ExportPlan: Sendable {
     /// Parameter count (tied embeddings counted once).
     public var parameters: Int { tensors.reduce(0) { $0 + $1.spec.elementCount } }
 
-    /// Estimated bytes of the weights file: header plus every blob aligned.
-    public var estimatedWeightsBytes: Int {
-        tensors.reduce(ExportPlan.weightsHeaderBytes) { total, tensor in
-            total + ExportPlan.estimatedAlignedBytes(tensor)
-        }
-    }
+    /// Bytes of the weights file: header plus every part aligned (exact: sizes follow from the plan).
+    public var estimatedWeightsBytes: Int { weightsLayout.fileBytes }
+
+    /// Where every tensor part will sit in the weights file.
+    public var weightsLayout: WeightsFileLayout { WeightsFileLayout(tensors: tensors, precision: precision) }
 
     /// Average bits stored per parameter.
     public var bitsPerWeight: Double {
@@ -114,23 +113,6 @@ public struct ExportPlan: Sendable {
     /// The runtime memory estimate.
     public var memory: MemoryEstimate {
         MemoryEstimate(config: model.config, weightsBytes: estimatedWeightsBytes, kvCache: kvCache)
-    }
-
-    /// A tensor's stored bytes with each of its parts padded to the blob alignment.
-    static func estimatedAlignedBytes(_ tensor: PlannedTensor) -> Int {
-        let align = { (bytes: Int) in (bytes + blobAlignment - 1) / blobAlignment * blobAlignment }
-        let rows = tensor.spec.matrixShape.rows
-        switch tensor.scheme.mode {
-        case .keep:
-            return align(tensor.storedBytes)
-        case .palettize:
-            let bits = tensor.scheme.bits ?? 4
-            let tables = tensor.scheme.groupCount(rows: rows) * (1 << bits) * 2
-            return align(tables) + align(tensor.storedBytes - tables)
-        case .linear:
-            let scales = tensor.scheme.groupCount(rows: rows) * 4
-            return align(scales) + align(tensor.storedBytes - scales)
-        }
     }
 
     /// Plans an export: resolves the model, applies the registry rules, the preset's defaults

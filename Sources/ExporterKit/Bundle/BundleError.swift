@@ -1,0 +1,54 @@
+/// Why a bundle could not be written or read.
+public enum BundleError: ExporterError, Equatable {
+    /// The artifact exists and `--overwrite` was not given.
+    case outputExists(path: String)
+    /// A write, rename or removal failed.
+    case writeFailed(path: String, reason: String)
+    /// A read failed.
+    case readFailed(path: String, reason: String)
+    /// The artifact is not a bundle this version can read.
+    case notABundle(path: String, reason: String)
+    /// The manifest's schema is newer (or other) than this version reads.
+    case unsupportedSchema(path: String, found: String, supported: String)
+    /// A file does not match what the manifest says of it.
+    case fileMismatch(path: String, reason: String)
+    /// A tensor's record is inconsistent with the format.
+    case invalidTensor(tensor: String, reason: String)
+    /// No tensor of that name in the bundle.
+    case unknownTensor(String)
+    /// The weights source gave something other than the plan expects.
+    case sourceMismatch(tensor: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .outputExists(let path):
+            return "'\(path)' already exists; pass --overwrite to replace it"
+        case .writeFailed(let path, let reason):
+            return "cannot write '\(path)': \(reason)"
+        case .readFailed(let path, let reason):
+            return "cannot read '\(path)': \(reason)"
+        case .notABundle(let path, let reason):
+            return "'\(path)' is not an exporter artifact: \(reason)"
+        case .unsupportedSchema(let path, let found, let supported):
+            return "'\(path)' has schema '\(found)'; this version reads '\(supported)'"
+        case .fileMismatch(let path, let reason):
+            return "'\(path)': \(reason)"
+        case .invalidTensor(let tensor, let reason):
+            return "tensor '\(tensor)': \(reason)"
+        case .unknownTensor(let name):
+            return "no tensor '\(name)' in the bundle"
+        case .sourceMismatch(let tensor, let reason):
+            return "tensor '\(tensor)': \(reason)"
+        }
+    }
+
+    public var exitStatus: ExitStatus {
+        switch self {
+        case .outputExists: return .outputExists
+        case .writeFailed, .readFailed: return .ioFailure
+        case .fileMismatch, .invalidTensor: return .verificationFailed
+        case .notABundle, .unsupportedSchema, .sourceMismatch: return .badInput
+        case .unknownTensor: return .usage
+        }
+    }
+}

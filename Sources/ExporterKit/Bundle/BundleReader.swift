@@ -1,0 +1,210 @@
+import Foundation
+
+/// Opens a portable bundle, checks it against its manifest and returns tensors dequantised
+/// to float32: the proof that docs/FORMAT.md is enough to read what we write.
+public struct BundleReader {
+    /// The bundle folder.
+    public let url: URL
+    /// Its manifest.
+    public let manifest: Manifest
+    /// Its graph description.
+    public let graph: GraphDescription
+
+    /// Opens the bundle at `url`; with `verifyFiles`, recomputes every file's size and CRC-32.
+    /// - Throws: `BundleError` naming the file that is missing, unreadable or not as the manifest says.
+    public init(url: URL, verifyFiles: Bool = true) throws {
+        self.url = url
+        let manifestURL = url.appendingPathComponent(BundleWriter.manifestName)
+        guard let manifestData = try? Data(contentsOf: manifestURL) else {
+            throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
+        }
+        manifest = try BundleReader.decodeManifest(manifestData, path: manifestURL.path)
+        for file in manifest.files {
+            guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
+                throw BundleError.fileMismatch(path: file.path, reason: "the manifest names a file outside the bundle")
+            }
+            if verifyFiles { try BundleReader.verify(file, in: url) }
+        }
+        let graphURL = url.appendingPathComponent(BundleWriter.graphName)
+        guard let graphData = try? Data(contentsOf: graphURL) else {
+            throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.graphName)")
+        }
+        do {
+            graph = try JSONDecoder().decode(GraphDescription.self, from: graphData)
+        } catch {
+            throw BundleError.notABundle(path: graphURL.path, reason: "invalid graph description")
+        }
+        try checkWeightsHeader()
+    }
+
+    /// Decodes a manifest, checking its schema before anything else.
+    /// - Throws: `BundleError.unsupportedSchema` or `.notABundle`.
+    public static func decodeManifest(_ data: Data, path: String) throws -> Manifest {
+        struct SchemaOnly: Decodable { let schema: String }
+        guard let schema = try? JSONDecoder().decode(SchemaOnly.self, from: data) else {
+            throw BundleError.notABundle(path: path, reason: "the manifest has no schema")
+        }
+        guard schema.schema == Manifest.currentSchema else {
+            throw BundleError.unsupportedSchema(path: path, found: schema.schema, supported: Manifest.currentSchema)
+        }
+        do {
+            return try JSONDecoder().decode(Manifest.self, from: data)
+        } catch {
+            throw BundleError.notABundle(path: path, reason: "the manifest does not decode: \(error)")
+        }
+    }
+
+    /// Recomputes a file's size and CRC-32 and compares them with the manifest.
+    /// - Throws: `BundleError.fileMismatch` naming the file.
+    static func verify(_ file: Manifest.File, in folder: URL) throws {
+        let url = folder.appendingPathComponent(file.path)
+        guard let handle = try? FileHandle(forReadingFrom: url) else {
+            throw BundleError.fileMismatch(path: file.path, reason: "missing")
+        }
+        defer { try? handle.close() }
+        var crc = CRC32()
+        var size = 0
+        while true {
+            let chunk: Data
+            do { chunk = try handle.read(upToCount: 4 << 20) ?? Data() } catch {
+                throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
+            }
+            if chunk.isEmpty { break }
+            size += chunk.count
+            chunk.withUnsafeBytes { crc.update($0) }
+        }
+        guard size == file.bytes else {
+            throw BundleError.fileMismatch(path: file.path, reason: "size is \(size) bytes, the manifest says \(file.bytes)")
+        }
+        let actual = BundleWriter.hex(crc.value)
+        guard actual == file.crc32 else {
+            throw BundleError.fileMismatch(path: file.path, reason: "CRC-32 is \(actual), the manifest says \(file.crc32)")
+        }
+    }
+
+    private func checkWeightsHeader() throws {
+        let header = try readBytes(file: BundleWriter.weightsName, offset: 0, count: ExportPlan.weightsHeaderBytes)
+        guard Array(header[0..<8]) == WeightsFileLayout.magic else {
+            throw BundleError.fileMismatch(path: BundleWriter.weightsName, reason: "bad magic")
+        }
+        let version = header[8..<12].enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * $1.offset) }
+        guard version == WeightsFileLayout.formatVersion else {
+            throw BundleError.fileMismatch(
+                path: BundleWriter.weightsName,
+                reason: "format version \(version); this version reads \(WeightsFileLayout.formatVersion)")
+        }
+    }
+
+    /// The tensor names, in execution order.
+    public var tensorNames: [String] { manifest.tensors.map(\.name) }
+
+    /// Reads `count` bytes at `offset` of a bundle file.
+    /// - Throws: `BundleError.readFailed` on a short read.
+    func readBytes(file: String, offset: Int, count: Int) throws -> [UInt8] {
+        let url = self.url.appendingPathComponent(file)
+        guard let handle = try? FileHandle(forReadingFrom: url) else {
+            throw BundleError.readFailed(path: url.path, reason: "cannot open")
+        }
+        defer { try? handle.close() }
+        do {
+            try handle.seek(toOffset: UInt64(offset))
+            let data = try handle.read(upToCount: count) ?? Data()
+            guard data.count == count else {
+                throw BundleError.readFailed(path: url.path, reason: "short read at offset \(offset)")
+            }
+            return [UInt8](data)
+        } catch let error as BundleError {
+            throw error
+        } catch {
+            throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
+        }
+    }
+
+    /// The tensor `name` dequantised to float32, row-major.
+    /// - Throws: `BundleError` when the tensor is unknown or its record breaks a format rule.
+    public func dequantize(_ name: String) throws -> [Float] {
+        guard let tensor = manifest.tensors.first(where: { $0.name == name }) else { throw BundleError.unknownTensor(name) }
+        return try TensorDecoder.decode(tensor, precision: manifest.computePrecision) { part in
+            try readBytes(file: part.file, offset: part.offset, count: part.bytes)
+        }
+    }
+}
+
+/// Turns a tensor's stored parts back into float32 values, checking every format rule on the way.
+enum TensorDecoder {
+    static func decode(
+        _ tensor: Manifest.Tensor, precision: String, read: (Manifest.Part) throws -> [UInt8]
+    ) throws -> [Float] {
+        func invalid(_ reason: String) -> BundleError { .invalidTensor(tensor: tensor.name, reason: reason) }
+        guard !tensor.shape.isEmpty, tensor.shape.allSatisfy({ $0 > 0 }) else { throw invalid("invalid shape \(tensor.shape)") }
+        var (elements, overflow) = (1, false)
+        for dimension in tensor.shape where !overflow {
+            (elements, overflow) = elements.multipliedReportingOverflow(by: dimension)
+        }
+        guard !overflow, elements < 1 << 40 else { throw invalid("shape \(tensor.shape) is too large") }
+        let rows = tensor.shape.count >= 2 ? tensor.shape[0] : 1
+        let columns = elements / rows
+        let scheme = tensor.compression
+        let kinds = tensor.parts.map(\.kind)
+        for part in tensor.parts where part.offset % ExportPlan.blobAlignment != 0 {
+            throw invalid("\(part.kind) at offset \(part.offset) is not aligned to \(ExportPlan.blobAlignment) bytes")
+        }
+        func part(_ kind: String, bytes expected: Int) throws -> [UInt8] {
+            guard let found = tensor.parts.first(where: { $0.kind == kind }) else { throw invalid("no \(kind) part") }
+            guard found.bytes == expected else {
+                throw invalid("\(kind) holds \(found.bytes) bytes, its shape and scheme need \(expected)")
+            }
+            return try read(found)
+        }
+        switch scheme.mode {
+        case .keep:
+            guard kinds == ["values"] else { throw invalid("parts \(kinds), expected [values]") }
+            guard let stored = ComputePrecision(rawValue: precision) else { throw invalid("unknown precision '\(precision)'") }
+            let bytes = try part("values", bytes: elements * stored.bytesPerElement)
+            return bytes.withUnsafeBytes { raw -> [Float] in
+                switch stored {
+                case .float16: return raw.bindMemory(to: Float16.self).map(Float.init)
+                case .float32: return Array(raw.bindMemory(to: Float.self))
+                case .bfloat16: return raw.bindMemory(to: UInt16.self).map { PrecisionConversion.float(bfloat16Bits: $0) }
+                }
+            }
+        case .palettize:
+            guard kinds == ["lut", "indices"] else { throw invalid("parts \(kinds), expected [lut, indices]") }
+            guard let bits = scheme.bits, CompressionScheme.paletteBits.contains(bits) else {
+                throw invalid("palette of \(scheme.bits ?? 0) bits")
+            }
+            let groupRows = scheme.granularity == .perGroupedChannel ? (scheme.groupSize ?? 0) : rows
+            guard groupRows > 0 else { throw invalid("group size \(groupRows)") }
+            let groups = (rows + groupRows - 1) / groupRows
+            let entries = 1 << bits
+            let lut = try part("lut", bytes: groups * entries * 2).withUnsafeBytes { Array($0.bindMemory(to: Float16.self)) }
+            let packed = try part("indices", bytes: (elements * bits + 7) / 8)
+            let indices = try packed.withUnsafeBufferPointer { try BitPacking.unpack($0, bits: bits, count: elements) }
+            var values = [Float](repeating: 0, count: elements)
+            for row in 0..<rows {
+                let base = (row / groupRows) * entries
+                for column in 0..<columns {
+                    let element = row * columns + column
+                    values[element] = Float(lut[base + Int(indices[element])])
+                }
+            }
+            return values
+        case .linear:
+            guard kinds == ["scales", "values"] else { throw invalid("parts \(kinds), expected [scales, values]") }
+            let perChannel = scheme.granularity == .perChannel
+            let scales = try part("scales", bytes: (perChannel ? rows : 1) * 4).withUnsafeBytes {
+                Array($0.bindMemory(to: Float.self))
+            }
+            let quantized = try part("values", bytes: elements)
+            var values = [Float](repeating: 0, count: elements)
+            for row in 0..<rows {
+                let scale = scales[perChannel ? row : 0]
+                for column in 0..<columns {
+                    let element = row * columns + column
+                    values[element] = Float(Int8(bitPattern: quantized[element])) * scale
+                }
+            }
+            return values
+        }
+    }
+}

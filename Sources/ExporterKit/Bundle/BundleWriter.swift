@@ -1,0 +1,153 @@
+import Foundation
+
+/// Progress of an export, reported after each tensor.
+public struct ExportProgress: Sendable {
+    /// Tensors written.
+    public let tensorsDone: Int
+    /// Tensors in all.
+    public let tensorCount: Int
+    /// Parameters written.
+    public let parametersDone: Int
+    /// Parameters in all.
+    public let parameterCount: Int
+    /// The tensor just written.
+    public let tensorName: String
+}
+
+/// What to write and where.
+public struct BundleRequest {
+    /// The plan.
+    public let plan: ExportPlan
+    /// Where the weights come from.
+    public let source: WeightSource
+    /// The checkpoint's files (relative name and size) for the manifest; empty for synthetic weights.
+    public let sourceFiles: [Manifest.SourceFile]
+    /// Tokenizer files to carry, or nil when there is no tokenizer.
+    public let tokenizer: TokenizerFiles?
+    /// The bundle folder to create (`.../<Name>.aimodel`).
+    public let destination: URL
+    /// Replace an existing bundle.
+    public let overwrite: Bool
+    /// Fault injection for tests.
+    public let faults: FaultInjector?
+
+    /// A request; `faults` is for tests.
+    public init(
+        plan: ExportPlan, source: WeightSource, sourceFiles: [Manifest.SourceFile], tokenizer: TokenizerFiles?,
+        destination: URL, overwrite: Bool, faults: FaultInjector? = nil
+    ) {
+        self.plan = plan
+        self.source = source
+        self.sourceFiles = sourceFiles
+        self.tokenizer = tokenizer
+        self.destination = destination
+        self.overwrite = overwrite
+        self.faults = faults
+    }
+}
+
+/// Writes a portable `.aimodel` bundle (docs/FORMAT.md): weights tensor by tensor, the graph,
+/// the tokenizer files, and last the manifest with every file's size and CRC-32; then renames
+/// the staging folder into place.
+public enum BundleWriter {
+    /// Bundle file names.
+    public static let manifestName = "manifest.json"
+    /// The graph description.
+    public static let graphName = "graph.json"
+    /// The weights file.
+    public static let weightsName = "weights.bin"
+
+    /// Writes the bundle and returns its manifest.
+    /// - Throws: `BundleError` for output problems, and the source's and compressor's errors
+    ///   (naming the tensor); nothing is left at `destination` unless the whole bundle was written.
+    public static func write(_ request: BundleRequest, progress: (ExportProgress) -> Void = { _ in }) throws -> Manifest {
+        let plan = request.plan
+        let directory = try ArtifactDirectory(
+            destination: request.destination, overwrite: request.overwrite, faults: request.faults)
+        let layout = plan.weightsLayout
+        let weights = try directory.createFile(weightsName)
+        try weights.write(layout.header(tensorCount: plan.tensors.count))
+
+        var manifest = Manifest(plan: plan, kind: "bundle", weights: request.source.weightsKind)
+        var parametersDone = 0
+        let encoder = TensorEncoder(precision: plan.precision)
+        for (index, tensor) in plan.tensors.enumerated() {
+            let encoded = try encoder.encode(tensor, from: request.source)
+            let parts = layout.parts[index]
+            guard encoded.blobs.count == parts.count else {
+                throw BundleError.invalidTensor(tensor: tensor.spec.name, reason: "encoder produced an unexpected part count")
+            }
+            for (blob, part) in zip(encoded.blobs, parts) {
+                try weights.pad(toMultipleOf: layout.alignment)
+                guard weights.size == part.offset, blob.count == part.bytes else {
+                    throw BundleError.invalidTensor(
+                        tensor: tensor.spec.name, reason: "\(part.kind) is \(blob.count) bytes, the layout expects \(part.bytes)")
+                }
+                try weights.write(blob)
+            }
+            manifest.tensors[index].parts = parts.map {
+                Manifest.Part(kind: $0.kind, dtype: $0.dtype, file: weightsName, offset: $0.offset, bytes: $0.bytes)
+            }
+            manifest.tensors[index].sqnrDB = encoded.sqnr.flatMap { $0.isFinite ? Manifest.rounded($0) : nil }
+            parametersDone += tensor.spec.elementCount
+            progress(
+                ExportProgress(
+                    tensorsDone: index + 1, tensorCount: plan.tensors.count, parametersDone: parametersDone,
+                    parameterCount: plan.parameters, tensorName: tensor.spec.name))
+        }
+        try weights.pad(toMultipleOf: layout.alignment)
+        try weights.finish()
+        var files = [Manifest.File(path: weightsName, bytes: weights.size, crc32: hex(weights.crc.value))]
+
+        let graph = try directory.createFile(graphName)
+        try graph.write(try canonicalJSON(GraphDescription(plan: plan)))
+        try graph.finish()
+        files.append(Manifest.File(path: graphName, bytes: graph.size, crc32: hex(graph.crc.value)))
+
+        if let tokenizer = request.tokenizer {
+            for file in tokenizer.files {
+                let copy = try directory.createFile("tokenizer/" + file.lastPathComponent)
+                try copyContents(of: file, to: copy)
+                try copy.finish()
+                files.append(Manifest.File(path: "tokenizer/" + file.lastPathComponent, bytes: copy.size, crc32: hex(copy.crc.value)))
+            }
+            manifest.tokenizer = tokenizer.manifestRecord
+        }
+        manifest.files = files.sorted { $0.path < $1.path }
+        manifest.model.source.files = request.sourceFiles
+        manifest.sizes.bundleBytes = files.reduce(0) { $0 + $1.bytes }
+        let manifestFile = try directory.createFile(manifestName)
+        try manifestFile.write(try manifest.canonicalJSON())
+        try manifestFile.finish()
+        try directory.publish()
+        return manifest
+    }
+
+    /// CRC-32 as 8 lowercase hex digits.
+    public static func hex(_ crc: UInt32) -> String {
+        let digits = String(crc, radix: 16)
+        return String(repeating: "0", count: 8 - digits.count) + digits
+    }
+
+    /// Canonical JSON of any `Encodable`: sorted keys, pretty, final newline.
+    static func canonicalJSON<T: Encodable>(_ value: T) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        return [UInt8](try encoder.encode(value)) + [0x0A]
+    }
+
+    private static func copyContents(of source: URL, to output: OutputFile) throws {
+        guard let handle = try? FileHandle(forReadingFrom: source) else {
+            throw BundleError.readFailed(path: source.path, reason: "cannot open")
+        }
+        defer { try? handle.close() }
+        while true {
+            let chunk: Data
+            do { chunk = try handle.read(upToCount: 1 << 20) ?? Data() } catch {
+                throw BundleError.readFailed(path: source.path, reason: error.localizedDescription)
+            }
+            if chunk.isEmpty { break }
+            try chunk.withUnsafeBytes { try output.write($0) }
+        }
+    }
+}
