@@ -130,7 +130,7 @@ enum ReferenceLloyd {
         let groups = (rows + groupRows - 1) / groupRows
         var errors = [Double](repeating: 0, count: groups)
         errors.withUnsafeMutableBufferPointer { output in
-            let base = output.baseAddress!
+            guard let base = output.baseAddress else { return }
             DispatchQueue.concurrentPerform(iterations: workers) { worker in
                 for group in stride(from: worker, to: groups, by: workers) {
                     let start = group * groupRows * columns

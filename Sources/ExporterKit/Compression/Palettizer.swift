@@ -124,10 +124,14 @@ struct PaletteJob {
                     signalPowers.withUnsafeMutableBufferPointer { signalBuffer in
                         edges.withUnsafeMutableBufferPointer { edgeBuffer in
                             failed.withUnsafeMutableBufferPointer { failedBuffer in
+                                // Every buffer holds at least one element (shapes are non-empty).
+                                guard let lutBase = lutBuffer.baseAddress, let packedBase = packedBuffer.baseAddress,
+                                    let errorBase = errorBuffer.baseAddress, let signalBase = signalBuffer.baseAddress,
+                                    let edgeBase = edgeBuffer.baseAddress, let failedBase = failedBuffer.baseAddress
+                                else { return }
                                 let output = GroupOutputs(
-                                    lut: lutBuffer.baseAddress!, packed: packedBuffer.baseAddress!,
-                                    squaredErrors: errorBuffer.baseAddress!, signalPowers: signalBuffer.baseAddress!,
-                                    edges: edgeBuffer.baseAddress!, failed: failedBuffer.baseAddress!)
+                                    lut: lutBase, packed: packedBase, squaredErrors: errorBase,
+                                    signalPowers: signalBase, edges: edgeBase, failed: failedBase)
                                 if splitGroups {
                                     runSplittingGroups(sourceBase, output)
                                 } else {
@@ -194,7 +198,7 @@ struct PaletteJob {
             finishGroup(group, elementCount: count, workspace: main, output: output)
             let indexOfPattern = main.indexOfPattern
             chunkEdges.withUnsafeMutableBufferPointer { chunkEdgeBuffer in
-                let chunkEdgeBase = chunkEdgeBuffer.baseAddress!
+                guard let chunkEdgeBase = chunkEdgeBuffer.baseAddress else { return }
                 DispatchQueue.concurrentPerform(iterations: workerCount) { worker in
                     let start = min(count, worker * chunk)
                     let end = min(count, start + chunk)

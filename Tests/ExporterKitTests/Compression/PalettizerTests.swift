@@ -142,16 +142,16 @@ extension CompressionTests {
         }
 
         @Test("is no worse than Lloyd's k-means from k-means++ seeds", arguments: [
-            (bits: 4, groupRows: 64, seed: UInt64(10)),
+            (bits: 4, groupRows: 32, seed: UInt64(10)),
             (bits: 4, groupRows: 8, seed: 11),
             (bits: 4, groupRows: 5, seed: 12),
-            (bits: 2, groupRows: 64, seed: 13),
+            (bits: 2, groupRows: 32, seed: 13),
             (bits: 3, groupRows: 8, seed: 14),
-            (bits: 6, groupRows: 64, seed: 15),
-            (bits: 4, groupRows: 64, seed: 16),
+            (bits: 6, groupRows: 32, seed: 15),
+            (bits: 4, groupRows: 32, seed: 16),
         ])
         func beatsReferenceKMeans(_ setting: (bits: Int, groupRows: Int, seed: UInt64)) throws {
-            let rows = 64
+            let rows = 32
             let columns = 128
             let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: setting.seed, outlierRate: 0.001)
             let granularity: PaletteGranularity = setting.groupRows == rows ? .perTensor : .perGroupedChannel(groupSize: setting.groupRows)
