@@ -1,0 +1,172 @@
+/// Float16 bit patterns as Float, built once: Linux x86-64 builds have no F16C, so a
+/// table lookup is much cheaper than the software conversion.
+enum Float16Table {
+    /// `floats[Int(bits)]` is `Float(Float16(bitPattern: bits))`.
+    static let floats: [Float] = (0...UInt16.max).map { Float(Float16(bitPattern: $0)) }
+
+    /// Whether the bit pattern is NaN or ±infinity (all exponent bits set).
+    @inline(__always)
+    static func isNonFinite(_ bits: UInt16) -> Bool { bits & 0x7C00 == 0x7C00 }
+}
+
+/// Per-worker buffers for palettising one group at a time: a 65,536-entry count table
+/// indexed by Float16 bit pattern, an occupancy bitmap so that only touched entries are
+/// read back and cleared (a small group touches a few thousand of them), the sorted
+/// histogram, and the bit-pattern → palette-index table used to encode.
+final class PaletteWorkspace {
+    static let patternCount = 1 << 16
+
+    /// Weights seen per bit pattern; all zero between groups.
+    let counts = UnsafeMutablePointer<UInt32>.allocate(capacity: patternCount)
+    /// Bit `p & 63` of word `p >> 6` is set when pattern `p` was seen; all zero between groups.
+    let occupancy = UnsafeMutablePointer<UInt64>.allocate(capacity: patternCount / 64)
+    /// Distinct bit patterns in ascending value order.
+    let patterns = UnsafeMutablePointer<UInt16>.allocate(capacity: patternCount)
+    let values = UnsafeMutablePointer<Double>.allocate(capacity: patternCount + 1)
+    let prefixCount = UnsafeMutablePointer<Double>.allocate(capacity: patternCount + 1)
+    let prefixSum = UnsafeMutablePointer<Double>.allocate(capacity: patternCount + 1)
+    let prefixSquares = UnsafeMutablePointer<Double>.allocate(capacity: patternCount + 1)
+    /// Palette index of each bit pattern of the current group (only its patterns are valid).
+    let indexOfPattern = UnsafeMutablePointer<UInt8>.allocate(capacity: patternCount)
+    let kMeans = KMeansScratch()
+    /// Whether the last extracted histogram folded −0 into +0.
+    private(set) var sawNegativeZero = false
+
+    init() {
+        counts.initialize(repeating: 0, count: Self.patternCount)
+        occupancy.initialize(repeating: 0, count: Self.patternCount / 64)
+        indexOfPattern.initialize(repeating: 0, count: Self.patternCount)
+    }
+
+    deinit {
+        counts.deallocate()
+        occupancy.deallocate()
+        patterns.deallocate()
+        values.deallocate()
+        prefixCount.deallocate()
+        prefixSum.deallocate()
+        prefixSquares.deallocate()
+        indexOfPattern.deallocate()
+    }
+
+    /// Counts `count` weights given as bit patterns.
+    @inline(__always)
+    func accumulate(_ source: UnsafePointer<UInt16>, count: Int) {
+        let counts = self.counts
+        let occupancy = self.occupancy
+        for element in 0..<count {
+            let pattern = Int(source[element])
+            counts[pattern] &+= 1
+            occupancy[pattern >> 6] |= 1 &<< UInt64(pattern & 63)
+        }
+    }
+
+    /// Adds another worker's counts to these and clears the other's.
+    func absorb(_ other: PaletteWorkspace) {
+        for word in 0..<(Self.patternCount / 64) {
+            var bitsLeft = other.occupancy[word]
+            guard bitsLeft != 0 else { continue }
+            occupancy[word] |= bitsLeft
+            other.occupancy[word] = 0
+            while bitsLeft != 0 {
+                let pattern = word << 6 | bitsLeft.trailingZeroBitCount
+                counts[pattern] &+= other.counts[pattern]
+                other.counts[pattern] = 0
+                bitsLeft &= bitsLeft &- 1
+            }
+        }
+    }
+
+    /// Whether any NaN or infinity was counted (patterns 0x7C00–0x7FFF and 0xFC00–0xFFFF:
+    /// occupancy words 496–511 and 1008–1023), checked without touching the weights again.
+    func sawNonFinite() -> Bool {
+        for word in 496..<512 where occupancy[word] != 0 || occupancy[word + 512] != 0 { return true }
+        return false
+    }
+
+    /// Forgets everything counted (after an error).
+    func reset() {
+        counts.update(repeating: 0, count: Self.patternCount)
+        occupancy.update(repeating: 0, count: Self.patternCount / 64)
+    }
+
+    /// Turns the counts into a ``SortedHistogram`` (ascending values, −0 folded into +0)
+    /// and clears the counts for the next group. Requires no non-finite pattern.
+    func extractHistogram() -> SortedHistogram {
+        // −0 and +0 are one value: fold them so that they never take two LUT entries.
+        sawNegativeZero = occupancy[512] & 1 != 0
+        if sawNegativeZero {
+            counts[0] &+= counts[0x8000]
+            counts[0x8000] = 0
+            occupancy[512] &= ~1
+            occupancy[0] |= 1
+        }
+        var distinct = 0
+        var runningCount = 0.0
+        var runningSum = 0.0
+        var runningSquares = 0.0
+        prefixCount[0] = 0
+        prefixSum[0] = 0
+        prefixSquares[0] = 0
+        Float16Table.floats.withUnsafeBufferPointer { floats in
+            @inline(__always) func emit(_ pattern: Int) {
+                let weight = Double(counts[pattern])
+                counts[pattern] = 0
+                let value = Double(floats[pattern])
+                patterns[distinct] = UInt16(truncatingIfNeeded: pattern)
+                values[distinct] = value
+                runningCount += weight
+                runningSum += weight * value
+                runningSquares += weight * value * value
+                distinct += 1
+                prefixCount[distinct] = runningCount
+                prefixSum[distinct] = runningSum
+                prefixSquares[distinct] = runningSquares
+            }
+            // Negative values: larger patterns are more negative, so walk patterns downwards.
+            for word in stride(from: 1023, through: 512, by: -1) {
+                var bitsLeft = occupancy[word]
+                guard bitsLeft != 0 else { continue }
+                occupancy[word] = 0
+                while bitsLeft != 0 {
+                    let bit = 63 - bitsLeft.leadingZeroBitCount
+                    emit(word << 6 | bit)
+                    bitsLeft &= ~(1 &<< UInt64(bit))
+                }
+            }
+            // Non-negative values: patterns ascend with the value.
+            for word in 0..<512 {
+                var bitsLeft = occupancy[word]
+                guard bitsLeft != 0 else { continue }
+                occupancy[word] = 0
+                while bitsLeft != 0 {
+                    emit(word << 6 | bitsLeft.trailingZeroBitCount)
+                    bitsLeft &= bitsLeft &- 1
+                }
+            }
+        }
+        return SortedHistogram(
+            count: distinct, values: values, prefixCount: prefixCount, prefixSum: prefixSum,
+            prefixSquares: prefixSquares)
+    }
+
+    /// Fills `indexOfPattern` for the histogram's patterns with the nearest entry of the
+    /// ascending `lut` (ties to the lower index) and returns the squared error of that
+    /// assignment and the signal power, both summed in ascending value order.
+    func assignIndices(
+        _ histogram: SortedHistogram, lut: UnsafePointer<Double>, entryCount: Int
+    ) -> (squaredError: Double, signalPower: Double) {
+        var index = 0
+        var squaredError = 0.0
+        for distinct in 0..<histogram.count {
+            let value = histogram.values[distinct]
+            // Move past every midpoint the value lies strictly above.
+            while index < entryCount - 1 && value > (lut[index] + lut[index + 1]) * 0.5 { index += 1 }
+            indexOfPattern[Int(patterns[distinct])] = UInt8(truncatingIfNeeded: index)
+            let difference = value - lut[index]
+            squaredError += histogram.weight(distinct, distinct + 1) * difference * difference
+        }
+        if sawNegativeZero { indexOfPattern[0x8000] = indexOfPattern[0] }
+        return (squaredError, histogram.prefixSquares[histogram.count])
+    }
+}

@@ -1,0 +1,647 @@
+/// Sorted distinct values with their multiplicities, as prefix sums, so that the size,
+/// sum and squared error of any contiguous cluster `[a, b)` cost O(1).
+///
+/// One-dimensional k-means has contiguous optimal clusters, so clusters are index ranges.
+struct SortedHistogram {
+    /// Number of distinct values.
+    var count: Int
+    /// The distinct values, strictly ascending (`count` entries).
+    var values: UnsafeMutablePointer<Double>
+    /// `prefixCount[i]` is the number of weights among the first `i` distinct values (`count + 1` entries).
+    var prefixCount: UnsafeMutablePointer<Double>
+    /// Prefix sums of the weights (`count + 1` entries).
+    var prefixSum: UnsafeMutablePointer<Double>
+    /// Prefix sums of the squared weights (`count + 1` entries).
+    var prefixSquares: UnsafeMutablePointer<Double>
+
+    @inline(__always) func weight(_ start: Int, _ end: Int) -> Double { prefixCount[end] - prefixCount[start] }
+    @inline(__always) func sum(_ start: Int, _ end: Int) -> Double { prefixSum[end] - prefixSum[start] }
+
+    /// Mean of the non-empty cluster `[start, end)`.
+    @inline(__always) func mean(_ start: Int, _ end: Int) -> Double { sum(start, end) / weight(start, end) }
+
+    /// Sum of squared distances to the mean of `[start, end)`; zero for an empty cluster.
+    @inline(__always) func cost(_ start: Int, _ end: Int) -> Double {
+        let weight = self.weight(start, end)
+        guard weight > 0 else { return 0 }
+        let sum = self.sum(start, end)
+        // Rounding can make a near-zero variance slightly negative.
+        return max(0, (prefixSquares[end] - prefixSquares[start]) - sum * sum / weight)
+    }
+}
+
+/// Reusable buffers for ``KMeans1D``; one per worker, so clustering allocates nothing per group.
+final class KMeansScratch {
+    /// Room for the largest palette (256 entries) plus one boundary.
+    static let capacity = 257
+    let bounds = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+    let nextBounds = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+    let centroids = UnsafeMutablePointer<Double>.allocate(capacity: capacity)
+    let splitStarts = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+    let splitEnds = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+    let splitPoints = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+    let splitGains = UnsafeMutablePointer<Double>.allocate(capacity: capacity)
+    /// The LUT of the current group as doubles (exact Float16 values).
+    let lutValues = UnsafeMutablePointer<Double>.allocate(capacity: capacity)
+    /// Window of each boundary for ``KMeans1D/windowedBounds(_:clusterCount:scratch:)``.
+    let windowLow = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+    let windowHigh = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+    /// Dynamic-programming rows and choices, grown on demand.
+    var table: [Double] = []
+    var previousRow: [Double] = []
+    var choices: [Int32] = []
+
+    deinit {
+        for pointer in [bounds, nextBounds, splitStarts, splitEnds, splitPoints, windowLow, windowHigh] { pointer.deallocate() }
+        centroids.deallocate()
+        splitGains.deallocate()
+        lutValues.deallocate()
+    }
+}
+
+/// Optimal or near-optimal one-dimensional k-means over a ``SortedHistogram``.
+///
+/// Why this design: Float16 weights take few distinct values (at most 65,536), so k-means
+/// over a group is k-means over its weighted histogram, and with prefix sums one Lloyd
+/// iteration costs O(k log u) (boundaries by search, means in O(1)) instead of O(n·k).
+/// - When the histogram is small enough, an exact dynamic programme (divide-and-conquer
+///   optimisation, O(k·u·log u)) gives the optimal clusters.
+/// - Otherwise (the heuristic): greedy divisive initialisation (repeatedly split the
+///   cluster whose best two-way split removes the most error, the split found on a sample
+///   dense towards the tails), which isolates outliers first; Lloyd iterations to a fixed
+///   point; a polish that re-solves the DP exactly with every boundary free to move ±16
+///   places (coordinated moves Lloyd cannot make); and up to 8 swap rounds (merge two
+///   neighbours, split another cluster, settle, keep if better). On heavy-tailed weights
+///   this lands within about 0.5% of the optimum at a small fraction of the DP's time,
+///   and well below Lloyd from k-means++ seeds. Deterministic: no randomness, fixed tie rules.
+enum KMeans1D {
+    /// Lloyd iterations stop at a fixed point or after this many (each is O(k log u)).
+    static let maximumLloydIterations = 300
+
+    /// Clusters `histogram` into at most `clusterLimit` clusters and writes their means,
+    /// ascending, to `scratch.centroids`. Returns the number of clusters, which is
+    /// `min(clusterLimit, histogram.count)`. `elementCount` (the weights behind the
+    /// histogram) bounds the work the exact method may take.
+    static func solve(
+        _ histogram: SortedHistogram, clusterLimit: Int, elementCount: Int, scratch: KMeansScratch,
+        method: PaletteClustering = .automatic
+    ) -> Int {
+        let distinct = histogram.count
+        guard distinct > clusterLimit else {
+            for index in 0..<distinct { scratch.centroids[index] = histogram.values[index] }
+            return distinct
+        }
+        let useExact: Bool
+        switch method {
+        case .exact: useExact = true
+        case .heuristic: useExact = false
+        case .automatic:
+            let logDistinct = Int.bitWidth - distinct.leadingZeroBitCount
+            useExact = clusterLimit * distinct * logDistinct <= max(1 << 14, 2 * elementCount)
+        }
+        if useExact {
+            exactBounds(histogram, clusterCount: clusterLimit, scratch: scratch)
+        } else {
+            divisiveBounds(histogram, clusterCount: clusterLimit, scratch: scratch)
+            refineWithLloyd(histogram, clusterCount: clusterLimit, scratch: scratch)
+        }
+        for cluster in 0..<clusterLimit {
+            let start = scratch.bounds[cluster]
+            let end = scratch.bounds[cluster + 1]
+            // Clusters are non-empty when distinct values outnumber them; should one not be,
+            // repeating its left neighbour keeps the centroids ascending and finite.
+            scratch.centroids[cluster] =
+                end > start
+                ? histogram.mean(start, end) : cluster > 0 ? scratch.centroids[cluster - 1] : histogram.values[0]
+        }
+        return clusterLimit
+    }
+
+    /// Total squared error of the clusters in `scratch.bounds`.
+    static func cost(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) -> Double {
+        var total = 0.0
+        for cluster in 0..<clusterCount {
+            total += histogram.cost(scratch.bounds[cluster], scratch.bounds[cluster + 1])
+        }
+        return total
+    }
+
+    // MARK: Greedy divisive initialisation
+
+    /// A split point of `[start, end)` and the error it removes (0 if none): the best one
+    /// for short ranges; for long ranges the best of a sample (evenly spaced, and dense
+    /// towards both ends where outliers sit) refined by a full scan around it.
+    /// Scanning every point of every cluster at every level cost more than all the passes
+    /// over the weights together; initialisation does not need the exact optimum, and
+    /// Lloyd and the windowed polish correct what sampling misses.
+    @inline(__always)
+    static func bestSplit(_ histogram: SortedHistogram, _ start: Int, _ end: Int) -> (point: Int, gain: Double) {
+        guard end - start >= 2 else { return (start, 0) }
+        let totalWeight = histogram.weight(start, end)
+        let totalSum = histogram.sum(start, end)
+        let baseCount = histogram.prefixCount[start]
+        let baseSum = histogram.prefixSum[start]
+        // Removed error = Σ_side sum²/weight − total sum²/weight; maximise the first part.
+        @inline(__always) func score(_ point: Int) -> Double {
+            let leftWeight = histogram.prefixCount[point] - baseCount
+            let leftSum = histogram.prefixSum[point] - baseSum
+            let rightWeight = totalWeight - leftWeight
+            let rightSum = totalSum - leftSum
+            return leftSum * leftSum / leftWeight + rightSum * rightSum / rightWeight
+        }
+        var bestPoint = start + 1
+        var bestScore = -Double.infinity
+        var bestStep = 1
+        @inline(__always) func consider(_ point: Int, step: Int) {
+            let candidate = score(point)
+            if candidate > bestScore {
+                bestScore = candidate
+                bestPoint = point
+                bestStep = step
+            }
+        }
+        let length = end - start
+        if length <= 4 * sampledSplitCandidates {
+            for point in (start + 1)..<end { consider(point, step: 1) }
+        } else {
+            // Dense near both ends (steps growing by a quarter of the distance), evenly
+            // spaced in between; then every point between the best one's neighbours.
+            let stride = length / sampledSplitCandidates
+            var offset = 1
+            while offset < stride {
+                let step = max(1, offset / 4)
+                consider(start + offset, step: step)
+                consider(end - offset, step: step)
+                offset += step
+            }
+            var point = start + stride
+            while point <= end - stride {
+                consider(point, step: stride)
+                point += stride
+            }
+            let center = bestPoint
+            for point in max(start + 1, center - bestStep + 1)...min(end - 1, center + bestStep - 1) {
+                consider(point, step: 1)
+            }
+        }
+        return (bestPoint, max(0, bestScore - totalSum * totalSum / totalWeight))
+    }
+
+    /// Evenly spaced candidates examined when splitting a long range.
+    static let sampledSplitCandidates = 32
+
+    /// Fills `scratch.bounds[0...clusterCount]` by greedy divisive splitting.
+    /// Requires `histogram.count >= clusterCount`.
+    static func divisiveBounds(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
+        var clusters = 1
+        scratch.splitStarts[0] = 0
+        scratch.splitEnds[0] = histogram.count
+        (scratch.splitPoints[0], scratch.splitGains[0]) = bestSplit(histogram, 0, histogram.count)
+        while clusters < clusterCount {
+            // Split the cluster that removes the most error; ties go to the leftmost.
+            var chosen = -1
+            var chosenGain = -1.0
+            var chosenStart = Int.max
+            for cluster in 0..<clusters where scratch.splitEnds[cluster] - scratch.splitStarts[cluster] >= 2 {
+                let gain = scratch.splitGains[cluster]
+                if gain > chosenGain || (gain == chosenGain && scratch.splitStarts[cluster] < chosenStart) {
+                    chosen = cluster
+                    chosenGain = gain
+                    chosenStart = scratch.splitStarts[cluster]
+                }
+            }
+            // Cannot happen while distinct values outnumber clusters; stop rather than loop.
+            guard chosen >= 0 else { break }
+            let start = scratch.splitStarts[chosen]
+            let end = scratch.splitEnds[chosen]
+            let point = scratch.splitPoints[chosen]
+            scratch.splitEnds[chosen] = point
+            (scratch.splitPoints[chosen], scratch.splitGains[chosen]) = bestSplit(histogram, start, point)
+            scratch.splitStarts[clusters] = point
+            scratch.splitEnds[clusters] = end
+            (scratch.splitPoints[clusters], scratch.splitGains[clusters]) = bestSplit(histogram, point, end)
+            clusters += 1
+        }
+        // Cluster starts are distinct; sort them into boundaries (k ≤ 256: insertion sort).
+        for cluster in 0..<clusters { scratch.bounds[cluster] = scratch.splitStarts[cluster] }
+        for index in 1..<max(1, clusters) {
+            let value = scratch.bounds[index]
+            var position = index
+            while position > 0 && scratch.bounds[position - 1] > value {
+                scratch.bounds[position] = scratch.bounds[position - 1]
+                position -= 1
+            }
+            scratch.bounds[position] = value
+        }
+        scratch.bounds[clusters] = histogram.count
+        // Pad with empty clusters at the end if splitting stopped early (not expected).
+        for cluster in clusters..<clusterCount { scratch.bounds[cluster + 1] = histogram.count }
+    }
+
+    // MARK: Lloyd on the histogram
+
+    /// First index in `[low, count]` whose value exceeds `threshold` (`count` if none),
+    /// searched outward from `hint`: boundaries move little between iterations.
+    @inline(__always)
+    static func firstIndexAbove(
+        _ threshold: Double, in histogram: SortedHistogram, low: Int, hint: Int
+    ) -> Int {
+        let values = histogram.values
+        let count = histogram.count
+        let position = min(max(hint, low), count)
+        var lower: Int
+        var upper: Int
+        if position < count && values[position] <= threshold {
+            // Answer is above `position`: gallop up.
+            var step = 1
+            lower = position + 1
+            upper = min(count, position + step)
+            while upper < count && values[upper] <= threshold {
+                lower = upper + 1
+                step <<= 1
+                upper = min(count, position + step)
+            }
+        } else {
+            // values[position] > threshold (or position == count): gallop down.
+            var step = 1
+            upper = position
+            lower = max(low, position - step)
+            while lower > low && values[lower] > threshold {
+                upper = lower
+                step <<= 1
+                lower = max(low, position - step)
+            }
+        }
+        // Invariant: answer in [lower, upper]; values[upper] > threshold or upper == count.
+        while lower < upper {
+            let middle = (lower + upper) >> 1
+            if values[middle] > threshold { upper = middle } else { lower = middle + 1 }
+        }
+        return lower
+    }
+
+    /// From the initial `scratch.bounds`: Lloyd to a fixed point, windowed polish, then swap
+    /// rounds each followed by another polish, while the error drops.
+    static func refineWithLloyd(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
+        settle(histogram, clusterCount: clusterCount, scratch: scratch)
+        polishInWindows(histogram, clusterCount: clusterCount, scratch: scratch)
+        var currentCost = cost(histogram, clusterCount: clusterCount, scratch: scratch)
+        for _ in 0..<maximumSwapRounds {
+            guard let improved = swapClusters(histogram, clusterCount: clusterCount, currentCost: currentCost, scratch: scratch)
+            else { return }
+            polishInWindows(histogram, clusterCount: clusterCount, scratch: scratch)
+            currentCost = min(improved, cost(histogram, clusterCount: clusterCount, scratch: scratch))
+        }
+    }
+
+    /// Swaps tried per round, best immediate benefit first.
+    static let swapCandidates = 2
+
+    /// Swap rounds after Lloyd: each moves one cluster from where it helps least to where it
+    /// helps most, then settles again; kept only when the total error drops.
+    static let maximumSwapRounds = 8
+
+    /// Lloyd to a fixed point, re-seeding emptied clusters.
+    static func settle(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
+        for _ in 0..<clusterCount {
+            lloyd(histogram, clusterCount: clusterCount, scratch: scratch)
+            guard reseedEmptyClusters(histogram, clusterCount: clusterCount, scratch: scratch) else { return }
+        }
+    }
+
+    /// Escapes a Lloyd fixed point: merges the two neighbours whose merge costs least and
+    /// splits (at its best point) the cluster whose split gains most, when the gain exceeds
+    /// the cost; then settles with Lloyd. Returns the new cost if it is lower, otherwise
+    /// restores the previous clusters and returns nil.
+    static func swapClusters(
+        _ histogram: SortedHistogram, clusterCount: Int, currentCost: Double, scratch: KMeansScratch
+    ) -> Double? {
+        guard clusterCount >= 3 else { return nil }
+        let bounds = scratch.bounds
+        // The three best splits, so that one outside any merged pair is always available.
+        var topSplits = (-1, -1, -1)
+        var topGains = (-1.0, -1.0, -1.0)
+        for cluster in 0..<clusterCount {
+            let (point, gain) = bestSplit(histogram, bounds[cluster], bounds[cluster + 1])
+            scratch.splitPoints[cluster] = point
+            if gain > topGains.0 {
+                (topSplits.2, topGains.2) = (topSplits.1, topGains.1)
+                (topSplits.1, topGains.1) = (topSplits.0, topGains.0)
+                (topSplits.0, topGains.0) = (cluster, gain)
+            } else if gain > topGains.1 {
+                (topSplits.2, topGains.2) = (topSplits.1, topGains.1)
+                (topSplits.1, topGains.1) = (cluster, gain)
+            } else if gain > topGains.2 {
+                (topSplits.2, topGains.2) = (cluster, gain)
+            }
+        }
+        // Candidates: for each merged pair, the best split outside it; the immediate benefit
+        // ranks them, but Lloyd's settling can turn a small loss into a gain, so the best
+        // few are tried whatever their sign.
+        // A fixed-size buffer: no allocation per group.
+        let candidateCount = swapCandidates
+        var candidates = SwapCandidates()
+        for left in 0..<(clusterCount - 1) {
+            let mergeCost =
+                histogram.cost(bounds[left], bounds[left + 2]) - histogram.cost(bounds[left], bounds[left + 1])
+                - histogram.cost(bounds[left + 1], bounds[left + 2])
+            let split: (Int, Double) =
+                topSplits.0 != left && topSplits.0 != left + 1
+                ? (topSplits.0, topGains.0)
+                : topSplits.1 != left && topSplits.1 != left + 1 ? (topSplits.1, topGains.1) : (topSplits.2, topGains.2)
+            guard split.0 >= 0, split.1 > 0 else { continue }
+            let benefit = split.1 - mergeCost
+            candidates.offer(benefit: benefit, merge: left, split: split.0, keep: candidateCount)
+        }
+        let saved = scratch.nextBounds
+        saved.update(from: bounds, count: clusterCount + 1)
+        for rank in 0..<candidates.count {
+            let candidate = candidates[rank]
+            // Remove boundary merge + 1 and insert the split point, keeping bounds sorted.
+            let splitPoint = scratch.splitPoints[candidate.split]
+            var write = 0
+            var inserted = false
+            for read in 0...clusterCount where read != candidate.merge + 1 {
+                if !inserted && splitPoint < saved[read] {
+                    bounds[write] = splitPoint
+                    write += 1
+                    inserted = true
+                }
+                bounds[write] = saved[read]
+                write += 1
+            }
+            settle(histogram, clusterCount: clusterCount, scratch: scratch)
+            let newCost = cost(histogram, clusterCount: clusterCount, scratch: scratch)
+            // Ignore gains at the level of rounding noise.
+            if newCost < currentCost * (1 - 1e-12) { return newCost }
+            bounds.update(from: saved, count: clusterCount + 1)
+        }
+        return nil
+    }
+
+    static func lloyd(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
+        let bounds = scratch.bounds
+        let centroids = scratch.centroids
+        for cluster in 0..<clusterCount {
+            let start = bounds[cluster]
+            let end = bounds[cluster + 1]
+            // An empty cluster keeps a centroid between its neighbours' values.
+            centroids[cluster] = end > start ? histogram.mean(start, end) : histogram.values[min(start, histogram.count - 1)]
+        }
+        for _ in 0..<maximumLloydIterations {
+            var changed = false
+            var previous = 0
+            for boundary in 1..<clusterCount {
+                // Ties (a value exactly at a midpoint) go to the lower cluster, as in index assignment.
+                let midpoint = (centroids[boundary - 1] + centroids[boundary]) * 0.5
+                let bound = firstIndexAbove(midpoint, in: histogram, low: previous, hint: bounds[boundary])
+                if bound != bounds[boundary] {
+                    bounds[boundary] = bound
+                    changed = true
+                }
+                previous = bound
+            }
+            guard changed else { return }
+            for cluster in 0..<clusterCount {
+                let start = bounds[cluster]
+                let end = bounds[cluster + 1]
+                if end > start { centroids[cluster] = histogram.mean(start, end) }
+            }
+        }
+    }
+
+    /// Replaces empty clusters by splitting non-empty ones; returns whether anything changed.
+    static func reseedEmptyClusters(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) -> Bool {
+        var nonEmpty = 0
+        for cluster in 0..<clusterCount where scratch.bounds[cluster + 1] > scratch.bounds[cluster] {
+            scratch.splitStarts[nonEmpty] = scratch.bounds[cluster]
+            scratch.splitEnds[nonEmpty] = scratch.bounds[cluster + 1]
+            nonEmpty += 1
+        }
+        guard nonEmpty < clusterCount else { return false }
+        for cluster in 0..<nonEmpty {
+            (scratch.splitPoints[cluster], scratch.splitGains[cluster]) =
+                bestSplit(histogram, scratch.splitStarts[cluster], scratch.splitEnds[cluster])
+        }
+        var clusters = nonEmpty
+        while clusters < clusterCount {
+            var chosen = -1
+            var chosenGain = -1.0
+            for cluster in 0..<clusters
+            where scratch.splitEnds[cluster] - scratch.splitStarts[cluster] >= 2 && scratch.splitGains[cluster] > chosenGain {
+                chosen = cluster
+                chosenGain = scratch.splitGains[cluster]
+            }
+            guard chosen >= 0 else { break }
+            let start = scratch.splitStarts[chosen]
+            let end = scratch.splitEnds[chosen]
+            let point = scratch.splitPoints[chosen]
+            scratch.splitEnds[chosen] = point
+            (scratch.splitPoints[chosen], scratch.splitGains[chosen]) = bestSplit(histogram, start, point)
+            scratch.splitStarts[clusters] = point
+            scratch.splitEnds[clusters] = end
+            (scratch.splitPoints[clusters], scratch.splitGains[clusters]) = bestSplit(histogram, point, end)
+            clusters += 1
+        }
+        for cluster in 0..<clusters { scratch.bounds[cluster] = scratch.splitStarts[cluster] }
+        for index in 1..<max(1, clusters) {
+            let value = scratch.bounds[index]
+            var position = index
+            while position > 0 && scratch.bounds[position - 1] > value {
+                scratch.bounds[position] = scratch.bounds[position - 1]
+                position -= 1
+            }
+            scratch.bounds[position] = value
+        }
+        for cluster in clusters...clusterCount { scratch.bounds[cluster] = histogram.count }
+        return true
+    }
+
+    // MARK: Dynamic programme over windows
+
+    /// Optimal clusters among those whose boundaries lie in windows: boundary `j` (the start
+    /// of cluster `j`) in `windowLow[j]...windowHigh[j]`, windows ascending on both ends,
+    /// boundary 0 at 0 and boundary `clusterCount` at `count`. Full windows give the exact
+    /// optimum; narrow windows around a solution give the best solution nearby.
+    ///
+    /// `best[j][i]` = least error of the first `i` values in `j` clusters; split points are
+    /// monotone in `i` (the cost is Monge), so each row is filled by divide and conquer in
+    /// O(window · log window). Ties take the leftmost split. Writes `scratch.bounds`.
+    static func windowedBounds(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
+        let low = scratch.windowLow
+        let high = scratch.windowHigh
+        var widest = 1
+        var choiceCount = 0
+        for boundary in 0...clusterCount {
+            let width = high[boundary] - low[boundary] + 1
+            widest = max(widest, width)
+            choiceCount += width
+        }
+        if scratch.previousRow.count < widest { scratch.previousRow = [Double](repeating: 0, count: widest) }
+        if scratch.table.count < widest { scratch.table = [Double](repeating: 0, count: widest) }
+        if scratch.choices.count < choiceCount { scratch.choices = [Int32](repeating: 0, count: choiceCount) }
+        scratch.previousRow.withUnsafeMutableBufferPointer { previousBuffer in
+            scratch.table.withUnsafeMutableBufferPointer { currentBuffer in
+                scratch.choices.withUnsafeMutableBufferPointer { choicesBuffer in
+                    guard var previous = previousBuffer.baseAddress, var current = currentBuffer.baseAddress,
+                        let choices = choicesBuffer.baseAddress
+                    else { return }
+                    // Row 0: no values in no clusters.
+                    previous[0] = 0
+                    var rowStart = 1
+                    for boundary in 1...clusterCount {
+                        let row = DynamicProgrammingRow(
+                            histogram: histogram, previous: previous, current: current, choices: choices + rowStart,
+                            rowLow: low[boundary], optionLow: low[boundary - 1])
+                        row.fill(low[boundary], high[boundary], low[boundary - 1], high[boundary - 1])
+                        rowStart += high[boundary] - low[boundary] + 1
+                        swap(&previous, &current)
+                    }
+                    // Walk the choices back from the full range.
+                    var end = histogram.count
+                    scratch.bounds[clusterCount] = end
+                    var rowEnd = rowStart
+                    for boundary in stride(from: clusterCount, through: 1, by: -1) {
+                        let rowLow = low[boundary]
+                        let rowBegin = rowEnd - (high[boundary] - rowLow + 1)
+                        end = Int(choices[rowBegin + end - rowLow])
+                        scratch.bounds[boundary - 1] = end
+                        rowEnd = rowBegin
+                    }
+                }
+            }
+        }
+    }
+
+    /// Exact optimum: every boundary may be anywhere that leaves no cluster empty.
+    static func exactBounds(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
+        for boundary in 0...clusterCount {
+            scratch.windowLow[boundary] = boundary == clusterCount ? histogram.count : boundary
+            scratch.windowHigh[boundary] = boundary == 0 ? 0 : histogram.count - (clusterCount - boundary)
+        }
+        windowedBounds(histogram, clusterCount: clusterCount, scratch: scratch)
+    }
+
+    /// Half-width of the windows in ``polishInWindows``.
+    static let polishRadius = 16
+    /// Rounds of ``polishInWindows`` at most.
+    static let maximumPolishRounds = 8
+
+    /// Improves `scratch.bounds` by repeatedly re-solving optimally with every boundary free
+    /// to move ``polishRadius`` places, until no boundary ends on the edge of its window.
+    /// This finds coordinated moves of many boundaries that Lloyd (one midpoint at a time)
+    /// cannot, at O(k · radius · log radius) per round.
+    static func polishInWindows(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
+        let count = histogram.count
+        for _ in 0..<maximumPolishRounds {
+            for boundary in 0...clusterCount {
+                let current = scratch.bounds[boundary]
+                if boundary == 0 || boundary == clusterCount {
+                    scratch.windowLow[boundary] = current
+                    scratch.windowHigh[boundary] = current
+                } else {
+                    scratch.windowLow[boundary] = max(current - polishRadius, boundary)
+                    scratch.windowHigh[boundary] = min(current + polishRadius, count - (clusterCount - boundary))
+                }
+            }
+            windowedBounds(histogram, clusterCount: clusterCount, scratch: scratch)
+            var onEdge = false
+            for boundary in 1..<clusterCount {
+                let bound = scratch.bounds[boundary]
+                let lowEdge = scratch.windowLow[boundary]
+                let highEdge = scratch.windowHigh[boundary]
+                if (bound == lowEdge && lowEdge != boundary) || (bound == highEdge && highEdge != count - (clusterCount - boundary)) {
+                    onEdge = true
+                }
+            }
+            guard onEdge else { return }
+        }
+    }
+}
+
+/// One row of the windowed dynamic programme, filled by divide and conquer.
+private struct DynamicProgrammingRow {
+    let histogram: SortedHistogram
+    /// Best costs of the previous row, indexed from `optionLow`.
+    let previous: UnsafeMutablePointer<Double>
+    /// Best costs of this row, indexed from `rowLow`.
+    let current: UnsafeMutablePointer<Double>
+    /// Chosen split of each end of this row, indexed from `rowLow`.
+    let choices: UnsafeMutablePointer<Int32>
+    let rowLow: Int
+    let optionLow: Int
+
+    /// Fills ends `first...last`, whose optimal splits lie in `fromOption...toOption`.
+    func fill(_ first: Int, _ last: Int, _ fromOption: Int, _ toOption: Int) {
+        guard first <= last else { return }
+        let end = (first + last) >> 1
+        var bestOption = fromOption
+        var bestCost = Double.infinity
+        let lastOption = min(toOption, end - 1)
+        if fromOption <= lastOption {
+            let endCount = histogram.prefixCount[end]
+            let endSum = histogram.prefixSum[end]
+            let endSquares = histogram.prefixSquares[end]
+            for option in fromOption...lastOption {
+                let weight = endCount - histogram.prefixCount[option]
+                let sum = endSum - histogram.prefixSum[option]
+                let cost = (endSquares - histogram.prefixSquares[option]) - sum * sum / weight
+                let candidate = previous[option - optionLow] + cost
+                if candidate < bestCost {
+                    bestCost = candidate
+                    bestOption = option
+                }
+            }
+        }
+        current[end - rowLow] = bestCost
+        choices[end - rowLow] = Int32(truncatingIfNeeded: bestOption)
+        fill(first, end - 1, fromOption, bestOption)
+        fill(end + 1, last, bestOption, toOption)
+    }
+}
+
+
+/// The best few swap candidates, kept sorted by benefit without allocating.
+private struct SwapCandidates {
+    private var entries: (Entry, Entry, Entry) = (Entry(), Entry(), Entry())
+    private(set) var count = 0
+
+    struct Entry {
+        var benefit = -Double.infinity
+        var merge = -1
+        var split = -1
+    }
+
+    subscript(rank: Int) -> Entry {
+        switch rank {
+        case 0: return entries.0
+        case 1: return entries.1
+        default: return entries.2
+        }
+    }
+
+    /// Inserts the candidate if it is among the best `keep` (at most 3) seen.
+    mutating func offer(benefit: Double, merge: Int, split: Int, keep: Int) {
+        var entry = Entry(benefit: benefit, merge: merge, split: split)
+        let limit = min(keep, 3)
+        for rank in 0..<limit {
+            if rank >= count || entry.benefit > self[rank].benefit {
+                let displaced = self[rank]
+                set(rank, entry)
+                if rank >= count {
+                    count += 1
+                    return
+                }
+                entry = displaced
+            }
+        }
+    }
+
+    private mutating func set(_ rank: Int, _ entry: Entry) {
+        switch rank {
+        case 0: entries.0 = entry
+        case 1: entries.1 = entry
+        default: entries.2 = entry
+        }
+    }
+}

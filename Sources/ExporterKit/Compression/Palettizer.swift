@@ -1,0 +1,244 @@
+import Foundation
+
+/// Palettises Float16 weight tensors: per group of rows, a LUT of `2^bits` values chosen by
+/// one-dimensional k-means (``KMeans1D``), and a packed index per weight.
+///
+/// Pure and deterministic: the same weights and spec give the same LUT and bytes whatever
+/// the worker count, because every group is clustered from its own exact histogram and
+/// concurrently written index ranges are merged by OR-ing their shared edge bytes.
+public enum Palettizer {
+    /// Workers used when the caller does not say: one per active core.
+    public static var defaultWorkerCount: Int { ProcessInfo.processInfo.activeProcessorCount }
+
+    /// Palettises a `rows × columns` row-major tensor.
+    ///
+    /// - Parameters:
+    ///   - weights: `rows · columns` weights, row-major (row = output channel).
+    ///   - spec: index width and LUT granularity.
+    ///   - name: the tensor's name, carried by errors.
+    ///   - workerCount: threads to use (at least one); does not change the result.
+    ///   - clustering: how LUT values are chosen (the default suits exports).
+    /// - Throws: ``CompressionError`` for an unsupported bit width, a group size below 1, an
+    ///   empty or negative shape, a buffer of the wrong size, or a NaN/infinite weight.
+    public static func palettize(
+        _ weights: UnsafeBufferPointer<Float16>, rows: Int, columns: Int, spec: PaletteSpec,
+        name: String? = nil, workerCount: Int = defaultWorkerCount, clustering: PaletteClustering = .automatic
+    ) throws -> PalettizedTensor {
+        guard PaletteSpec.supportedBits.contains(spec.bits) else {
+            throw CompressionError.unsupportedBits(spec.bits, tensor: name)
+        }
+        let layout = try PaletteGroupLayout(rows: rows, columns: columns, granularity: spec.granularity, tensor: name)
+        let (elementCount, overflow) = rows.multipliedReportingOverflow(by: columns)
+        guard !overflow else { throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name) }
+        guard weights.count == elementCount else {
+            throw CompressionError.weightCountMismatch(expected: elementCount, actual: weights.count, tensor: name)
+        }
+        let job = PaletteJob(
+            layout: layout, bits: spec.bits, workerCount: max(1, workerCount), method: clustering)
+        let result = weights.withMemoryRebound(to: UInt16.self) { job.run($0) }
+        guard let result else {
+            let (row, column) = weights.withMemoryRebound(to: UInt16.self) { firstNonFinite($0, columns: columns) }
+            throw CompressionError.nonFiniteWeight(row: row, column: column, tensor: name)
+        }
+        return result
+    }
+
+    /// Writes the weights the tensor's indices select (its LUT values as Float), row-major.
+    ///
+    /// - Throws: ``CompressionError/outputSizeMismatch(expected:actual:tensor:)`` when
+    ///   `output` does not hold exactly `rows · columns` values.
+    public static func dequantize(_ tensor: PalettizedTensor, into output: UnsafeMutableBufferPointer<Float>) throws {
+        guard output.count == tensor.weightCount else {
+            throw CompressionError.outputSizeMismatch(expected: tensor.weightCount, actual: output.count, tensor: nil)
+        }
+        let layout = tensor.layout
+        let entryCount = tensor.entryCount
+        Float16Table.floats.withUnsafeBufferPointer { floats in
+            tensor.lut.withUnsafeBufferPointer { lut in
+                tensor.packedIndices.withUnsafeBufferPointer { packed in
+                    var groupLUT = [Float](repeating: 0, count: entryCount)
+                    var reader = BitStreamReader(bytes: packed, bits: tensor.bits, firstElement: 0)
+                    var element = 0
+                    for group in 0..<layout.groupCount {
+                        for entry in 0..<entryCount {
+                            groupLUT[entry] = floats[Int(lut[group * entryCount + entry].bitPattern)]
+                        }
+                        let count = layout.rowCount(ofGroup: group) * layout.columns
+                        for _ in 0..<count {
+                            output[element] = groupLUT[Int(reader.next())]
+                            element += 1
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Row and column of the first NaN or infinite weight (error path only).
+    static func firstNonFinite(_ bits: UnsafeBufferPointer<UInt16>, columns: Int) -> (row: Int, column: Int) {
+        let index = bits.firstIndex(where: Float16Table.isNonFinite) ?? 0
+        return (index / columns, index % columns)
+    }
+}
+
+extension PalettizedTensor {
+    /// The weights the indices select, row-major, as Float.
+    public func dequantized() -> [Float] {
+        var output = [Float](repeating: 0, count: weightCount)
+        // The sizes agree by construction, so this cannot throw.
+        output.withUnsafeMutableBufferPointer { try? Palettizer.dequantize(self, into: $0) }
+        return output
+    }
+}
+
+/// One palettisation: fixed inputs, per-group results gathered in group order.
+struct PaletteJob {
+    let layout: PaletteGroupLayout
+    let bits: Int
+    let workerCount: Int
+    let method: PaletteClustering
+
+    /// Groups smaller than this are never split between workers.
+    static let minimumSplitGroupElements = 1 << 16
+
+    /// The palettised tensor, or nil when a weight is NaN or infinite.
+    func run(_ source: UnsafeBufferPointer<UInt16>) -> PalettizedTensor? {
+        let entryCount = 1 << bits
+        let groupCount = layout.groupCount
+        let elementCount = layout.rows * layout.columns
+        var lut = [Float16](repeating: 0, count: groupCount * entryCount)
+        var packed = [UInt8](repeating: 0, count: BitPacking.packedByteCount(count: elementCount, bits: bits))
+        var squaredErrors = [Double](repeating: 0, count: groupCount)
+        var signalPowers = [Double](repeating: 0, count: groupCount)
+        var edges = [PackedEdges](repeating: PackedEdges(), count: groupCount)
+        var failed = [Bool](repeating: false, count: groupCount)
+        let groupElements = layout.groupRows * layout.columns
+        // Few large groups (per-tensor palettes) are split across workers; many groups are
+        // dealt out whole. Both give the same bytes.
+        let splitGroups =
+            workerCount > 1 && groupCount < 2 * workerCount && groupElements >= Self.minimumSplitGroupElements
+        guard let sourceBase = source.baseAddress else { return nil }
+        lut.withUnsafeMutableBufferPointer { lutBuffer in
+            packed.withUnsafeMutableBufferPointer { packedBuffer in
+                squaredErrors.withUnsafeMutableBufferPointer { errorBuffer in
+                    signalPowers.withUnsafeMutableBufferPointer { signalBuffer in
+                        edges.withUnsafeMutableBufferPointer { edgeBuffer in
+                            failed.withUnsafeMutableBufferPointer { failedBuffer in
+                                // Every buffer holds at least one element (shapes are non-empty).
+                                guard let lutBase = lutBuffer.baseAddress, let packedBase = packedBuffer.baseAddress,
+                                    let errorBase = errorBuffer.baseAddress, let signalBase = signalBuffer.baseAddress,
+                                    let edgeBase = edgeBuffer.baseAddress, let failedBase = failedBuffer.baseAddress
+                                else { return }
+                                let output = GroupOutputs(
+                                    lut: lutBase, packed: packedBase, squaredErrors: errorBase,
+                                    signalPowers: signalBase, edges: edgeBase, failed: failedBase)
+                                if splitGroups {
+                                    runSplittingGroups(sourceBase, output)
+                                } else {
+                                    runWholeGroups(sourceBase, output)
+                                }
+                                for group in 0..<groupCount { output.edges[group].merge(into: output.packed) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        guard !failed.contains(true) else { return nil }
+        // Sum in group order so the totals do not depend on the split.
+        return PalettizedTensor(
+            unchecked: layout, bits: bits, lut: lut, packedIndices: packed,
+            squaredError: squaredErrors.reduce(0, +), signalPower: signalPowers.reduce(0, +))
+    }
+
+    /// Each worker takes groups `worker, worker + workers, …` with its own workspace.
+    private func runWholeGroups(_ source: UnsafePointer<UInt16>, _ output: GroupOutputs) {
+        let workers = min(workerCount, layout.groupCount)
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            let workspace = PaletteWorkspace()
+            for group in stride(from: worker, to: layout.groupCount, by: workers) {
+                let first = group * layout.groupRows * layout.columns
+                let count = layout.rowCount(ofGroup: group) * layout.columns
+                workspace.accumulate(source + first, count: count)
+                guard !workspace.sawNonFinite() else {
+                    workspace.reset()
+                    output.failed[group] = true
+                    continue
+                }
+                finishGroup(group, elementCount: count, workspace: workspace, output: output)
+                let indexOfPattern = workspace.indexOfPattern
+                let groupSource = source + first
+                output.edges[group] = BitStreamWriter.write(
+                    count: count, firstElement: first, bits: bits, into: output.packed
+                ) { indexOfPattern[Int(groupSource[$0])] }
+            }
+        }
+    }
+
+    /// Groups one after another, each counted and encoded by all workers in chunks.
+    private func runSplittingGroups(_ source: UnsafePointer<UInt16>, _ output: GroupOutputs) {
+        let workspaces = (0..<workerCount).map { _ in PaletteWorkspace() }
+        var chunkEdges = [PackedEdges](repeating: PackedEdges(), count: workerCount)
+        for group in 0..<layout.groupCount {
+            let first = group * layout.groupRows * layout.columns
+            let count = layout.rowCount(ofGroup: group) * layout.columns
+            let chunk = (count + workerCount - 1) / workerCount
+            DispatchQueue.concurrentPerform(iterations: workerCount) { worker in
+                let start = min(count, worker * chunk)
+                let end = min(count, start + chunk)
+                workspaces[worker].accumulate(source + first + start, count: end - start)
+            }
+            let main = workspaces[0]
+            for worker in 1..<workerCount { main.absorb(workspaces[worker]) }
+            guard !main.sawNonFinite() else {
+                main.reset()
+                output.failed[group] = true
+                continue
+            }
+            finishGroup(group, elementCount: count, workspace: main, output: output)
+            let indexOfPattern = main.indexOfPattern
+            chunkEdges.withUnsafeMutableBufferPointer { chunkEdgeBuffer in
+                guard let chunkEdgeBase = chunkEdgeBuffer.baseAddress else { return }
+                DispatchQueue.concurrentPerform(iterations: workerCount) { worker in
+                    let start = min(count, worker * chunk)
+                    let end = min(count, start + chunk)
+                    let chunkSource = source + first + start
+                    chunkEdgeBase[worker] = BitStreamWriter.write(
+                        count: end - start, firstElement: first + start, bits: bits, into: output.packed
+                    ) { indexOfPattern[Int(chunkSource[$0])] }
+                }
+            }
+            for worker in 0..<workerCount { chunkEdges[worker].merge(into: output.packed) }
+        }
+    }
+
+    /// Clusters the counted group, writes its LUT and fills the workspace's index table.
+    private func finishGroup(_ group: Int, elementCount: Int, workspace: PaletteWorkspace, output: GroupOutputs) {
+        let entryCount = 1 << bits
+        let histogram = workspace.extractHistogram()
+        let scratch = workspace.kMeans
+        let clusters = KMeans1D.solve(
+            histogram, clusterLimit: entryCount, elementCount: elementCount, scratch: scratch, method: method)
+        let lut = output.lut + group * entryCount
+        for entry in 0..<entryCount {
+            // Unused entries repeat the largest centroid (documented on PalettizedTensor).
+            let value = Float16(scratch.centroids[min(entry, clusters - 1)])
+            lut[entry] = value
+            scratch.lutValues[entry] = Double(Float(value))
+        }
+        let (squaredError, signalPower) = workspace.assignIndices(
+            histogram, lut: scratch.lutValues, entryCount: entryCount)
+        output.squaredErrors[group] = squaredError
+        output.signalPowers[group] = signalPower
+    }
+}
+
+/// Where workers write per-group results; each group's slots are written by one worker.
+private struct GroupOutputs: @unchecked Sendable {
+    let lut: UnsafeMutablePointer<Float16>
+    let packed: UnsafeMutablePointer<UInt8>
+    let squaredErrors: UnsafeMutablePointer<Double>
+    let signalPowers: UnsafeMutablePointer<Double>
+    let edges: UnsafeMutablePointer<PackedEdges>
+    let failed: UnsafeMutablePointer<Bool>
+}

@@ -1,0 +1,109 @@
+import Testing
+@testable import ExporterKit
+
+/// A sorted histogram owned by the test.
+final class TestHistogram {
+    let values: UnsafeMutablePointer<Double>
+    let prefixCount: UnsafeMutablePointer<Double>
+    let prefixSum: UnsafeMutablePointer<Double>
+    let prefixSquares: UnsafeMutablePointer<Double>
+    let histogram: SortedHistogram
+
+    /// `pairs` of (value, count), values strictly ascending.
+    init(_ pairs: [(Double, Double)]) {
+        values = .allocate(capacity: pairs.count + 1)
+        prefixCount = .allocate(capacity: pairs.count + 1)
+        prefixSum = .allocate(capacity: pairs.count + 1)
+        prefixSquares = .allocate(capacity: pairs.count + 1)
+        prefixCount[0] = 0
+        prefixSum[0] = 0
+        prefixSquares[0] = 0
+        for (index, (value, count)) in pairs.enumerated() {
+            values[index] = value
+            prefixCount[index + 1] = prefixCount[index] + count
+            prefixSum[index + 1] = prefixSum[index] + count * value
+            prefixSquares[index + 1] = prefixSquares[index] + count * value * value
+        }
+        histogram = SortedHistogram(
+            count: pairs.count, values: values, prefixCount: prefixCount, prefixSum: prefixSum, prefixSquares: prefixSquares)
+    }
+
+    deinit {
+        values.deallocate()
+        prefixCount.deallocate()
+        prefixSum.deallocate()
+        prefixSquares.deallocate()
+    }
+
+    func solveCost(clusters: Int, method: PaletteClustering) -> Double {
+        let scratch = KMeansScratch()
+        _ = KMeans1D.solve(histogram, clusterLimit: clusters, elementCount: 1, scratch: scratch, method: method)
+        return KMeans1D.cost(histogram, clusterCount: clusters, scratch: scratch)
+    }
+
+    /// Least cost over every way of cutting the values into `clusters` contiguous runs.
+    func bruteForceCost(clusters: Int) -> Double {
+        func best(_ start: Int, _ remaining: Int) -> Double {
+            if remaining == 1 { return histogram.cost(start, histogram.count) }
+            var result = Double.infinity
+            for cut in (start + 1)...(histogram.count - remaining + 1) {
+                result = min(result, histogram.cost(start, cut) + best(cut, remaining - 1))
+            }
+            return result
+        }
+        return best(0, clusters)
+    }
+}
+
+extension CompressionTests {
+    @Suite("1-D k-means")
+    struct KMeans1DTests {
+        private func randomHistogram(distinct: Int, seed: UInt64) -> TestHistogram {
+            var generator = SplitMix64(seed: seed)
+            var value = 0.0
+            var pairs: [(Double, Double)] = []
+            for _ in 0..<distinct {
+                // Gaps from a heavy-tailed law, counts from 1 to 50.
+                value += 0.001 / max(0.02, generator.nextUnit())
+                pairs.append((value, Double(1 + generator.next() % 50)))
+            }
+            return TestHistogram(pairs)
+        }
+
+        @Test("the exact method matches brute force on small histograms")
+        func exactIsOptimal() {
+            for seed in UInt64(0)..<12 {
+                let histogram = randomHistogram(distinct: 11, seed: seed)
+                for clusters in [2, 3, 4, 6] {
+                    let exact = histogram.solveCost(clusters: clusters, method: .exact)
+                    let brute = histogram.bruteForceCost(clusters: clusters)
+                    #expect(abs(exact - brute) <= 1e-12 * max(1, brute), "seed \(seed), k \(clusters)")
+                }
+            }
+        }
+
+        @Test("the heuristic stays within 5% of the optimum on spiky, many-moded histograms")
+        func lloydNearOptimal() {
+            for seed in UInt64(0)..<6 {
+                let histogram = randomHistogram(distinct: 600, seed: seed)
+                for clusters in [4, 8, 16] {
+                    let exact = histogram.solveCost(clusters: clusters, method: .exact)
+                    let lloyd = histogram.solveCost(clusters: clusters, method: .heuristic)
+                    #expect(lloyd >= exact * (1 - 1e-12))
+                    #expect(lloyd <= exact * 1.05, "seed \(seed), k \(clusters): \(lloyd) vs \(exact)")
+                }
+            }
+        }
+    
+        @Test("the heuristic stays within 1% of the optimum on heavy-tailed weights")
+        func heuristicNearOptimalOnWeights() throws {
+            let weights = HeavyTailedWeights.make(rows: 32, columns: 512, seed: 21)
+            for (bits, groupRows) in [(4, 8), (4, 32), (3, 8), (2, 16)] {
+                let granularity: PaletteGranularity = groupRows == 32 ? .perTensor : .perGroupedChannel(groupSize: groupRows)
+                let exact = try palettize(weights, rows: 32, columns: 512, bits: bits, granularity: granularity, clustering: .exact)
+                let heuristic = try palettize(weights, rows: 32, columns: 512, bits: bits, granularity: granularity, clustering: .heuristic)
+                #expect(heuristic.squaredError <= exact.squaredError * 1.01, "bits \(bits), group \(groupRows)")
+            }
+        }
+    }
+}
