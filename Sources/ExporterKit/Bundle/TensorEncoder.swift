@@ -44,8 +44,9 @@ struct TensorEncoder {
         case .linear:
             let values = try readFloat16(spec, source)
             let quantized = try values.withUnsafeBufferPointer {
-                try LinearQuantizer.quantize(
-                    $0, rows: rows, columns: columns, perChannel: tensor.scheme.granularity == .perChannel, name: spec.name)
+                try LinearQuantizer.quantizeInt8(
+                    $0, rows: rows, columns: columns,
+                    granularity: tensor.scheme.granularity == .perChannel ? .perOutputChannel : .perTensor, name: spec.name)
             }
             return EncodedTensor(
                 blobs: [quantized.scales.withUnsafeBytes { Array($0) }, quantized.values.withUnsafeBytes { Array($0) }],
