@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The system's message for an `errno` value, lowercased at the start to fit our messages.
+func systemErrorMessage(_ code: Int32) -> String {
+    guard let text = strerror(code) else { return "error \(code)" }
+    let message = String(cString: text)
+    return message.prefix(1).lowercased() + message.dropFirst()
+}
+
+/// A read-only file read with positioned reads (`pread`).
+///
+/// Positioned reads need no shared offset, so one open file serves any number of threads,
+/// and the data lands in the caller's buffer: the process's resident memory stays the size
+/// of its buffers, where a memory map would count every touched page of a multi-gigabyte
+/// checkpoint as resident.
+final class ReadOnlyFile: @unchecked Sendable {
+    // @unchecked: the descriptor and size never change after init, and `pread` is thread-safe.
+    let path: String
+    let byteCount: Int
+    private let descriptor: Int32
+
+    /// Opens `path` for reading.
+    /// - Throws: `CheckpointError.cannotOpen` when it cannot be opened or is not a regular file.
+    init(path: String) throws {
+        self.path = path
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw CheckpointError.cannotOpen(path: path, reason: systemErrorMessage(errno))
+        }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            let reason = systemErrorMessage(errno)
+            close(descriptor)
+            throw CheckpointError.cannotOpen(path: path, reason: reason)
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            close(descriptor)
+            throw CheckpointError.cannotOpen(path: path, reason: "not a regular file")
+        }
+        self.descriptor = descriptor
+        self.byteCount = Int(status.st_size)
+        #if os(Linux)
+            // Tensors are read front to back: let the kernel read ahead generously.
+            _ = posix_fadvise(descriptor, 0, 0, POSIX_FADV_SEQUENTIAL)
+        #endif
+    }
+
+    deinit { close(descriptor) }
+
+    /// Fills `buffer` with the bytes at `offset`, or throws: a short read is an error, never
+    /// a partially filled buffer.
+    /// - Throws: `CheckpointError.readFailed` on a system error or when the file ends first.
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws {
+        guard let base = buffer.baseAddress else { return }
+        guard offset >= 0, offset <= byteCount, buffer.count <= byteCount - offset else {
+            throw CheckpointError.readFailed(
+                path: path,
+                reason: "bytes \(offset)..<\(offset + buffer.count) are past the end of the \(byteCount)-byte file")
+        }
+        var done = 0
+        while done < buffer.count {
+            let result = pread(descriptor, base + done, buffer.count - done, off_t(offset + done))
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw CheckpointError.readFailed(path: path, reason: systemErrorMessage(errno))
+            }
+            if result == 0 {
+                throw CheckpointError.readFailed(
+                    path: path, reason: "file ended at byte \(offset + done), expected \(offset + buffer.count)")
+            }
+            done += result
+        }
+    }
+}
+
+/// Resolves symbolic links and `..` in `path`, or nil when it does not exist.
+func resolvedRealPath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
+}
+
+/// Whether `path` (already resolved) is `root` itself or inside it.
+func isPath(_ path: String, inside root: String) -> Bool {
+    if path == root { return true }
+    let prefix = root.hasSuffix("/") ? root : root + "/"
+    return path.hasPrefix(prefix)
+}

@@ -1,0 +1,126 @@
+import Foundation
+
+/// The local Hugging Face hub cache, where `huggingface-cli download Org/Name` puts models:
+/// `<hub>/models--Org--Name/{refs/main, snapshots/<commit>/…, blobs/<hash>}`, with snapshot
+/// files as symbolic links into `blobs/`.
+public struct HuggingFaceCache: Sendable {
+    /// The hub folder holding the `models--…` folders.
+    public let hubDirectory: URL
+
+    /// A snapshot resolved from the cache.
+    public struct Snapshot: Equatable, Sendable {
+        /// The repository id, `Org/Name`.
+        public let repository: String
+        /// The commit hash of the snapshot.
+        public let revision: String
+        /// `…/models--Org--Name/snapshots/<revision>`: the checkpoint folder.
+        public let directory: URL
+        /// `…/models--Org--Name`: every file of the snapshot must resolve inside it.
+        public let repositoryDirectory: URL
+    }
+
+    /// The cache at `hubDirectory`.
+    public init(hubDirectory: URL) {
+        self.hubDirectory = hubDirectory
+    }
+
+    /// The cache the environment designates, as `huggingface_hub` finds it: `HF_HUB_CACHE`,
+    /// else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else
+    /// `~/.cache/huggingface/hub` (home from `HOME`, else the user's home folder).
+    /// - Parameter environment: the variables to consult (pass the process environment).
+    public init(environment: [String: String]) {
+        func nonEmpty(_ key: String) -> String? {
+            guard let value = environment[key], !value.isEmpty else { return nil }
+            return value
+        }
+        if let hub = nonEmpty("HF_HUB_CACHE") {
+            hubDirectory = URL(fileURLWithPath: hub, isDirectory: true)
+        } else if let home = nonEmpty("HF_HOME") {
+            hubDirectory = URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent("hub", isDirectory: true)
+        } else if let cache = nonEmpty("XDG_CACHE_HOME") {
+            hubDirectory = URL(fileURLWithPath: cache, isDirectory: true)
+                .appendingPathComponent("huggingface/hub", isDirectory: true)
+        } else {
+            let home = nonEmpty("HOME") ?? FileManager.default.homeDirectoryForCurrentUser.path
+            hubDirectory = URL(fileURLWithPath: home, isDirectory: true)
+                .appendingPathComponent(".cache/huggingface/hub", isDirectory: true)
+        }
+    }
+
+    /// Whether `text` has the shape of a repository id: `org/model`, each part of letters,
+    /// digits, `-`, `_` and `.`, not `.` or `..`.
+    public static func isRepositoryID(_ text: String) -> Bool {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return false }
+        return parts.allSatisfy { part in
+            !part.isEmpty && part != "." && part != ".."
+                && part.unicodeScalars.allSatisfy { scalar in
+                    scalar.isASCII
+                        && (CharacterSet.alphanumerics.contains(scalar) || "-_.".unicodeScalars.contains(scalar))
+                }
+        }
+    }
+
+    /// The cache folder of `repository`: `<hub>/models--Org--Name`.
+    /// - Throws: `CheckpointError.invalidRepositoryID` when `repository` is not `org/model`.
+    public func repositoryDirectory(for repository: String) throws -> URL {
+        guard HuggingFaceCache.isRepositoryID(repository) else { throw CheckpointError.invalidRepositoryID(repository) }
+        let folder = "models--" + repository.replacingOccurrences(of: "/", with: "--")
+        return hubDirectory.appendingPathComponent(folder, isDirectory: true)
+    }
+
+    /// Finds the snapshot of `repository` at `revision`: the commit named by `refs/<revision>`,
+    /// or `revision` itself when it is a snapshot folder's name (a commit hash); when the ref is
+    /// absent but exactly one snapshot exists, that one.
+    /// - Throws: `CheckpointError.invalidRepositoryID`, `.repositoryNotCached`,
+    ///   `.invalidRevision`, `.revisionNotResolved`, `.snapshotMissing`.
+    public func snapshot(of repository: String, revision: String = "main") throws -> Snapshot {
+        let repositoryDirectory = try repositoryDirectory(for: repository)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: repositoryDirectory.path, isDirectory: &isDirectory),
+            isDirectory.boolValue
+        else { throw CheckpointError.repositoryNotCached(repository: repository, path: repositoryDirectory.path) }
+
+        let snapshots = repositoryDirectory.appendingPathComponent("snapshots", isDirectory: true)
+        let refURL = repositoryDirectory.appendingPathComponent("refs").appendingPathComponent(revision)
+        let commit: String
+        if HuggingFaceCache.isPathComponent(revision), let data = FileManager.default.contents(atPath: refURL.path) {
+            let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard HuggingFaceCache.isPathComponent(text) else {
+                throw CheckpointError.invalidRevision(repository: repository, revision: text, refPath: refURL.path)
+            }
+            commit = text
+        } else if HuggingFaceCache.isPathComponent(revision),
+            FileManager.default.fileExists(atPath: snapshots.appendingPathComponent(revision).path)
+        {
+            commit = revision
+        } else {
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: snapshots.path)) ?? []
+            let folders = entries.filter { !$0.hasPrefix(".") }.sorted()
+            guard folders.count == 1, let only = folders.first else {
+                throw CheckpointError.revisionNotResolved(
+                    repository: repository, revision: revision, snapshotCount: folders.count, refPath: refURL.path)
+            }
+            commit = only
+        }
+        let directory = snapshots.appendingPathComponent(commit, isDirectory: true)
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue
+        else { throw CheckpointError.snapshotMissing(repository: repository, revision: commit, path: directory.path) }
+        return Snapshot(
+            repository: repository, revision: commit, directory: directory, repositoryDirectory: repositoryDirectory)
+    }
+
+    /// Opens the weights of `repository` at `revision`, allowing the snapshot's links into the
+    /// repository's `blobs/` and nothing outside the repository's cache folder.
+    /// - Throws: as `snapshot(of:revision:)` and `CheckpointWeights.init(directory:containmentRoot:)`.
+    public func weights(of repository: String, revision: String = "main") throws -> (Snapshot, CheckpointWeights) {
+        let snapshot = try snapshot(of: repository, revision: revision)
+        let weights = try CheckpointWeights(directory: snapshot.directory, containmentRoot: snapshot.repositoryDirectory)
+        return (snapshot, weights)
+    }
+
+    /// A single, harmless path component: no separators, not `.` or `..`, not empty.
+    private static func isPathComponent(_ text: String) -> Bool {
+        !text.isEmpty && text != "." && text != ".." && !text.contains("/") && !text.contains("\0")
+    }
+}

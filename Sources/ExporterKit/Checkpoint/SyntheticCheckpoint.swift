@@ -1,0 +1,181 @@
+import Dispatch
+import Foundation
+
+/// Writes whole synthetic checkpoints: `model.safetensors`, or shards
+/// `model-00001-of-0000N.safetensors` plus `model.safetensors.index.json` when the tensors
+/// exceed the shard size — the layout `transformers` writes, so our reader, and any other,
+/// sees an ordinary checkpoint.
+public enum SyntheticCheckpoint {
+    /// What was written.
+    public struct Result: Equatable, Sendable {
+        /// The weight files, in order.
+        public let files: [URL]
+        /// The index, when the checkpoint is sharded.
+        public let indexURL: URL?
+        /// The sum of the tensors' data sizes (the index's `metadata.total_size`).
+        public let totalTensorBytes: Int
+    }
+
+    /// Elements generated per step: 16 MiB of float32 at most, shared among the cores.
+    static let chunkElements = 4 << 20
+
+    /// Writes `tensors` with values from `SyntheticWeights(seed:)` into `directory`.
+    ///
+    /// Tensors are laid out by ascending name; a new shard starts whenever the next tensor
+    /// would take the current one past `shardBytes` (a tensor larger than `shardBytes` gets a
+    /// shard of its own). Generation uses every core; the bytes do not depend on it.
+    /// - Parameters:
+    ///   - dtype: `.bf16`, `.f16` or `.f32`.
+    ///   - replacingExisting: remove an earlier `model.safetensors`, index and
+    ///     `model-*-of-*.safetensors` first; otherwise their presence is an error.
+    /// - Throws: `CheckpointError.unsupportedSyntheticDType`, `.invalidShardSize`,
+    ///   `.writeFailed` (also when earlier weights exist and `replacingExisting` is false),
+    ///   and the writer's declaration errors.
+    @discardableResult
+    public static func write(
+        tensors: [(name: String, shape: [Int])], dtype: TensorDType = .bf16, seed: UInt64, to directory: URL,
+        shardBytes: Int = 5_000_000_000, replacingExisting: Bool = false
+    ) throws -> Result {
+        guard [.bf16, .f16, .f32].contains(dtype) else { throw CheckpointError.unsupportedSyntheticDType(dtype) }
+        guard shardBytes > 0 else { throw CheckpointError.invalidShardSize(shardBytes) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try clearEarlierWeights(in: directory, removing: replacingExisting)
+
+        let declarations = tensors.map { SafetensorsWriter.TensorDeclaration(name: $0.name, dtype: dtype, shape: $0.shape) }
+            .sorted { $0.name < $1.name }
+        // The writer validates each declaration; sizes here only decide the sharding.
+        let sizes = declarations.map { declaration -> Int in
+            let elements = declaration.shape.reduce(1) { $0.multipliedReportingOverflow(by: $1).partialValue }
+            return dtype.byteCount(elementCount: max(elements, 0)) ?? 0
+        }
+        let totalBytes = sizes.reduce(0, +)
+
+        var shards: [[Int]] = [[]]
+        var shardSize = 0
+        for (index, size) in sizes.enumerated() {
+            if let current = shards.last, !current.isEmpty, shardSize + size > shardBytes {
+                shards.append([])
+                shardSize = 0
+            }
+            shards[shards.count - 1].append(index)
+            shardSize += size
+        }
+
+        let generator = SyntheticWeights(seed: seed)
+        let metadata = ["format": "pt"]
+        if totalBytes <= shardBytes || shards.count == 1 {
+            let url = directory.appendingPathComponent(CheckpointWeights.singleFileName)
+            try writeFile(url, declarations: declarations, metadata: metadata, generator: generator)
+            return Result(files: [url], indexURL: nil, totalTensorBytes: totalBytes)
+        }
+
+        var files: [URL] = []
+        var weightMap: [(String, String)] = []
+        for (number, shard) in shards.enumerated() {
+            let name = String(format: "model-%05d-of-%05d.safetensors", number + 1, shards.count)
+            let url = directory.appendingPathComponent(name)
+            let shardDeclarations = shard.map { declarations[$0] }
+            try writeFile(url, declarations: shardDeclarations, metadata: metadata, generator: generator)
+            files.append(url)
+            weightMap += shardDeclarations.map { ($0.name, name) }
+        }
+        let indexURL = directory.appendingPathComponent(CheckpointWeights.indexFileName)
+        try writeIndex(indexURL, weightMap: weightMap, totalSize: totalBytes)
+        return Result(files: files, indexURL: indexURL, totalTensorBytes: totalBytes)
+    }
+
+    /// Earlier weights would mix with the new ones (the reader prefers `model.safetensors`
+    /// over an index), so they are removed or refused.
+    private static func clearEarlierWeights(in directory: URL, removing: Bool) throws {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        let earlier = names.filter {
+            $0 == CheckpointWeights.singleFileName || $0 == CheckpointWeights.indexFileName
+                || ($0.hasPrefix("model-") && $0.contains("-of-") && $0.hasSuffix(".safetensors"))
+        }
+        for name in earlier.sorted() {
+            let url = directory.appendingPathComponent(name)
+            guard removing else {
+                throw CheckpointError.writeFailed(path: url.path, reason: "the file exists (pass replacingExisting)")
+            }
+            do {
+                try FileManager.default.removeItem(at: url)
+            } catch {
+                throw CheckpointError.writeFailed(path: url.path, reason: "cannot remove the earlier file")
+            }
+        }
+    }
+
+    private static func writeFile(
+        _ url: URL, declarations: [SafetensorsWriter.TensorDeclaration], metadata: [String: String],
+        generator: SyntheticWeights
+    ) throws {
+        let writer = try SafetensorsWriter(url: url, tensors: declarations, metadata: metadata)
+        let elementSize = declarations.first.map { $0.dtype.bitsPerElement / 8 } ?? 2
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkElements * elementSize, alignment: 16)
+        defer { scratch.deallocate() }
+        let workers = max(ProcessInfo.processInfo.activeProcessorCount, 1)
+        for declaration in writer.declarations {
+            let elementCount = declaration.shape.reduce(1, *)
+            var start = 0
+            while start < elementCount {
+                let count = min(chunkElements, elementCount - start)
+                let chunkStart = start
+                let pieceLength = (count + workers - 1) / workers
+                DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                    let lower = min(worker * pieceLength, count)
+                    let upper = min(lower + pieceLength, count)
+                    guard lower < upper else { return }
+                    let elements = (chunkStart + lower)..<(chunkStart + upper)
+                    fill(scratch, offset: lower, elements: elements, declaration: declaration, generator: generator)
+                }
+                try writer.write(declaration.name, bytes: UnsafeRawBufferPointer(rebasing: scratch[0..<(count * elementSize)]))
+                start += count
+            }
+        }
+        try writer.finish()
+    }
+
+    /// Generates `elements` into `scratch` from element slot `offset` on, in the stored
+    /// (little-endian) form of the declaration's dtype.
+    private static func fill(
+        _ scratch: UnsafeMutableRawBufferPointer, offset: Int, elements: Range<Int>,
+        declaration: SafetensorsWriter.TensorDeclaration, generator: SyntheticWeights
+    ) {
+        switch declaration.dtype {
+        case .f32:
+            let typed = scratch.bindMemory(to: Float.self)
+            let slice = UnsafeMutableBufferPointer(rebasing: typed[offset..<(offset + elements.count)])
+            generator.generate(name: declaration.name, shape: declaration.shape, elements: elements, into: slice)
+            #if _endian(big)
+                slice.withMemoryRebound(to: UInt32.self) { for i in $0.indices { $0[i] = $0[i].littleEndian } }
+            #endif
+        case .f16:
+            let typed = scratch.bindMemory(to: Float16.self)
+            let slice = UnsafeMutableBufferPointer(rebasing: typed[offset..<(offset + elements.count)])
+            generator.generate(name: declaration.name, shape: declaration.shape, elements: elements, into: slice)
+            #if _endian(big)
+                slice.withMemoryRebound(to: UInt16.self) { for i in $0.indices { $0[i] = $0[i].littleEndian } }
+            #endif
+        default:
+            let typed = scratch.bindMemory(to: UInt16.self)
+            let slice = UnsafeMutableBufferPointer(rebasing: typed[offset..<(offset + elements.count)])
+            generator.generateBFloat16Bits(name: declaration.name, shape: declaration.shape, elements: elements, into: slice)
+            #if _endian(big)
+                for i in slice.indices { slice[i] = slice[i].littleEndian }
+            #endif
+        }
+    }
+
+    /// Writes the index as `transformers` lays it out, keys sorted, via a temporary file.
+    private static func writeIndex(_ url: URL, weightMap: [(String, String)], totalSize: Int) throws {
+        var text = "{\n  \"metadata\": {\n    \"total_size\": \(totalSize)\n  },\n  \"weight_map\": {\n"
+        text += weightMap.sorted { $0.0 < $1.0 }.map { "    \(jsonQuoted($0.0)): \(jsonQuoted($0.1))" }
+            .joined(separator: ",\n")
+        text += "\n  }\n}\n"
+        do {
+            try Data(text.utf8).write(to: url, options: .atomic)
+        } catch {
+            throw CheckpointError.writeFailed(path: url.path, reason: "\(error.localizedDescription)")
+        }
+    }
+}

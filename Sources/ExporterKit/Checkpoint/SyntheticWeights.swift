@@ -1,0 +1,151 @@
+import Foundation
+
+/// Deterministic, realistic-looking weights for tests and benchmarks, without a download.
+///
+/// Real LLM weights are not uniform noise: they are heavy-tailed with rare large outliers,
+/// which is exactly what palettisation and range checks must cope with. So, per tensor:
+/// - matrices (and any tensor not below): a Laplace core with standard deviation
+///   `0.8 / sqrt(columns)` (0.02 at 1,600 columns, like a 1.5B model's hidden size), plus, with
+///   probability 1e-4 per element, an outlier of magnitude 1 to 10 (density ∝ 1/m², so most
+///   are near 1) and random sign;
+/// - 1-D tensors whose name ends in `norm.weight`: 1 plus Laplace noise of deviation 0.05;
+/// - tensors whose name ends in `bias`: Laplace of deviation 0.01, no outliers.
+///
+/// Element `i` of tensor `T` is a pure function of (seed, T's name, T's shape, i): a
+/// counter-based generator (SplitMix64 finalisers over the seed, an FNV-1a hash of the name
+/// and the index) rather than a stream, so any chunking, order or thread count gives the
+/// same values. The arithmetic is plain IEEE double (own logarithm, no libm), so the values
+/// are the same on every platform too.
+public struct SyntheticWeights: Sendable {
+    /// The seed every value derives from.
+    public let seed: UInt64
+
+    /// Probability of an outlier in a matrix element.
+    public static let outlierProbability = 1.0e-4
+
+    /// A generator for `seed`.
+    public init(seed: UInt64) {
+        self.seed = seed
+    }
+
+    /// What one tensor's values look like: fixed per (seed, name, shape).
+    struct Profile {
+        let key: UInt64
+        let center: Double
+        /// Laplace scale b (standard deviation / √2).
+        let laplaceScale: Double
+        /// Outlier threshold on 24 random bits (0: no outliers).
+        let outlierThreshold: UInt64
+
+        @inline(__always)
+        func value(at index: Int) -> Double {
+            let first = SyntheticWeights.mix(key &+ (UInt64(truncatingIfNeeded: index) &+ 1) &* 0x9E37_79B9_7F4A_7C15)
+            let second = SyntheticWeights.mix(first ^ 0xD1B5_4A32_D192_ED03)
+            let negative = second & 1 == 1
+            if second >> 40 < outlierThreshold {
+                // Magnitude 1 / (1 - 0.9u) lies in [1, 10) with density ∝ 1/m².
+                let uniform = Double((second >> 8) & 0xFFFFF) / 1_048_576
+                let magnitude = 1 / (1 - 0.9 * uniform)
+                return negative ? -magnitude : magnitude
+            }
+            // Inverse CDF of the Laplace distribution on a uniform in (0, 1).
+            let uniform = (Double(first >> 11) + 0.5) * 0x1p-53
+            let magnitude = -laplaceScale * SyntheticWeights.naturalLogarithm(uniform)
+            return center + (negative ? -magnitude : magnitude)
+        }
+    }
+
+    func profile(name: String, shape: [Int]) -> Profile {
+        let key = SyntheticWeights.mix(seed ^ SyntheticWeights.mix(SyntheticWeights.fnv1a(name)))
+        let threshold = UInt64((SyntheticWeights.outlierProbability * 16_777_216).rounded())
+        if name.hasSuffix("norm.weight"), shape.count == 1 {
+            return Profile(key: key, center: 1, laplaceScale: 0.05 / 2.0.squareRoot(), outlierThreshold: 0)
+        }
+        if name.hasSuffix("bias") {
+            return Profile(key: key, center: 0, laplaceScale: 0.01 / 2.0.squareRoot(), outlierThreshold: 0)
+        }
+        let columns = Double(max(shape.last ?? 1, 1))
+        let deviation = 0.8 / columns.squareRoot()
+        return Profile(key: key, center: 0, laplaceScale: deviation / 2.0.squareRoot(), outlierThreshold: threshold)
+    }
+
+    /// Element `index` of tensor `name` of shape `shape`, as float32.
+    public func value(name: String, shape: [Int], index: Int) -> Float {
+        Float(profile(name: name, shape: shape).value(at: index))
+    }
+
+    /// Writes elements `elements` of tensor `name` into `destination` (`elements.count` values;
+    /// extra room is left untouched, a shorter buffer gets its count).
+    public func generate(name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float>) {
+        let profile = profile(name: name, shape: shape)
+        for (offset, index) in zip(destination.indices, elements) { destination[offset] = Float(profile.value(at: index)) }
+    }
+
+    /// As `generate(name:shape:elements:into:)`, rounded to float16 (values stay within ±10).
+    public func generate(name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float16>) {
+        let profile = profile(name: name, shape: shape)
+        for (offset, index) in zip(destination.indices, elements) {
+            destination[offset] = Float16(Float(profile.value(at: index)))
+        }
+    }
+
+    /// As `generate(name:shape:elements:into:)`, as bfloat16 bit patterns (nearest, ties to even).
+    public func generateBFloat16Bits(
+        name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<UInt16>
+    ) {
+        let profile = profile(name: name, shape: shape)
+        for (offset, index) in zip(destination.indices, elements) {
+            destination[offset] = PrecisionConversion.bfloat16Bits(Float(profile.value(at: index)))
+        }
+    }
+
+    // MARK: Hashing and arithmetic
+
+    /// FNV-1a, 64-bit, over the UTF-8 bytes: stable across runs and platforms, unlike `Hasher`.
+    static func fnv1a(_ text: String) -> UInt64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        return hash
+    }
+
+    /// The SplitMix64 finaliser: a bijective mix where every input bit affects every output bit.
+    @inline(__always)
+    static func mix(_ input: UInt64) -> UInt64 {
+        var z = input
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// ln(x) for a positive normal x, to about 1e-15 relative, from additions, multiplications
+    /// and one division: libm's `log` may differ between platforms in the last bit.
+    @inline(__always)
+    static func naturalLogarithm(_ x: Double) -> Double {
+        let bits = x.bitPattern
+        var exponent = Int((bits >> 52) & 0x7FF) - 1023
+        var mantissa = Double(bitPattern: (bits & 0x000F_FFFF_FFFF_FFFF) | 0x3FF0_0000_0000_0000)
+        if mantissa > 1.4142135623730951 {
+            mantissa *= 0.5
+            exponent += 1
+        }
+        // ln(m) = 2 atanh(t), t = (m - 1) / (m + 1), |t| ≤ 0.172: the odd series converges fast.
+        let t = (mantissa - 1) / (mantissa + 1)
+        let t2 = t * t
+        // Horner form of 2 (1 + t²/3 + t⁴/5 + … + t²⁰/21): the 22nd-order term is below 1e-17.
+        var series: Double = 2.0 / 21
+        series = 2.0 / 19 + t2 * series
+        series = 2.0 / 17 + t2 * series
+        series = 2.0 / 15 + t2 * series
+        series = 2.0 / 13 + t2 * series
+        series = 2.0 / 11 + t2 * series
+        series = 2.0 / 9 + t2 * series
+        series = 2.0 / 7 + t2 * series
+        series = 2.0 / 5 + t2 * series
+        series = 2.0 / 3 + t2 * series
+        series = 2.0 + t2 * series
+        return Double(exponent) * 0.6931471805599453 + t * series
+    }
+}

@@ -1,0 +1,211 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+/// Every tensor of `weights` as float32, by name.
+func allValues(_ weights: CheckpointWeights) throws -> [String: [Float]] {
+    var values: [String: [Float]] = [:]
+    for name in weights.tensorNames {
+        var buffer = [Float](repeating: .nan, count: try weights.tensor(named: name).elementCount)
+        try buffer.withUnsafeMutableBufferPointer { try weights.readFloat(name, into: $0) }
+        values[name] = buffer
+    }
+    return values
+}
+
+@Suite("Checkpoint folders: single file, index and shards")
+struct CheckpointWeightsTests {
+    @Test("reference-written single file and shards read identically")
+    func shardedEqualsSingle() throws {
+        let single = try CheckpointWeights(directory: checkpointFixtures.appendingPathComponent("single"))
+        let sharded = try CheckpointWeights(directory: checkpointFixtures.appendingPathComponent("sharded"))
+        let names = ["model.embed_tokens.weight", "model.layers.0.mlp.down_proj.weight", "model.norm.weight"]
+        #expect(single.tensorNames == names)
+        #expect(sharded.tensorNames == names)
+        #expect(single.indexURL == nil)
+        #expect(sharded.indexURL?.lastPathComponent == "model.safetensors.index.json")
+        #expect(sharded.declaredTotalSize == 42)
+        #expect(sharded.files.map { $0.url.lastPathComponent }
+            == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"])
+        #expect(sharded.fileSizes["model-00001-of-00002.safetensors"] == 152)
+        #expect(sharded.fileMetadata["model-00002-of-00002.safetensors"] == ["format": "pt"])
+        let values = try allValues(single)
+        #expect(try allValues(sharded) == values)
+        #expect(values["model.embed_tokens.weight"] == (0..<12).map { 0.5 * Float($0) - 2 })
+        #expect(values["model.layers.0.mlp.down_proj.weight"] == [1, -1, 0.25, -0.25, 8, -8])
+        #expect(values["model.norm.weight"] == [1, 1.0078125, 0.9921875])
+        for name in names {
+            let a = try single.tensor(named: name)
+            let b = try sharded.tensor(named: name)
+            #expect(a.dtype == b.dtype && a.shape == b.shape && a.byteRange.count == b.byteRange.count)
+        }
+    }
+
+    @Test("several safetensors files without an index are merged; a name in two files is an error")
+    func mergedWithoutIndex() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try SafetensorsFixture.writeFile(named: "b.safetensors", in: directory, tensors: [.f32("y", [1], [2])])
+        try SafetensorsFixture.writeFile(named: "a.safetensors", in: directory, tensors: [.f32("x", [2], [1, 3])])
+        let weights = try CheckpointWeights(directory: directory)
+        #expect(weights.tensorNames == ["x", "y"])
+        #expect(try allValues(weights) == ["x": [1, 3], "y": [2]])
+        #expect(try weights.file(holding: "y").url.lastPathComponent == "b.safetensors")
+
+        let third = try SafetensorsFixture.writeFile(named: "c.safetensors", in: directory, tensors: [.f32("x", [1], [5])])
+        #expect(
+            throws: CheckpointError.duplicateTensor(
+                tensor: "x", firstPath: directory.appendingPathComponent("a.safetensors").path, secondPath: third.path)
+        ) { _ = try CheckpointWeights(directory: directory) }
+        #expect(
+            CheckpointError.duplicateTensor(tensor: "x", firstPath: "a", secondPath: "b").description
+                == "tensor 'x' appears in both 'a' and 'b'")
+    }
+
+    @Test("a folder without weights")
+    func noWeights() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(throws: CheckpointError.noWeights(directory: directory.path)) {
+            _ = try CheckpointWeights(directory: directory)
+        }
+        #expect(
+            CheckpointError.noWeights(directory: "d").description
+                == "no model.safetensors, model.safetensors.index.json or other *.safetensors file in 'd'")
+        let single = checkpointFixtures.appendingPathComponent("single")
+        #expect(throws: CheckpointError.tensorNotFound(path: single.path, tensor: "t")) {
+            _ = try CheckpointWeights(directory: single).tensor(named: "t")
+        }
+    }
+
+    /// A sharded checkpoint of tensors a, b (shard 1) and c (shard 2), with `index` as the index text.
+    func shardedFolder(index: String) throws -> URL {
+        let directory = try Fixtures.temporaryDirectory()
+        try SafetensorsFixture.writeFile(
+            named: "model-00001-of-00002.safetensors", in: directory, tensors: [.bf16("a", [2], [1, 2]), .bf16("b", [1], [3])])
+        try SafetensorsFixture.writeFile(named: "model-00002-of-00002.safetensors", in: directory, tensors: [.bf16("c", [1], [4])])
+        try Data(index.utf8).write(to: directory.appendingPathComponent("model.safetensors.index.json"))
+        return directory
+    }
+
+    let one = "model-00001-of-00002.safetensors"
+    let two = "model-00002-of-00002.safetensors"
+
+    func expectIndexError(_ weightMap: String, metadata: String = "", _ expected: (String) -> CheckpointError) throws {
+        let directory = try shardedFolder(index: "{\(metadata)\"weight_map\": {\(weightMap)}}")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let indexPath = directory.appendingPathComponent("model.safetensors.index.json").path
+        #expect(throws: expected(indexPath)) { _ = try CheckpointWeights(directory: directory) }
+    }
+
+    @Test("index and shards must agree")
+    func indexAgreement() throws {
+        let good = #""a": "\#(one)", "b": "\#(one)", "c": "\#(two)""#
+        let directory = try shardedFolder(index: "{\"weight_map\": {\(good)}}")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(try allValues(CheckpointWeights(directory: directory)) == ["a": [1, 2], "b": [3], "c": [4]])
+
+        try expectIndexError(#""a": "\#(one)", "c": "\#(two)""#) {
+            .tensorNotInIndex(indexPath: $0, tensor: "b", shard: one)
+        }
+        try expectIndexError(#""a": "\#(one)", "b": "\#(one)", "c": "\#(two)", "d": "\#(two)""#) {
+            .tensorMissingFromShard(indexPath: $0, tensor: "d", shard: two)
+        }
+        try expectIndexError(#""a": "\#(one)", "b": "\#(two)", "c": "\#(two)""#) {
+            .tensorNotInIndex(indexPath: $0, tensor: "b", shard: one)
+        }
+        try expectIndexError(#""a": "\#(one)", "b": "\#(one)", "c": "model-00003-of-00003.safetensors""#) {
+            .missingShard(indexPath: $0, shard: "model-00003-of-00003.safetensors", tensor: "c")
+        }
+        #expect(
+            CheckpointError.tensorNotInIndex(indexPath: "i", tensor: "b", shard: "s").description
+                == "'i': tensor 'b' in 's' is not mapped to that shard")
+        #expect(
+            CheckpointError.tensorMissingFromShard(indexPath: "i", tensor: "d", shard: "s").description
+                == "'i': tensor 'd' is mapped to 's', which does not contain it")
+        #expect(
+            CheckpointError.missingShard(indexPath: "i", shard: "s", tensor: "c").description
+                == "'i': shard 's' of tensor 'c' does not exist")
+    }
+
+    @Test("shard names that could leave the folder are refused before any file is opened")
+    func unsafeShardNames() throws {
+        for shard in ["../model-00002-of-00002.safetensors", "/etc/passwd", "sub/../../x.safetensors", "", "./x"] {
+            try expectIndexError(#""a": "\#(one)", "b": "\#(one)", "c": "\#(shard)""#) {
+                .unsafeShardName(indexPath: $0, shard: shard, tensor: "c")
+            }
+        }
+        #expect(
+            CheckpointError.unsafeShardName(indexPath: "i", shard: "../x", tensor: "c").description
+                == "'i': shard '../x' of tensor 'c' is not a file name inside the checkpoint folder")
+    }
+
+    @Test("malformed index files")
+    func malformedIndex() throws {
+        func expectIndex(_ text: String, _ reason: String) throws {
+            let directory = try shardedFolder(index: text)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let indexPath = directory.appendingPathComponent("model.safetensors.index.json").path
+            #expect(throws: CheckpointError.invalidIndex(path: indexPath, reason: reason)) {
+                _ = try CheckpointWeights(directory: directory)
+            }
+        }
+        try expectIndex("{", "not valid JSON: expected a string key at byte 1")
+        try expectIndex("[]", "expected a JSON object, found an array")
+        try expectIndex("{}", "missing 'weight_map'")
+        try expectIndex(#"{"weight_map": []}"#, "'weight_map' must be an object, found an array")
+        try expectIndex(#"{"weight_map": {"a": 1}}"#, "'weight_map' value of tensor 'a' must be a string, found a number")
+        try expectIndex(#"{"metadata": {"total_size": "big"}, "weight_map": {}}"#, "'metadata.total_size' must be a non-negative integer")
+        try expectIndex(#"{"weight_map": {"a": "x", "a": "y"}}"#, #"not valid JSON: duplicate key "a" at byte 26"#)
+        #expect(CheckpointError.invalidIndex(path: "i", reason: "missing 'weight_map'").description
+            == "'i': invalid index: missing 'weight_map'")
+    }
+
+    @Test("a weight file linking outside the checkpoint folder is refused; inside is fine")
+    func symlinks() throws {
+        let outside = try Fixtures.temporaryDirectory()
+        let directory = try Fixtures.temporaryDirectory()
+        defer {
+            try? FileManager.default.removeItem(at: outside)
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let target = try SafetensorsFixture.writeFile(named: "elsewhere.safetensors", in: outside, tensors: [.f32("x", [1], [1])])
+        let link = directory.appendingPathComponent("model.safetensors")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+        let resolvedTarget = try #require(resolvedRealPath(target.path))
+        let resolvedRoot = try #require(resolvedRealPath(directory.path))
+        #expect(
+            throws: CheckpointError.fileOutsideCheckpoint(path: link.path, resolvedPath: resolvedTarget, root: resolvedRoot)
+        ) { _ = try CheckpointWeights(directory: directory) }
+
+        // The same link is fine when the containment root covers both folders.
+        let common = outside.deletingLastPathComponent()
+        #expect(try CheckpointWeights(directory: directory, containmentRoot: common).tensorNames == ["x"])
+
+        // A link that stays inside the folder is fine.
+        try FileManager.default.removeItem(at: link)
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("blobs"), withIntermediateDirectories: true)
+        let blob = try SafetensorsFixture.writeFile(
+            named: "abc123", in: directory.appendingPathComponent("blobs"), tensors: [.f32("y", [1], [2])])
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "blobs/\(blob.lastPathComponent)")
+        #expect(try CheckpointWeights(directory: directory).tensorNames == ["y"])
+        #expect(
+            CheckpointError.fileOutsideCheckpoint(path: "p", resolvedPath: "/r", root: "/c").description
+                == "'p' resolves to '/r', outside '/c'")
+    }
+
+    @Test("a shard that is a dangling link is a missing shard")
+    func danglingShard() throws {
+        let index = #"{"weight_map": {"a": "\#(one)", "b": "\#(one)", "c": "\#(two)"}}"#
+        let directory = try shardedFolder(index: index)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let shard = directory.appendingPathComponent(two)
+        try FileManager.default.removeItem(at: shard)
+        try FileManager.default.createSymbolicLink(atPath: shard.path, withDestinationPath: "blobs/gone")
+        #expect(
+            throws: CheckpointError.missingShard(
+                indexPath: directory.appendingPathComponent("model.safetensors.index.json").path, shard: two, tensor: "c")
+        ) { _ = try CheckpointWeights(directory: directory) }
+    }
+}

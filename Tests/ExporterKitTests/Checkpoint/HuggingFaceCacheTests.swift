@@ -1,0 +1,131 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+@Suite("Checkpoint: Hugging Face cache")
+struct CheckpointHuggingFaceCacheTests {
+    let commit = "0123456789abcdef0123456789abcdef01234567"
+
+    /// A cache laid out as `huggingface_hub` does: blobs by hash, snapshot files linking to them
+    /// with relative `../../blobs/…` links, `refs/main` naming the commit.
+    func makeCache(writeRef: Bool = true, extraSnapshots: [String] = []) throws -> (hub: URL, repository: URL) {
+        let hub = try Fixtures.temporaryDirectory("hf-hub")
+        let repository = hub.appendingPathComponent("models--Org--Tiny-Model")
+        let blobs = repository.appendingPathComponent("blobs")
+        let snapshot = repository.appendingPathComponent("snapshots/\(commit)")
+        for folder in [blobs, snapshot, repository.appendingPathComponent("refs")] {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
+        for name in extraSnapshots {
+            try FileManager.default.createDirectory(
+                at: repository.appendingPathComponent("snapshots/\(name)"), withIntermediateDirectories: true)
+        }
+        try SafetensorsFixture.writeFile(
+            named: "9f86d081884c7d659a2feaa0c55ad015", in: blobs, tensors: [.bf16("w", [2], [0.5, -1])])
+        try FileManager.default.createSymbolicLink(
+            atPath: snapshot.appendingPathComponent("model.safetensors").path,
+            withDestinationPath: "../../blobs/9f86d081884c7d659a2feaa0c55ad015")
+        if writeRef { try Data(commit.utf8).write(to: repository.appendingPathComponent("refs/main")) }
+        return (hub, repository)
+    }
+
+    @Test("finds the hub from the environment like huggingface_hub")
+    func hubLocation() {
+        #expect(HuggingFaceCache(environment: ["HF_HOME": "/data/hf", "HOME": "/home/u"]).hubDirectory.path == "/data/hf/hub")
+        #expect(
+            HuggingFaceCache(environment: ["HF_HUB_CACHE": "/fast/hub", "HF_HOME": "/data/hf"]).hubDirectory.path
+                == "/fast/hub")
+        #expect(
+            HuggingFaceCache(environment: ["XDG_CACHE_HOME": "/xdg", "HOME": "/home/u"]).hubDirectory.path
+                == "/xdg/huggingface/hub")
+        #expect(HuggingFaceCache(environment: ["HOME": "/home/u"]).hubDirectory.path == "/home/u/.cache/huggingface/hub")
+    }
+
+    @Test("resolves refs/main to the snapshot and reads weights through the blob links")
+    func resolvesSnapshot() throws {
+        let (hub, repository) = try makeCache()
+        defer { try? FileManager.default.removeItem(at: hub) }
+        let cache = HuggingFaceCache(environment: ["HF_HOME": hub.deletingLastPathComponent().path, "HF_HUB_CACHE": hub.path])
+        let (snapshot, weights) = try cache.weights(of: "Org/Tiny-Model")
+        #expect(snapshot.revision == commit)
+        #expect(snapshot.directory.path == repository.appendingPathComponent("snapshots/\(commit)").path)
+        #expect(snapshot.repositoryDirectory.path == repository.path)
+        #expect(try allValues(weights) == ["w": [0.5, -1]])
+    }
+
+    @Test("without refs/main, a single snapshot is used; several are ambiguous")
+    func withoutRef() throws {
+        let (hub, repository) = try makeCache(writeRef: false)
+        defer { try? FileManager.default.removeItem(at: hub) }
+        let cache = HuggingFaceCache(hubDirectory: hub)
+        #expect(try cache.snapshot(of: "Org/Tiny-Model").revision == commit)
+
+        try FileManager.default.createDirectory(
+            at: repository.appendingPathComponent("snapshots/fedcba"), withIntermediateDirectories: true)
+        let refPath = repository.appendingPathComponent("refs/main").path
+        #expect(
+            throws: CheckpointError.revisionNotResolved(
+                repository: "Org/Tiny-Model", revision: "main", snapshotCount: 2, refPath: refPath)
+        ) { _ = try cache.snapshot(of: "Org/Tiny-Model") }
+        #expect(
+            CheckpointError.revisionNotResolved(repository: "O/N", revision: "main", snapshotCount: 2, refPath: "r")
+                .description == "'O/N': no 'r' and 2 snapshots, cannot tell which one is revision 'main'")
+        // A commit hash given directly picks its snapshot.
+        #expect(try cache.snapshot(of: "Org/Tiny-Model", revision: commit).revision == commit)
+    }
+
+    @Test("a snapshot file linking outside the repository's cache folder is refused")
+    func linkOutsideRepository() throws {
+        let (hub, repository) = try makeCache()
+        defer { try? FileManager.default.removeItem(at: hub) }
+        // A sibling repository's blob: inside the hub, outside this repository.
+        let other = hub.appendingPathComponent("models--Evil--Model/blobs")
+        try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+        let foreign = try SafetensorsFixture.writeFile(named: "beef", in: other, tensors: [.f32("x", [1], [1])])
+        let link = repository.appendingPathComponent("snapshots/\(commit)/model.safetensors")
+        try FileManager.default.removeItem(at: link)
+        try FileManager.default.createSymbolicLink(
+            atPath: link.path, withDestinationPath: "../../../models--Evil--Model/blobs/beef")
+        let cache = HuggingFaceCache(hubDirectory: hub)
+        #expect(
+            throws: CheckpointError.fileOutsideCheckpoint(
+                path: link.path, resolvedPath: try #require(resolvedRealPath(foreign.path)),
+                root: try #require(resolvedRealPath(repository.path)))
+        ) { _ = try cache.weights(of: "Org/Tiny-Model") }
+    }
+
+    @Test("refuses bad ids, uncached repositories, bad refs and missing snapshots")
+    func failures() throws {
+        let (hub, repository) = try makeCache()
+        defer { try? FileManager.default.removeItem(at: hub) }
+        let cache = HuggingFaceCache(hubDirectory: hub)
+        for id in ["Tiny-Model", "Org/../x", "a/b/c", "/abs", "Org/", "Org/na me"] {
+            #expect(throws: CheckpointError.invalidRepositoryID(id)) { _ = try cache.snapshot(of: id) }
+        }
+        #expect(
+            CheckpointError.invalidRepositoryID("x").description
+                == "'x' is not a Hugging Face repository id (expected 'org/model')")
+        let missing = hub.appendingPathComponent("models--Org--Other").path
+        #expect(throws: CheckpointError.repositoryNotCached(repository: "Org/Other", path: missing)) {
+            _ = try cache.snapshot(of: "Org/Other")
+        }
+        #expect(
+            CheckpointError.repositoryNotCached(repository: "O/N", path: "p").description
+                == "'O/N' is not in the Hugging Face cache (no 'p')")
+
+        let ref = repository.appendingPathComponent("refs/main")
+        try Data("../../etc\n".utf8).write(to: ref)
+        #expect(throws: CheckpointError.invalidRevision(repository: "Org/Tiny-Model", revision: "../../etc", refPath: ref.path)) {
+            _ = try cache.snapshot(of: "Org/Tiny-Model")
+        }
+        try Data("abc\n".utf8).write(to: ref)
+        let snapshotPath = repository.appendingPathComponent("snapshots/abc").path
+        #expect(throws: CheckpointError.snapshotMissing(repository: "Org/Tiny-Model", revision: "abc", path: snapshotPath)) {
+            _ = try cache.snapshot(of: "Org/Tiny-Model")
+        }
+        #expect(
+            CheckpointError.snapshotMissing(repository: "O/N", revision: "abc", path: "p").description
+                == "'O/N': revision 'abc' has no snapshot folder 'p'")
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+@Suite("Checkpoint: synthetic weights")
+struct CheckpointSyntheticWeightsTests {
+    let generator = SyntheticWeights(seed: 2024)
+    let name = "model.layers.0.mlp.up_proj.weight"
+    let shape = [256, 1536]
+
+    func values(_ generator: SyntheticWeights, _ name: String, _ shape: [Int]) -> [Float] {
+        var values = [Float](repeating: 0, count: shape.reduce(1, *))
+        values.withUnsafeMutableBufferPointer { generator.generate(name: name, shape: shape, elements: 0..<$0.count, into: $0) }
+        return values
+    }
+
+    @Test("values do not depend on the chunking, and the float16 and bfloat16 forms round the same values")
+    func chunkingIndependence() {
+        let whole = values(generator, name, [16, 1536])
+        for chunk in [1, 7, 1000, 65_536] {
+            var pieces = [Float](repeating: 0, count: whole.count)
+            pieces.withUnsafeMutableBufferPointer { buffer in
+                var start = 0
+                while start < buffer.count {
+                    let end = min(start + chunk, buffer.count)
+                    generator.generate(
+                        name: name, shape: [16, 1536], elements: start..<end, into: UnsafeMutableBufferPointer(rebasing: buffer[start..<end]))
+                    start = end
+                }
+            }
+            #expect(pieces.map(\.bitPattern) == whole.map(\.bitPattern), "chunk \(chunk)")
+        }
+        var halves = [Float16](repeating: 0, count: 5000)
+        halves.withUnsafeMutableBufferPointer { generator.generate(name: name, shape: [16, 1536], elements: 1000..<6000, into: $0) }
+        #expect(halves == whole[1000..<6000].map { Float16($0) })
+        var bits = [UInt16](repeating: 0, count: 5000)
+        bits.withUnsafeMutableBufferPointer { generator.generateBFloat16Bits(name: name, shape: [16, 1536], elements: 1000..<6000, into: $0) }
+        #expect(bits == whole[1000..<6000].map { PrecisionConversion.bfloat16Bits($0) })
+        #expect(generator.value(name: name, shape: [16, 1536], index: 4321) == whole[4321])
+    }
+
+    @Test("known answers: the values are pinned, so checkpoints reproduce across versions and platforms")
+    func knownAnswers() {
+        let first = (0..<4).map { generator.value(name: name, shape: shape, index: $0) }
+        #expect(first.map(\.bitPattern) == KnownAnswers.upProj)
+        #expect(SyntheticWeights.fnv1a("") == 0xCBF2_9CE4_8422_2325)
+        #expect(SyntheticWeights.fnv1a("a") == 0xAF63_DC4C_8601_EC8C)
+        #expect(SyntheticWeights.mix(0) == 0)
+        #expect(SyntheticWeights.mix(1) == 0x5692_161D_100B_05E5)
+    }
+
+    @Test("the own logarithm agrees with libm")
+    func logarithm() {
+        for x in [1.0, 0.5, 1e-16, 0x1p-53, 0.999_999, 0.3, 0.70710678, 0.7071068] {
+            #expect(abs(SyntheticWeights.naturalLogarithm(x) - Foundation.log(x)) <= 4e-16 * max(1, abs(Foundation.log(x))))
+        }
+    }
+
+    @Test("matrices are heavy-tailed with outliers, like real weights")
+    func heavyTail() {
+        let values = values(generator, name, shape).map(Double.init)
+        let count = Double(values.count)
+        let mean = values.reduce(0, +) / count
+        let variance = values.reduce(0) { $0 + ($1 - mean) * ($1 - mean) } / count
+        let fourth = values.reduce(0) { sum, value in
+            let squared = (value - mean) * (value - mean)
+            return sum + squared * squared
+        } / count
+        let kurtosis = fourth / (variance * variance)
+        let outliers = values.filter { abs($0) > 1 }.count
+        let medianMagnitude = values.map(abs).sorted()[values.count / 2]
+        #expect(kurtosis > 30, "kurtosis \(kurtosis)")
+        #expect((10...80).contains(outliers), "outliers \(outliers)")  // 1e-4 of 393,216 ≈ 39
+        #expect(values.allSatisfy { abs($0) < 10 })
+        // Laplace median |x| = b ln 2 with b = 0.8 / sqrt(1536) / sqrt(2).
+        #expect(abs(medianMagnitude - 0.8 / 1536.0.squareRoot() / 2.0.squareRoot() * 0.6931) < 0.001, "\(medianMagnitude)")
+    }
+
+    @Test("norm weights sit near 1, biases are small, tensors and seeds differ")
+    func kinds() {
+        let norm = values(generator, "model.layers.0.input_layernorm.weight", [1536])
+        #expect(abs(norm.reduce(0, +) / 1536 - 1) < 0.01)
+        #expect(norm.allSatisfy { (0.5...1.5).contains($0) })
+        let bias = values(generator, "model.layers.0.self_attn.q_proj.bias", [1536])
+        #expect(bias.allSatisfy { abs($0) < 0.2 })
+        #expect(values(generator, "a", [64, 64]) != values(generator, "b", [64, 64]))
+        #expect(values(generator, "a", [64, 64]) != values(SyntheticWeights(seed: 2025), "a", [64, 64]))
+        #expect(values(generator, "a", [64, 64]) == values(SyntheticWeights(seed: 2024), "a", [64, 64]))
+    }
+}
+
+@Suite("Checkpoint: synthetic checkpoints")
+struct CheckpointSyntheticCheckpointTests {
+    let tensors: [(name: String, shape: [Int])] = [
+        ("model.embed_tokens.weight", [64, 32]),
+        ("model.layers.0.self_attn.q_proj.weight", [32, 32]),
+        ("model.layers.0.self_attn.q_proj.bias", [32]),
+        ("model.layers.0.input_layernorm.weight", [32]),
+        ("model.norm.weight", [32]),
+    ]
+
+    @Test("sharded and single-file synthetic checkpoints hold the same generated values")
+    func shardedEqualsSingle() throws {
+        let single = try Fixtures.temporaryDirectory()
+        let sharded = try Fixtures.temporaryDirectory()
+        defer {
+            try? FileManager.default.removeItem(at: single)
+            try? FileManager.default.removeItem(at: sharded)
+        }
+        let one = try SyntheticCheckpoint.write(tensors: tensors, seed: 9, to: single)
+        #expect(one.files.map(\.lastPathComponent) == ["model.safetensors"])
+        #expect(one.indexURL == nil)
+        #expect(one.totalTensorBytes == 2 * (64 * 32 + 32 * 32 + 3 * 32))
+        let many = try SyntheticCheckpoint.write(tensors: tensors, seed: 9, to: sharded, shardBytes: 3000)
+        #expect(many.files.map(\.lastPathComponent)
+            == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"])
+        #expect(many.indexURL?.lastPathComponent == "model.safetensors.index.json")
+
+        let a = try CheckpointWeights(directory: single)
+        let b = try CheckpointWeights(directory: sharded)
+        #expect(b.declaredTotalSize == one.totalTensorBytes)
+        #expect(b.fileMetadata.values.allSatisfy { $0 == ["format": "pt"] })
+        let values = try allValues(a)
+        #expect(try allValues(b) == values)
+        let generator = SyntheticWeights(seed: 9)
+        for (name, shape) in tensors {
+            let expected = (0..<shape.reduce(1, *)).map {
+                PrecisionConversion.float(bfloat16Bits: PrecisionConversion.bfloat16Bits(generator.value(name: name, shape: shape, index: $0)))
+            }
+            #expect(values[name] == expected, "\(name)")
+        }
+        // Same inputs, same bytes.
+        let again = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: again) }
+        try SyntheticCheckpoint.write(tensors: tensors, seed: 9, to: again, shardBytes: 3000)
+        for file in many.files + [many.indexURL].compactMap({ $0 }) {
+            #expect(try Data(contentsOf: file) == Data(contentsOf: again.appendingPathComponent(file.lastPathComponent)))
+        }
+    }
+
+    @Test("writes F16 and F32 too, and refuses other dtypes, bad shard sizes and earlier weights")
+    func options() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try SyntheticCheckpoint.write(tensors: tensors, dtype: .f32, seed: 1, to: directory)
+        let f32 = try CheckpointWeights(directory: directory)
+        #expect(try f32.tensor(named: "model.norm.weight").dtype == .f32)
+        var norm = [Float](repeating: 0, count: 32)
+        try norm.withUnsafeMutableBufferPointer { try f32.readFloat("model.norm.weight", into: $0) }
+        #expect(norm[5] == SyntheticWeights(seed: 1).value(name: "model.norm.weight", shape: [32], index: 5))
+
+        let existing = directory.appendingPathComponent("model.safetensors").path
+        #expect(throws: CheckpointError.writeFailed(path: existing, reason: "the file exists (pass replacingExisting)")) {
+            try SyntheticCheckpoint.write(tensors: tensors, dtype: .f16, seed: 1, to: directory)
+        }
+        try SyntheticCheckpoint.write(tensors: tensors, dtype: .f16, seed: 1, to: directory, replacingExisting: true)
+        #expect(try CheckpointWeights(directory: directory).tensor(named: "model.norm.weight").dtype == .f16)
+
+        #expect(throws: CheckpointError.unsupportedSyntheticDType(.i8)) {
+            try SyntheticCheckpoint.write(tensors: tensors, dtype: .i8, seed: 1, to: directory)
+        }
+        #expect(throws: CheckpointError.invalidShardSize(0)) {
+            try SyntheticCheckpoint.write(tensors: tensors, seed: 1, to: directory, shardBytes: 0)
+        }
+        #expect(CheckpointError.unsupportedSyntheticDType(.i8).description == "synthetic weights can be BF16, F16 or F32, not I8")
+        #expect(CheckpointError.invalidShardSize(0).description == "shard size must be positive, got 0")
+    }
+}
+
+/// Pinned outputs of the generator; a change here changes every synthetic checkpoint.
+enum KnownAnswers {
+    static let upProj: [UInt32] = [3_156_320_054, 977_483_442, 3_154_487_532, 3_114_350_708]
+}
