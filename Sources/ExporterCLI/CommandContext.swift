@@ -64,10 +64,12 @@ public struct CommandContext {
     /// A model resolver over the presets and the local Hugging Face cache.
     /// - Throws: `PresetError` when no `Presets/` folder is found.
     func resolver() throws -> ModelResolver {
-        let cache = HuggingFaceCacheLocation(environment: environment)
+        let cache = HuggingFaceCache(environment: environment)
         return ModelResolver(
             catalog: try catalog(),
-            locateInCache: { cache.snapshot(of: $0) },
-            cacheDescription: { cache.repositoryFolder(of: $0).path })
+            locateInCache: { repoID in (try? cache.snapshot(of: repoID)).map { ($0.directory, $0.revision) } },
+            cacheDescription: { repoID in
+                ((try? cache.repositoryDirectory(for: repoID)) ?? cache.hubDirectory).path
+            })
     }
 }

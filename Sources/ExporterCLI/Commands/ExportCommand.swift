@@ -14,6 +14,9 @@ enum ExportCommand {
             + ExportArguments.specs + [
                 .option("output-dir", aliases: ["output"], valueName: "dir", help: "Where artifacts go (default: Artifacts)."),
                 .flag("overwrite", help: "Replace an existing artifact of the same name."),
+                .flag("synthetic", help: "Export generated weights of the exact shapes (marked synthetic: never ship them)."),
+                .option("seed", valueName: "n", defaultValue: "0", help: "Seed of --synthetic weights."),
+                .flag("allow-clamp", help: "Clamp weights beyond float16's range instead of refusing."),
                 .flag("dry-run", help: "Show the plan and write nothing (same as 'exporter plan')."),
                 .flag("json", help: "With --dry-run or a list, print JSON."),
                 .flag("list-models", help: "List the model families and presets."),
@@ -33,20 +36,21 @@ enum ExportCommand {
             return try PlanCommand.show(options: options, json: json, listTensors: false, context: context)
         }
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
-        throw ExportNotAvailable.bundleWriterMissing(model: plan.outputName)
-    }
-}
-
-/// Temporary until the bundle writer lands: the export stops before writing anything.
-enum ExportNotAvailable: ExporterError {
-    case bundleWriterMissing(model: String)
-
-    var description: String {
-        switch self {
-        case .bundleWriterMissing(let model):
-            return "writing the bundle of '\(model)' is not available in this build; 'exporter plan' shows what it will hold"
+        var settings = ExportSettings(
+            outputDirectory: URL(
+                fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory))
+        settings.overwrite = arguments.flag("overwrite")
+        settings.allowClamp = arguments.flag("allow-clamp")
+        if arguments.flag("synthetic") {
+            guard let seed = UInt64(arguments.value("seed") ?? "0") else {
+                throw UsageError.invalidValue(value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")
+            }
+            settings.syntheticSeed = seed
         }
+        let bar = ProgressBar(context: context)
+        let result = try ExportRunner.run(
+            plan, settings: settings, warn: { context.printError("warning: \($0)") }, progress: bar.update)
+        ExportSummary.lines(result).forEach { context.print($0) }
+        return .success
     }
-
-    var exitStatus: ExitStatus { .internalError }
 }

@@ -60,7 +60,11 @@ public enum BundleWriter {
     /// Writes the bundle and returns its manifest.
     /// - Throws: `BundleError` for output problems, and the source's and compressor's errors
     ///   (naming the tensor); nothing is left at `destination` unless the whole bundle was written.
-    public static func write(_ request: BundleRequest, progress: (ExportProgress) -> Void = { _ in }) throws -> Manifest {
+    /// - Parameter extraWarnings: warnings to record, asked for once the weights are written
+    ///   (reading them may add some, such as clamped values).
+    public static func write(
+        _ request: BundleRequest, extraWarnings: () -> [String] = { [] }, progress: (ExportProgress) -> Void = { _ in }
+    ) throws -> Manifest {
         let plan = request.plan
         let directory = try ArtifactDirectory(
             destination: request.destination, overwrite: request.overwrite, faults: request.faults)
@@ -113,6 +117,7 @@ public enum BundleWriter {
             }
             manifest.tokenizer = tokenizer.manifestRecord
         }
+        manifest.warnings += extraWarnings()
         manifest.files = files.sorted { $0.path < $1.path }
         manifest.model.source.files = request.sourceFiles
         manifest.sizes.bundleBytes = files.reduce(0) { $0 + $1.bytes }

@@ -9,6 +9,16 @@ public enum ModelSource: Equatable, Sendable {
     /// A preset whose weights are not on this machine: only its shipped config is known.
     case presetConfigOnly(repoID: String)
 
+    /// The folder that every checkpoint file must resolve inside: the checkpoint folder, or
+    /// the repository's cache folder (snapshots link into its `blobs/`).
+    public var containmentRoot: URL? {
+        switch self {
+        case .directory(let url): return url
+        case .huggingFaceCache(_, let snapshot, _): return snapshot.deletingLastPathComponent().deletingLastPathComponent()
+        case .presetConfigOnly: return nil
+        }
+    }
+
     /// The folder holding `config.json` and the weights, when the weights are local.
     public var checkpointDirectory: URL? {
         switch self {
@@ -114,14 +124,6 @@ public struct ModelResolver {
         self.cacheDescription = cacheDescription
     }
 
-    /// Whether `name` has the `org/model` shape of a Hugging Face id.
-    public static func looksLikeRepoID(_ name: String) -> Bool {
-        let parts = name.split(separator: "/", omittingEmptySubsequences: false)
-        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-_."))
-        return parts.count == 2
-            && parts.allSatisfy { !$0.isEmpty && $0 != "." && $0 != ".." && $0.unicodeScalars.allSatisfy(allowed.contains) }
-    }
-
     /// Resolves `argument` for an export on `platform`.
     /// - Parameters:
     ///   - experimental: `--experimental` was given.
@@ -154,7 +156,7 @@ public struct ModelResolver {
                 argument: argument, name: preset.modelName, source: source, configURL: preset.configURL, preset: preset,
                 platform: platform, experimental: experimental, precisionGiven: true, presetOverride: nil)
         }
-        guard ModelResolver.looksLikeRepoID(argument) else { throw ResolutionError.notAModelName(argument) }
+        guard HuggingFaceCache.isRepositoryID(argument) else { throw ResolutionError.notAModelName(argument) }
         // The reference tool refuses a preset-less id before fetching anything; so do we.
         if presetOverride == nil {
             guard experimental else { throw ResolutionError.noPreset(model: argument, platform: platform) }

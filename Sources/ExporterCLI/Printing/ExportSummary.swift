@@ -1,0 +1,42 @@
+import Foundation
+import ExporterKit
+
+/// The summary printed once an export is written.
+enum ExportSummary {
+    static func lines(_ result: ExportResult) -> [String] {
+        let manifest = result.manifest
+        let bundleBytes = manifest.sizes.bundleBytes ?? 0
+        let bitsPerWeight = Double(bundleBytes * 8) / Double(max(manifest.parameters, 1))
+        var lines = [
+            "wrote \(result.bundleURL.path)"
+        ]
+        if manifest.model.weights == "synthetic" {
+            lines.append("  SYNTHETIC WEIGHTS: generated for testing; this bundle computes nothing useful. Never ship it.")
+        }
+        lines += Format.table(
+            [
+                ["bundle", "\(Format.megabytes(bundleBytes)) (\(Format.mebibytes(bundleBytes))), \(Format.decimal(bitsPerWeight)) bits per weight"],
+                ["parameters", Format.grouped(manifest.parameters)],
+                ["context", "\(Format.grouped(manifest.contextLength)) tokens"],
+                ["KV cache", "\(Format.mebibytes(manifest.kvCache.bytes)) (\(manifest.kvCache.dtype))"],
+                ["memory (est.)", Format.mebibytes(manifest.memory.totalBytes)],
+            ], indent: "  ")
+        let worst = worstSQNR(manifest, count: 3)
+        if !worst.isEmpty {
+            lines.append("  lowest SQNR:")
+            let rows: [[String]] = worst.map { [Format.decimal($0.sqnr) + " dB", $0.name] }
+            lines += Format.table(rows, rightAligned: [0], indent: "    ")
+        }
+        return lines
+    }
+
+    /// The `count` tensors with the lowest SQNR, lowest first (ties by name).
+    static func worstSQNR(_ manifest: Manifest, count: Int) -> [(name: String, sqnr: Double)] {
+        var measured: [(name: String, sqnr: Double)] = []
+        for tensor in manifest.tensors {
+            if let sqnr = tensor.sqnrDB { measured.append((tensor.name, sqnr)) }
+        }
+        measured.sort { lhs, rhs in lhs.sqnr != rhs.sqnr ? lhs.sqnr < rhs.sqnr : lhs.name < rhs.name }
+        return Array(measured.prefix(count))
+    }
+}

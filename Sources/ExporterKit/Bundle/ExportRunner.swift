@@ -1,0 +1,104 @@
+import Foundation
+
+/// Why an export cannot start.
+public enum ExportError: ExporterError, Equatable {
+    /// A preset's weights are not on this machine.
+    case noWeights(model: String, repoID: String, lookedIn: String)
+
+    public var description: String {
+        switch self {
+        case .noWeights(let model, let repoID, let lookedIn):
+            return """
+                no weights for '\(model)' on this machine (looked in \(lookedIn)); to proceed, either:
+                  - download them into the Hugging Face cache: huggingface-cli download \(repoID)
+                  - pass a checkpoint folder: exporter /path/to/checkpoint --preset \(model)
+                  - see sizes only: exporter plan \(model)
+                  - try the pipeline on generated weights: exporter \(model) --synthetic
+                """
+        }
+    }
+
+    public var exitStatus: ExitStatus { .notFound }
+}
+
+/// How an export runs beyond its plan.
+public struct ExportSettings: Sendable {
+    /// Where artifacts go; the bundle is `<outputDirectory>/<name>/<Name>.aimodel`.
+    public var outputDirectory: URL
+    /// Replace an existing bundle.
+    public var overwrite = false
+    /// Use generated weights with this seed instead of the checkpoint's.
+    public var syntheticSeed: UInt64?
+    /// Clamp bfloat16 values beyond float16's range instead of refusing.
+    public var allowClamp = false
+    /// Fault injection for tests.
+    public var faults: FaultInjector?
+
+    /// Settings writing into `outputDirectory`.
+    public init(outputDirectory: URL) { self.outputDirectory = outputDirectory }
+}
+
+/// What an export produced.
+public struct ExportResult: Sendable {
+    /// The bundle folder.
+    public let bundleURL: URL
+    /// Its manifest.
+    public let manifest: Manifest
+}
+
+/// The main job: plan → weights source → validation → bundle.
+public enum ExportRunner {
+    /// Where the bundle of `plan` goes.
+    public static func bundleURL(for plan: ExportPlan, in outputDirectory: URL) -> URL {
+        outputDirectory.appendingPathComponent(plan.outputName.lowercased(), isDirectory: true)
+            .appendingPathComponent(plan.outputName + ".aimodel", isDirectory: true)
+    }
+
+    /// Exports `plan`.
+    /// - Parameter warn: receives warnings as they arise (unexpected tensors, clamped values).
+    /// - Throws: `ExportError.noWeights` when there is nothing to read, then the reader's,
+    ///   validator's, compressor's and writer's errors.
+    public static func run(
+        _ plan: ExportPlan, settings: ExportSettings, warn: (String) -> Void = { _ in },
+        progress: (ExportProgress) -> Void = { _ in }
+    ) throws -> ExportResult {
+        let destination = bundleURL(for: plan, in: settings.outputDirectory)
+        if FileManager.default.fileExists(atPath: destination.path), !settings.overwrite {
+            throw BundleError.outputExists(path: destination.path)
+        }
+        let source: WeightSource
+        var sourceFiles: [Manifest.SourceFile] = []
+        var tokenizer: TokenizerFiles?
+        var warnings: [String] = []
+        var checkpointSource: CheckpointWeightSource?
+        if let seed = settings.syntheticSeed {
+            source = SyntheticWeightSource(seed: seed)
+        } else {
+            guard let directory = plan.model.source.checkpointDirectory, let root = plan.model.source.containmentRoot else {
+                let repoID: String
+                if case .presetConfigOnly(let id) = plan.model.source { repoID = id } else { repoID = plan.model.argument }
+                throw ExportError.noWeights(
+                    model: plan.model.preset?.id ?? plan.model.argument, repoID: repoID,
+                    lookedIn: "the Hugging Face cache, models--" + repoID.replacingOccurrences(of: "/", with: "--"))
+            }
+            let weights = try CheckpointWeights(directory: directory, containmentRoot: root)
+            warnings += try CheckpointValidator.validate(
+                weights, against: plan.tensors.map(\.spec), tiedEmbeddings: plan.model.config.tieWordEmbeddings)
+            sourceFiles = weights.fileSizes.sorted { $0.key < $1.key }.map { Manifest.SourceFile(name: $0.key, bytes: $0.value) }
+            tokenizer = try TokenizerFiles(directory: directory)
+            let checkpoint = CheckpointWeightSource(weights: weights, outOfRange: settings.allowClamp ? .clamp : .refuse)
+            checkpointSource = checkpoint
+            source = checkpoint
+        }
+        warnings.forEach(warn)
+        let request = BundleRequest(
+            plan: plan, source: source, sourceFiles: sourceFiles, tokenizer: tokenizer, destination: destination,
+            overwrite: settings.overwrite, faults: settings.faults)
+        let manifest = try BundleWriter.write(request, extraWarnings: {
+            warnings + (checkpointSource?.clampLog.entries ?? []).map {
+                "tensor '\($0.tensor)': \($0.count) values clamped to the float16 range (--allow-clamp)"
+            }
+        }, progress: progress)
+        return ExportResult(bundleURL: destination, manifest: manifest)
+    }
+}

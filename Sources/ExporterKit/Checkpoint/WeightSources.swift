@@ -1,0 +1,80 @@
+import Foundation
+
+/// Weights read from a checkpoint's safetensors files.
+public struct CheckpointWeightSource: WeightSource {
+    /// The checkpoint.
+    public let weights: CheckpointWeights
+    /// What to do with bfloat16/float32 values beyond float16's range.
+    public let outOfRange: Float16RangePolicy
+    /// Counts values clamped under `.clamp`, for the manifest's warnings.
+    public let clampLog: ClampLog
+
+    /// Values clamped to the float16 range, by tensor.
+    public final class ClampLog: @unchecked Sendable {
+        private let lock = NSLock()
+        private var counts: [(String, Int)] = []
+
+        /// Tensors with clamped values and how many, in reading order.
+        public var entries: [(tensor: String, count: Int)] { lock.withLock { counts.map { ($0.0, $0.1) } } }
+
+        func record(_ tensor: String, _ count: Int) {
+            guard count > 0 else { return }
+            lock.withLock { counts.append((tensor, count)) }
+        }
+    }
+
+    /// A source over `weights`.
+    public init(weights: CheckpointWeights, outOfRange: Float16RangePolicy) {
+        self.weights = weights
+        self.outOfRange = outOfRange
+        self.clampLog = ClampLog()
+    }
+
+    /// `checkpoint`.
+    public var weightsKind: String { "checkpoint" }
+
+    public func readFloat16(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float16>) throws {
+        let report = try weights.readFloat16(tensor.name, into: buffer, outOfRange: outOfRange)
+        clampLog.record(tensor.name, report.clampedCount)
+    }
+
+    public func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws {
+        try weights.readFloat(tensor.name, into: buffer)
+    }
+}
+
+/// Deterministic generated weights with the exact shapes of the plan (`--synthetic`).
+public struct SyntheticWeightSource: WeightSource {
+    /// The generator.
+    public let generator: SyntheticWeights
+
+    /// A source seeded with `seed`.
+    public init(seed: UInt64) { generator = SyntheticWeights(seed: seed) }
+
+    /// `synthetic`.
+    public var weightsKind: String { "synthetic" }
+
+    public func readFloat16(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float16>) throws {
+        try generate(tensor, count: buffer.count) {
+            generator.generate(name: tensor.name, shape: tensor.shape, elements: $0, into: UnsafeMutableBufferPointer(rebasing: buffer[$0]))
+        }
+    }
+
+    public func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws {
+        try generate(tensor, count: buffer.count) {
+            generator.generate(name: tensor.name, shape: tensor.shape, elements: $0, into: UnsafeMutableBufferPointer(rebasing: buffer[$0]))
+        }
+    }
+
+    /// Generates in chunks over both cores; values do not depend on the chunking.
+    private func generate(_ tensor: TensorSpec, count: Int, chunk body: (Range<Int>) -> Void) throws {
+        guard count == tensor.elementCount else {
+            throw CheckpointError.destinationSizeMismatch(tensor: tensor.name, expected: tensor.elementCount, actual: count)
+        }
+        let chunkSize = 1 << 18
+        let chunks = (count + chunkSize - 1) / chunkSize
+        DispatchQueue.concurrentPerform(iterations: chunks) { index in
+            body(index * chunkSize..<min(count, (index + 1) * chunkSize))
+        }
+    }
+}
