@@ -64,3 +64,34 @@ public enum Fixtures {
         return directory
     }
 }
+
+extension Fixtures {
+    /// A tiny checkpoint folder: `config.json`, synthetic BF16 safetensors of every tensor its
+    /// architecture expects, and a small `tokenizer.json` (with `<think>` when `reasoning`).
+    public static func syntheticCheckpoint(
+        modelType: String = "qwen2", overrides: [String: Any?] = [:], seed: UInt64 = 7, shardBytes: Int = 1 << 40,
+        reasoning: Bool = false, name: String = "Tiny"
+    ) throws -> URL {
+        let directory = try checkpointDirectory(config: tinyConfig(modelType: modelType, overrides: overrides), name: name)
+        let config = try ModelConfig(contentsOf: directory.appendingPathComponent("config.json"))
+        let tensors = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
+        try SyntheticCheckpoint.write(
+            tensors: tensors.map { ($0.name, $0.shape) }, seed: seed, to: directory, shardBytes: shardBytes)
+        let vocabulary = reasoning ? #"{"<|im_start|>": 0, "<think>": 1}"# : #"{"<|im_start|>": 0}"#
+        try Data(#"{"model": {"vocab": \#(vocabulary)}}"#.utf8).write(to: directory.appendingPathComponent("tokenizer.json"))
+        return directory
+    }
+
+    /// The plan of an experimental float16 export of the checkpoint at `directory`.
+    public static func plan(
+        _ directory: URL, platform: Platform = .iOS, compression: CompressionChoice = .automatic,
+        precision: ComputePrecision = .float16
+    ) throws -> ExportPlan {
+        var options = ExportOptions(model: directory.path)
+        options.experimental = true
+        options.computePrecision = precision
+        options.platform = platform
+        options.compression = compression
+        return try ExportPlan.make(options: options, resolver: try resolver())
+    }
+}
