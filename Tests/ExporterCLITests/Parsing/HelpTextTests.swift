@@ -113,7 +113,7 @@ struct HelpTextTests {
                     """)
         #expect(
             SampleCommands.root.resolve([]).usageErrorText(for: .missingArgument("model")) == """
-                error: missing argument '<model>'
+                Error: missing argument '<model>'
                 Usage: exporter <model> [<options>]
                   See 'exporter --help' for more information.
                 """)
