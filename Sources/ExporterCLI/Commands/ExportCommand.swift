@@ -30,7 +30,7 @@ enum ExportCommand {
             let sections: ListCommand.Sections = arguments.flag("list-models") ? [.families, .presets] : [.presets]
             return try ListCommand.show(sections, json: json, context: context)
         }
-        guard let model = arguments.positional(0) else { throw UsageError.missingArgument("<model>") }
+        guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
         let options = try ExportArguments.options(from: arguments, model: model)
         if arguments.flag("dry-run") {
             return try PlanCommand.show(options: options, json: json, listTensors: false, context: context)

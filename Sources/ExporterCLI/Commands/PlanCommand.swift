@@ -15,7 +15,7 @@ enum PlanCommand {
             ])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
-        guard let model = arguments.positional(0) else { throw UsageError.missingArgument("<model>") }
+        guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
         let options = try ExportArguments.options(from: arguments, model: model)
         return try show(options: options, json: arguments.flag("json"), listTensors: arguments.flag("tensors"), context: context)
     }

@@ -18,7 +18,7 @@ enum SynthCommand {
         ])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
-        guard let model = arguments.positional(0) else { throw UsageError.missingArgument("<model>") }
+        guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
         guard let out = arguments.value("out") else { throw UsageError.validation("missing '--out <dir>'") }
         guard let seed = UInt64(arguments.value("seed") ?? "0") else {
             throw UsageError.invalidValue(value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")
