@@ -254,7 +254,7 @@ extension SafetensorsFile {
         let tensorBytes = tensor.byteRange.count
         guard byteOffset >= 0, byteOffset <= tensorBytes, destination.count <= tensorBytes - byteOffset else {
             throw CheckpointError.byteRangeOutOfBounds(
-                tensor: name, requested: byteOffset..<(byteOffset + destination.count), byteCount: tensorBytes)
+                tensor: name, offset: byteOffset, count: destination.count, byteCount: tensorBytes)
         }
         try file.read(into: destination, at: tensor.byteRange.lowerBound + byteOffset)
     }

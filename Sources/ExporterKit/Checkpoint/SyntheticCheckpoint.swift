@@ -43,12 +43,26 @@ public enum SyntheticCheckpoint {
 
         let declarations = tensors.map { SafetensorsWriter.TensorDeclaration(name: $0.name, dtype: dtype, shape: $0.shape) }
             .sorted { $0.name < $1.name }
-        // The writer validates each declaration; sizes here only decide the sharding.
-        let sizes = declarations.map { declaration -> Int in
-            let elements = declaration.shape.reduce(1) { $0.multipliedReportingOverflow(by: $1).partialValue }
-            return dtype.byteCount(elementCount: max(elements, 0)) ?? 0
+        var sizes: [Int] = []
+        var totalBytes = 0
+        for declaration in declarations {
+            var elements = 1
+            for dimension in declaration.shape {
+                let (product, overflow) = elements.multipliedReportingOverflow(by: dimension)
+                guard !overflow, dimension >= 0 else {
+                    throw CheckpointError.invalidTensorEntry(
+                        path: directory.path, tensor: declaration.name, reason: "invalid shape \(declaration.shape)")
+                }
+                elements = product
+            }
+            let (sum, overflow) = totalBytes.addingReportingOverflow(dtype.byteCount(elementCount: elements) ?? .max)
+            guard let bytes = dtype.byteCount(elementCount: elements), !overflow else {
+                throw CheckpointError.invalidTensorEntry(
+                    path: directory.path, tensor: declaration.name, reason: "the checkpoint's size overflows")
+            }
+            sizes.append(bytes)
+            totalBytes = sum
         }
-        let totalBytes = sizes.reduce(0, +)
 
         var shards: [[Int]] = [[]]
         var shardSize = 0

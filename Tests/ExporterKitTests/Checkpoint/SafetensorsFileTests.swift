@@ -116,12 +116,18 @@ struct CheckpointReferenceFileTests {
             try floats.withUnsafeMutableBufferPointer { try file.readFloat("model.bf16", into: $0) }
         }
         var raw = [UInt8](repeating: 0, count: 8)
-        #expect(throws: CheckpointError.byteRangeOutOfBounds(tensor: "model.i32", requested: 8..<16, byteCount: 12)) {
+        #expect(throws: CheckpointError.byteRangeOutOfBounds(tensor: "model.i32", offset: 8, count: 8, byteCount: 12)) {
             try raw.withUnsafeMutableBytes { try file.readRawBytes(of: "model.i32", byteOffset: 8, into: $0) }
         }
         #expect(
             CheckpointError.elementRangeOutOfBounds(tensor: "t", requested: 6..<10, elementCount: 8).description
                 == "tensor 't': elements 6..<10 are outside its 8 elements")
+        #expect(
+            CheckpointError.byteRangeOutOfBounds(tensor: "t", offset: 8, count: 8, byteCount: 12).description
+                == "tensor 't': 8 bytes at offset 8 are outside its 12 bytes")
+        #expect(throws: CheckpointError.byteRangeOutOfBounds(tensor: "model.i32", offset: .max, count: 8, byteCount: 12)) {
+            try raw.withUnsafeMutableBytes { try file.readRawBytes(of: "model.i32", byteOffset: .max, into: $0) }
+        }
         #expect(
             CheckpointError.destinationSizeMismatch(tensor: "t", expected: 8, actual: 4).description
                 == "tensor 't': destination holds 4 elements, expected 8")
