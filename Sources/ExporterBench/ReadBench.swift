@@ -35,15 +35,17 @@ enum ReadBench {
             let result = try SyntheticCheckpoint.write(
                 tensors: qwen25Tensors(), dtype: .bf16, seed: 1, to: directory, shardBytes: 2_000_000_000,
                 replacingExisting: true)
-            print(String(format: "wrote %.2f GB in %.1f s", Double(result.totalTensorBytes) / 1e9, seconds(since: start)))
+            print(
+                String(format: "wrote %.2f GB in %.1f s", Double(result.totalTensorBytes) / 1e9, seconds(since: start)))
         }
 
         let weights = try CheckpointWeights(directory: directory)
         let files = weights.files.map(\.url.path)
         let fileBytes = weights.files.reduce(0) { $0 + $1.byteCount }
         let workers = max(ProcessInfo.processInfo.activeProcessorCount, 1)
-        print("\(weights.tensorNames.count) tensors, \(files.count) files, "
-            + String(format: "%.2f GB", Double(fileBytes) / 1e9) + ", \(workers) cores")
+        print(
+            "\(weights.tensorNames.count) tensors, \(files.count) files, "
+                + String(format: "%.2f GB", Double(fileBytes) / 1e9) + ", \(workers) cores")
 
         // Page-cache warm-up so every step reads from memory, as a build farm re-reading a
         // checkpoint would; then the best of three runs of each step.
@@ -152,7 +154,9 @@ enum ReadBench {
         try process.run()
         process.waitUntilExit()
         let elapsed = seconds(since: start)
-        guard process.terminationStatus == 0 else { throw ReadBenchError("cat exited with \(process.terminationStatus)") }
+        guard process.terminationStatus == 0 else {
+            throw ReadBenchError("cat exited with \(process.terminationStatus)")
+        }
         return elapsed
     }
 

@@ -154,7 +154,8 @@ extension CheckpointError: CustomStringConvertible {
         case .invalidIndex(let path, let reason):
             return "'\(path)': invalid index: \(reason)"
         case .unsafeShardName(let indexPath, let shard, let tensor):
-            return "'\(indexPath)': shard '\(shard)' of tensor '\(tensor)' is not a file name inside the checkpoint folder"
+            return
+                "'\(indexPath)': shard '\(shard)' of tensor '\(tensor)' is not a file name inside the checkpoint folder"
         case .fileOutsideCheckpoint(let path, let resolvedPath, let root):
             return "'\(path)' resolves to '\(resolvedPath)', outside '\(root)'"
         case .missingShard(let indexPath, let shard, let tensor):

@@ -140,7 +140,8 @@ public final class SafetensorsWriter {
         }
         let expected = byteCounts[index]
         guard bytes.count <= expected - written else {
-            throw CheckpointError.tooMuchData(path: url.path, tensor: name, expected: expected, received: written + bytes.count)
+            throw CheckpointError.tooMuchData(
+                path: url.path, tensor: name, expected: expected, received: written + bytes.count)
         }
         try append(bytes)
         state = .writing(tensorIndex: index, bytesWritten: written + bytes.count)

@@ -41,8 +41,10 @@ public enum SyntheticCheckpoint {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try clearEarlierWeights(in: directory, removing: replacingExisting)
 
-        let declarations = tensors.map { SafetensorsWriter.TensorDeclaration(name: $0.name, dtype: dtype, shape: $0.shape) }
-            .sorted { $0.name < $1.name }
+        let declarations = tensors.map {
+            SafetensorsWriter.TensorDeclaration(name: $0.name, dtype: dtype, shape: $0.shape)
+        }
+        .sorted { $0.name < $1.name }
         var sizes: [Int] = []
         var totalBytes = 0
         for declaration in declarations {
@@ -142,7 +144,8 @@ public enum SyntheticCheckpoint {
                     let elements = (chunkStart + lower)..<(chunkStart + upper)
                     fill(scratch, offset: lower, elements: elements, declaration: declaration, generator: generator)
                 }
-                try writer.write(declaration.name, bytes: UnsafeRawBufferPointer(rebasing: scratch[0..<(count * elementSize)]))
+                try writer.write(
+                    declaration.name, bytes: UnsafeRawBufferPointer(rebasing: scratch[0..<(count * elementSize)]))
                 start += count
             }
         }
@@ -173,7 +176,8 @@ public enum SyntheticCheckpoint {
         default:
             let typed = scratch.bindMemory(to: UInt16.self)
             let slice = UnsafeMutableBufferPointer(rebasing: typed[offset..<(offset + elements.count)])
-            generator.generateBFloat16Bits(name: declaration.name, shape: declaration.shape, elements: elements, into: slice)
+            generator.generateBFloat16Bits(
+                name: declaration.name, shape: declaration.shape, elements: elements, into: slice)
             #if _endian(big)
                 for i in slice.indices { slice[i] = slice[i].littleEndian }
             #endif

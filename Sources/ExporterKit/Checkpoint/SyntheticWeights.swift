@@ -76,13 +76,19 @@ public struct SyntheticWeights: Sendable {
 
     /// Writes elements `elements` of tensor `name` into `destination` (`elements.count` values;
     /// extra room is left untouched, a shorter buffer gets its count).
-    public func generate(name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float>) {
+    public func generate(
+        name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float>
+    ) {
         let profile = profile(name: name, shape: shape)
-        for (offset, index) in zip(destination.indices, elements) { destination[offset] = Float(profile.value(at: index)) }
+        for (offset, index) in zip(destination.indices, elements) {
+            destination[offset] = Float(profile.value(at: index))
+        }
     }
 
     /// As `generate(name:shape:elements:into:)`, rounded to float16 (values stay within ±10).
-    public func generate(name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float16>) {
+    public func generate(
+        name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float16>
+    ) {
         let profile = profile(name: name, shape: shape)
         for (offset, index) in zip(destination.indices, elements) {
             destination[offset] = Float16(Float(profile.value(at: index)))
