@@ -188,6 +188,7 @@ public final class CheckpointWeights: Sendable {
             }
             weightMap[tensor] = shard
         }
+        guard !weightMap.isEmpty else { throw CheckpointError.invalidIndex(path: path, reason: "'weight_map' is empty") }
         return (weightMap, totalSize)
     }
 

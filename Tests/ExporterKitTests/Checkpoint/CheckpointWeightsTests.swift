@@ -159,6 +159,7 @@ struct CheckpointWeightsTests {
         try expectIndex("{", "not valid JSON: expected a string key at byte 1")
         try expectIndex("[]", "expected a JSON object, found an array")
         try expectIndex("{}", "missing 'weight_map'")
+        try expectIndex(#"{"weight_map": {}}"#, "'weight_map' is empty")
         try expectIndex(#"{"weight_map": []}"#, "'weight_map' must be an object, found an array")
         try expectIndex(
             #"{"weight_map": {"a": 1}}"#, "'weight_map' value of tensor 'a' must be a string, found a number")
