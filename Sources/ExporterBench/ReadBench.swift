@@ -48,34 +48,41 @@ enum ReadBench {
                 + String(format: "%.2f GB", Double(fileBytes) / 1e9) + ", \(workers) cores")
 
         // Page-cache warm-up so every step reads from memory, as a build farm re-reading a
-        // checkpoint would; then the best of three runs of each step.
+        // checkpoint would; then the best of five runs of each step.
         _ = try catFiles(files)
-        var rows: [(String, Double, Int?)] = []
-        let catSeconds = try (0..<3).map { _ in try catFiles(files) }.min() ?? 0
-        rows.append(("cat files > /dev/null", catSeconds, nil))
+        var rows: [(String, Double, Double?, Int?)] = []
+        let catSeconds = try (0..<5).map { _ in try catFiles(files) }.min() ?? 0
+        rows.append(("cat files > /dev/null", catSeconds, nil, nil))
         for (label, threads, convert) in [
             ("read raw bytes (pread)", workers, false),
             ("read → float16, 1 thread", 1, true),
             ("read → float16, \(workers) threads", workers, true),
         ] {
             var best = Double.infinity
+            var bestCPU = 0.0
             var peak = 0
-            for _ in 0..<3 {
+            for _ in 0..<5 {
                 resetPeakResidentMemory()
-                best = min(best, try readAll(weights, threads: threads, convert: convert))
+                let cpuBefore = processCPUSeconds()
+                let elapsed = try readAll(weights, threads: threads, convert: convert)
+                if elapsed < best {
+                    best = elapsed
+                    bestCPU = processCPUSeconds() - cpuBefore
+                }
                 peak = max(peak, peakResidentBytes() ?? 0)
             }
-            rows.append((label, best, peak))
+            rows.append((label, best, bestCPU, peak))
         }
 
         print("")
-        print(pad("step", 30) + pad("seconds", 10) + pad("GB/s", 8) + pad("× cat", 8) + "peak RSS")
-        for (label, time, peak) in rows {
+        print(pad("step", 30) + pad("seconds", 10) + pad("GB/s", 8) + pad("× cat", 8) + pad("CPU s", 8) + "peak RSS")
+        for (label, time, cpu, peak) in rows {
             let rss = peak.map { String(format: "%.0f MiB", Double($0) / 1_048_576) } ?? "(child)"
             print(
                 pad(label, 30) + pad(String(format: "%.3f", time), 10)
                     + pad(String(format: "%.2f", Double(fileBytes) / time / 1e9), 8)
-                    + pad(String(format: "%.2f", time / catSeconds), 8) + rss)
+                    + pad(String(format: "%.2f", time / catSeconds), 8)
+                    + pad(cpu.map { String(format: "%.2f", $0) } ?? "-", 8) + rss)
         }
     }
 
@@ -158,6 +165,14 @@ enum ReadBench {
             throw ReadBenchError("cat exited with \(process.terminationStatus)")
         }
         return elapsed
+    }
+
+    /// User plus system CPU time of this process so far: with the wall time it shows whether
+    /// the cores really worked in parallel (the machine may be shared).
+    static func processCPUSeconds() -> Double {
+        var time = timespec()
+        guard clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time) == 0 else { return 0 }
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     /// VmHWM, the peak resident set size, from /proc/self/status (Linux only).

@@ -188,7 +188,9 @@ public final class CheckpointWeights: Sendable {
             }
             weightMap[tensor] = shard
         }
-        guard !weightMap.isEmpty else { throw CheckpointError.invalidIndex(path: path, reason: "'weight_map' is empty") }
+        guard !weightMap.isEmpty else {
+            throw CheckpointError.invalidIndex(path: path, reason: "'weight_map' is empty")
+        }
         return (weightMap, totalSize)
     }
 
