@@ -16,8 +16,11 @@ enum ReadBench {
     static func run(_ arguments: [String]) throws {
         var root = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("bench-work")
         var remaining = arguments[...]
+        var ensureOnly = false
         while let argument = remaining.popFirst() {
             switch argument {
+            case "--ensure-only":
+                ensureOnly = true
             case "--dir":
                 guard let value = remaining.popFirst() else { throw ReadBenchError("--dir needs a folder") }
                 root = URL(fileURLWithPath: value)
@@ -38,6 +41,7 @@ enum ReadBench {
             print(
                 String(format: "wrote %.2f GB in %.1f s", Double(result.totalTensorBytes) / 1e9, seconds(since: start)))
         }
+        if ensureOnly { return }
 
         let weights = try CheckpointWeights(directory: directory)
         let files = weights.files.map(\.url.path)

@@ -83,11 +83,12 @@ public enum BundleWriter {
             }
             for (blob, part) in zip(encoded.blobs, parts) {
                 try weights.pad(toMultipleOf: layout.alignment)
-                guard weights.size == part.offset, blob.count == part.bytes else {
+                guard weights.size == part.offset, blob.byteCount == part.bytes else {
                     throw BundleError.invalidTensor(
-                        tensor: tensor.spec.name, reason: "\(part.kind) is \(blob.count) bytes, the layout expects \(part.bytes)")
+                        tensor: tensor.spec.name,
+                        reason: "\(part.kind) is \(blob.byteCount) bytes, the layout expects \(part.bytes)")
                 }
-                try weights.write(blob)
+                try blob.write(weights)
             }
             manifest.tensors[index].parts = parts.map {
                 Manifest.Part(kind: $0.kind, dtype: $0.dtype, file: weightsName, offset: $0.offset, bytes: $0.bytes)

@@ -1,7 +1,20 @@
-/// One tensor turned into the bytes of its parts (docs/FORMAT.md), with its SQNR.
+/// One part's payload: an array of plain values written as its bytes, without a copy.
+struct Blob {
+    /// Bytes it holds.
+    let byteCount: Int
+    /// Appends the bytes to a file.
+    let write: (OutputFile) throws -> Void
+
+    init<Element>(_ values: [Element]) {
+        byteCount = values.count * MemoryLayout<Element>.stride
+        write = { file in try values.withUnsafeBytes { try file.write($0) } }
+    }
+}
+
+/// One tensor turned into its parts (docs/FORMAT.md), with its SQNR.
 struct EncodedTensor {
     /// Part payloads in file order.
-    let blobs: [[UInt8]]
+    let blobs: [Blob]
     /// SQNR in dB against the source weights; nil when stored exactly.
     let sqnr: Double?
 }
@@ -18,16 +31,14 @@ struct TensorEncoder {
             switch precision {
             case .float16:
                 let values = try readFloat16(spec, source)
-                return EncodedTensor(blobs: [values.withUnsafeBytes { Array($0) }], sqnr: nil)
+                return EncodedTensor(blobs: [Blob(values)], sqnr: nil)
             case .float32:
-                var values = [Float](repeating: 0, count: spec.elementCount)
-                try values.withUnsafeMutableBufferPointer { try source.readFloat(spec, into: $0) }
-                return EncodedTensor(blobs: [values.withUnsafeBytes { Array($0) }], sqnr: nil)
+                let values = try readFloat(spec, source)
+                return EncodedTensor(blobs: [Blob(values)], sqnr: nil)
             case .bfloat16:
-                var values = [Float](repeating: 0, count: spec.elementCount)
-                try values.withUnsafeMutableBufferPointer { try source.readFloat(spec, into: $0) }
+                let values = try readFloat(spec, source)
                 let bits = values.map { PrecisionConversion.bfloat16Bits($0) }
-                return EncodedTensor(blobs: [bits.withUnsafeBytes { Array($0) }], sqnr: nil)
+                return EncodedTensor(blobs: [Blob(bits)], sqnr: nil)
             }
         case .palettize:
             let values = try readFloat16(spec, source)
@@ -40,7 +51,7 @@ struct TensorEncoder {
                     name: spec.name)
             }
             return EncodedTensor(
-                blobs: [palette.lut.withUnsafeBytes { Array($0) }, palette.packedIndices], sqnr: palette.sqnrDecibels)
+                blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
         case .linear:
             let values = try readFloat16(spec, source)
             let quantized = try values.withUnsafeBufferPointer {
@@ -49,14 +60,24 @@ struct TensorEncoder {
                     granularity: tensor.scheme.granularity == .perChannel ? .perOutputChannel : .perTensor, name: spec.name)
             }
             return EncodedTensor(
-                blobs: [quantized.scales.withUnsafeBytes { Array($0) }, quantized.values.withUnsafeBytes { Array($0) }],
+                blobs: [Blob(quantized.scales), Blob(quantized.values)],
                 sqnr: quantized.sqnrDecibels)
         }
     }
 
+    /// Fresh arrays are not zero-filled first: the source writes every element, and zeroing
+    /// half a gigabyte of embedding costs as much as reading it.
     private func readFloat16(_ spec: TensorSpec, _ source: WeightSource) throws -> [Float16] {
-        var values = [Float16](repeating: 0, count: spec.elementCount)
-        try values.withUnsafeMutableBufferPointer { try source.readFloat16(spec, into: $0) }
-        return values
+        try [Float16](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
+            try source.readFloat16(spec, into: buffer)
+            count = spec.elementCount
+        }
+    }
+
+    private func readFloat(_ spec: TensorSpec, _ source: WeightSource) throws -> [Float] {
+        try [Float](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
+            try source.readFloat(spec, into: buffer)
+            count = spec.elementCount
+        }
     }
 }
