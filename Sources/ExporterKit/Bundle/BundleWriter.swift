@@ -75,8 +75,9 @@ public enum BundleWriter {
         var manifest = Manifest(plan: plan, kind: "bundle", weights: request.source.weightsKind)
         var parametersDone = 0
         let encoder = TensorEncoder(precision: plan.precision)
+        let prefetcher = TensorPrefetcher(encoder: encoder, tensors: plan.tensors, source: request.source)
         for (index, tensor) in plan.tensors.enumerated() {
-            let encoded = try encoder.encode(tensor, from: request.source)
+            let encoded = try encoder.compress(tensor, try prefetcher.values(of: index))
             let parts = layout.parts[index]
             guard encoded.blobs.count == parts.count else {
                 throw BundleError.invalidTensor(tensor: tensor.spec.name, reason: "encoder produced an unexpected part count")
