@@ -41,7 +41,8 @@ public struct CommandContext {
             arguments: Array(CommandLine.arguments.dropFirst()),
             environment: ProcessInfo.processInfo.environment,
             currentDirectory: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true),
-            executable: URL(fileURLWithPath: CommandLine.arguments.first ?? "exporter").standardizedFileURL.absoluteURL,
+            executable: (Bundle.main.executableURL
+                ?? URL(fileURLWithPath: CommandLine.arguments.first ?? "exporter")).standardizedFileURL.absoluteURL,
             writeOutput: { standardOutput.write(Data($0.utf8)) },
             writeError: { standardError.write(Data($0.utf8)) },
             errorIsTerminal: isatty(2) == 1 && ProcessInfo.processInfo.environment["CI"] == nil)

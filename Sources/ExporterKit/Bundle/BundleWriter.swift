@@ -30,12 +30,15 @@ public struct BundleRequest {
     public let overwrite: Bool
     /// Fault injection for tests.
     public let faults: FaultInjector?
+    /// The inputs' key, recorded in the manifest.
+    public let buildKey: String?
 
     /// A request; `faults` is for tests.
     public init(
         plan: ExportPlan, source: WeightSource, sourceFiles: [Manifest.SourceFile], tokenizer: TokenizerFiles?,
-        destination: URL, overwrite: Bool, faults: FaultInjector? = nil
+        destination: URL, overwrite: Bool, buildKey: String? = nil, faults: FaultInjector? = nil
     ) {
+        self.buildKey = buildKey
         self.plan = plan
         self.source = source
         self.sourceFiles = sourceFiles
@@ -122,6 +125,7 @@ public enum BundleWriter {
         manifest.warnings += extraWarnings()
         manifest.files = files.sorted { $0.path < $1.path }
         manifest.model.source.files = request.sourceFiles
+        manifest.buildKey = request.buildKey
         manifest.sizes.bundleBytes = files.reduce(0) { $0 + $1.bytes }
         let manifestFile = try directory.createFile(manifestName)
         try manifestFile.write(try manifest.canonicalJSON())

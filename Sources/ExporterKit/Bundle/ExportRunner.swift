@@ -54,6 +54,17 @@ public enum ExportRunner {
             .appendingPathComponent(plan.outputName + ".aimodel", isDirectory: true)
     }
 
+    /// Fingerprints of the files an export reads: weights and tokenizer files.
+    /// - Throws: `BundleError.readFailed` naming an unreadable file.
+    public static func inputFingerprints(directory: URL, weights: CheckpointWeights) throws
+        -> [(name: String, fingerprint: String)]
+    {
+        var urls = weights.files.map(\.url)
+        if let index = weights.indexURL { urls.append(index) }
+        urls += try TokenizerFiles(directory: directory).files
+        return try urls.map { ($0.lastPathComponent, try BuildKey.fingerprint(of: $0)) }
+    }
+
     /// Exports `plan`.
     /// - Parameter warn: receives warnings as they arise (unexpected tensors, clamped values).
     /// - Throws: `ExportError.noWeights` when there is nothing to read, then the reader's,
@@ -71,6 +82,7 @@ public enum ExportRunner {
         var tokenizer: TokenizerFiles?
         var warnings: [String] = []
         var checkpointSource: CheckpointWeightSource?
+        var fingerprints: [(name: String, fingerprint: String)] = []
         if let seed = settings.syntheticSeed {
             source = SyntheticWeightSource(seed: seed)
         } else {
@@ -85,6 +97,7 @@ public enum ExportRunner {
             warnings += try CheckpointValidator.validate(
                 weights, against: plan.tensors.map(\.spec), tiedEmbeddings: plan.model.config.tieWordEmbeddings)
             sourceFiles = weights.fileSizes.sorted { $0.key < $1.key }.map { Manifest.SourceFile(name: $0.key, bytes: $0.value) }
+            fingerprints = try inputFingerprints(directory: directory, weights: weights)
             tokenizer = try TokenizerFiles(directory: directory)
             let checkpoint = CheckpointWeightSource(weights: weights, outOfRange: settings.allowClamp ? .clamp : .refuse)
             checkpointSource = checkpoint
@@ -93,7 +106,11 @@ public enum ExportRunner {
         warnings.forEach(warn)
         let request = BundleRequest(
             plan: plan, source: source, sourceFiles: sourceFiles, tokenizer: tokenizer, destination: destination,
-            overwrite: settings.overwrite, faults: settings.faults)
+            overwrite: settings.overwrite,
+            buildKey: BuildKey.export(
+                plan: plan, fileFingerprints: fingerprints, syntheticSeed: settings.syntheticSeed,
+                allowClamp: settings.allowClamp),
+            faults: settings.faults)
         let manifest = try BundleWriter.write(request, extraWarnings: {
             warnings + (checkpointSource?.clampLog.entries ?? []).map {
                 "tensor '\($0.tensor)': \($0.count) values clamped to the float16 range (--allow-clamp)"

@@ -56,7 +56,8 @@ extension Manifest {
                     rule: tensor.rule, storedBytes: tensor.storedBytes, parts: [], sqnrDB: nil)
             },
             files: [],
-            warnings: plan.warnings)
+            warnings: plan.warnings,
+            buildKey: nil)
     }
 
     /// Parameters, bytes and bits per weight for each role present.

@@ -38,6 +38,8 @@ public struct Manifest: Codable, Equatable, Sendable {
     public var files: [File]
     /// Warnings raised while planning or exporting.
     public var warnings: [String]
+    /// SHA-256 of the artifact's inputs (`BuildKey`): equal keys, equal artifacts. Null for a plan.
+    public var buildKey: String?
 
     /// The tool's identity.
     public struct Tool: Codable, Equatable, Sendable {
@@ -313,6 +315,7 @@ public struct Manifest: Codable, Equatable, Sendable {
     enum CodingKeys: String, CodingKey {
         case schema, kind, tool, model, platform, parameters, compression, memory, sizes, tokenizer, tensors, files
         case warnings
+        case buildKey = "build_key"
         case computePrecision = "compute_precision"
         case contextLength = "context_length"
         case kvCache = "kv_cache"
@@ -336,6 +339,7 @@ public struct Manifest: Codable, Equatable, Sendable {
         try container.encode(tensors, forKey: .tensors)
         try container.encode(files, forKey: .files)
         try container.encode(warnings, forKey: .warnings)
+        try container.encode(buildKey, forKey: .buildKey)
     }
 
     /// The manifest as canonical JSON: sorted keys, two-space indentation, a final newline.

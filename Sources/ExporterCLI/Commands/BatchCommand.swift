@@ -1,0 +1,77 @@
+import Foundation
+import ExporterKit
+
+/// `exporter batch <farm.json>`: many exports on a build farm, incremental and shardable.
+enum BatchCommand {
+    static let spec = CommandSpec(
+        name: "batch",
+        abstract: "Run a farm file's jobs: incremental, isolated, shardable across machines.",
+        discussion: "Each job runs as its own 'exporter' process, N at a time. A job whose inputs are unchanged "
+            + "(same build key) and whose artifact still verifies is skipped. The run ends with a table and "
+            + "<output>/farm-report.json; the exit status is non-zero if any job failed. See docs/FARM.md.",
+        arguments: [
+            .positional("farm", help: "The farm file (JSON, schema exporter.farm/1)."),
+            .option("jobs", valueName: "n", help: "Jobs at once (default: cores, within memory)."),
+            .option("output", valueName: "dir", defaultValue: "Artifacts", help: "Where every job's artifacts go."),
+            .flag("force", help: "Rebuild every job, even unchanged ones."),
+            .option("shard", valueName: "i/n", help: "Run only shard i of n (balanced by estimated cost)."),
+            .flag("matrix", help: "Print the shard list as a CI matrix (JSON) and exit."),
+            .option("shards", valueName: "n", defaultValue: "4", help: "Shards in --matrix."),
+            .flag("collect", help: "Merge the shard reports in the output folder into farm-report.json."),
+            .flag("wait", help: "Wait for another farm run on the same output folder instead of giving up."),
+            .flag("json", help: "Print the report as JSON."),
+        ])
+
+    static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
+        guard let farmPath = arguments.positional(0) else { throw UsageError.missingArgument("farm") }
+        let farm = try FarmFile(contentsOf: URL(fileURLWithPath: farmPath, relativeTo: context.currentDirectory).absoluteURL)
+        let output = URL(fileURLWithPath: arguments.value("output") ?? "Artifacts", relativeTo: context.currentDirectory)
+            .absoluteURL.standardizedFileURL
+        var settings = FarmSettings(
+            outputDirectory: output,
+            concurrentJobs: try arguments.int("jobs", range: 1...) ?? FarmSettings.defaultConcurrentJobs(),
+            executable: context.executable, environment: context.environment)
+        settings.force = arguments.flag("force")
+        settings.waitForLock = arguments.flag("wait")
+        if let text = arguments.value("shard") {
+            let parts = text.split(separator: "/").compactMap { Int($0) }
+            guard parts.count == 2, parts[1] >= 1, (1...parts[1]).contains(parts[0]) else { throw FarmError.invalidShard(text) }
+            settings.shard = (parts[0], parts[1])
+        }
+        let runner = FarmRunner(farm: farm, resolver: try context.resolver(), settings: settings)
+        if arguments.flag("matrix") {
+            let count = try arguments.int("shards", range: 1...) ?? 4
+            let shards = (1...min(count, farm.jobs.count)).map { index -> JSONValue in
+                let total = min(count, farm.jobs.count)
+                return .object(
+                    JSONObject([
+                        ("shard", .string("\(index)/\(total)")),
+                        ("jobs", .array(runner.shardJobs(index: index, count: total).map { .string($0.name) })),
+                    ]))
+            }
+            context.writeOutput(JSONWriter.string(.object(JSONObject([("include", .array(shards))]))))
+            return .success
+        }
+        let report: FarmReport
+        if arguments.flag("collect") {
+            report = try runner.collect()
+        } else {
+            report = try runner.run { line in if context.errorIsTerminal { context.printError(line) } }
+        }
+        if arguments.flag("json") {
+            context.writeOutput(String(decoding: try report.canonicalJSON(), as: UTF8.self))
+        } else {
+            var rows = [["job", "status", "time", "bundle", "detail"]]
+            for job in report.jobs {
+                rows.append([
+                    job.name, job.status, report.seconds[job.name].map { Format.decimal($0, places: 1) + " s" } ?? "-",
+                    job.bundleBytes.map(Format.megabytes) ?? "-", job.error.map { $0.split(separator: "\n").first.map(String.init) ?? "" } ?? (job.bundle ?? ""),
+                ])
+            }
+            Format.table(rows, rightAligned: [2, 3]).forEach { context.print($0) }
+            context.print("report: \(runner.reportURL.path)")
+        }
+        if report.failedCount > 0 { throw FarmError.jobsFailed(count: report.failedCount, total: report.jobs.count) }
+        return .success
+    }
+}

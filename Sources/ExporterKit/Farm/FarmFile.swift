@@ -1,0 +1,240 @@
+import Foundation
+
+/// Why a farm file cannot be used; each message names the job (or the file) and the key.
+public enum FarmError: ExporterError, Equatable {
+    /// The file is unreadable.
+    case unreadable(path: String)
+    /// The file is malformed.
+    case invalid(path: String, reason: String)
+    /// A job is malformed.
+    case invalidJob(path: String, job: String, reason: String)
+    /// `--shard` is not `I/N` with 1 ≤ I ≤ N.
+    case invalidShard(String)
+    /// Another farm run holds the output folder.
+    case locked(path: String, holder: String)
+    /// Some jobs failed (the report has the details).
+    case jobsFailed(count: Int, total: Int)
+    /// `--collect` found no shard reports, or reports of different farms.
+    case collect(reason: String)
+
+    public var description: String {
+        switch self {
+        case .unreadable(let path): return "cannot read farm file '\(path)'"
+        case .invalid(let path, let reason): return "farm file '\(path)': \(reason)"
+        case .invalidJob(let path, let job, let reason): return "farm file '\(path)', job '\(job)': \(reason)"
+        case .invalidShard(let text): return "--shard expects I/N with 1 ≤ I ≤ N, got '\(text)'"
+        case .locked(let path, let holder):
+            return "another farm run (\(holder)) is using '\(path)'; wait for it to finish or pass --wait"
+        case .jobsFailed(let count, let total): return "\(count) of \(total) jobs failed"
+        case .collect(let reason): return "cannot collect shard reports: \(reason)"
+        }
+    }
+
+    public var exitStatus: ExitStatus {
+        switch self {
+        case .unreadable: return .notFound
+        case .invalid, .invalidJob: return .badInput
+        case .invalidShard: return .usage
+        case .locked: return .ioFailure
+        case .jobsFailed: return .verificationFailed
+        case .collect: return .badInput
+        }
+    }
+}
+
+/// When a farm job uses synthetic weights.
+public enum SyntheticPolicy: String, Equatable, Sendable {
+    /// Always the checkpoint's weights (`false`).
+    case never
+    /// Always generated weights (`true`).
+    case always
+    /// Generated weights only when the checkpoint's are not on this machine (`"if-missing"`):
+    /// the example farm runs anywhere, and its manifests say which weights they hold.
+    case ifMissing = "if-missing"
+}
+
+/// One export of a farm: a model with its flags, and the devices to compile for.
+public struct FarmJob: Equatable, Sendable {
+    /// Unique name: the job's folder under the output folder and its row in the report.
+    public var name: String
+    /// A preset, an `org/model` id or a checkpoint folder (relative to the farm file).
+    public var model: String
+    /// Target platform.
+    public var platform: Platform = .iOS
+    /// Context length (nil: the preset's or the default).
+    public var context: Int?
+    /// A shipped compression config, or nil for the preset's.
+    public var compression: String?
+    /// A compression config file (relative to the farm file).
+    public var compressionConfig: String?
+    /// Compute precision (nil: the preset's).
+    public var computePrecision: ComputePrecision?
+    /// `--experimental`.
+    public var experimental = false
+    /// `--preset` for a local checkpoint.
+    public var preset: String?
+    /// `--disable-embedding-quantization-ios`.
+    public var disableEmbeddingQuantizationIOS = false
+    /// The artifact's name (nil: the model's).
+    public var outputName: String?
+    /// Device architectures to compile for after the export (empty: none).
+    public var devices: [String] = []
+    /// When to export generated weights (seeded) instead of the checkpoint's.
+    public var synthetic: SyntheticPolicy = .never
+    /// Seed of synthetic weights.
+    public var seed: UInt64 = 0
+    /// `--allow-clamp`.
+    public var allowClamp = false
+
+    /// The command-line arguments of this job's export, for the child `exporter` process.
+    /// - Parameter synthetic: whether this run uses generated weights (the policy, resolved).
+    public func exportArguments(outputDirectory: URL, farmDirectory: URL, synthetic: Bool = false) -> [String] {
+        func resolved(_ path: String) -> String {
+            path.hasPrefix("/") ? path : farmDirectory.appendingPathComponent(path).path
+        }
+        var modelArgument = model
+        if model.hasPrefix(".") || model.hasPrefix("/") || FileManager.default.fileExists(atPath: resolved(model)) {
+            modelArgument = resolved(model)
+        }
+        var arguments = [modelArgument, "--platform", platform.rawValue, "--output-dir", outputDirectory.path]
+        if let context { arguments += ["--max-context-length", String(context)] }
+        if let compression { arguments += ["--compression", compression] }
+        if let compressionConfig { arguments += ["--compression-config", resolved(compressionConfig)] }
+        if let computePrecision { arguments += ["--compute-precision", computePrecision.rawValue] }
+        if experimental { arguments.append("--experimental") }
+        if let preset { arguments += ["--preset", preset] }
+        if disableEmbeddingQuantizationIOS { arguments.append("--disable-embedding-quantization-ios") }
+        if let outputName { arguments += ["--output-name", outputName] }
+        if synthetic { arguments += ["--synthetic", "--seed", String(seed)] }
+        if allowClamp { arguments.append("--allow-clamp") }
+        return arguments
+    }
+}
+
+/// A farm file (`exporter.farm/1`): defaults, then jobs that override them. See `docs/FARM.md`.
+public struct FarmFile: Equatable, Sendable {
+    /// The schema this version reads.
+    public static let schema = "exporter.farm/1"
+    /// Keys a job (or the defaults) may set.
+    static let jobKeys: Set<String> = [
+        "name", "model", "platform", "context", "compression", "compression_config", "compute_precision", "experimental",
+        "preset", "disable_embedding_quantization_ios", "output_name", "devices", "synthetic", "seed", "allow_clamp",
+    ]
+
+    /// The file's path.
+    public let path: URL
+    /// The jobs, defaults applied, in file order.
+    public let jobs: [FarmJob]
+
+    /// Parses a farm file.
+    /// - Throws: `FarmError` naming the job and key for unknown keys and invalid values.
+    public init(contentsOf url: URL) throws {
+        guard let data = try? Data(contentsOf: url) else { throw FarmError.unreadable(path: url.path) }
+        try self.init(bytes: [UInt8](data), path: url)
+    }
+
+    /// Parses a farm file's bytes.
+    /// - Throws: `FarmError` naming the job and key for unknown keys and invalid values.
+    public init(bytes: [UInt8], path: URL) throws {
+        self.path = path
+        let file = path.path
+        let document: JSONValue
+        do { document = try JSONParser.parse(bytes) } catch { throw FarmError.invalid(path: file, reason: "\(error)") }
+        guard let root = document.objectValue else { throw FarmError.invalid(path: file, reason: "the document is not an object") }
+        if let unknown = root.keys.first(where: { !["schema", "defaults", "jobs"].contains($0) }) {
+            throw FarmError.invalid(path: file, reason: "unknown key '\(unknown)'")
+        }
+        let schema = root["schema"]?.stringValue ?? ""
+        guard schema == FarmFile.schema else {
+            throw FarmError.invalid(path: file, reason: "schema is '\(schema)'; this version reads '\(FarmFile.schema)'")
+        }
+        let defaults = root["defaults"]?.objectValue ?? JSONObject()
+        if let bad = defaults.keys.first(where: { !FarmFile.jobKeys.contains($0) || $0 == "name" }) {
+            throw FarmError.invalid(path: file, reason: "defaults: unknown key '\(bad)'")
+        }
+        guard let entries = root["jobs"]?.arrayValue, !entries.isEmpty else {
+            throw FarmError.invalid(path: file, reason: "'jobs' must be a non-empty array")
+        }
+        var names: Set<String> = []
+        jobs = try entries.enumerated().map { index, entry in
+            guard let object = entry.objectValue else {
+                throw FarmError.invalidJob(path: file, job: "#\(index + 1)", reason: "not an object")
+            }
+            let label = object["name"]?.stringValue ?? "#\(index + 1)"
+            if let unknown = object.keys.first(where: { !FarmFile.jobKeys.contains($0) }) {
+                throw FarmError.invalidJob(path: file, job: label, reason: "unknown key '\(unknown)'")
+            }
+            var merged = defaults
+            for member in object.members { merged[member.key] = member.value }
+            let job = try FarmFile.job(from: merged, label: label, path: file)
+            guard names.insert(job.name.lowercased()).inserted else {
+                throw FarmError.invalidJob(path: file, job: label, reason: "the name is used by another job")
+            }
+            return job
+        }
+    }
+
+    private static func job(from object: JSONObject, label: String, path: String) throws -> FarmJob {
+        func bad(_ reason: String) -> FarmError { .invalidJob(path: path, job: label, reason: reason) }
+        func string(_ key: String) throws -> String? {
+            guard let value = object[key], !value.isNull else { return nil }
+            guard let text = value.stringValue, !text.isEmpty else { throw bad("'\(key)' must be a non-empty string") }
+            return text
+        }
+        func flag(_ key: String) throws -> Bool {
+            guard let value = object[key], !value.isNull else { return false }
+            guard let flag = value.boolValue else { throw bad("'\(key)' must be true or false") }
+            return flag
+        }
+        guard let name = try string("name") else { throw bad("missing 'name'") }
+        guard name.range(of: #"^[A-Za-z0-9][A-Za-z0-9._-]*$"#, options: .regularExpression) != nil else {
+            throw bad("'name' must be letters, digits, '.', '_' or '-'")
+        }
+        guard let model = try string("model") else { throw bad("missing 'model'") }
+        var job = FarmJob(name: name, model: model)
+        if let platform = try string("platform") {
+            guard let parsed = Platform(rawValue: platform) else { throw bad("'platform' must be one of: iOS, macOS") }
+            job.platform = parsed
+        }
+        if let value = object["context"], !value.isNull {
+            guard let context = value.intValue, context > 0 else { throw bad("'context' must be a positive integer") }
+            job.context = context
+        }
+        job.compression = try string("compression")
+        job.compressionConfig = try string("compression_config")
+        if job.compression != nil, job.compressionConfig != nil {
+            throw bad("'compression' and 'compression_config' cannot be used together")
+        }
+        if let precision = try string("compute_precision") {
+            guard let parsed = ComputePrecision(rawValue: precision) else {
+                throw bad("'compute_precision' must be one of: float16, bfloat16, float32")
+            }
+            job.computePrecision = parsed
+        }
+        job.experimental = try flag("experimental")
+        job.preset = try string("preset")
+        job.disableEmbeddingQuantizationIOS = try flag("disable_embedding_quantization_ios")
+        job.outputName = try string("output_name")
+        if let value = object["devices"], !value.isNull {
+            guard let items = value.arrayValue, items.allSatisfy({ $0.stringValue?.isEmpty == false }) else {
+                throw bad("'devices' must be an array of architecture ids")
+            }
+            job.devices = items.compactMap(\.stringValue)
+        }
+        if let value = object["synthetic"], !value.isNull {
+            if let flag = value.boolValue {
+                job.synthetic = flag ? .always : .never
+            } else if value.stringValue == SyntheticPolicy.ifMissing.rawValue {
+                job.synthetic = .ifMissing
+            } else {
+                throw bad("'synthetic' must be true, false or \"if-missing\"")
+            }
+        }
+        if let value = object["seed"], !value.isNull {
+            guard let seed = value.intValue, seed >= 0 else { throw bad("'seed' must be a non-negative integer") }
+            job.seed = UInt64(seed)
+        }
+        job.allowClamp = try flag("allow_clamp")
+        return job
+    }
+}

@@ -1,0 +1,410 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// One job's outcome, as the farm report records it.
+public struct FarmJobResult: Codable, Equatable, Sendable {
+    /// The job's name.
+    public var name: String
+    /// `built`, `skipped` (its key and artifact were unchanged) or `failed`.
+    public var status: String
+    /// The bundle, relative to the output folder (null when failed).
+    public var bundle: String?
+    /// The bundle's bytes (null when failed).
+    public var bundleBytes: Int?
+    /// The bundle's build key (null when failed before planning).
+    public var buildKey: String?
+    /// Why it failed (null otherwise).
+    public var error: String?
+    /// The export's exit status (0 unless failed).
+    public var exitStatus: Int32
+
+    enum CodingKeys: String, CodingKey {
+        case name, status, bundle, error
+        case bundleBytes = "bundle_bytes"
+        case buildKey = "build_key"
+        case exitStatus = "exit_status"
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(status, forKey: .status)
+        try container.encode(bundle, forKey: .bundle)
+        try container.encode(bundleBytes, forKey: .bundleBytes)
+        try container.encode(buildKey, forKey: .buildKey)
+        try container.encode(error, forKey: .error)
+        try container.encode(exitStatus, forKey: .exitStatus)
+    }
+}
+
+/// `farm-report.json`: what a farm run (or a shard of one) did.
+public struct FarmReport: Codable, Equatable, Sendable {
+    /// The schema this version writes.
+    public static let currentSchema = "exporter.farm-report/1"
+
+    /// `exporter.farm-report/1`.
+    public var schema: String
+    /// The farm file's name.
+    public var farm: String
+    /// `I/N` for a shard's report, null for a whole run or a collected report.
+    public var shard: String?
+    /// Jobs in farm-file order (a shard's report holds its own jobs only).
+    public var jobs: [FarmJobResult]
+    /// Seconds each job took, by name (kept apart from `jobs` so reports of equal work compare equal).
+    public var seconds: [String: Double]
+
+    /// How many jobs failed.
+    public var failedCount: Int { jobs.filter { $0.status == "failed" }.count }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(schema, forKey: .schema)
+        try container.encode(farm, forKey: .farm)
+        try container.encode(shard, forKey: .shard)
+        try container.encode(jobs, forKey: .jobs)
+        try container.encode(seconds, forKey: .seconds)
+    }
+
+    enum CodingKeys: String, CodingKey { case schema, farm, shard, jobs, seconds }
+
+    /// Canonical JSON: sorted keys, pretty, final newline.
+    /// - Throws: an `EncodingError` only for non-finite numbers.
+    public func canonicalJSON() throws -> [UInt8] { try BundleWriter.canonicalJSON(self) }
+}
+
+/// How a farm runs.
+public struct FarmSettings: Sendable {
+    /// Where every job's artifacts and the report go.
+    public var outputDirectory: URL
+    /// Jobs run at once.
+    public var concurrentJobs: Int
+    /// Rebuild even when a job's key and artifact are unchanged.
+    public var force = false
+    /// Run only shard `index` of `count` (1-based).
+    public var shard: (index: Int, count: Int)?
+    /// Wait for another farm run holding the output folder instead of giving up.
+    public var waitForLock = false
+    /// The `exporter` executable each job runs as a child process (isolation: a job that
+    /// crashes or runs out of memory takes nothing else down).
+    public var executable: URL
+    /// The children's environment.
+    public var environment: [String: String]
+
+    /// Settings with every default.
+    public init(outputDirectory: URL, concurrentJobs: Int, executable: URL, environment: [String: String]) {
+        self.outputDirectory = outputDirectory
+        self.concurrentJobs = concurrentJobs
+        self.executable = executable
+        self.environment = environment
+    }
+
+    /// As many jobs as cores, but no more than available memory allows at ~2 GiB per job.
+    public static func defaultConcurrentJobs() -> Int {
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let memory = Int(ProcessInfo.processInfo.physicalMemory >> 30)
+        return max(1, min(cores, memory / 2))
+    }
+}
+
+/// Runs a farm: plans every job, skips the unchanged ones, exports the others in isolated
+/// child processes N at a time, and writes the report. See `docs/FARM.md`.
+public struct FarmRunner {
+    /// The farm.
+    public let farm: FarmFile
+    /// Resolves models for planning (keys and costs).
+    public let resolver: ModelResolver
+    /// How to run.
+    public let settings: FarmSettings
+
+    /// A runner.
+    public init(farm: FarmFile, resolver: ModelResolver, settings: FarmSettings) {
+        self.farm = farm
+        self.resolver = resolver
+        self.settings = settings
+    }
+
+    /// The export options of a job, as the child process will see them.
+    func options(of job: FarmJob) -> ExportOptions {
+        let folder = farm.path.deletingLastPathComponent()
+        let arguments = job.exportArguments(outputDirectory: settings.outputDirectory, farmDirectory: folder)
+        var options = ExportOptions(model: arguments[0])
+        options.platform = job.platform
+        options.contextLength = job.context
+        options.computePrecision = job.computePrecision
+        if let name = job.compression { options.compression = .named(name) }
+        if let file = job.compressionConfig {
+            options.compression = .file(URL(fileURLWithPath: file, relativeTo: folder))
+        }
+        options.experimental = job.experimental
+        options.presetOverride = job.preset
+        options.quantizeIOSEmbedding = !job.disableEmbeddingQuantizationIOS
+        options.outputName = job.outputName
+        return options
+    }
+
+    /// The jobs of shard `index` of `count`: jobs sorted by estimated cost (parameters),
+    /// each given to the shard with the least work so far (ties to the lower shard), so every
+    /// job is in exactly one shard and shards are balanced. The same on every machine.
+    public func shardJobs(index: Int, count: Int) -> [FarmJob] {
+        let costs = farm.jobs.map { job in (try? ExportPlan.make(options: options(of: job), resolver: resolver))?.parameters ?? 1 }
+        let order = farm.jobs.indices.sorted { costs[$0] != costs[$1] ? costs[$0] > costs[$1] : $0 < $1 }
+        var load = [Int](repeating: 0, count: count)
+        var assigned = [Int](repeating: 0, count: farm.jobs.count)
+        for job in order {
+            let target = load.indices.min { load[$0] != load[$1] ? load[$0] < load[$1] : $0 < $1 } ?? 0
+            assigned[job] = target
+            load[target] += costs[job]
+        }
+        return farm.jobs.indices.filter { assigned[$0] == index - 1 }.map { farm.jobs[$0] }
+    }
+
+    /// The report file of this run: `farm-report.json`, or `farm-report-shard-I-of-N.json`.
+    public var reportURL: URL {
+        guard let shard = settings.shard else { return settings.outputDirectory.appendingPathComponent("farm-report.json") }
+        return settings.outputDirectory.appendingPathComponent("farm-report-shard-\(shard.index)-of-\(shard.count).json")
+    }
+
+    /// Runs the farm (or its shard) and writes the report.
+    /// - Parameter log: a line per job as it ends.
+    /// - Throws: `FarmError.locked` when another run holds the folder; job failures are in the report.
+    public func run(log: @escaping (String) -> Void = { _ in }) throws -> FarmReport {
+        try FileManager.default.createDirectory(at: settings.outputDirectory, withIntermediateDirectories: true)
+        let lock = try FarmLock(directory: settings.outputDirectory, wait: settings.waitForLock, log: log)
+        defer { lock.release() }
+        removeLeftovers()
+        let jobs = settings.shard.map { shardJobs(index: $0.index, count: $0.count) } ?? farm.jobs
+        let collected = Collected(count: jobs.count)
+        let slots = DispatchSemaphore(value: max(1, settings.concurrentJobs))
+        let group = DispatchGroup()
+        for (index, job) in jobs.enumerated() {
+            slots.wait()
+            group.enter()
+            DispatchQueue.global().async {
+                let start = Date()
+                let result = self.run(job)
+                let elapsed = (Date().timeIntervalSince(start) * 100).rounded() / 100
+                collected.record(index: index, name: job.name, result: result, seconds: elapsed)
+                log("\(job.name): \(result.status)" + (result.error.map { " — \($0)" } ?? ""))
+                slots.signal()
+                group.leave()
+            }
+        }
+        group.wait()
+        let report = FarmReport(
+            schema: FarmReport.currentSchema, farm: farm.path.lastPathComponent,
+            shard: settings.shard.map { "\($0.index)/\($0.count)" }, jobs: collected.results.compactMap { $0 },
+            seconds: collected.seconds)
+        try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
+        return report
+    }
+
+    /// Results gathered from concurrent jobs.
+    private final class Collected: @unchecked Sendable {
+        private let lock = NSLock()
+        private(set) var results: [FarmJobResult?]
+        private(set) var seconds: [String: Double] = [:]
+
+        init(count: Int) { results = Array(repeating: nil, count: count) }
+
+        func record(index: Int, name: String, result: FarmJobResult, seconds elapsed: Double) {
+            lock.withLock {
+                results[index] = result
+                seconds[name] = elapsed
+            }
+        }
+    }
+
+    /// Plans the job, skips it when its artifact is current, else exports it in a child process.
+    func run(_ job: FarmJob) -> FarmJobResult {
+        var result = FarmJobResult(name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
+        let plan: ExportPlan
+        let synthetic: Bool
+        do {
+            plan = try ExportPlan.make(options: options(of: job), resolver: resolver)
+            synthetic =
+                job.synthetic == .always || (job.synthetic == .ifMissing && plan.model.source.checkpointDirectory == nil)
+            result.buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
+        } catch {
+            result.error = "\(error)"
+            result.exitStatus = (error as? ExporterError)?.exitStatus.rawValue ?? ExitStatus.internalError.rawValue
+            return result
+        }
+        let bundle = ExportRunner.bundleURL(for: plan, in: settings.outputDirectory)
+        let relative = String(bundle.path.dropFirst(settings.outputDirectory.path.count + 1))
+        if !settings.force, let reader = try? BundleReader(url: bundle, verifyFiles: true),
+            reader.manifest.buildKey == result.buildKey
+        {
+            result.status = "skipped"
+            result.bundle = relative
+            result.bundleBytes = reader.manifest.sizes.bundleBytes
+            return result
+        }
+        let arguments =
+            job.exportArguments(
+                outputDirectory: settings.outputDirectory, farmDirectory: farm.path.deletingLastPathComponent(),
+                synthetic: synthetic) + ["--overwrite"]
+        let (status, errorText) = runChild(arguments)
+        guard status == 0 else {
+            result.exitStatus = status
+            result.error = errorText.isEmpty ? "the export exited with status \(status)" : errorText
+            return result
+        }
+        guard let reader = try? BundleReader(url: bundle, verifyFiles: false) else {
+            result.exitStatus = ExitStatus.internalError.rawValue
+            result.error = "the export succeeded but '\(relative)' cannot be read"
+            return result
+        }
+        result.status = "built"
+        result.bundle = relative
+        result.bundleBytes = reader.manifest.sizes.bundleBytes
+        result.buildKey = reader.manifest.buildKey
+        return result
+    }
+
+    /// The key the job's bundle will have: the same computation as the export's.
+    func expectedKey(of job: FarmJob, plan: ExportPlan, synthetic: Bool) throws -> String {
+        var fingerprints: [(name: String, fingerprint: String)] = []
+        if !synthetic, let directory = plan.model.source.checkpointDirectory {
+            let weights = try CheckpointWeights(directory: directory, containmentRoot: plan.model.source.containmentRoot)
+            fingerprints = try ExportRunner.inputFingerprints(directory: directory, weights: weights)
+        }
+        return BuildKey.export(
+            plan: plan, fileFingerprints: fingerprints, syntheticSeed: synthetic ? job.seed : nil,
+            allowClamp: job.allowClamp)
+    }
+
+    /// Runs the exporter with `arguments`; returns its status and the last lines of its standard error.
+    private func runChild(_ arguments: [String]) -> (Int32, String) {
+        let process = Process()
+        process.executableURL = settings.executable
+        process.arguments = arguments
+        process.environment = settings.environment
+        let errorPipe = Pipe()
+        process.standardError = errorPipe
+        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        do { try process.run() } catch {
+            return (ExitStatus.internalError.rawValue, "cannot start '\(settings.executable.path)': \(error)")
+        }
+        let errorData = errorPipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: errorData, as: UTF8.self).split(separator: "\n")
+            .filter { !$0.hasPrefix("warning: ") }.joined(separator: "\n")
+        let message = text.hasPrefix("Error: ") ? String(text.dropFirst("Error: ".count)) : text
+        if process.terminationReason == .uncaughtSignal {
+            return (128 + process.terminationStatus, "the export was killed by signal \(process.terminationStatus)")
+        }
+        return (process.terminationStatus, message)
+    }
+
+    /// Staging folders of killed runs (`.partial-*` beside artifacts): safe to remove while we hold the lock.
+    private func removeLeftovers() {
+        let manager = FileManager.default
+        guard let jobFolders = try? manager.contentsOfDirectory(atPath: settings.outputDirectory.path) else { return }
+        for folder in jobFolders {
+            let url = settings.outputDirectory.appendingPathComponent(folder)
+            if folder.hasPrefix(ArtifactDirectory.stagingPrefix) || folder.hasPrefix(".farm-report-") {
+                try? manager.removeItem(at: url)
+                continue
+            }
+            for entry in (try? manager.contentsOfDirectory(atPath: url.path)) ?? []
+            where entry.hasPrefix(ArtifactDirectory.stagingPrefix) {
+                try? manager.removeItem(at: url.appendingPathComponent(entry))
+            }
+        }
+    }
+
+    /// Writes `bytes` to a temporary file beside `url`, then renames it over `url`.
+    /// - Throws: `BundleError.writeFailed`.
+    static func writeAtomically(_ bytes: [UInt8], to url: URL) throws {
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString)")
+        let file = try OutputFile(url: temporary)
+        do {
+            try file.write(bytes)
+            try file.finish()
+            // rename(2) replaces the destination atomically: readers see the old or the new report.
+            guard rename(temporary.path, url.path) == 0 else {
+                throw BundleError.writeFailed(path: url.path, reason: OutputFile.errnoText())
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            if let error = error as? BundleError { throw error }
+            throw BundleError.writeFailed(path: url.path, reason: error.localizedDescription)
+        }
+    }
+
+    /// Merges the shard reports in the output folder into `farm-report.json`, jobs in farm order.
+    /// - Throws: `FarmError.collect` when reports are missing, foreign or overlapping.
+    public func collect() throws -> FarmReport {
+        let manager = FileManager.default
+        let names = ((try? manager.contentsOfDirectory(atPath: settings.outputDirectory.path)) ?? [])
+            .filter { $0.hasPrefix("farm-report-shard-") && $0.hasSuffix(".json") }.sorted()
+        guard !names.isEmpty else { throw FarmError.collect(reason: "no farm-report-shard-*.json in '\(settings.outputDirectory.path)'") }
+        var byName: [String: FarmJobResult] = [:]
+        var seconds: [String: Double] = [:]
+        var counts: Set<String> = []
+        for name in names {
+            let url = settings.outputDirectory.appendingPathComponent(name)
+            guard let data = try? Data(contentsOf: url), let report = try? JSONDecoder().decode(FarmReport.self, from: data) else {
+                throw FarmError.collect(reason: "'\(name)' is not a farm report")
+            }
+            guard report.farm == farm.path.lastPathComponent else {
+                throw FarmError.collect(reason: "'\(name)' is a report of farm '\(report.farm)'")
+            }
+            counts.insert(String(report.shard?.split(separator: "/").last ?? ""))
+            for job in report.jobs {
+                guard byName[job.name] == nil else { throw FarmError.collect(reason: "job '\(job.name)' is in two shard reports") }
+                byName[job.name] = job
+            }
+            seconds.merge(report.seconds) { first, _ in first }
+        }
+        guard counts.count == 1, let total = counts.first.flatMap({ Int($0) }), total == names.count else {
+            throw FarmError.collect(reason: "found \(names.count) shard reports for shard counts \(counts.sorted())")
+        }
+        let missing = farm.jobs.map(\.name).filter { byName[$0] == nil }
+        guard missing.isEmpty else { throw FarmError.collect(reason: "no result for job(s) \(missing.joined(separator: ", "))") }
+        let report = FarmReport(
+            schema: FarmReport.currentSchema, farm: farm.path.lastPathComponent, shard: nil,
+            jobs: farm.jobs.compactMap { byName[$0.name] }, seconds: seconds)
+        try FarmRunner.writeAtomically(try report.canonicalJSON(), to: settings.outputDirectory.appendingPathComponent("farm-report.json"))
+        return report
+    }
+}
+
+/// An exclusive lock on a farm's output folder (`flock` on `.farm.lock`): released by the
+/// kernel when the process ends, even by SIGKILL, so a killed run never blocks the next.
+final class FarmLock {
+    private let descriptor: Int32
+
+    init(directory: URL, wait: Bool, log: (String) -> Void) throws {
+        let path = directory.appendingPathComponent(".farm.lock").path
+        descriptor = open(path, O_RDWR | O_CREAT, 0o644)
+        guard descriptor >= 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
+        if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            var holder = [UInt8](repeating: 0, count: 64)
+            let count = pread(descriptor, &holder, 64, 0)
+            let text = count > 0 ? String(decoding: holder.prefix(count), as: UTF8.self) : "unknown process"
+            guard wait else {
+                close(descriptor)
+                throw FarmError.locked(path: directory.path, holder: text)
+            }
+            log("waiting for another farm run (\(text)) to release '\(directory.path)'")
+            guard flock(descriptor, LOCK_EX) == 0 else {
+                close(descriptor)
+                throw FarmError.locked(path: directory.path, holder: text)
+            }
+        }
+        let holder = Array("pid \(getpid())".utf8)
+        _ = ftruncate(descriptor, 0)
+        _ = pwrite(descriptor, holder, holder.count, 0)
+    }
+
+    func release() {
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// The key of an artifact's inputs: the same key means the same artifact would be built,
+/// so a farm can skip it. Derived from the tool version, the resolved config, the options,
+/// the compression config and a content fingerprint of every checkpoint file — never from
+/// paths or timestamps, so the same inputs give the same key on any machine.
+public enum BuildKey {
+    /// Windows sampled per file for its fingerprint.
+    static let sampleCount = 64
+    /// Bytes per sampled window.
+    static let sampleBytes = 64 << 10
+
+    /// A file's content fingerprint: its size and the CRC-32 of evenly spaced windows
+    /// (first and last included). A fine-tune changes values everywhere, so every window changes;
+    /// reading 4 MiB instead of gigabytes keeps a farm's no-op run in seconds.
+    /// - Throws: `BundleError.readFailed` naming the file.
+    public static func fingerprint(of url: URL) throws -> String {
+        guard let handle = try? FileHandle(forReadingFrom: url) else {
+            throw BundleError.readFailed(path: url.path, reason: "cannot open")
+        }
+        defer { try? handle.close() }
+        let size: Int
+        do { size = Int(try handle.seekToEnd()) } catch {
+            throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
+        }
+        var crc = CRC32()
+        let windows = size <= sampleBytes * sampleCount ? 1 : sampleCount
+        let stepBytes = windows == 1 ? 0 : (size - sampleBytes) / (windows - 1)
+        for window in 0..<windows {
+            let offset = window * stepBytes
+            let count = windows == 1 ? size : sampleBytes
+            do {
+                try handle.seek(toOffset: UInt64(offset))
+                let data = try handle.read(upToCount: count) ?? Data()
+                data.withUnsafeBytes { crc.update($0) }
+            } catch {
+                throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
+            }
+        }
+        return "\(size):\(BundleWriter.hex(crc.value))"
+    }
+
+    /// The key of an export of `plan` from files with the given fingerprints
+    /// (name → fingerprint), or from synthetic weights with `syntheticSeed`.
+    public static func export(
+        plan: ExportPlan, fileFingerprints: [(name: String, fingerprint: String)], syntheticSeed: UInt64?,
+        allowClamp: Bool
+    ) -> String {
+        var hash = SHA256()
+        hash.update(field: "exporter.build-key/1")
+        hash.update(field: ToolVersion.current)
+        hash.update(field: plan.platform.rawValue)
+        hash.update(field: plan.precision.rawValue)
+        hash.update(field: String(plan.contextLength))
+        hash.update(field: plan.outputName)
+        hash.update(field: plan.model.preset?.id ?? "")
+        hash.update(field: allowClamp ? "clamp" : "refuse")
+        hash.update(field: syntheticSeed.map { "synthetic:\($0)" } ?? "checkpoint")
+        if let config = try? Data(contentsOf: plan.model.configURL) { hash.update(config) }
+        hash.update(field: "tensors")
+        for tensor in plan.tensors {
+            let scheme = tensor.scheme
+            hash.update(
+                field: "\(tensor.spec.name)|\(tensor.spec.shape)|\(scheme.mode.rawValue)|\(scheme.bits ?? 0)|"
+                    + "\(scheme.granularity?.rawValue ?? "")|\(scheme.groupSize ?? 0)|\(scheme.unevenGroups.rawValue)")
+        }
+        hash.update(field: "files")
+        for file in fileFingerprints.sorted(by: { $0.name < $1.name }) {
+            hash.update(field: "\(file.name)=\(file.fingerprint)")
+        }
+        return hash.hexDigest()
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+@Suite("farm: batch runs", .serialized)
+struct FarmTests {
+    /// A farm folder with `count` tiny checkpoints and a farm file; job `failing` (if any) has a
+    /// checkpoint whose config disagrees with its weights.
+    private func makeFarm(count: Int, failing: Int? = nil) throws -> (farm: URL, folder: URL) {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        var jobs: [String] = []
+        for index in 0..<count {
+            let modelType = ["qwen2", "qwen3", "mistral"][index % 3]
+            let checkpoint = try Fixtures.syntheticCheckpoint(modelType: modelType, seed: UInt64(index + 1), name: "m\(index)")
+            let destination = folder.appendingPathComponent("m\(index)")
+            try FileManager.default.moveItem(at: checkpoint, to: destination)
+            if index == failing {
+                var config = Fixtures.tinyConfig(modelType: modelType)
+                config["intermediate_size"] = 96
+                try JSONSerialization.data(withJSONObject: config).write(to: destination.appendingPathComponent("config.json"))
+            }
+            jobs.append(#"{ "name": "job\#(index)", "model": "m\#(index)", "output_name": "M\#(index)" }"#)
+        }
+        let farm = folder.appendingPathComponent("farm.json")
+        try Data(
+            """
+            {
+              "schema": "exporter.farm/1",
+              "defaults": { "experimental": true, "compute_precision": "float16" },
+              "jobs": [\(jobs.joined(separator: ",\n"))]
+            }
+            """.utf8
+        ).write(to: farm)
+        return (farm, folder)
+    }
+
+    private func report(_ folder: URL, _ name: String = "farm-report.json") throws -> FarmReport {
+        try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: folder.appendingPathComponent("out/\(name)")))
+    }
+
+    @Test("a failing job fails alone; the re-run skips the good ones; a touched input rebuilds its job only")
+    func incremental() throws {
+        let (farm, folder) = try makeFarm(count: 3, failing: 1)
+        let output = folder.appendingPathComponent("out").path
+        let first = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        #expect(first.status == 1)
+        #expect(first.error == "Error: 1 of 3 jobs failed\n")
+        #expect(first.output.contains("report: \(output)/farm-report.json"))
+        let firstReport = try report(folder)
+        #expect(firstReport.jobs.map(\.status) == ["built", "failed", "built"])
+        #expect(firstReport.jobs[1].exitStatus == 65)
+        #expect(firstReport.jobs[1].error?.contains("has shape [128, 64], the config implies [96, 64]") == true)
+        #expect(firstReport.jobs[0].bundle == "m0/M0.aimodel")
+        for bundle in ["m0/M0.aimodel", "m2/M2.aimodel"] {
+            _ = try BundleReader(url: folder.appendingPathComponent("out/\(bundle)"))
+        }
+        let second = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        #expect(second.status == 1)
+        #expect(try report(folder).jobs.map(\.status) == ["skipped", "failed", "skipped"])
+        // A fine-tune: same shapes, new values.
+        let checkpoint = folder.appendingPathComponent("m2")
+        let config = try ModelConfig(contentsOf: checkpoint.appendingPathComponent("config.json"))
+        let tensors = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
+        try SyntheticCheckpoint.write(
+            tensors: tensors.map { ($0.name, $0.shape) }, seed: 99, to: checkpoint, replacingExisting: true)
+        _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        let third = try report(folder)
+        #expect(third.jobs.map(\.status) == ["skipped", "failed", "built"])
+        #expect(third.jobs[2].buildKey != firstReport.jobs[2].buildKey)
+        #expect(third.jobs[0].buildKey == firstReport.jobs[0].buildKey)
+        let forced = try BuiltExporter.run(["batch", farm.path, "--output", output, "--force", "--json"])
+        let forcedReport = try JSONDecoder().decode(FarmReport.self, from: Data(forced.output.utf8))
+        #expect(forcedReport.jobs.map(\.status) == ["built", "failed", "built"])
+    }
+
+    @Test("shards cover every job once, and their collected report equals an unsharded run's")
+    func shards() throws {
+        let (farm, folder) = try makeFarm(count: 5)
+        let whole = try BuiltExporter.run(["batch", farm.path, "--output", folder.appendingPathComponent("whole").path, "--json"])
+        #expect(whole.status == 0, "\(whole.error)")
+        let wholeReport = try JSONDecoder().decode(FarmReport.self, from: Data(whole.output.utf8))
+        let matrix = try BuiltExporter.run(["batch", farm.path, "--matrix", "--shards", "3"])
+        let parsed = try #require(try JSONParser.parse(Array(matrix.output.utf8)).objectValue?["include"]?.arrayValue)
+        #expect(parsed.compactMap { $0.objectValue?["shard"]?.stringValue } == ["1/3", "2/3", "3/3"])
+        let assigned = parsed.flatMap { $0.objectValue?["jobs"]?.arrayValue?.compactMap(\.stringValue) ?? [] }
+        #expect(assigned.sorted() == ["job0", "job1", "job2", "job3", "job4"])
+        let sharded = folder.appendingPathComponent("out").path
+        for shard in ["1/3", "2/3", "3/3"] {
+            let run = try BuiltExporter.run(["batch", farm.path, "--output", sharded, "--shard", shard])
+            #expect(run.status == 0, "\(run.error)")
+        }
+        let collect = try BuiltExporter.run(["batch", farm.path, "--output", sharded, "--collect"])
+        #expect(collect.status == 0, "\(collect.error)")
+        let collected = try report(folder)
+        #expect(collected.jobs == wholeReport.jobs)
+        #expect(collected.shard == nil)
+    }
+
+    @Test("a farm killed mid-run finishes on the next run, every artifact whole and no staging folder left")
+    func killed() throws {
+        let (farm, folder) = try makeFarm(count: 4)
+        let output = folder.appendingPathComponent("out")
+        let running = try BuiltExporter.start(["batch", farm.path, "--output", output.path, "--jobs", "1"])
+        // Kill as soon as the first job has started writing.
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            let entries = (try? FileManager.default.subpathsOfDirectory(atPath: output.path)) ?? []
+            if entries.contains(where: { $0.contains(ArtifactDirectory.stagingPrefix) || $0.hasSuffix(".aimodel") }) { break }
+            usleep(2_000)
+        }
+        kill(running.process.processIdentifier, SIGKILL)
+        let killed = running.finish()
+        #expect(killed.signaled)
+        let rerun = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
+        #expect(rerun.status == 0, "\(rerun.error)")
+        let final = try report(folder)
+        #expect(final.jobs.allSatisfy { $0.status != "failed" })
+        for job in final.jobs {
+            _ = try BundleReader(url: output.appendingPathComponent(try #require(job.bundle)))
+        }
+        let leftovers = (try FileManager.default.subpathsOfDirectory(atPath: output.path))
+            .filter { $0.contains(ArtifactDirectory.stagingPrefix) }
+        #expect(leftovers.isEmpty)
+    }
+
+    @Test("a second farm run on a held output folder gives up with a clear message")
+    func locked() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out")
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        let lock = try FarmLock(directory: output, wait: false, log: { _ in })
+        let run = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
+        lock.release()
+        #expect(run.status == 74)
+        #expect(
+            run.error
+                == "Error: another farm run (pid \(getpid())) is using '\(output.path)'; wait for it to finish or pass --wait\n")
+    }
+
+    @Test("farm files: unknown keys and invalid values name the job")
+    func invalidFarmFiles() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let cases: [(String, String)] = [
+            (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "contxt": 4096}]}"#,
+             "job 'a': unknown key 'contxt'"),
+            (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "context": -1}]}"#,
+             "job 'a': 'context' must be a positive integer"),
+            (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "A", "model": "y"}]}"#,
+             "job 'A': the name is used by another job"),
+            (#"{"schema": "exporter.farm/1", "defaults": {"platfrom": "iOS"}, "jobs": [{"name": "a", "model": "x"}]}"#,
+             "defaults: unknown key 'platfrom'"),
+            (#"{"schema": "exporter.farm/2", "jobs": []}"#, "schema is 'exporter.farm/2'; this version reads 'exporter.farm/1'"),
+        ]
+        for (text, message) in cases {
+            let url = folder.appendingPathComponent("farm.json")
+            try Data(text.utf8).write(to: url)
+            let run = try BuiltExporter.run(["batch", url.path, "--output", folder.appendingPathComponent("out").path])
+            #expect(run.status == 65)
+            #expect(run.error.hasPrefix("Error: farm file '\(url.path)', \(message)") || run.error == "Error: farm file '\(url.path)': \(message)\n")
+        }
+    }
+
+    @Test("the shipped example farm parses")
+    func exampleFarm() throws {
+        let farm = try FarmFile(contentsOf: Fixtures.presetsDirectory.appendingPathComponent("farm.json"))
+        #expect(farm.jobs.map(\.name) == ["qwen3-0.6b", "qwen2.5-1.5b-instruct", "qwen2.5-1.5b-instruct-8k", "qwen3-4b"])
+        #expect(farm.jobs.allSatisfy { $0.synthetic == .ifMissing })
+        #expect(farm.jobs[2].context == 8192)
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+
+/// The built `exporter` binary, run as a child process: what end-to-end tests exercise.
+public enum BuiltExporter {
+    /// The binary next to the test bundle (`swift build --build-tests` builds it), or in `.build/debug`.
+    public static var url: URL {
+        let candidates = [
+            Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("exporter"),
+            URL(fileURLWithPath: CommandLine.arguments.first ?? "").deletingLastPathComponent().appendingPathComponent("exporter"),
+            Fixtures.repositoryRoot.appendingPathComponent(".build/debug/exporter"),
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[2]
+    }
+
+    /// What a finished child process did.
+    public struct Outcome: Sendable {
+        /// Exit status (or the signal number when `signaled`).
+        public let status: Int32
+        /// Whether it ended by a signal rather than an exit.
+        public let signaled: Bool
+        /// Standard output.
+        public let output: String
+        /// Standard error.
+        public let error: String
+    }
+
+    /// Runs the binary with `arguments` and waits for it.
+    public static func run(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) throws -> Outcome {
+        let process = try start(arguments, environment: environment, directory: directory)
+        return process.finish()
+    }
+
+    /// A running child with its captured streams.
+    public final class Running: @unchecked Sendable {
+        /// The process.
+        public let process: Process
+        private let outputPipe: Pipe
+        private let errorPipe: Pipe
+
+        init(process: Process, outputPipe: Pipe, errorPipe: Pipe) {
+            self.process = process
+            self.outputPipe = outputPipe
+            self.errorPipe = errorPipe
+        }
+
+        /// Waits for the end and collects the output.
+        public func finish() -> Outcome {
+            let output = outputPipe.fileHandleForReading.readDataToEndOfFile()
+            let error = errorPipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return Outcome(
+                status: process.terminationStatus, signaled: process.terminationReason == .uncaughtSignal,
+                output: String(decoding: output, as: UTF8.self), error: String(decoding: error, as: UTF8.self))
+        }
+    }
+
+    /// Starts the binary with `arguments` without waiting.
+    public static func start(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) throws -> Running {
+        let process = Process()
+        process.executableURL = url
+        process.arguments = arguments
+        var full = ProcessInfo.processInfo.environment
+        full["EXPORTER_PRESETS"] = Fixtures.presetsDirectory.path
+        full["HF_HOME"] = "/nonexistent-hf-home"
+        full["CI"] = "true"
+        for (key, value) in environment { full[key] = value }
+        process.environment = full
+        if let directory { process.currentDirectoryURL = directory }
+        let outputPipe = Pipe()
+        let errorPipe = Pipe()
+        process.standardOutput = outputPipe
+        process.standardError = errorPipe
+        try process.run()
+        return Running(process: process, outputPipe: outputPipe, errorPipe: errorPipe)
+    }
+}
