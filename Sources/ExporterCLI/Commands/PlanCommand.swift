@@ -17,16 +17,26 @@ enum PlanCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
         let options = try ExportArguments.options(from: arguments, model: model)
-        return try show(options: options, json: arguments.flag("json"), listTensors: arguments.flag("tensors"), context: context)
+        return try show(
+            options: options, json: arguments.flag("json"), listTensors: arguments.flag("tensors"), context: context,
+            devices: try CompileCommand.deviceTable(arguments, context: context))
     }
 
     /// Plans `options` and prints the plan (shared with `--dry-run`).
-    static func show(options: ExportOptions, json: Bool, listTensors: Bool, context: CommandContext) throws -> ExitStatus {
+    /// Each eligible device's verdict comes from `devices`, computed as `exporter compile` does.
+    static func show(
+        options: ExportOptions, json: Bool, listTensors: Bool, context: CommandContext, devices: DeviceTable
+    ) throws -> ExitStatus {
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
+        let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
         if json {
-            context.writeOutput(String(decoding: try Manifest(plan: plan).canonicalJSON(), as: UTF8.self))
+            var manifest = Manifest(plan: plan)
+            manifest.verdicts = verdicts
+            context.writeOutput(String(decoding: try manifest.canonicalJSON(), as: UTF8.self))
         } else {
-            PlanPrinter.lines(plan, listTensors: listTensors).forEach { context.print($0) }
+            (PlanPrinter.lines(plan, listTensors: listTensors) + VerdictPrinter.planLines(verdicts)).forEach {
+                context.print($0)
+            }
         }
         return .success
     }

@@ -56,7 +56,9 @@ extension Manifest {
                     rule: tensor.rule, storedBytes: tensor.storedBytes, parts: [], sqnrDB: nil)
             },
             files: [],
-            warnings: plan.warnings)
+            warnings: plan.warnings,
+            compiled: nil,
+            verdicts: [])
     }
 
     /// Parameters, bytes and bits per weight for each role present.

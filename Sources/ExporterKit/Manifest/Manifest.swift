@@ -38,6 +38,11 @@ public struct Manifest: Codable, Equatable, Sendable {
     public var files: [File]
     /// Warnings raised while planning or exporting.
     public var warnings: [String]
+    /// What compiling for one device architecture made: null for plans and bundles.
+    public var compiled: Compiled?
+    /// The verdict of each eligible device architecture, from the config alone: filled for a plan
+    /// (`exporter plan`), empty for bundles and compiled artifacts (which carry `compiled.verdict`).
+    public var verdicts: [Verdict]?
 
     /// The tool's identity.
     public struct Tool: Codable, Equatable, Sendable {
@@ -312,7 +317,7 @@ public struct Manifest: Codable, Equatable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case schema, kind, tool, model, platform, parameters, compression, memory, sizes, tokenizer, tensors, files
-        case warnings
+        case warnings, compiled, verdicts
         case computePrecision = "compute_precision"
         case contextLength = "context_length"
         case kvCache = "kv_cache"
@@ -336,6 +341,8 @@ public struct Manifest: Codable, Equatable, Sendable {
         try container.encode(tensors, forKey: .tensors)
         try container.encode(files, forKey: .files)
         try container.encode(warnings, forKey: .warnings)
+        try container.encode(compiled, forKey: .compiled)  // null, not absent, for plans and bundles
+        try container.encode(verdicts ?? [], forKey: .verdicts)
     }
 
     /// The manifest as canonical JSON: sorted keys, two-space indentation, a final newline.
