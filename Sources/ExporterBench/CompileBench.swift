@@ -35,10 +35,12 @@ enum CompileBench {
         let output = work.appendingPathComponent("compiled", isDirectory: true)
         try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
 
-        // Warm the page cache, then take the best of three for each measurement.
+        // Warm the page cache, then take the best of three for each measurement. Before each run
+        // (untimed) the previous output is removed and dirty pages are flushed, so that every run
+        // starts from the same state and pays for its own writeback.
         _ = try shell("cat " + bundleFiles.map { "'\($0.path)'" }.joined(separator: " ") + " > /dev/null")
         let copy = work.appendingPathComponent("cat-copy.bin").path
-        let catSeconds = try best(of: 3) {
+        let catSeconds = try best(of: 3, prepare: { _ = try shell("rm -f '\(copy)' && sync") }) {
             _ = try shell("cat " + bundleFiles.map { "'\($0.path)'" }.joined(separator: " ") + " > '\(copy)' && sync '\(copy)'")
         }
         try? FileManager.default.removeItem(atPath: copy)
@@ -46,11 +48,13 @@ enum CompileBench {
         print("")
         print(row(["arch", "seconds", "ratio to cat", "artifact bytes", "regions", "verdict"]))
         for device in devices {
-            var request = CompileRequest(
+            let request = CompileRequest(
                 platform: .iOS, devices: [device], minimumDeploymentVersion: .minimum, outputDirectory: output)
-            request.overwrite = true
+            let artifact = Compiler.artifactURL(name: plan.outputName, device: device, in: output).path
             var result: CompileResult?
-            let seconds = try best(of: 3) { result = try Compiler.compile(bundleURL: bundleURL, request: request).first }
+            let seconds = try best(of: 3, prepare: { _ = try shell("rm -rf '\(artifact)' && sync") }) {
+                result = try Compiler.compile(bundleURL: bundleURL, request: request).first
+            }
             let compiled = result?.manifest.compiled
             print(row([
                 device.id, format(seconds), format(seconds / catSeconds), "\(result?.manifest.sizes.bundleBytes ?? 0)",
@@ -59,9 +63,10 @@ enum CompileBench {
         }
     }
 
-    private static func best(of runs: Int, _ body: () throws -> Void) throws -> Double {
+    private static func best(of runs: Int, prepare: () throws -> Void, _ body: () throws -> Void) throws -> Double {
         var fastest = Double.infinity
         for _ in 0..<runs {
+            try prepare()
             let start = DispatchTime.now().uptimeNanoseconds
             try body()
             fastest = min(fastest, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)

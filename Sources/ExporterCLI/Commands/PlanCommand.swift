@@ -6,7 +6,8 @@ enum PlanCommand {
         name: "plan",
         abstract: "Show what an export will produce, from the checkpoint's config alone.",
         discussion: "Lists the tensors with their shapes, parameters and storage, the estimated bundle size, "
-            + "the KV-cache cost at the chosen context and a runtime memory estimate. Works on a folder that "
+            + "the KV-cache cost at the chosen context, a runtime memory estimate and, for each device architecture "
+            + "that ahead-of-time compilation targets, the verdict 'exporter compile' will give. Works on a folder that "
             + "holds only a config.json. Same as 'exporter <model> --dry-run'.",
         arguments: [.positional("model", help: "A checkpoint folder, a preset name or an 'org/model' id.")]
             + ExportArguments.specs + [

@@ -250,9 +250,11 @@ enum CompiledArtifactWriter {
     }
 }
 
-/// Reads a file front to back in large chunks, checksumming every byte once, and serves copies of
-/// spans at increasing offsets from the chunk in hand; a span behind the current chunk (a tied
-/// head's copy of the embedding) is read again with `pread`.
+/// Reads a file front to back in large chunks and serves copies of spans at increasing offsets
+/// from the chunk in hand; a span behind the current chunk (a tied head's copy of the embedding)
+/// is read again with `pread`. Every byte of the file is checksummed exactly once: each copied
+/// span's CRC-32 is computed as it is copied, given to the output (which then need not read it
+/// again) and folded into the file's CRC-32 with the gaps between spans.
 final class SequentialSource {
     private let path: String
     private let descriptor: Int32
@@ -260,8 +262,11 @@ final class SequentialSource {
     private var chunk: [UInt8]
     private var chunkStart = 0
     private var chunkCount = 0
+    /// CRC-32 of the file's first `checksummed` bytes.
     private var crc = CRC32()
-    private var consumed = 0
+    private var checksummed = 0
+    /// CRC-32 of each span copied, by (offset, count), for spans copied again.
+    private var spanChecksums: [Int: (count: Int, crc: UInt32)] = [:]
 
     init(url: URL) throws {
         path = url.path
@@ -289,32 +294,51 @@ final class SequentialSource {
             if got == 0 { break }
             chunkCount += got
         }
-        chunk.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[0..<chunkCount])) }
-        consumed += chunkCount
         return chunkCount > 0
     }
 
-    /// Writes `count` bytes at `offset` of the file to `output`.
-    func copy(offset: Int, count: Int, to output: OutputFile) throws {
-        if offset < chunkStart {
-            try copyBehind(offset: offset, count: count, to: output)
-            return
-        }
+    /// Calls `body` with the file's bytes in `[offset, end)`, slice by slice, reading ahead as needed.
+    private func walk(from offset: Int, to end: Int, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         var position = offset
-        let end = offset + count
         while position < end {
             while position >= chunkStart + chunkCount {
                 guard try advance() else { throw BundleError.readFailed(path: path, reason: "short read at offset \(position)") }
             }
             let from = position - chunkStart
             let take = min(end - position, chunkCount - from)
-            try chunk.withUnsafeBytes { try output.write(UnsafeRawBufferPointer(rebasing: $0[from..<(from + take)])) }
+            try chunk.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[from..<(from + take)])) }
             position += take
         }
     }
 
+    /// Folds the gap before `offset` into the file's checksum.
+    private func checksumGap(upTo offset: Int) throws {
+        guard offset > checksummed else { return }
+        try walk(from: checksummed, to: offset) { crc.update($0) }
+        checksummed = offset
+    }
+
+    /// Writes `count` bytes at `offset` of the file to `output`.
+    func copy(offset: Int, count: Int, to output: OutputFile) throws {
+        if offset < checksummed {
+            try copyBehind(offset: offset, count: count, to: output)
+            return
+        }
+        try checksumGap(upTo: offset)
+        var span = CRC32()
+        try walk(from: offset, to: offset + count) { slice in
+            let sliceCRC = CRC32.checksum(slice)
+            span.append(checksum: sliceCRC, length: slice.count)
+            try output.write(slice, checksum: sliceCRC)
+        }
+        crc.append(checksum: span.value, length: count)
+        checksummed = offset + count
+        spanChecksums[offset] = (count, span.value)
+    }
+
     private func copyBehind(offset: Int, count: Int, to output: OutputFile) throws {
         var buffer = [UInt8](repeating: 0, count: min(count, chunkBytes))
+        var span = CRC32()
         var position = offset
         while position < offset + count {
             let want = min(buffer.count, offset + count - position)
@@ -324,20 +348,32 @@ final class SequentialSource {
             }
             if got < 0, errno == EINTR { continue }
             guard got > 0 else {
-                throw BundleError.readFailed(path: path, reason: got < 0 ? String(cString: strerror(errno)) : "short read at offset \(position)")
+                throw BundleError.readFailed(
+                    path: path, reason: got < 0 ? String(cString: strerror(errno)) : "short read at offset \(position)")
             }
-            try buffer.withUnsafeBytes { try output.write(UnsafeRawBufferPointer(rebasing: $0[0..<got])) }
+            try buffer.withUnsafeBytes { raw in
+                let slice = UnsafeRawBufferPointer(rebasing: raw[0..<got])
+                let sliceCRC = CRC32.checksum(slice)
+                span.append(checksum: sliceCRC, length: got)
+                try output.write(slice, checksum: sliceCRC)
+            }
             position += got
+        }
+        // A span read again must be what it was on the first pass (the artifact is not published otherwise).
+        if let first = spanChecksums[offset], first.count == count, first.crc != span.value {
+            throw BundleError.fileMismatch(path: (path as NSString).lastPathComponent, reason: "changed while it was being read")
         }
     }
 
     /// Reads the rest and compares size and CRC-32 with the bundle's manifest.
     /// - Throws: `BundleError.fileMismatch` naming the file.
     func finish(expected: Manifest.File) throws {
-        while try advance() {}
-        guard consumed == expected.bytes else {
+        try checksumGap(upTo: chunkStart + chunkCount)
+        while try advance() { try checksumGap(upTo: chunkStart + chunkCount) }
+        let size = checksummed
+        guard size == expected.bytes else {
             throw BundleError.fileMismatch(
-                path: expected.path, reason: "size is \(consumed) bytes, the manifest says \(expected.bytes)")
+                path: expected.path, reason: "size is \(size) bytes, the manifest says \(expected.bytes)")
         }
         let actual = BundleWriter.hex(crc.value)
         guard actual == expected.crc32 else {

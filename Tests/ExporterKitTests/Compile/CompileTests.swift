@@ -280,3 +280,21 @@ struct CompileTests {
         #expect(large.regions.count == 20)
     }
 }
+
+@Suite("CRC-32 of copied spans")
+struct CRCCombineTests {
+    @Test("appending a span's checksum equals checksumming its bytes")
+    func combine() {
+        let first = (0..<1000).map { UInt8(truncatingIfNeeded: $0 * 7) }
+        let second = (0..<4099).map { UInt8(truncatingIfNeeded: $0 * 13 + 1) }
+        var direct = CRC32()
+        first.withUnsafeBytes { direct.update($0) }
+        second.withUnsafeBytes { direct.update($0) }
+        var combined = CRC32()
+        first.withUnsafeBytes { combined.update($0) }
+        combined.append(checksum: second.withUnsafeBytes { CRC32.checksum($0) }, length: second.count)
+        #expect(combined.value == direct.value)
+        combined.append(checksum: 0, length: 0)
+        #expect(combined.value == direct.value)
+    }
+}
