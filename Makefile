@@ -30,6 +30,7 @@ bench: release
 	.build/release/exporter-bench read --dir $(BENCH_DIR)
 	.build/release/exporter-bench palettize
 	.build/release/exporter-bench export --dir $(BENCH_DIR)
+	.build/release/exporter-bench compile --dir $(BENCH_DIR)
 
 lint:
 	$(SWIFT) format lint --recursive Sources Tests

@@ -2,6 +2,7 @@ import Foundation
 
 // Each benchmark is a function in a file of its own; `exporter-bench NAME [args]` runs one.
 let benchmarks: [String: ([String]) throws -> Void] = [
+    "compile": CompileBench.run,
     "palettize": PalettizeBench.run,
     "read": ReadBench.run,
     "export": ExportBench.run,

@@ -5,8 +5,28 @@ import ExporterKit
 public enum ExporterCommandLine {
     /// Runs the tool with the process's arguments and exits with its status.
     public static func main() -> Never {
+        dieWithFarmParent()
         exit(run(CommandContext.process()))
     }
+
+    /// A farm job (started with `EXPORTER_PARENT_PID`) ends when its farm process ends, even by
+    /// SIGKILL: an orphaned export would race the next farm run for the same artifact. The
+    /// parent is polled (a process is reparented when its parent dies); its staging folder is
+    /// cleaned by the next farm run.
+    static func dieWithFarmParent() {
+        guard let text = ProcessInfo.processInfo.environment[FarmRunner.parentEnvironmentKey], let parent = Int32(text)
+        else { return }
+        if getppid() != parent { exit(ExitStatus.internalError.rawValue) }
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        timer.schedule(deadline: .now() + .milliseconds(20), repeating: .milliseconds(20))
+        timer.setEventHandler {
+            if getppid() != parent { _exit(ExitStatus.internalError.rawValue) }
+        }
+        timer.resume()
+        orphanWatch = timer
+    }
+
+    nonisolated(unsafe) private static var orphanWatch: DispatchSourceTimer?
 
     /// Runs one command line in `context` and returns its exit status.
     public static func run(_ context: CommandContext) -> Int32 {
@@ -26,6 +46,7 @@ public enum ExporterCommandLine {
                 case ListCommand.spec.name: status = try ListCommand.run(arguments, context: context)
                 case SynthCommand.spec.name: status = try SynthCommand.run(arguments, context: context)
                 case BatchCommand.spec.name: status = try BatchCommand.run(arguments, context: context)
+                case CompileCommand.spec.name: status = try CompileCommand.run(arguments, context: context)
                 default: status = try ExportCommand.run(arguments, context: context)
                 }
                 return status.rawValue

@@ -24,6 +24,7 @@ enum ExportArguments {
             "disable-embedding-quantization-ios",
             help: "On iOS, compress the token embedding with the config instead of int8 per tensor."),
         .option("output-name", valueName: "name", help: "The artifact's name (default: the model's)."),
+        .option("devices", valueName: "file", help: "A device table that extends Presets/devices.json."),
     ]
 
     /// The export options the arguments describe.

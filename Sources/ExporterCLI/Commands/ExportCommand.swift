@@ -21,8 +21,12 @@ enum ExportCommand {
                 .flag("json", help: "With --dry-run or a list, print JSON."),
                 .flag("list-models", help: "List the model families and presets."),
                 .flag("list-presets", help: "List the presets."),
+                .flag("compile", help: "Then compile the bundle for every eligible architecture of the platform."),
+                .option(
+                    "min-deployment-version", valueName: "version", defaultValue: DeploymentVersion.minimum.description,
+                    help: "With --compile: the oldest OS version the app supports; 27.0 at least."),
             ],
-        subcommands: [PlanCommand.spec, ListCommand.spec, SynthCommand.spec, BatchCommand.spec])
+        subcommands: [PlanCommand.spec, ListCommand.spec, SynthCommand.spec, CompileCommand.spec, BatchCommand.spec])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         let json = arguments.flag("json")
@@ -32,9 +36,11 @@ enum ExportCommand {
         }
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
         let options = try ExportArguments.options(from: arguments, model: model)
+        let devices = try CompileCommand.deviceTable(arguments, context: context)
         if arguments.flag("dry-run") {
-            return try PlanCommand.show(options: options, json: json, listTensors: false, context: context)
+            return try PlanCommand.show(options: options, json: json, listTensors: false, context: context, devices: devices)
         }
+        let version = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
         var settings = ExportSettings(
             outputDirectory: URL(
@@ -51,6 +57,14 @@ enum ExportCommand {
         let result = try ExportRunner.run(
             plan, settings: settings, warn: { context.printError("warning: \($0)") }, progress: bar.update)
         ExportSummary.lines(result).forEach { context.print($0) }
+        if arguments.flag("compile") {
+            let platform: DevicePlatform = plan.platform == .macOS ? .macOS : .iOS
+            var request = CompileRequest(
+                platform: platform, devices: devices.eligible(for: platform), minimumDeploymentVersion: version,
+                outputDirectory: result.bundleURL.deletingLastPathComponent())
+            request.overwrite = settings.overwrite
+            try CompileCommand.compile(result.bundleURL, request: request, json: false, context: context)
+        }
         return .success
     }
 }

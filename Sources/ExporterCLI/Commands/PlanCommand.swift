@@ -6,7 +6,8 @@ enum PlanCommand {
         name: "plan",
         abstract: "Show what an export will produce, from the checkpoint's config alone.",
         discussion: "Lists the tensors with their shapes, parameters and storage, the estimated bundle size, "
-            + "the KV-cache cost at the chosen context and a runtime memory estimate. Works on a folder that "
+            + "the KV-cache cost at the chosen context, a runtime memory estimate and, for each device architecture "
+            + "that ahead-of-time compilation targets, the verdict 'exporter compile' will give. Works on a folder that "
             + "holds only a config.json. Same as 'exporter <model> --dry-run'.",
         arguments: [.positional("model", help: "A checkpoint folder, a preset name or an 'org/model' id.")]
             + ExportArguments.specs + [
@@ -17,16 +18,26 @@ enum PlanCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
         let options = try ExportArguments.options(from: arguments, model: model)
-        return try show(options: options, json: arguments.flag("json"), listTensors: arguments.flag("tensors"), context: context)
+        return try show(
+            options: options, json: arguments.flag("json"), listTensors: arguments.flag("tensors"), context: context,
+            devices: try CompileCommand.deviceTable(arguments, context: context))
     }
 
     /// Plans `options` and prints the plan (shared with `--dry-run`).
-    static func show(options: ExportOptions, json: Bool, listTensors: Bool, context: CommandContext) throws -> ExitStatus {
+    /// Each eligible device's verdict comes from `devices`, computed as `exporter compile` does.
+    static func show(
+        options: ExportOptions, json: Bool, listTensors: Bool, context: CommandContext, devices: DeviceTable
+    ) throws -> ExitStatus {
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
+        let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
         if json {
-            context.writeOutput(String(decoding: try Manifest(plan: plan).canonicalJSON(), as: UTF8.self))
+            var manifest = Manifest(plan: plan)
+            manifest.verdicts = verdicts
+            context.writeOutput(String(decoding: try manifest.canonicalJSON(), as: UTF8.self))
         } else {
-            PlanPrinter.lines(plan, listTensors: listTensors).forEach { context.print($0) }
+            (PlanPrinter.lines(plan, listTensors: listTensors) + VerdictPrinter.planLines(verdicts)).forEach {
+                context.print($0)
+            }
         }
         return .success
     }

@@ -74,6 +74,17 @@ public final class OutputFile {
     /// - Throws: `BundleError.writeFailed` when the system refuses the write.
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         crc.update(bytes)
+        try append(bytes)
+    }
+
+    /// Appends `bytes` whose CRC-32 the caller already knows (`checksum`), so they are not read twice.
+    /// - Throws: `BundleError.writeFailed` when the system refuses the write.
+    public func write(_ bytes: UnsafeRawBufferPointer, checksum: UInt32) throws {
+        crc.append(checksum: checksum, length: bytes.count)
+        try append(bytes)
+    }
+
+    private func append(_ bytes: UnsafeRawBufferPointer) throws {
         size += bytes.count
         if buffer.count + bytes.count > bufferLimit { try flush() }
         if bytes.count >= bufferLimit {

@@ -121,6 +121,9 @@ public struct FarmRunner {
     /// How to run.
     public let settings: FarmSettings
 
+    /// The environment variable carrying the farm's process id to its jobs, which end with it.
+    public static let parentEnvironmentKey = "EXPORTER_PARENT_PID"
+
     /// A runner.
     public init(farm: FarmFile, resolver: ModelResolver, settings: FarmSettings) {
         self.farm = farm
@@ -283,7 +286,9 @@ public struct FarmRunner {
         let process = Process()
         process.executableURL = settings.executable
         process.arguments = arguments
-        process.environment = settings.environment
+        var environment = settings.environment
+        environment[FarmRunner.parentEnvironmentKey] = String(getpid())
+        process.environment = environment
         let errorPipe = Pipe()
         process.standardError = errorPipe
         process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
@@ -382,7 +387,7 @@ final class FarmLock {
 
     init(directory: URL, wait: Bool, log: (String) -> Void) throws {
         let path = directory.appendingPathComponent(".farm.lock").path
-        descriptor = open(path, O_RDWR | O_CREAT, 0o644)
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
         if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             var holder = [UInt8](repeating: 0, count: 64)

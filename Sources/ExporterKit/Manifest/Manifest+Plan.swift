@@ -57,7 +57,9 @@ extension Manifest {
             },
             files: [],
             warnings: plan.warnings,
-            buildKey: nil)
+            buildKey: nil,
+            compiled: nil,
+            verdicts: [])
     }
 
     /// Parameters, bytes and bits per weight for each role present.

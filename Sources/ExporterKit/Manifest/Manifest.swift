@@ -40,6 +40,11 @@ public struct Manifest: Codable, Equatable, Sendable {
     public var warnings: [String]
     /// SHA-256 of the artifact's inputs (`BuildKey`): equal keys, equal artifacts. Null for a plan.
     public var buildKey: String?
+    /// What compiling for one device architecture made: null for plans and bundles.
+    public var compiled: Compiled?
+    /// The verdict of each eligible device architecture, from the config alone: filled for a plan
+    /// (`exporter plan`), empty for bundles and compiled artifacts (which carry `compiled.verdict`).
+    public var verdicts: [Verdict]?
 
     /// The tool's identity.
     public struct Tool: Codable, Equatable, Sendable {
@@ -314,7 +319,7 @@ public struct Manifest: Codable, Equatable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case schema, kind, tool, model, platform, parameters, compression, memory, sizes, tokenizer, tensors, files
-        case warnings
+        case warnings, compiled, verdicts
         case buildKey = "build_key"
         case computePrecision = "compute_precision"
         case contextLength = "context_length"
@@ -340,6 +345,8 @@ public struct Manifest: Codable, Equatable, Sendable {
         try container.encode(files, forKey: .files)
         try container.encode(warnings, forKey: .warnings)
         try container.encode(buildKey, forKey: .buildKey)
+        try container.encode(compiled, forKey: .compiled)  // null, not absent, for plans and bundles
+        try container.encode(verdicts ?? [], forKey: .verdicts)
     }
 
     /// The manifest as canonical JSON: sorted keys, two-space indentation, a final newline.

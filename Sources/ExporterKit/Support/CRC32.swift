@@ -23,6 +23,13 @@ public struct CRC32: Sendable {
         value = UInt32(truncatingIfNeeded: crc)
     }
 
+    /// Adds bytes whose own checksum is `checksum` and length `length`, without reading them
+    /// (zlib's `crc32_combine`): how a copy checksums its output from its input's checksums.
+    public mutating func append(checksum: UInt32, length: Int) {
+        guard length > 0 else { return }
+        value = UInt32(truncatingIfNeeded: crc32_combine(uLong(value), uLong(checksum), off_t(length)))
+    }
+
     /// The checksum of `bytes` alone.
     public static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc = CRC32()

@@ -1,0 +1,82 @@
+import Foundation
+import ExporterKit
+
+/// `exporter compile <bundle.aimodel>`: one `<Name>.<arch>.aimodelc` per device architecture, with a verdict.
+enum CompileCommand {
+    static let spec = CommandSpec(
+        name: "compile",
+        abstract: "Compile a portable bundle ahead of time, one artifact per device architecture.",
+        discussion: "Cuts the graph into regions that fit each architecture's Neural Engine budget, lays their "
+            + "weights out page-aligned, precomputes the static tables and says whether the model fits the "
+            + "device's app memory limit. Writes <output>/<Name>.<arch>.aimodelc for each architecture; without "
+            + "--device, for every eligible architecture of the platform. Device numbers: Presets/devices.json "
+            + "and docs/DEVICES.md.",
+        arguments: [
+            .positional("bundle", help: "A portable <Name>.aimodel bundle."),
+            .option(
+                "platform", choices: DevicePlatform.allCases.map(\.rawValue),
+                help: "The devices' platform (default: the bundle's)."),
+            .option(
+                "min-deployment-version", valueName: "version", defaultValue: DeploymentVersion.minimum.description,
+                help: "The oldest OS version the app supports; 27.0 at least."),
+            .option(
+                "output", aliases: ["output-dir"], valueName: "dir",
+                help: "Where the artifacts go (default: the bundle's folder)."),
+            .option(
+                "device", valueName: "arch", repeats: true,
+                help: "An architecture id such as h17p; repeatable (default: every eligible one)."),
+            .option("devices", valueName: "file", help: "A device table that extends Presets/devices.json."),
+            .flag("overwrite", help: "Replace existing artifacts."),
+            .flag("json", help: "Print each artifact's compiled section as JSON."),
+        ])
+
+    static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
+        guard let path = arguments.positional(0) else { throw UsageError.missingArgument("bundle") }
+        let version = try deploymentVersion(arguments)
+        let table = try deviceTable(arguments, context: context)
+        let bundleURL = URL(fileURLWithPath: path, relativeTo: context.currentDirectory).standardizedFileURL
+        let bundle = try Compiler.openBundle(bundleURL)
+        let platform =
+            try arguments.choice("platform", as: DevicePlatform.self)
+            ?? DevicePlatform(rawValue: bundle.manifest.platform) ?? .iOS
+        try Compiler.checkPlatform(bundle: bundleURL, bundlePlatform: bundle.manifest.platform, platform: platform)
+        let devices = try table.select(arguments.values("device"), platform: platform)
+        let output = arguments.value("output").map {
+            URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
+        } ?? bundleURL.deletingLastPathComponent()
+        var request = CompileRequest(
+            platform: platform, devices: devices, minimumDeploymentVersion: version, outputDirectory: output)
+        request.overwrite = arguments.flag("overwrite")
+        try compile(bundleURL, request: request, json: arguments.flag("json"), context: context)
+        return .success
+    }
+
+    /// Compiles and prints each artifact's summary (shared with `exporter <model> --compile`).
+    static func compile(_ bundleURL: URL, request: CompileRequest, json: Bool, context: CommandContext) throws {
+        let results = try Compiler.compile(bundleURL: bundleURL, request: request)
+        if json {
+            let sections = results.compactMap(\.manifest.compiled)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+            context.writeOutput(String(decoding: try encoder.encode(sections), as: UTF8.self) + "\n")
+            return
+        }
+        for result in results { VerdictPrinter.compiledLines(result).forEach { context.print($0) } }
+    }
+
+    /// `--min-deployment-version`, as a usage error when wrong.
+    static func deploymentVersion(_ arguments: ParsedArguments) throws -> DeploymentVersion {
+        let text = arguments.value("min-deployment-version") ?? DeploymentVersion.minimum.description
+        do { return try DeploymentVersion(parsing: text) } catch let error as CompileError {
+            throw UsageError.validation(error.description)
+        }
+    }
+
+    /// The shipped device table, extended by `--devices`.
+    static func deviceTable(_ arguments: ParsedArguments, context: CommandContext) throws -> DeviceTable {
+        let extra = arguments.value("devices").map {
+            URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
+        }
+        return try DeviceTable.load(presetsDirectory: try context.catalog().directory, extra: extra)
+    }
+}

@@ -1,0 +1,66 @@
+/// Why a compile (or a device verdict) cannot be made.
+public enum CompileError: ExporterError, Equatable {
+    /// The device table is unreadable or malformed.
+    case invalidDeviceTable(path: String, reason: String)
+    /// The device table was written for another schema version.
+    case unsupportedDeviceTableSchema(path: String, found: String, supported: String)
+    /// No architecture of that id on the requested platform.
+    case unknownArchitecture(id: String, platform: DevicePlatform, known: [String])
+    /// The architecture exists, but on another platform.
+    case architectureOnOtherPlatform(id: String, platform: DevicePlatform, requested: DevicePlatform)
+    /// Ahead-of-time compilation is not offered for this device.
+    case ineligibleDevice(id: String, products: [String], chip: String, rule: String)
+    /// The minimum deployment version is below the first that loads compiled artifacts.
+    case deploymentVersionTooLow(given: String, minimum: String)
+    /// The minimum deployment version is not `MAJOR.MINOR`.
+    case invalidDeploymentVersion(String)
+    /// The bundle was exported for a platform whose devices are not the requested ones.
+    case platformMismatch(bundle: String, bundlePlatform: String, requested: DevicePlatform)
+    /// No bundle at the path.
+    case bundleNotFound(path: String)
+    /// The graph uses a rotary scaling the static tables cannot be precomputed for.
+    case unsupportedRopeScaling(String)
+    /// The artifact is not a compiled artifact this version reads.
+    case notACompiledArtifact(path: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .invalidDeviceTable(let path, let reason):
+            return "device table '\(path)': \(reason)"
+        case .unsupportedDeviceTableSchema(let path, let found, let supported):
+            return "device table '\(path)' has schema '\(found)'; this version reads '\(supported)'"
+        case .unknownArchitecture(let id, let platform, let known):
+            return "unknown \(platform.rawValue) architecture '\(id)'; known: \(known.joined(separator: ", "))"
+        case .architectureOnOtherPlatform(let id, let platform, let requested):
+            return "architecture '\(id)' is a \(platform.rawValue) device, not \(requested.rawValue); "
+                + "pass --platform \(platform.rawValue)"
+        case .ineligibleDevice(let id, let products, let chip, let rule):
+            return "ahead-of-time compilation is not offered for '\(id)' (\(products.joined(separator: ", ")); \(chip)): "
+                + rule
+        case .deploymentVersionTooLow(let given, let minimum):
+            return "--min-deployment-version \(given) is below \(minimum), the first version that loads compiled artifacts"
+        case .invalidDeploymentVersion(let given):
+            return "--min-deployment-version expects a version such as 27.0, got '\(given)'"
+        case .platformMismatch(let bundle, let bundlePlatform, let requested):
+            return "'\(bundle)' was exported for \(bundlePlatform) and cannot be compiled for \(requested.rawValue); "
+                + "export it with --platform \(requested.bundlePlatform.rawValue)"
+        case .bundleNotFound(let path):
+            return "no bundle at '\(path)'"
+        case .unsupportedRopeScaling(let type):
+            return "rope scaling '\(type)' has no precomputed tables yet; compile a model without it"
+        case .notACompiledArtifact(let path, let reason):
+            return "'\(path)' is not a compiled artifact: \(reason)"
+        }
+    }
+
+    public var exitStatus: ExitStatus {
+        switch self {
+        case .invalidDeviceTable, .unsupportedDeviceTableSchema, .notACompiledArtifact: return .badInput
+        case .unknownArchitecture, .architectureOnOtherPlatform, .ineligibleDevice, .platformMismatch,
+            .unsupportedRopeScaling:
+            return .unsupported
+        case .deploymentVersionTooLow, .invalidDeploymentVersion: return .usage
+        case .bundleNotFound: return .notFound
+        }
+    }
+}

@@ -1,0 +1,383 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What to compile and where.
+public struct CompileRequest {
+    /// The platform of the devices.
+    public var platform: DevicePlatform
+    /// The architectures, already selected from the device table (`DeviceTable.select`).
+    public var devices: [DeviceArchitecture]
+    /// The minimum deployment version recorded in each artifact.
+    public var minimumDeploymentVersion: DeploymentVersion
+    /// Where `<Name>.<arch>.aimodelc` folders go.
+    public var outputDirectory: URL
+    /// Replace existing artifacts.
+    public var overwrite = false
+    /// Fault injection for tests.
+    public var faults: FaultInjector?
+
+    /// A request; `overwrite` and `faults` default to off.
+    public init(
+        platform: DevicePlatform, devices: [DeviceArchitecture], minimumDeploymentVersion: DeploymentVersion,
+        outputDirectory: URL
+    ) {
+        self.platform = platform
+        self.devices = devices
+        self.minimumDeploymentVersion = minimumDeploymentVersion
+        self.outputDirectory = outputDirectory
+    }
+}
+
+/// One compiled artifact.
+public struct CompileResult: Sendable {
+    /// Its folder.
+    public let url: URL
+    /// Its manifest.
+    public let manifest: Manifest
+}
+
+/// Compiles a portable bundle into one `<Name>.<arch>.aimodelc` per device architecture
+/// (docs/FORMAT.md): regions of consecutive layers within the device's budget, each region's
+/// weights contiguous and page-aligned, static tables precomputed, and a memory verdict.
+public enum Compiler {
+    /// The weights file of a compiled artifact.
+    public static let weightsName = "weights.bin"
+    /// The artifact folder extension.
+    public static let artifactExtension = "aimodelc"
+
+    /// Where the artifact of `name` for `device` goes.
+    public static func artifactURL(name: String, device: DeviceArchitecture, in directory: URL) -> URL {
+        directory.appendingPathComponent("\(name).\(device.id).\(artifactExtension)", isDirectory: true)
+    }
+
+    /// Checks that a bundle exported for `bundlePlatform` can be compiled for `platform`.
+    /// - Throws: `CompileError.platformMismatch`.
+    public static func checkPlatform(bundle: URL, bundlePlatform: String, platform: DevicePlatform) throws {
+        guard bundlePlatform == platform.bundlePlatform.rawValue else {
+            throw CompileError.platformMismatch(
+                bundle: bundle.lastPathComponent, bundlePlatform: bundlePlatform, requested: platform)
+        }
+    }
+
+    /// Opens the bundle at `url` (checking its manifest and small files; the weights file is
+    /// checked while it is copied).
+    /// - Throws: `CompileError.bundleNotFound`, `BundleError`.
+    public static func openBundle(_ url: URL) throws -> BundleReader {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CompileError.bundleNotFound(path: url.path)
+        }
+        let reader = try BundleReader(url: url, verifyFiles: false)
+        for file in reader.manifest.files where file.path != BundleWriter.weightsName {
+            try BundleReader.verify(file, in: url)
+        }
+        return reader
+    }
+
+    /// Compiles the bundle at `bundleURL` for every device of `request`, one after the other.
+    /// - Throws: `CompileError` refusals before anything is written, then `BundleError` for the
+    ///   bundle and the outputs; an artifact is in place only when whole.
+    public static func compile(
+        bundleURL: URL, request: CompileRequest, progress: (DeviceArchitecture) -> Void = { _ in }
+    ) throws -> [CompileResult] {
+        let bundle = try openBundle(bundleURL)
+        try checkPlatform(bundle: bundleURL, bundlePlatform: bundle.manifest.platform, platform: request.platform)
+        let subject = try CompileSubject(bundle: bundle)
+        _ = try RopeTables.make(bundle.graph)  // refuse an unsupported scaling before writing anything
+        var results: [CompileResult] = []
+        for device in request.devices {
+            progress(device)
+            let plan = CompilePlan(subject: subject, device: device)
+            let destination = artifactURL(name: subject.name, device: device, in: request.outputDirectory)
+            let manifest = try CompiledArtifactWriter.write(
+                plan, bundle: bundle, destination: destination, request: request)
+            results.append(CompileResult(url: destination, manifest: manifest))
+        }
+        return results
+    }
+}
+
+/// Writes one `.aimodelc` (docs/FORMAT.md): `weights.bin` region by region, the static tables,
+/// `static.json`, the bundle's graph and tokenizer files, and last the manifest.
+enum CompiledArtifactWriter {
+    static func write(
+        _ plan: CompilePlan, bundle: BundleReader, destination: URL, request: CompileRequest
+    ) throws -> Manifest {
+        let directory = try ArtifactDirectory(
+            destination: destination, overwrite: request.overwrite, faults: request.faults)
+        var files: [Manifest.File] = []
+        func record(_ path: String, _ file: OutputFile) {
+            files.append(Manifest.File(path: path, bytes: file.size, crc32: BundleWriter.hex(file.crc.value)))
+        }
+
+        // weights.bin: header, then each region's parts, copied from the bundle's weights file,
+        // which is read once front to back and checked against its CRC-32 on the way.
+        guard let sourceRecord = bundle.manifest.files.first(where: { $0.path == BundleWriter.weightsName }) else {
+            throw BundleError.notABundle(path: bundle.url.path, reason: "the manifest lists no \(BundleWriter.weightsName)")
+        }
+        let source = try SequentialSource(url: bundle.url.appendingPathComponent(BundleWriter.weightsName))
+        let weights = try directory.createFile(Compiler.weightsName)
+        try weights.write(plan.header())
+        for region in plan.regions {
+            try weights.pad(toMultipleOf: plan.device.pageSize)
+            guard weights.size == region.offset else {
+                throw BundleError.invalidTensor(
+                    tensor: region.placements.first?.name ?? "", reason: "region \(region.index) starts at \(weights.size), planned \(region.offset)")
+            }
+            for placement in region.placements {
+                for (part, sourcePart) in zip(placement.parts, placement.sourceParts) {
+                    try weights.pad(toMultipleOf: CompilePlan.partAlignment)
+                    guard weights.size == part.offset else {
+                        throw BundleError.invalidTensor(
+                            tensor: placement.name, reason: "\(part.kind) at \(weights.size), planned \(part.offset)")
+                    }
+                    try source.copy(offset: sourcePart.offset, count: sourcePart.bytes, to: weights)
+                }
+            }
+        }
+        try weights.pad(toMultipleOf: plan.device.pageSize)
+        try source.finish(expected: sourceRecord)
+        try weights.finish()
+        record(Compiler.weightsName, weights)
+
+        // Static tables.
+        let graph = bundle.graph
+        let rope = try RopeTables.make(graph)
+        for (name, table) in [(StaticDescription.ropeCosName, rope.cos), (StaticDescription.ropeSinName, rope.sin)] {
+            let file = try directory.createFile(name)
+            try table.withUnsafeBytes { try file.write($0) }
+            try file.finish()
+            record(name, file)
+        }
+        let staticFile = try directory.createFile(StaticDescription.fileName)
+        try staticFile.write(try BundleWriter.canonicalJSON(StaticDescription(plan: plan)))
+        try staticFile.finish()
+        record(StaticDescription.fileName, staticFile)
+
+        // The graph and tokenizer files, byte for byte.
+        for file in bundle.manifest.files where file.path != BundleWriter.weightsName {
+            let bytes = try readWhole(bundle.url.appendingPathComponent(file.path))
+            let copy = try directory.createFile(file.path)
+            try copy.write(bytes)
+            try copy.finish()
+            record(file.path, copy)
+        }
+
+        let manifestBytes = try readWhole(bundle.url.appendingPathComponent(BundleWriter.manifestName))
+        let manifest = compiledManifest(
+            plan, bundle: bundle.manifest, files: files.sorted { $0.path < $1.path },
+            portable: Manifest.Portable(
+                name: bundle.url.lastPathComponent, bytes: bundle.manifest.sizes.bundleBytes ?? 0,
+                manifestCRC32: BundleWriter.hex(manifestBytes.withUnsafeBytes { CRC32.checksum($0) })),
+            minimumDeploymentVersion: request.minimumDeploymentVersion)
+        let manifestFile = try directory.createFile(BundleWriter.manifestName)
+        try manifestFile.write(try manifest.canonicalJSON())
+        try manifestFile.finish()
+        try directory.publish()
+        return manifest
+    }
+
+    /// The bundle's manifest turned into the artifact's: kind, parts, files, sizes, `compiled`.
+    static func compiledManifest(
+        _ plan: CompilePlan, bundle: Manifest, files: [Manifest.File], portable: Manifest.Portable,
+        minimumDeploymentVersion: DeploymentVersion
+    ) -> Manifest {
+        var manifest = bundle
+        manifest.kind = "compiled"
+        var placed = Set<Int>()
+        for region in plan.regions {
+            for placement in region.placements where placed.insert(placement.tensorIndex).inserted {
+                manifest.tensors[placement.tensorIndex].parts = placement.parts.map {
+                    Manifest.Part(kind: $0.kind, dtype: $0.dtype, file: Compiler.weightsName, offset: $0.offset, bytes: $0.bytes)
+                }
+            }
+        }
+        manifest.files = files
+        let bytes = files.reduce(0) { $0 + $1.bytes }
+        manifest.sizes.bundleBytes = bytes
+        let verdict = plan.verdict
+        for region in plan.regionsOverBudget {
+            manifest.warnings.append(
+                "\(plan.device.id): region \(region.index) (\(region.label)) needs \(region.footprintBytes) bytes, over the "
+                    + "Neural Engine budget of \(region.budgetBytes); it will run on a slower compute unit")
+        }
+        if verdict.memory != .fits {
+            manifest.warnings.append(
+                "\(plan.device.id): \(verdict.totalBytes) bytes exceed the app memory limit of "
+                    + "\(plan.device.appMemoryLimitBytes)"
+                    + (verdict.memory == .needsEntitlement
+                        ? "; add the entitlements \(verdict.entitlements.joined(separator: ", "))" : " and every raised limit"))
+        }
+        manifest.verdicts = []
+        manifest.compiled = Manifest.Compiled(
+            architecture: plan.device.id, platform: plan.device.platform.rawValue, chip: plan.device.chip,
+            products: plan.device.products, minDeploymentVersion: minimumDeploymentVersion.description,
+            pageSize: plan.device.pageSize,
+            regions: plan.regions.map { region in
+                Manifest.Region(
+                    index: region.index, kind: region.kind.rawValue, firstLayer: region.layers?.lowerBound,
+                    lastLayer: region.layers?.upperBound, offset: region.offset, bytes: region.bytes,
+                    storedBytes: region.storedBytes, kvCacheBytes: region.kvCacheBytes, workingBytes: region.workingBytes,
+                    footprintBytes: region.footprintBytes, budgetBytes: region.budgetBytes,
+                    withinBudget: region.withinBudget,
+                    tensors: region.placements.map { placement in
+                        Manifest.RegionTensor(
+                            name: placement.name,
+                            parts: placement.parts.map {
+                                Manifest.Part(
+                                    kind: $0.kind, dtype: $0.dtype, file: Compiler.weightsName, offset: $0.offset,
+                                    bytes: $0.bytes)
+                            })
+                    })
+            },
+            memory: Manifest.CompiledMemory(
+                weightsBytes: plan.memory.weightsBytes, kvCacheBytes: plan.memory.kvCacheBytes,
+                workingBytes: plan.memory.workingBytes, tablesBytes: plan.memory.tablesBytes,
+                totalBytes: plan.memory.totalBytes, peakRegion: plan.memory.peakRegion),
+            verdict: verdict, portable: portable, sizeDeltaBytes: bytes - portable.bytes)
+        return manifest
+    }
+
+    static func readWhole(_ url: URL) throws -> [UInt8] {
+        do { return [UInt8](try Data(contentsOf: url)) } catch {
+            throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
+        }
+    }
+}
+
+/// Reads a file front to back in large chunks and serves copies of spans at increasing offsets
+/// from the chunk in hand; a span behind the current chunk (a tied head's copy of the embedding)
+/// is read again with `pread`. Every byte of the file is checksummed exactly once: each copied
+/// span's CRC-32 is computed as it is copied, given to the output (which then need not read it
+/// again) and folded into the file's CRC-32 with the gaps between spans.
+final class SequentialSource {
+    private let path: String
+    private let descriptor: Int32
+    private let chunkBytes = 8 << 20
+    private var chunk: [UInt8]
+    private var chunkStart = 0
+    private var chunkCount = 0
+    /// CRC-32 of the file's first `checksummed` bytes.
+    private var crc = CRC32()
+    private var checksummed = 0
+    /// CRC-32 of each span copied, by (offset, count), for spans copied again.
+    private var spanChecksums: [Int: (count: Int, crc: UInt32)] = [:]
+
+    init(url: URL) throws {
+        path = url.path
+        descriptor = open(url.path, O_RDONLY)
+        guard descriptor >= 0 else { throw BundleError.fileMismatch(path: url.lastPathComponent, reason: "missing") }
+        chunk = [UInt8](repeating: 0, count: chunkBytes)
+    }
+
+    deinit { _ = close(descriptor) }
+
+    /// Reads the next chunk; false at the end of the file.
+    private func advance() throws -> Bool {
+        chunkStart += chunkCount
+        chunkCount = 0
+        let count = chunkBytes
+        while chunkCount < count {
+            let got = chunk.withUnsafeMutableBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return read(descriptor, base + chunkCount, count - chunkCount)
+            }
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw BundleError.readFailed(path: path, reason: String(cString: strerror(errno)))
+            }
+            if got == 0 { break }
+            chunkCount += got
+        }
+        return chunkCount > 0
+    }
+
+    /// Calls `body` with the file's bytes in `[offset, end)`, slice by slice, reading ahead as needed.
+    private func walk(from offset: Int, to end: Int, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        var position = offset
+        while position < end {
+            while position >= chunkStart + chunkCount {
+                guard try advance() else { throw BundleError.readFailed(path: path, reason: "short read at offset \(position)") }
+            }
+            let from = position - chunkStart
+            let take = min(end - position, chunkCount - from)
+            try chunk.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[from..<(from + take)])) }
+            position += take
+        }
+    }
+
+    /// Folds the gap before `offset` into the file's checksum.
+    private func checksumGap(upTo offset: Int) throws {
+        guard offset > checksummed else { return }
+        try walk(from: checksummed, to: offset) { crc.update($0) }
+        checksummed = offset
+    }
+
+    /// Writes `count` bytes at `offset` of the file to `output`.
+    func copy(offset: Int, count: Int, to output: OutputFile) throws {
+        if offset < checksummed {
+            try copyBehind(offset: offset, count: count, to: output)
+            return
+        }
+        try checksumGap(upTo: offset)
+        var span = CRC32()
+        try walk(from: offset, to: offset + count) { slice in
+            let sliceCRC = CRC32.checksum(slice)
+            span.append(checksum: sliceCRC, length: slice.count)
+            try output.write(slice, checksum: sliceCRC)
+        }
+        crc.append(checksum: span.value, length: count)
+        checksummed = offset + count
+        spanChecksums[offset] = (count, span.value)
+    }
+
+    private func copyBehind(offset: Int, count: Int, to output: OutputFile) throws {
+        var buffer = [UInt8](repeating: 0, count: min(count, chunkBytes))
+        var span = CRC32()
+        var position = offset
+        while position < offset + count {
+            let want = min(buffer.count, offset + count - position)
+            let got = buffer.withUnsafeMutableBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return pread(descriptor, base, want, off_t(position))
+            }
+            if got < 0, errno == EINTR { continue }
+            guard got > 0 else {
+                throw BundleError.readFailed(
+                    path: path, reason: got < 0 ? String(cString: strerror(errno)) : "short read at offset \(position)")
+            }
+            try buffer.withUnsafeBytes { raw in
+                let slice = UnsafeRawBufferPointer(rebasing: raw[0..<got])
+                let sliceCRC = CRC32.checksum(slice)
+                span.append(checksum: sliceCRC, length: got)
+                try output.write(slice, checksum: sliceCRC)
+            }
+            position += got
+        }
+        // A span read again must be what it was on the first pass (the artifact is not published otherwise).
+        if let first = spanChecksums[offset], first.count == count, first.crc != span.value {
+            throw BundleError.fileMismatch(path: (path as NSString).lastPathComponent, reason: "changed while it was being read")
+        }
+    }
+
+    /// Reads the rest and compares size and CRC-32 with the bundle's manifest.
+    /// - Throws: `BundleError.fileMismatch` naming the file.
+    func finish(expected: Manifest.File) throws {
+        try checksumGap(upTo: chunkStart + chunkCount)
+        while try advance() { try checksumGap(upTo: chunkStart + chunkCount) }
+        let size = checksummed
+        guard size == expected.bytes else {
+            throw BundleError.fileMismatch(
+                path: expected.path, reason: "size is \(size) bytes, the manifest says \(expected.bytes)")
+        }
+        let actual = BundleWriter.hex(crc.value)
+        guard actual == expected.crc32 else {
+            throw BundleError.fileMismatch(path: expected.path, reason: "CRC-32 is \(actual), the manifest says \(expected.crc32)")
+        }
+    }
+}

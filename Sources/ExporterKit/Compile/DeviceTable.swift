@@ -1,0 +1,234 @@
+import Foundation
+
+/// A platform compiled artifacts target. visionOS devices compile bundles exported for iOS.
+public enum DevicePlatform: String, CaseIterable, Codable, Sendable {
+    /// iPhone and iPad.
+    case iOS
+    /// Mac.
+    case macOS
+    /// Apple Vision Pro.
+    case visionOS
+
+    /// The export platform whose bundles compile for this platform.
+    public var bundlePlatform: Platform { self == .macOS ? .macOS : .iOS }
+}
+
+/// One device architecture: what the runtime calls it, what it is, and the numbers a verdict needs.
+/// Documented in `docs/DEVICES.md`.
+public struct DeviceArchitecture: Equatable, Sendable {
+    /// The architecture as the runtime names it (`h17p` for the A18), the `<arch>` of `<Name>.<arch>.aimodelc`.
+    public var id: String
+    /// The platform of the devices.
+    public var platform: DevicePlatform
+    /// The chip (`A18`).
+    public var chip: String
+    /// Example products.
+    public var products: [String]
+    /// Whether ahead-of-time compilation is offered for it.
+    public var aheadOfTime: Bool
+    /// RAM of the smallest configuration, in bytes.
+    public var ramBytes: Int
+    /// The app memory limit by default.
+    public var appMemoryLimitBytes: Int
+    /// The app memory limit with the `increased-memory-limit` entitlement; nil where no entitlement raises it.
+    public var increasedMemoryLimitBytes: Int?
+    /// The entitlements that raise the limit (the manifest says to add them when a model needs them).
+    public var entitlements: [String]
+    /// The Neural Engine's per-region compile budget: weights, state and working buffers of one region.
+    public var regionBudgetBytes: Int
+    /// The virtual memory page size.
+    public var pageSize: Int
+    /// The fields whose values are estimates rather than published facts.
+    public var estimates: [String]
+
+    /// An architecture; every field explicit.
+    public init(
+        id: String, platform: DevicePlatform, chip: String, products: [String], aheadOfTime: Bool, ramBytes: Int,
+        appMemoryLimitBytes: Int, increasedMemoryLimitBytes: Int?, entitlements: [String], regionBudgetBytes: Int,
+        pageSize: Int, estimates: [String] = []
+    ) {
+        self.id = id
+        self.platform = platform
+        self.chip = chip
+        self.products = products
+        self.aheadOfTime = aheadOfTime
+        self.ramBytes = ramBytes
+        self.appMemoryLimitBytes = appMemoryLimitBytes
+        self.increasedMemoryLimitBytes = increasedMemoryLimitBytes
+        self.entitlements = entitlements
+        self.regionBudgetBytes = regionBudgetBytes
+        self.pageSize = pageSize
+        self.estimates = estimates
+    }
+}
+
+/// The device table: `Presets/devices.json`, optionally extended by a user's file. Data, not code:
+/// adding a device is adding an entry (docs/DEVICES.md).
+public struct DeviceTable: Equatable, Sendable {
+    /// The schema this version reads.
+    public static let schema = "exporter.devices/1"
+    /// The shipped table's file name in `Presets/`.
+    public static let fileName = "devices.json"
+
+    /// Every architecture, in file order (a user's entries replace shipped ones of the same id and platform).
+    public private(set) var devices: [DeviceArchitecture]
+    /// The eligibility rule of each platform, as shown in refusals.
+    public private(set) var rules: [DevicePlatform: String]
+
+    /// A table of `devices` with `rules`.
+    public init(devices: [DeviceArchitecture], rules: [DevicePlatform: String]) {
+        self.devices = devices
+        self.rules = rules
+    }
+
+    /// Loads a table file.
+    /// - Throws: `CompileError.invalidDeviceTable` or `.unsupportedDeviceTableSchema` naming the file.
+    public init(contentsOf url: URL) throws {
+        func invalid(_ reason: String) -> CompileError { .invalidDeviceTable(path: url.path, reason: reason) }
+        guard let data = try? Data(contentsOf: url) else { throw invalid("cannot be read") }
+        let document: JSONValue
+        do { document = try JSONParser.parse([UInt8](data)) } catch { throw invalid("\(error)") }
+        guard let root = document.objectValue else { throw invalid("the document is not an object") }
+        let schema = root["schema"]?.stringValue ?? ""
+        guard schema == DeviceTable.schema else {
+            throw CompileError.unsupportedDeviceTableSchema(path: url.path, found: schema, supported: DeviceTable.schema)
+        }
+        var rules: [DevicePlatform: String] = [:]
+        if let ruleObject = root["rules"]?.objectValue {
+            for (key, value) in ruleObject.members {
+                guard let platform = DevicePlatform(rawValue: key), let text = value.stringValue else {
+                    throw invalid("rule '\(key)' is not a platform with a text")
+                }
+                rules[platform] = text
+            }
+        }
+        guard let entries = root["devices"]?.arrayValue else { throw invalid("no 'devices' array") }
+        var devices: [DeviceArchitecture] = []
+        for (index, entry) in entries.enumerated() {
+            let device = try DeviceTable.device(entry, number: index + 1, invalid: invalid)
+            guard !devices.contains(where: { $0.id == device.id && $0.platform == device.platform }) else {
+                throw invalid("device \(index + 1): '\(device.id)' appears twice for \(device.platform.rawValue)")
+            }
+            devices.append(device)
+        }
+        self.init(devices: devices, rules: rules)
+    }
+
+    /// The shipped table of a `Presets/` folder, extended by `extra` when given.
+    /// - Throws: `CompileError` for either file.
+    public static func load(presetsDirectory: URL, extra: URL? = nil) throws -> DeviceTable {
+        var table = try DeviceTable(contentsOf: presetsDirectory.appendingPathComponent(fileName))
+        if let extra { table.merge(try DeviceTable(contentsOf: extra)) }
+        return table
+    }
+
+    /// Adds `other`'s entries; an entry with the id and platform of an existing one replaces it in place.
+    public mutating func merge(_ other: DeviceTable) {
+        for device in other.devices {
+            if let index = devices.firstIndex(where: { $0.id == device.id && $0.platform == device.platform }) {
+                devices[index] = device
+            } else {
+                devices.append(device)
+            }
+        }
+        rules.merge(other.rules) { _, new in new }
+    }
+
+    /// The architectures of `platform` offering ahead-of-time compilation, in table order.
+    public func eligible(for platform: DevicePlatform) -> [DeviceArchitecture] {
+        devices.filter { $0.platform == platform && $0.aheadOfTime }
+    }
+
+    /// The architectures to compile for: `ids` in the order given (duplicates once), or every
+    /// eligible one of `platform` when `ids` is empty.
+    /// - Throws: `CompileError.unknownArchitecture` (listing the platform's ids),
+    ///   `.architectureOnOtherPlatform`, `.ineligibleDevice` (naming the device, its chip and the rule).
+    public func select(_ ids: [String], platform: DevicePlatform) throws -> [DeviceArchitecture] {
+        guard !ids.isEmpty else { return eligible(for: platform) }
+        var selected: [DeviceArchitecture] = []
+        for id in ids {
+            guard let device = devices.first(where: { $0.id == id && $0.platform == platform }) else {
+                if let elsewhere = devices.first(where: { $0.id == id }) {
+                    throw CompileError.architectureOnOtherPlatform(
+                        id: id, platform: elsewhere.platform, requested: platform)
+                }
+                let known = devices.filter { $0.platform == platform }.map(\.id)
+                throw CompileError.unknownArchitecture(id: id, platform: platform, known: known)
+            }
+            guard device.aheadOfTime else {
+                throw CompileError.ineligibleDevice(
+                    id: device.id, products: device.products, chip: device.chip,
+                    rule: rules[platform] ?? "not offered for this device")
+            }
+            if !selected.contains(device) { selected.append(device) }
+        }
+        return selected
+    }
+
+    private static func device(
+        _ entry: JSONValue, number: Int, invalid: (String) -> CompileError
+    ) throws -> DeviceArchitecture {
+        guard let object = entry.objectValue else { throw invalid("device \(number) is not an object") }
+        var estimates: [String] = []
+        // A field is a plain value or {"value", "estimate", "source"}.
+        func field(_ key: String) throws -> JSONValue? {
+            guard let raw = object[key] else { throw invalid("device \(number) has no '\(key)'") }
+            if let wrapped = raw.objectValue {
+                guard let value = wrapped["value"] else { throw invalid("device \(number): '\(key)' has no 'value'") }
+                if wrapped["estimate"]?.boolValue == true { estimates.append(key) }
+                return value.isNull ? nil : value
+            }
+            return raw.isNull ? nil : raw
+        }
+        func string(_ key: String) throws -> String {
+            guard let value = try field(key)?.stringValue, !value.isEmpty else {
+                throw invalid("device \(number): '\(key)' must be a non-empty string")
+            }
+            return value
+        }
+        func positive(_ key: String) throws -> Int {
+            guard let value = try field(key)?.intValue, value > 0 else {
+                throw invalid("device \(number): '\(key)' must be a positive integer")
+            }
+            return value
+        }
+        let id = try string("id")
+        guard id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+            throw invalid("device \(number): id '\(id)' must be letters, digits, '-' or '_'")
+        }
+        let platformName = try string("platform")
+        guard let platform = DevicePlatform(rawValue: platformName) else {
+            throw invalid(
+                "device \(number): platform '\(platformName)'; expected one of: "
+                    + DevicePlatform.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        let chip = try string("chip")
+        guard let products = object["products"]?.arrayValue?.compactMap(\.stringValue), !products.isEmpty else {
+            throw invalid("device \(number): 'products' must be a non-empty list of names")
+        }
+        guard let aheadOfTime = try field("ahead_of_time")?.boolValue else {
+            throw invalid("device \(number): 'ahead_of_time' must be true or false")
+        }
+        let ram = try positive("ram_bytes")
+        let limit = try positive("app_memory_limit_bytes")
+        var increased: Int?
+        if let value = try field("increased_memory_limit_bytes") {
+            guard let bytes = value.intValue, bytes >= limit else {
+                throw invalid("device \(number): 'increased_memory_limit_bytes' must be null or at least the default limit")
+            }
+            increased = bytes
+        }
+        guard let entitlements = object["entitlements"]?.arrayValue?.compactMap(\.stringValue) else {
+            throw invalid("device \(number): 'entitlements' must be a list of names")
+        }
+        let budget = try positive("ane_region_budget_bytes")
+        let page = try positive("page_size")
+        guard page & (page - 1) == 0, page >= 4096 else {
+            throw invalid("device \(number): 'page_size' must be a power of two of at least 4096")
+        }
+        return DeviceArchitecture(
+            id: id, platform: platform, chip: chip, products: products, aheadOfTime: aheadOfTime, ramBytes: ram,
+            appMemoryLimitBytes: limit, increasedMemoryLimitBytes: increased, entitlements: entitlements,
+            regionBudgetBytes: budget, pageSize: page, estimates: estimates)
+    }
+}

@@ -1,0 +1,213 @@
+/// Whether a model fits a device's app memory limit.
+public enum MemoryVerdict: String, Codable, Equatable, Sendable {
+    /// Within the default app memory limit.
+    case fits
+    /// Over the default limit, within the limit the `increased-memory-limit` entitlement grants.
+    case needsEntitlement = "needs-entitlement"
+    /// Over every limit the device has.
+    case doesNotFit = "does-not-fit"
+}
+
+/// Whether every region fits the Neural Engine's compile budget.
+public enum NeuralEngineVerdict: String, Codable, Equatable, Sendable {
+    /// Every region compiles for the Neural Engine.
+    case allRegionsWithinBudget = "all-regions-within-budget"
+    /// Some regions are over budget: on device they fall back to a slower compute unit.
+    case regionsOverBudget = "regions-over-budget"
+}
+
+extension Manifest {
+    /// A model's verdict on one device architecture (docs/MANIFEST.md, `verdicts[]` and `compiled.verdict`).
+    public struct Verdict: Codable, Equatable, Sendable {
+        /// The architecture id (`h17p`).
+        public var architecture: String
+        /// `iOS`, `macOS` or `visionOS`.
+        public var platform: String
+        /// The chip (`A18`).
+        public var chip: String
+        /// `fits`, `needs-entitlement` or `does-not-fit`.
+        public var memory: MemoryVerdict
+        /// The memory plan's total: weights, KV cache, peak working memory, static tables.
+        public var totalBytes: Int
+        /// The default app memory limit.
+        public var appMemoryLimitBytes: Int
+        /// The limit with the entitlement, or null where none raises it.
+        public var increasedMemoryLimitBytes: Int?
+        /// The entitlements to add: the device's list when the verdict is `needs-entitlement`, else empty.
+        public var entitlements: [String]
+        /// Whether every region fits the Neural Engine budget.
+        public var neuralEngine: NeuralEngineVerdict
+        /// The Neural Engine's per-region budget.
+        public var regionBudgetBytes: Int
+        /// Regions in all.
+        public var regions: Int
+        /// Indices of the regions over budget (they fall back to a slower compute unit on device).
+        public var regionsOverBudget: [Int]
+
+        enum CodingKeys: String, CodingKey {
+            case architecture, platform, chip, memory, entitlements, regions
+            case totalBytes = "total_bytes"
+            case appMemoryLimitBytes = "app_memory_limit_bytes"
+            case increasedMemoryLimitBytes = "increased_memory_limit_bytes"
+            case neuralEngine = "neural_engine"
+            case regionBudgetBytes = "region_budget_bytes"
+            case regionsOverBudget = "regions_over_budget"
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(architecture, forKey: .architecture)
+            try container.encode(platform, forKey: .platform)
+            try container.encode(chip, forKey: .chip)
+            try container.encode(memory, forKey: .memory)
+            try container.encode(totalBytes, forKey: .totalBytes)
+            try container.encode(appMemoryLimitBytes, forKey: .appMemoryLimitBytes)
+            try container.encode(increasedMemoryLimitBytes, forKey: .increasedMemoryLimitBytes)
+            try container.encode(entitlements, forKey: .entitlements)
+            try container.encode(neuralEngine, forKey: .neuralEngine)
+            try container.encode(regionBudgetBytes, forKey: .regionBudgetBytes)
+            try container.encode(regions, forKey: .regions)
+            try container.encode(regionsOverBudget, forKey: .regionsOverBudget)
+        }
+    }
+
+    /// What compiling for one device architecture made (`compiled` of a `.aimodelc` manifest).
+    public struct Compiled: Codable, Equatable, Sendable {
+        /// The architecture id, the `<arch>` of `<Name>.<arch>.aimodelc`.
+        public var architecture: String
+        /// `iOS`, `macOS` or `visionOS`.
+        public var platform: String
+        /// The chip.
+        public var chip: String
+        /// Example products.
+        public var products: [String]
+        /// The minimum deployment version (`27.0`).
+        public var minDeploymentVersion: String
+        /// The device page size: every region starts at a multiple of it.
+        public var pageSize: Int
+        /// The regions, in execution order.
+        public var regions: [Region]
+        /// The memory plan.
+        public var memory: CompiledMemory
+        /// The verdict.
+        public var verdict: Verdict
+        /// The portable bundle compiled.
+        public var portable: Portable
+        /// Bytes of this artifact's files minus those of the portable bundle (`sizes.bundle_bytes` of each).
+        public var sizeDeltaBytes: Int
+
+        enum CodingKeys: String, CodingKey {
+            case architecture, platform, chip, products, regions, memory, verdict, portable
+            case minDeploymentVersion = "min_deployment_version"
+            case pageSize = "page_size"
+            case sizeDeltaBytes = "size_delta_bytes"
+        }
+    }
+
+    /// One region: consecutive layers (or the embedding, or the head) compiled as one Neural Engine program.
+    public struct Region: Codable, Equatable, Sendable {
+        /// Position in execution order, from 0.
+        public var index: Int
+        /// `embedding`, `layers` or `head`.
+        public var kind: String
+        /// First decoder layer, null for embedding and head.
+        public var firstLayer: Int?
+        /// Last decoder layer (inclusive), null for embedding and head.
+        public var lastLayer: Int?
+        /// Offset of the region in `weights.bin` (a multiple of the page size).
+        public var offset: Int
+        /// Bytes of the region in `weights.bin`, padded to the page size.
+        public var bytes: Int
+        /// Bytes of its parts, without padding.
+        public var storedBytes: Int
+        /// KV-cache bytes of its layers.
+        public var kvCacheBytes: Int
+        /// Peak working memory while it runs.
+        public var workingBytes: Int
+        /// `bytes + kv_cache_bytes + working_bytes`: what the Neural Engine must hold to compile it.
+        public var footprintBytes: Int
+        /// The device's per-region budget.
+        public var budgetBytes: Int
+        /// Whether the footprint is within the budget.
+        public var withinBudget: Bool
+        /// Its tensors, in the order it executes them, with their parts in `weights.bin`.
+        public var tensors: [RegionTensor]
+
+        enum CodingKeys: String, CodingKey {
+            case index, kind, offset, bytes, tensors
+            case firstLayer = "first_layer"
+            case lastLayer = "last_layer"
+            case storedBytes = "stored_bytes"
+            case kvCacheBytes = "kv_cache_bytes"
+            case workingBytes = "working_bytes"
+            case footprintBytes = "footprint_bytes"
+            case budgetBytes = "budget_bytes"
+            case withinBudget = "within_budget"
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(index, forKey: .index)
+            try container.encode(kind, forKey: .kind)
+            try container.encode(firstLayer, forKey: .firstLayer)
+            try container.encode(lastLayer, forKey: .lastLayer)
+            try container.encode(offset, forKey: .offset)
+            try container.encode(bytes, forKey: .bytes)
+            try container.encode(storedBytes, forKey: .storedBytes)
+            try container.encode(kvCacheBytes, forKey: .kvCacheBytes)
+            try container.encode(workingBytes, forKey: .workingBytes)
+            try container.encode(footprintBytes, forKey: .footprintBytes)
+            try container.encode(budgetBytes, forKey: .budgetBytes)
+            try container.encode(withinBudget, forKey: .withinBudget)
+            try container.encode(tensors, forKey: .tensors)
+        }
+    }
+
+    /// A tensor placed in a region.
+    public struct RegionTensor: Codable, Equatable, Sendable {
+        /// The tensor's name (a tied head's copy of the embedding keeps the embedding's name).
+        public var name: String
+        /// Its parts in `weights.bin`.
+        public var parts: [Part]
+    }
+
+    /// The memory plan of a compiled artifact.
+    public struct CompiledMemory: Codable, Equatable, Sendable {
+        /// `weights.bin`, memory-mapped and resident.
+        public var weightsBytes: Int
+        /// The KV cache as laid out in `static.json` (page-aligned buffers).
+        public var kvCacheBytes: Int
+        /// Working memory of the largest region.
+        public var workingBytes: Int
+        /// Precomputed tables (RoPE cos and sin).
+        public var tablesBytes: Int
+        /// The sum.
+        public var totalBytes: Int
+        /// The region whose working memory is the peak.
+        public var peakRegion: Int
+
+        enum CodingKeys: String, CodingKey {
+            case weightsBytes = "weights_bytes"
+            case kvCacheBytes = "kv_cache_bytes"
+            case workingBytes = "working_bytes"
+            case tablesBytes = "tables_bytes"
+            case totalBytes = "total_bytes"
+            case peakRegion = "peak_region"
+        }
+    }
+
+    /// The portable bundle a compiled artifact was made from.
+    public struct Portable: Codable, Equatable, Sendable {
+        /// Its folder name (`<Name>.aimodel`).
+        public var name: String
+        /// Its `sizes.bundle_bytes`.
+        public var bytes: Int
+        /// CRC-32 of its `manifest.json`.
+        public var manifestCRC32: String
+
+        enum CodingKeys: String, CodingKey {
+            case name, bytes
+            case manifestCRC32 = "manifest_crc32"
+        }
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterCLI
+@testable import ExporterKit
+
+@Suite("command line: compile")
+struct CompileCommandTests {
+    /// Exports a tiny synthetic model for `platform` and returns its bundle.
+    private func bundle(platform: String = "iOS") throws -> URL {
+        let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(overrides: ["num_hidden_layers": 3]))
+        let output = try Fixtures.temporaryDirectory()
+        let run = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--platform", platform,
+            "--output-dir", output.path,
+        ])
+        #expect(run.status == 0, "\(run.error)")
+        return output.appendingPathComponent("tiny/Tiny.aimodel")
+    }
+
+    private func verdicts(_ run: CommandLineRun) throws -> [JSONObject] {
+        let json = try #require(try JSONParser.parse(Array(run.output.utf8)).objectValue)
+        let list = json["verdicts"]?.arrayValue ?? []
+        return list.compactMap { $0.objectValue }
+    }
+
+    @Test("plan Qwen2.5-1.5B: fits on h17p, every region within the Neural Engine budget")
+    func planQwen25Verdict() throws {
+        let run = runExporter(["plan", "qwen2.5-1.5b", "--json"])
+        #expect(run.status == 0)
+        let all = try verdicts(run)
+        #expect(all.map { $0["architecture"]?.stringValue ?? "" } == ["h16p", "h17p", "h14g"])
+        let h17p = try #require(all.first { $0["architecture"]?.stringValue == "h17p" })
+        #expect(h17p["memory"]?.stringValue == "fits")
+        #expect(h17p["neural_engine"]?.stringValue == "all-regions-within-budget")
+        #expect(h17p["regions"]?.intValue == 6)
+        #expect(h17p["regions_over_budget"]?.arrayValue == [])
+        #expect(h17p["entitlements"]?.arrayValue == [])
+        #expect(h17p["app_memory_limit_bytes"]?.intValue == 3_000_000_000)
+        #expect((h17p["total_bytes"]?.intValue ?? .max) < 3_000_000_000)
+    }
+
+    @Test("plan Qwen3-4B: needs the entitlement on h17p, and its embedding and head regions are over budget")
+    func planQwen3Verdict() throws {
+        let run = runExporter(["plan", "qwen3-4b", "--json"])
+        #expect(run.status == 0)
+        let h17p = try #require(try verdicts(run).first { $0["architecture"]?.stringValue == "h17p" })
+        #expect(h17p["memory"]?.stringValue == "needs-entitlement")
+        #expect(
+            h17p["entitlements"]?.arrayValue?.compactMap(\.stringValue) == [
+                "com.apple.developer.kernel.increased-memory-limit", "com.apple.developer.kernel.extended-virtual-addressing",
+            ])
+        #expect(h17p["neural_engine"]?.stringValue == "regions-over-budget")
+        #expect(h17p["regions_over_budget"]?.arrayValue?.compactMap(\.intValue) == [0, 19])
+        let total = try #require(h17p["total_bytes"]?.intValue)
+        #expect(total > 3_000_000_000 && total <= 6_000_000_000)
+        let human = runExporter(["plan", "qwen3-4b"])
+        #expect(human.output.contains("  h17p iOS       A18      3.3 GiB  2.8 GiB / 5.6 GiB   needs-entitlement  regions 0, 19 over budget\n"))
+    }
+
+    @Test("compile writes one artifact per eligible architecture and prints each verdict")
+    func compileAll() throws {
+        let bundleURL = try bundle()
+        let output = try Fixtures.temporaryDirectory()
+        let run = runExporter(["compile", bundleURL.path, "--platform", "iOS", "--min-deployment-version", "27.0", "--output", output.path])
+        #expect(run.status == 0, "\(run.error)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).sorted() == ["Tiny.h16p.aimodelc", "Tiny.h17p.aimodelc"])
+        #expect(run.output.hasPrefix("wrote \(output.path)/Tiny.h16p.aimodelc\n  device         h16p (A17 Pro; iOS 27.0+)\n"))
+        #expect(run.output.contains("  regions        3: embedding, layers 0–2, head\n"))
+        #expect(run.output.contains("  verdict        fits: 1.6 MiB within the default app memory limit of 2.8 GiB\n"))
+        #expect(run.output.contains("  Neural Engine  all 3 regions within 256.0 MiB\n"))
+        let again = runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p"])
+        #expect(again.status == 73)
+        #expect(again.error == "Error: '\(output.path)/Tiny.h17p.aimodelc' already exists; pass --overwrite to replace it\n")
+        #expect(runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p", "--overwrite"]).status == 0)
+        _ = try CompiledArtifactReader(url: output.appendingPathComponent("Tiny.h17p.aimodelc"))
+    }
+
+    @Test("exporter <model> --compile exports, then compiles beside the bundle")
+    func exportAndCompile() throws {
+        let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        let output = try Fixtures.temporaryDirectory()
+        let run = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir", output.path,
+            "--compile",
+        ])
+        #expect(run.status == 0, "\(run.error)")
+        let folder = output.appendingPathComponent("tiny")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == [
+                "Tiny.aimodel", "Tiny.h16p.aimodelc", "Tiny.h17p.aimodelc",
+            ])
+        #expect(run.output.contains("wrote \(folder.path)/Tiny.h17p.aimodelc\n"))
+    }
+
+    @Test("refusals, as the user sees them")
+    func refusals() throws {
+        let bundleURL = try bundle()
+        let output = try Fixtures.temporaryDirectory()
+        func compile(_ extra: [String]) -> CommandLineRun {
+            runExporter(["compile", bundleURL.path, "--output", output.path] + extra)
+        }
+        let a16 = compile(["--device", "h15p"])
+        #expect(a16.status == 69)
+        #expect(
+            a16.error
+                == "Error: ahead-of-time compilation is not offered for 'h15p' (iPhone 14 Pro, iPhone 14 Pro Max, "
+                + "iPhone 15, iPhone 15 Plus; A16 Bionic): iPhone and iPad need an A17 Pro or later\n")
+        let a15 = compile(["--device", "h17p", "--device", "h14p"])
+        #expect(a15.status == 69)
+        #expect(
+            a15.error
+                == "Error: ahead-of-time compilation is not offered for 'h14p' (iPhone 13, iPhone 13 mini, iPhone 14, "
+                + "iPhone 14 Plus, iPhone SE (3rd generation); A15 Bionic): iPhone and iPad need an A17 Pro or later\n")
+        let unknown = compile(["--device", "h18p"])
+        #expect(unknown.status == 69)
+        #expect(unknown.error == "Error: unknown iOS architecture 'h18p'; known: h14p, h15p, h16p, h17p\n")
+        let otherPlatform = compile(["--device", "h13g"])
+        #expect(otherPlatform.status == 69)
+        #expect(otherPlatform.error == "Error: architecture 'h13g' is a macOS device, not iOS; pass --platform macOS\n")
+        let mismatch = compile(["--platform", "macOS"])
+        #expect(mismatch.status == 69)
+        #expect(
+            mismatch.error
+                == "Error: 'Tiny.aimodel' was exported for iOS and cannot be compiled for macOS; export it with --platform macOS\n")
+        let macBundle = try bundle(platform: "macOS")
+        let macToIOS = runExporter(["compile", macBundle.path, "--platform", "iOS", "--output", output.path])
+        #expect(macToIOS.status == 69)
+        #expect(
+            macToIOS.error
+                == "Error: 'Tiny.aimodel' was exported for macOS and cannot be compiled for iOS; export it with --platform iOS\n")
+        let old = compile(["--min-deployment-version", "26.0"])
+        #expect(old.status == 64)
+        #expect(
+            old.error == """
+                Error: --min-deployment-version 26.0 is below 27.0, the first version that loads compiled artifacts
+                Usage: exporter compile <bundle> [<options>]
+                  See 'exporter compile --help' for more information.
+
+                """)
+        let garbled = compile(["--min-deployment-version", "latest"])
+        #expect(garbled.status == 64)
+        #expect(garbled.error.hasPrefix("Error: --min-deployment-version expects a version such as 27.0, got 'latest'\n"))
+        let exportOld = runExporter(["qwen3-0.6b", "--synthetic", "--compile", "--min-deployment-version", "18.0", "--output-dir", output.path])
+        #expect(exportOld.status == 64)
+        #expect(exportOld.error.hasPrefix("Error: --min-deployment-version 18.0 is below 27.0"))
+        let missing = runExporter(["compile", output.appendingPathComponent("None.aimodel").path])
+        #expect(missing.status == 66)
+        #expect(missing.error == "Error: no bundle at '\(output.path)/None.aimodel'\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
+    }
+
+    @Test("--devices adds a user's architecture")
+    func userDevices() throws {
+        let bundleURL = try bundle()
+        let table = try Fixtures.temporaryDirectory().appendingPathComponent("devices.json")
+        try Data(
+            """
+            {"schema": "exporter.devices/1", "devices": [
+              {"id": "lab1", "platform": "iOS", "chip": "Lab chip", "products": ["Lab board"], "ahead_of_time": true,
+               "ram_bytes": 8589934592, "app_memory_limit_bytes": 1000000, "increased_memory_limit_bytes": null,
+               "entitlements": [], "ane_region_budget_bytes": 1000000, "page_size": 4096}
+            ]}
+            """.utf8
+        ).write(to: table)
+        let output = try Fixtures.temporaryDirectory()
+        let run = runExporter(["compile", bundleURL.path, "--output", output.path, "--devices", table.path, "--device", "lab1"])
+        #expect(run.status == 0, "\(run.error)")
+        #expect(run.output.contains("  verdict        does-not-fit: 1.6 MiB is over 976.6 KiB\n"))
+        #expect(
+            run.output.contains(
+                "  Neural Engine  3 of 5 regions over 976.6 KiB: 1 (layer 0), 2 (layer 1), 3 (layer 2); they fall back to a "
+                    + "slower compute unit on device\n"))
+    }
+}

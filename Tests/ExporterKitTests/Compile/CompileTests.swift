@@ -1,0 +1,300 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+/// A small synthetic model, its bundle, and two made-up architectures with tight budgets.
+private struct CompileFixture {
+    let bundleURL: URL
+    let plan: ExportPlan
+    let table: DeviceTable
+
+    static let wide = DeviceArchitecture(
+        id: "t1a", platform: .iOS, chip: "Test A", products: ["Test phone A"], aheadOfTime: true, ramBytes: 1 << 30,
+        appMemoryLimitBytes: 2_000_000, increasedMemoryLimitBytes: 4_000_000, entitlements: ["test.entitlement"],
+        regionBudgetBytes: 1_600_000, pageSize: 4096)
+    static let narrow = DeviceArchitecture(
+        id: "t1b", platform: .iOS, chip: "Test B", products: ["Test phone B"], aheadOfTime: true, ramBytes: 1 << 30,
+        appMemoryLimitBytes: 1_000_000, increasedMemoryLimitBytes: 2_000_000, entitlements: ["test.entitlement"],
+        regionBudgetBytes: 1_500_000, pageSize: 16384)
+    static let old = DeviceArchitecture(
+        id: "t0", platform: .iOS, chip: "Test 0", products: ["Old phone"], aheadOfTime: false, ramBytes: 1 << 30,
+        appMemoryLimitBytes: 1_000_000, increasedMemoryLimitBytes: nil, entitlements: [], regionBudgetBytes: 1_000_000,
+        pageSize: 16384)
+
+    init(layers: Int = 6) throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": layers])
+        plan = try Fixtures.plan(checkpoint)
+        bundleURL = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
+            .bundleURL
+        table = DeviceTable(devices: [CompileFixture.old, CompileFixture.wide, CompileFixture.narrow], rules: [.iOS: "test rule"])
+    }
+
+    func compile(_ devices: [DeviceArchitecture], into output: URL? = nil, faults: FaultInjector? = nil) throws -> [CompileResult] {
+        var request = CompileRequest(
+            platform: .iOS, devices: devices, minimumDeploymentVersion: .minimum,
+            outputDirectory: try output ?? Fixtures.temporaryDirectory())
+        request.faults = faults
+        return try Compiler.compile(bundleURL: bundleURL, request: request)
+    }
+}
+
+@Suite("ahead-of-time compilation")
+struct CompileTests {
+    @Test("two architectures give two different artifacts whose regions respect each budget and cover every layer once")
+    func twoArchitectures() throws {
+        let fixture = try CompileFixture()
+        let results = try fixture.compile([CompileFixture.wide, CompileFixture.narrow])
+        #expect(results.map(\.url.lastPathComponent) == ["Tiny.t1a.aimodelc", "Tiny.t1b.aimodelc"])
+        var layouts: [[String]] = []
+        for (result, device) in zip(results, [CompileFixture.wide, CompileFixture.narrow]) {
+            let compiled = try #require(result.manifest.compiled)
+            #expect(result.manifest.kind == "compiled")
+            #expect(compiled.architecture == device.id)
+            #expect(compiled.pageSize == device.pageSize)
+            #expect(compiled.regions.first?.kind == "embedding")
+            #expect(compiled.regions.last?.kind == "head")
+            var layers: [Int] = []
+            for region in compiled.regions {
+                #expect(region.withinBudget)
+                #expect(region.footprintBytes <= device.regionBudgetBytes)
+                #expect(region.footprintBytes == region.bytes + region.kvCacheBytes + region.workingBytes)
+                #expect(region.offset % device.pageSize == 0)
+                if let first = region.firstLayer, let last = region.lastLayer { layers += Array(first...last) }
+            }
+            #expect(layers == Array(0..<6))
+            // The tied head carries its own copy of the embedding, after the final norm.
+            #expect(compiled.regions.last?.tensors.map(\.name) == ["model.norm.weight", "model.embed_tokens.weight"])
+            layouts.append(compiled.regions.map { "\($0.kind) \($0.firstLayer ?? -1)-\($0.lastLayer ?? -1)" })
+        }
+        #expect(layouts[0] == ["embedding -1--1", "layers 0-2", "layers 3-5", "head -1--1"])
+        #expect(layouts[1] == ["embedding -1--1", "layers 0-1", "layers 2-3", "layers 4-5", "head -1--1"])
+        let first = try Data(contentsOf: results[0].url.appendingPathComponent("weights.bin"))
+        let second = try Data(contentsOf: results[1].url.appendingPathComponent("weights.bin"))
+        #expect(first != second)
+    }
+
+    @Test("the reader loads each artifact and every tensor dequantises as from the portable bundle")
+    func readerMatchesBundle() throws {
+        let fixture = try CompileFixture()
+        let bundle = try BundleReader(url: fixture.bundleURL)
+        for result in try fixture.compile([CompileFixture.wide, CompileFixture.narrow]) {
+            let reader = try CompiledArtifactReader(url: result.url)
+            #expect(reader.manifest == result.manifest)
+            var seen: [String: Int] = [:]
+            for region in reader.regions {
+                for tensor in try reader.tensors(inRegion: region.index) {
+                    #expect(try reader.dequantize(tensor.name, region: region.index) == (try bundle.dequantize(tensor.name)))
+                    seen[tensor.name, default: 0] += 1
+                }
+            }
+            #expect(Set(seen.keys) == Set(bundle.tensorNames))
+            #expect(seen.filter { $0.value > 1 }.map(\.key) == ["model.embed_tokens.weight"])
+            for name in bundle.tensorNames { #expect(try reader.dequantize(name) == (try bundle.dequantize(name))) }
+        }
+    }
+
+    @Test("compiling twice gives the same bytes")
+    func reproducible() throws {
+        let fixture = try CompileFixture()
+        let runs = try (0..<2).map { _ in try fixture.compile([CompileFixture.narrow]) }
+        let files = runs[0][0].manifest.files.map(\.path) + ["manifest.json"]
+        #expect(files == [
+                "graph.json", "static.json", "tables/rope_cos.f32", "tables/rope_sin.f32", "tokenizer/tokenizer.json",
+                "weights.bin", "manifest.json",
+            ])
+        for path in files {
+            let a = try Data(contentsOf: runs[0][0].url.appendingPathComponent(path))
+            let b = try Data(contentsOf: runs[1][0].url.appendingPathComponent(path))
+            #expect(a == b, "\(path) differs")
+        }
+    }
+
+    @Test("the plan's verdict is the compiled artifact's")
+    func planAgreesWithCompile() throws {
+        let fixture = try CompileFixture()
+        let results = try fixture.compile([CompileFixture.wide, CompileFixture.narrow])
+        let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: fixture.plan), table: fixture.table)
+        #expect(verdicts == results.compactMap(\.manifest.compiled?.verdict))
+        // wide: weights 167,936 (4 KiB pages) + KV 393,216 + working 1,310,720 + tables 32,768, within 2,000,000;
+        // narrow: weights 229,376 (16 KiB pages, one more region), over 1,000,000, within 2,000,000.
+        #expect(verdicts.map(\.memory) == [.fits, .needsEntitlement])
+        #expect(verdicts.map(\.totalBytes) == [1_904_640, 1_966_080])
+        #expect(verdicts.map(\.entitlements) == [[], ["test.entitlement"]])
+    }
+
+    @Test("a layer larger than the budget is a region of its own, flagged, never split")
+    func overBudgetLayers() throws {
+        let fixture = try CompileFixture(layers: 3)
+        var tight = CompileFixture.narrow
+        tight.regionBudgetBytes = 1_000_000
+        tight.appMemoryLimitBytes = 100
+        tight.increasedMemoryLimitBytes = nil
+        let plan = CompilePlan(subject: CompileSubject(plan: fixture.plan), device: tight)
+        #expect(plan.regions.map(\.label) == ["embedding", "layer 0", "layer 1", "layer 2", "head"])
+        #expect(plan.regionsOverBudget.map(\.index) == [1, 2, 3])
+        let verdict = plan.verdict
+        #expect(verdict.neuralEngine == .regionsOverBudget)
+        #expect(verdict.regionsOverBudget == [1, 2, 3])
+        #expect(verdict.memory == .doesNotFit)
+        #expect(verdict.entitlements == [])
+    }
+
+    @Test("static tables: RoPE known answers and page-aligned KV buffers")
+    func staticTables() throws {
+        let fixture = try CompileFixture(layers: 2)
+        let result = try #require(try fixture.compile([CompileFixture.narrow]).first)
+        let reader = try CompiledArtifactReader(url: result.url)
+        let description = reader.staticDescription
+        #expect(description.rope.shape == [512, 8])
+        #expect(description.causalMask.shape == [512, 512])
+        #expect(description.kvCache.bufferShape == [2, 512, 16])
+        #expect(description.kvCache.bufferBytes == 32_768)
+        #expect(description.kvCache.slotBytes == 32_768)
+        #expect(description.kvCache.layers.map(\.kOffset) == [0, 65_536])
+        #expect(description.kvCache.layers.map(\.vOffset) == [32_768, 98_304])
+        let (cosines, sines) = try reader.ropeTables()
+        #expect(cosines.count == 512 * 8)
+        #expect(cosines[0..<8].allSatisfy { $0 == 1 } && sines[0..<8].allSatisfy { $0 == 0 })
+        #expect(cosines[8] == Float(cos(1.0)) && sines[8] == Float(sin(1.0)))
+        // i = 1 at position 1: θ^(−2/16) with θ = 10000.
+        #expect(sines[9] == Float(sin(pow(10_000.0, -2.0 / 16.0))))
+    }
+
+    @Test("a corrupted bundle is refused and nothing is published")
+    func corruptedBundle() throws {
+        let fixture = try CompileFixture(layers: 2)
+        let weights = fixture.bundleURL.appendingPathComponent("weights.bin")
+        var bytes = try Data(contentsOf: weights)
+        bytes[bytes.count - 200] ^= 0xFF
+        try bytes.write(to: weights)
+        let output = try Fixtures.temporaryDirectory()
+        #expect(throws: BundleError.self) { try fixture.compile([CompileFixture.narrow], into: output) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
+    }
+
+    @Test("a failed write at any step leaves no artifact and keeps a previous one")
+    func faultSweep() throws {
+        let fixture = try CompileFixture(layers: 2)
+        let output = try Fixtures.temporaryDirectory()
+        let good = try #require(try fixture.compile([CompileFixture.narrow], into: output).first)
+        let before = try Data(contentsOf: good.url.appendingPathComponent("manifest.json"))
+        let counter = FaultInjector(failAtOperation: Int.max)
+        var request = CompileRequest(
+            platform: .iOS, devices: [CompileFixture.narrow], minimumDeploymentVersion: .minimum, outputDirectory: output)
+        request.overwrite = true
+        request.faults = counter
+        _ = try Compiler.compile(bundleURL: fixture.bundleURL, request: request)
+        #expect(counter.operations > 10)
+        for operation in 1...counter.operations {
+            request.faults = FaultInjector(failAtOperation: operation)
+            #expect(throws: BundleError.self) { try Compiler.compile(bundleURL: fixture.bundleURL, request: request) }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["Tiny.t1b.aimodelc"])
+            #expect(try Data(contentsOf: good.url.appendingPathComponent("manifest.json")) == before)
+        }
+    }
+
+    @Test("device selection: every eligible one by default, refusals name device, chip and rule")
+    func selection() throws {
+        let table = try CompileFixture().table
+        #expect(try table.select([], platform: .iOS).map(\.id) == ["t1a", "t1b"])
+        #expect(try table.select(["t1b", "t1b"], platform: .iOS).map(\.id) == ["t1b"])
+        #expect(throws: CompileError.ineligibleDevice(id: "t0", products: ["Old phone"], chip: "Test 0", rule: "test rule")) {
+            try table.select(["t0"], platform: .iOS)
+        }
+        #expect(throws: CompileError.unknownArchitecture(id: "zz", platform: .iOS, known: ["t0", "t1a", "t1b"])) {
+            try table.select(["zz"], platform: .iOS)
+        }
+        #expect(throws: CompileError.deploymentVersionTooLow(given: "26.9", minimum: "27.0")) {
+            try DeploymentVersion(parsing: "26.9")
+        }
+        #expect(throws: CompileError.invalidDeploymentVersion("27.x")) { try DeploymentVersion(parsing: "27.x") }
+        #expect(try DeploymentVersion(parsing: "27").description == "27.0")
+        #expect(try DeploymentVersion(parsing: "28.1") > .minimum)
+    }
+
+    @Test("the shipped device table loads, marks its estimates, and a user's file extends it")
+    func shippedTable() throws {
+        let table = try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory)
+        #expect(table.eligible(for: .iOS).map(\.id) == ["h16p", "h17p"])
+        #expect(table.eligible(for: .macOS).map(\.id) == ["h13g", "h14g", "h15g", "h16g"])
+        #expect(table.eligible(for: .visionOS).map(\.id) == ["h14g"])
+        let h17p = try #require(table.devices.first { $0.id == "h17p" })
+        #expect(h17p.chip == "A18")
+        #expect(h17p.ramBytes == 8 << 30)
+        #expect(!h17p.estimates.contains("id"))
+        #expect(h17p.estimates.contains("app_memory_limit_bytes"))
+        #expect(h17p.estimates.contains("ane_region_budget_bytes"))
+        #expect(table.devices.filter { !$0.aheadOfTime }.map(\.chip) == ["A15 Bionic", "A16 Bionic"])
+
+        let extra = try Fixtures.temporaryDirectory().appendingPathComponent("mine.json")
+        try Data(
+            """
+            {"schema": "exporter.devices/1", "devices": [
+              {"id": "h17p", "platform": "iOS", "chip": "A18", "products": ["iPhone 16"], "ahead_of_time": true,
+               "ram_bytes": 8589934592, "app_memory_limit_bytes": 4000000000, "increased_memory_limit_bytes": null,
+               "entitlements": [], "ane_region_budget_bytes": {"value": 1073741824, "estimate": true, "source": "mine"},
+               "page_size": 16384},
+              {"id": "h99p", "platform": "iOS", "chip": "A99", "products": ["iPhone 99"], "ahead_of_time": true,
+               "ram_bytes": 8589934592, "app_memory_limit_bytes": 4000000000, "increased_memory_limit_bytes": null,
+               "entitlements": [], "ane_region_budget_bytes": 1073741824, "page_size": 16384}
+            ]}
+            """.utf8
+        ).write(to: extra)
+        let merged = try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory, extra: extra)
+        #expect(merged.eligible(for: .iOS).map(\.id) == ["h16p", "h17p", "h99p"])
+        #expect(merged.devices.first { $0.id == "h17p" }?.regionBudgetBytes == 1 << 30)
+        #expect(merged.devices.first { $0.id == "h17p" }?.estimates == ["ane_region_budget_bytes"])
+
+        try Data(#"{"schema": "exporter.devices/2", "devices": []}"#.utf8).write(to: extra)
+        #expect(
+            throws: CompileError.unsupportedDeviceTableSchema(
+                path: extra.path, found: "exporter.devices/2", supported: "exporter.devices/1")
+        ) { try DeviceTable(contentsOf: extra) }
+        try Data(#"{"schema": "exporter.devices/1", "devices": [{"id": "x"}]}"#.utf8).write(to: extra)
+        #expect(throws: CompileError.invalidDeviceTable(path: extra.path, reason: "device 1 has no 'platform'")) {
+            try DeviceTable(contentsOf: extra)
+        }
+    }
+
+    @Test("preset verdicts on h17p: Qwen2.5-1.5B fits; Qwen3-4B needs the entitlement and loses its embedding and head regions")
+    func presetVerdicts() throws {
+        let table = try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory)
+        let h17p = try table.select(["h17p"], platform: .iOS)[0]
+        func plan(_ model: String) throws -> CompilePlan {
+            let export = try ExportPlan.make(options: ExportOptions(model: model), resolver: try Fixtures.resolver())
+            return CompilePlan(subject: CompileSubject(plan: export), device: h17p)
+        }
+        let small = try plan("qwen2.5-1.5b")
+        #expect(small.verdict.memory == .fits)
+        #expect(small.verdict.neuralEngine == .allRegionsWithinBudget)
+        #expect(small.regions.map(\.label) == ["embedding", "layers 0–7", "layers 8–15", "layers 16–23", "layers 24–27", "head"])
+        let large = try plan("qwen3-4b")
+        #expect(large.verdict.memory == .needsEntitlement)
+        #expect(
+            large.verdict.entitlements == [
+                "com.apple.developer.kernel.increased-memory-limit", "com.apple.developer.kernel.extended-virtual-addressing",
+            ])
+        #expect(large.verdict.neuralEngine == .regionsOverBudget)
+        #expect(large.regionsOverBudget.map(\.label) == ["embedding", "head"])
+        #expect(large.regions.count == 20)
+    }
+}
+
+@Suite("CRC-32 of copied spans")
+struct CRCCombineTests {
+    @Test("appending a span's checksum equals checksumming its bytes")
+    func combine() {
+        let first = (0..<1000).map { UInt8(truncatingIfNeeded: $0 * 7) }
+        let second = (0..<4099).map { UInt8(truncatingIfNeeded: $0 * 13 + 1) }
+        var direct = CRC32()
+        first.withUnsafeBytes { direct.update($0) }
+        second.withUnsafeBytes { direct.update($0) }
+        var combined = CRC32()
+        first.withUnsafeBytes { combined.update($0) }
+        combined.append(checksum: second.withUnsafeBytes { CRC32.checksum($0) }, length: second.count)
+        #expect(combined.value == direct.value)
+        combined.append(checksum: 0, length: 0)
+        #expect(combined.value == direct.value)
+    }
+}
