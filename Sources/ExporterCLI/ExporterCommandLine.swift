@@ -25,6 +25,9 @@ public enum ExporterCommandLine {
                 case PlanCommand.spec.name: status = try PlanCommand.run(arguments, context: context)
                 case ListCommand.spec.name: status = try ListCommand.run(arguments, context: context)
                 case SynthCommand.spec.name: status = try SynthCommand.run(arguments, context: context)
+                case InspectCommand.spec.name: status = try InspectCommand.run(arguments, context: context)
+                case VerifyCommand.spec.name: status = try VerifyCommand.run(arguments, context: context)
+                case DiffCommand.spec.name: status = try DiffCommand.run(arguments, context: context)
                 default: status = try ExportCommand.run(arguments, context: context)
                 }
                 return status.rawValue

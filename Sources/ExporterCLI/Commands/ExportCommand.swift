@@ -22,7 +22,7 @@ enum ExportCommand {
                 .flag("list-models", help: "List the model families and presets."),
                 .flag("list-presets", help: "List the presets."),
             ],
-        subcommands: [PlanCommand.spec, ListCommand.spec, SynthCommand.spec])
+        subcommands: [PlanCommand.spec, ListCommand.spec, SynthCommand.spec, InspectCommand.spec, VerifyCommand.spec, DiffCommand.spec])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         let json = arguments.flag("json")

@@ -42,7 +42,9 @@ public struct ForwardComparison: Sendable {
 
     /// Every position.
     public let positions: [Position]
-    /// `10·log10(Σ source² / Σ (source − artifact)²)` over every logit, in dB.
+    /// `10·log10(Σ s² / Σ (s − a)²)` over every logit, in dB, where `s` and `a` are the source's
+    /// and the artifact's logits each centred on its position's mean (softmax ignores a common
+    /// shift): scale-free, unlike agreement and KL, which depend on how peaked the distributions are.
     public let logitSNR: Double
 
     /// Fraction of positions whose top-1 tokens agree.
@@ -77,11 +79,16 @@ public struct ForwardComparison: Sendable {
             let logA = ForwardComparison.logSoftmax(a)
             var kl = 0.0
             var largest: Float = 0
-            for k in 0..<min(s.count, a.count) {
+            let width = min(s.count, a.count)
+            let meanS = s.prefix(width).reduce(0.0) { $0 + Double($1) } / Double(max(width, 1))
+            let meanA = a.prefix(width).reduce(0.0) { $0 + Double($1) } / Double(max(width, 1))
+            for k in 0..<width {
                 kl += Foundation.exp(logS[k]) * (logS[k] - logA[k])
                 largest = max(largest, abs(s[k] - a[k]))
-                signal += Double(s[k]) * Double(s[k])
-                noise += Double(s[k] - a[k]) * Double(s[k] - a[k])
+                let centred = Double(s[k]) - meanS
+                let difference = centred - (Double(a[k]) - meanA)
+                signal += centred * centred
+                noise += difference * difference
             }
             let topS = ForwardComparison.top(s, 5)
             let topA = ForwardComparison.top(a, 5)

@@ -2,7 +2,7 @@ import Foundation
 
 /// One thing `verify` found wrong, naming the file or tensor concerned.
 public struct VerificationFailure: Equatable, Sendable, CustomStringConvertible {
-    /// The file (`weights.bin`), tensor (`tensor 'model.norm.weight'`), `manifest.json` or `forward pass`.
+    /// The file (`'weights.bin'`), tensor (`tensor 'model.norm.weight'`) or `forward pass`.
     public let subject: String
     /// What is wrong, lowercase, no trailing period.
     public let reason: String
@@ -29,6 +29,9 @@ public struct VerificationReport: Sendable {
     public var measuredSQNR: [String: Double] = [:]
     /// Every failure, in the order found.
     public var failures: [VerificationFailure] = []
+    /// How many of the failures concern the artifact itself (files, records, format rules), as
+    /// opposed to differences from the checkpoint: the artifact is readable when there are none.
+    public var structuralFailures = 0
 
     /// Whether everything held.
     public var passed: Bool { failures.isEmpty }
@@ -84,14 +87,23 @@ public enum ArtifactVerifier {
 
         var manifest: Manifest { artifact.manifest }
 
+        /// Whether failures now come from the comparison with the checkpoint.
+        var comparing = false
+
         mutating func fail(_ subject: String, _ reason: String) {
             report.failures.append(VerificationFailure(subject, reason))
+            if !comparing { report.structuralFailures += 1 }
+        }
+
+        /// A failure of the file at `path` (relative to the artifact), named in quotes.
+        mutating func failFile(_ path: String, _ reason: String) {
+            fail("'\(path)'", reason)
         }
 
         mutating func checkFiles() {
             for file in manifest.files {
                 guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
-                    fail(file.path, "the manifest names a file outside the artifact")
+                    failFile(file.path, "the manifest names a file outside the artifact")
                     continue
                 }
                 let url = artifact.folder.appendingPathComponent(file.path)
@@ -104,18 +116,18 @@ public enum ArtifactVerifier {
                     try BundleReader.verify(file, in: artifact.folder)
                 } catch let error as BundleError {
                     switch error {
-                    case .fileMismatch(_, let reason): fail(file.path, reason)
-                    default: fail(file.path, error.description)
+                    case .fileMismatch(_, let reason): failFile(file.path, reason)
+                    default: failFile(file.path, error.description)
                     }
                 } catch {
-                    fail(file.path, "\(error)")
+                    failFile(file.path, "\(error)")
                 }
                 report.filesChecked += 1
             }
             guard manifest.kind != "plan" else { return }
             let listed = Set(manifest.files.map(\.path) + [artifact.manifestURL.lastPathComponent])
             for path in ArtifactVerifier.filesBelow(artifact.folder) where !listed.contains(path) {
-                fail(path, "present in the artifact but not listed in the manifest")
+                failFile(path, "present in the artifact but not listed in the manifest")
             }
         }
 
@@ -123,31 +135,31 @@ public enum ArtifactVerifier {
             let subject = artifact.manifestURL.lastPathComponent
             let parameters = manifest.tensors.reduce(0) { $0 + $1.shape.reduce(1, *) }
             if parameters != manifest.parameters {
-                fail(subject, "parameters is \(manifest.parameters), the tensors hold \(parameters)")
+                failFile(subject, "parameters is \(manifest.parameters), the tensors hold \(parameters)")
             }
             let kv = manifest.kvCache
             let elementBytes = ComputePrecision(rawValue: kv.dtype)?.bytesPerElement ?? 0
             let kvBytes = 2 * kv.layers * kv.kvHeads * kv.headDim * kv.contextLength * elementBytes
             if kvBytes != kv.bytes {
-                fail(
+                failFile(
                     subject,
                     "kv_cache.bytes is \(kv.bytes), 2 × \(kv.layers) × \(kv.kvHeads) × \(kv.headDim) × \(kv.contextLength) × "
                         + "\(elementBytes) is \(kvBytes)")
             }
             if kv.contextLength != manifest.contextLength {
-                fail(subject, "kv_cache.context_length is \(kv.contextLength), context_length is \(manifest.contextLength)")
+                failFile(subject, "kv_cache.context_length is \(kv.contextLength), context_length is \(manifest.contextLength)")
             }
             let memory = manifest.memory
-            if memory.kvCacheBytes != kv.bytes { fail(subject, "memory.kv_cache_bytes is \(memory.kvCacheBytes), kv_cache.bytes is \(kv.bytes)") }
+            if memory.kvCacheBytes != kv.bytes { failFile(subject, "memory.kv_cache_bytes is \(memory.kvCacheBytes), kv_cache.bytes is \(kv.bytes)") }
             if memory.totalBytes != memory.weightsBytes + memory.kvCacheBytes + memory.workingBytes {
-                fail(subject, "memory.total_bytes is \(memory.totalBytes), not the sum of weights, KV cache and working bytes")
+                failFile(subject, "memory.total_bytes is \(memory.totalBytes), not the sum of weights, KV cache and working bytes")
             }
             for (role, size) in manifest.sizes.byRole.sorted(by: { $0.key < $1.key }) {
                 let tensors = manifest.tensors.filter { $0.role == role }
                 let roleParameters = tensors.reduce(0) { $0 + $1.shape.reduce(1, *) }
                 let roleBytes = tensors.reduce(0) { $0 + $1.storedBytes }
                 if size.parameters != roleParameters || size.bytes != roleBytes {
-                    fail(
+                    failFile(
                         subject,
                         "sizes.by_role.\(role) says \(size.parameters) parameters in \(size.bytes) bytes, the tensors hold "
                             + "\(roleParameters) in \(roleBytes)")
@@ -156,17 +168,17 @@ public enum ArtifactVerifier {
             guard manifest.kind != "plan" else { return }
             let listedBytes = manifest.files.reduce(0) { $0 + $1.bytes }
             if let bundleBytes = manifest.sizes.bundleBytes, bundleBytes != listedBytes {
-                fail(subject, "sizes.bundle_bytes is \(bundleBytes), the files listed sum to \(listedBytes)")
+                failFile(subject, "sizes.bundle_bytes is \(bundleBytes), the files listed sum to \(listedBytes)")
             }
             if let weights = manifest.files.first(where: { $0.path == BundleWriter.weightsName }) {
                 if manifest.sizes.estimatedBundleBytes != weights.bytes {
-                    fail(
+                    failFile(
                         subject,
                         "sizes.estimated_bundle_bytes is \(manifest.sizes.estimatedBundleBytes), \(BundleWriter.weightsName) "
                             + "is listed with \(weights.bytes) bytes")
                 }
                 if memory.weightsBytes != weights.bytes {
-                    fail(subject, "memory.weights_bytes is \(memory.weightsBytes), \(BundleWriter.weightsName) is listed with \(weights.bytes) bytes")
+                    failFile(subject, "memory.weights_bytes is \(memory.weightsBytes), \(BundleWriter.weightsName) is listed with \(weights.bytes) bytes")
                 }
             }
         }
@@ -174,12 +186,12 @@ public enum ArtifactVerifier {
         mutating func checkGraph() {
             let url = artifact.folder.appendingPathComponent(BundleWriter.graphName)
             let name = BundleWriter.graphName
-            guard let data = try? Data(contentsOf: url) else { return fail(name, "missing or unreadable") }
+            guard let data = try? Data(contentsOf: url) else { return failFile(name, "missing or unreadable") }
             guard let graph = try? JSONDecoder().decode(GraphDescription.self, from: data) else {
-                return fail(name, "does not decode as a graph description")
+                return failFile(name, "does not decode as a graph description")
             }
             if graph.schema != GraphDescription.currentSchema {
-                fail(name, "schema '\(graph.schema)'; this version reads '\(GraphDescription.currentSchema)'")
+                failFile(name, "schema '\(graph.schema)'; this version reads '\(GraphDescription.currentSchema)'")
             }
             let kv = manifest.kvCache
             let pairs: [(String, String, String)] = [
@@ -191,14 +203,14 @@ public enum ArtifactVerifier {
                 ("architecture", graph.architecture, manifest.model.registryType),
             ]
             for (field, inGraph, inManifest) in pairs where inGraph != inManifest {
-                fail(name, "\(field) is \(inGraph), the manifest says \(inManifest)")
+                failFile(name, "\(field) is \(inGraph), the manifest says \(inManifest)")
             }
             let expectedShape = [graph.attention.kvHeads, graph.contextLength, graph.attention.headDim]
             if graph.shapes.kvCachePerLayer != expectedShape {
-                fail(name, "shapes.kv_cache_per_layer is \(graph.shapes.kvCachePerLayer), expected \(expectedShape)")
+                failFile(name, "shapes.kv_cache_per_layer is \(graph.shapes.kvCachePerLayer), expected \(expectedShape)")
             }
             if graph.tieWordEmbeddings == manifest.tensors.contains(where: { $0.name == "lm_head.weight" }) {
-                fail(name, "tie_word_embeddings is \(graph.tieWordEmbeddings) but lm_head.weight is "
+                failFile(name, "tie_word_embeddings is \(graph.tieWordEmbeddings) but lm_head.weight is "
                     + (graph.tieWordEmbeddings ? "present" : "absent"))
             }
         }
@@ -239,7 +251,7 @@ public enum ArtifactVerifier {
                             "\(part.kind) at offset \(part.offset), expected \(expected): parts follow each other in manifest "
                                 + "order, each at the next multiple of \(ExportPlan.blobAlignment)")
                     } else if expected > cursor, !checkZero(&files, file: part.file, from: cursor, to: expected) {
-                        fail(weightsName, "padding before \(tensor.name) \(part.kind) (bytes \(cursor)..<\(expected)) is not zero")
+                        failFile(weightsName, "padding before \(tensor.name) \(part.kind) (bytes \(cursor)..<\(expected)) is not zero")
                     }
                     cursor = max(cursor, part.offset + part.bytes)
                 }
@@ -250,9 +262,9 @@ public enum ArtifactVerifier {
             if let weightsSize, manifest.tensors.contains(where: { $0.parts.contains { $0.file == weightsName } }) {
                 let end = ArtifactVerifier.aligned(cursor)
                 if weightsSize != end {
-                    fail(weightsName, "\(weightsSize) bytes; its parts end at \(cursor), so the file should be \(end) bytes")
+                    failFile(weightsName, "\(weightsSize) bytes; its parts end at \(cursor), so the file should be \(end) bytes")
                 } else if end > cursor, !checkZero(&files, file: weightsName, from: cursor, to: end) {
-                    fail(weightsName, "the padding after the last part is not zero")
+                    failFile(weightsName, "the padding after the last part is not zero")
                 }
             }
         }
@@ -260,23 +272,23 @@ public enum ArtifactVerifier {
         private mutating func checkWeightsHeader(_ files: inout FileReaders, size: Int) {
             let name = BundleWriter.weightsName
             guard size >= ExportPlan.weightsHeaderBytes, let header = try? files.read(name, offset: 0, count: 64) else {
-                return fail(name, "shorter than its \(ExportPlan.weightsHeaderBytes)-byte header")
+                return failFile(name, "shorter than its \(ExportPlan.weightsHeaderBytes)-byte header")
             }
             func integer(_ range: Range<Int>) -> UInt64 {
                 header[range].enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << (8 * $1.offset) }
             }
-            if Array(header[0..<8]) != WeightsFileLayout.magic { fail(name, "bad magic, expected EXWEIGHT") }
+            if Array(header[0..<8]) != WeightsFileLayout.magic { failFile(name, "bad magic, expected EXWEIGHT") }
             if integer(8..<12) != UInt64(WeightsFileLayout.formatVersion) {
-                fail(name, "format version \(integer(8..<12)); this version reads \(WeightsFileLayout.formatVersion)")
+                failFile(name, "format version \(integer(8..<12)); this version reads \(WeightsFileLayout.formatVersion)")
             }
             if integer(12..<16) != UInt64(ExportPlan.blobAlignment) {
-                fail(name, "header alignment is \(integer(12..<16)), expected \(ExportPlan.blobAlignment)")
+                failFile(name, "header alignment is \(integer(12..<16)), expected \(ExportPlan.blobAlignment)")
             }
             if integer(16..<24) != UInt64(manifest.tensors.count) {
-                fail(name, "header counts \(integer(16..<24)) tensors, the manifest lists \(manifest.tensors.count)")
+                failFile(name, "header counts \(integer(16..<24)) tensors, the manifest lists \(manifest.tensors.count)")
             }
-            if integer(24..<32) != UInt64(size) { fail(name, "header says \(integer(24..<32)) bytes, the file has \(size)") }
-            if header[32..<64].contains(where: { $0 != 0 }) { fail(name, "header bytes 32..<64 are not zero") }
+            if integer(24..<32) != UInt64(size) { failFile(name, "header says \(integer(24..<32)) bytes, the file has \(size)") }
+            if header[32..<64].contains(where: { $0 != 0 }) { failFile(name, "header bytes 32..<64 are not zero") }
         }
 
         private mutating func checkZero(_ files: inout FileReaders, file: String, from start: Int, to end: Int) -> Bool {
@@ -332,6 +344,8 @@ public enum ArtifactVerifier {
                 fail(subject, "element \(bad) dequantises to \(values[bad])")
             }
             guard let checkpoint else { return }
+            comparing = true
+            defer { comparing = false }
             compare(tensor, values, subject: subject, checkpoint: checkpoint, minimumSQNR: minimumSQNR)
         }
 
