@@ -150,7 +150,8 @@ enum VerifyCommand {
             rows.append(["", "max |Δlogit| \(String(format: "%.4f", comparison.maxLogitDifference)), logit SNR \(ManifestDiff.decibels(comparison.logitSNR))"])
             rows.append(["", "KL per position: mean \(String(format: "%.5f", comparison.meanKL)), max \(String(format: "%.5f", comparison.maxKL)) nats"])
             if let source = comparison.sourcePerplexity, let artifactPerplexity = comparison.artifactPerplexity {
-                rows.append(["", "perplexity \(String(format: "%.3f", source)) (checkpoint), \(String(format: "%.3f", artifactPerplexity)) (artifact)"])
+                func text(_ value: Double) -> String { String(format: value < 1e6 ? "%.3f" : "%.3e", value) }
+                rows.append(["", "perplexity \(text(source)) (checkpoint), \(text(artifactPerplexity)) (artifact)"])
             }
         }
         var result = ["verify \(artifact)"] + Format.table(rows, indent: "  ")

@@ -34,7 +34,7 @@ enum InspectPrinter {
             ],
             ["compression", m.compression.config + (m.compression.iosEmbeddingInt8 ? ", embedding int8 per tensor" : "")],
         ]
-        if let tokenizer = m.tokenizer {
+        if let tokenizer = m.tokenizer, !tokenizer.files.isEmpty {
             facts.append([
                 "tokenizer",
                 "\(tokenizer.files.count) file(s); "
@@ -42,7 +42,7 @@ enum InspectPrinter {
                     + ": \(tokenizer.defaultResponseTokens) response tokens",
             ])
         } else {
-            facts.append(["tokenizer", "none"])
+            facts.append(["tokenizer", "none in the artifact"])
         }
         lines += Format.table(facts, indent: "  ")
         lines.append("")

@@ -27,10 +27,16 @@ extension InspectionSummary {
             ("memory (est.)", mebibytes(m.memory.totalBytes)),
             ("compression", m.compression.config),
         ]
-        if let tokenizer = m.tokenizer {
+        if let tokenizer = m.tokenizer, !tokenizer.files.isEmpty {
             facts.append(
-                ("tokenizer", "\(tokenizer.files.count) files; " + (tokenizer.reasoningMarker.map { "reasoning marker \($0)" } ?? "no reasoning marker")
-                    + ", default \(tokenizer.defaultResponseTokens) response tokens"))
+                (
+                    "tokenizer",
+                    "\(tokenizer.files.count) file(s); "
+                        + (tokenizer.reasoningMarker.map { "reasoning marker \($0)" } ?? "no reasoning marker")
+                        + ", default \(tokenizer.defaultResponseTokens) response tokens"
+                ))
+        } else {
+            facts.append(("tokenizer", "none in the artifact"))
         }
         body += "<table class=\"facts\">\n"
         for (key, value) in facts { body += "<tr><th>\(escape(key))</th><td>\(escape(value))</td></tr>\n" }
@@ -157,7 +163,10 @@ extension InspectionSummary {
                 svg += "<line x1=\"\(x)\" y1=\"\(y)\" x2=\"\(x + max(2, step - 3))\" y2=\"\(y)\" stroke=\"#e15759\" stroke-width=\"2\"/>"
             }
             if showValues {
-                svg += "<text x=\"\(x + (step - 3) / 2)\" y=\"\(axisY - barHeight - 3)\" text-anchor=\"middle\">\(escape(row.2))</text>"
+                // Above the bar, or inside it when a tick marks the top.
+                let inside = secondary != nil && barHeight > 16
+                svg += "<text x=\"\(x + (step - 3) / 2)\" y=\"\(inside ? axisY - barHeight + 14 : axisY - barHeight - 3)\" "
+                    + "text-anchor=\"middle\"\(inside ? " style=\"fill:#fff\"" : "")>\(escape(row.2))</text>"
             }
             if index % labelEvery == 0 {
                 let label = row.0 == "embedding" ? "emb" : row.0 == "final norm" ? "norm" : row.0
