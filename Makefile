@@ -29,6 +29,7 @@ test: deps
 bench: release
 	.build/release/exporter-bench read --dir $(BENCH_DIR)
 	.build/release/exporter-bench palettize
+	.build/release/exporter-bench export --dir $(BENCH_DIR)
 
 # Renders a sample `exporter inspect --html` report in headless Chromium (installed via apt
 # when absent) and checks the screenshot shows its charts; needs a browser, so not in `make test`.

@@ -28,7 +28,8 @@ let package = Package(
         .executableTarget(name: "exporter-bench", dependencies: ["ExporterKit"], path: "Sources/ExporterBench"),
         // Fixture builders shared by the test targets (tiny configs and safetensors files).
         .target(name: "TestSupport", dependencies: ["ExporterKit"], path: "Tests/TestSupport"),
-        .testTarget(name: "ExporterKitTests", dependencies: ["ExporterKit", "TestSupport"]),
+        .testTarget(
+            name: "ExporterKitTests", dependencies: ["ExporterKit", "TestSupport"], exclude: ["Checkpoint/Fixtures"]),
         .testTarget(name: "ExporterCLITests", dependencies: ["ExporterCLI", "ExporterKit", "TestSupport"]),
     ],
     swiftLanguageModes: [.v5]

@@ -4,6 +4,7 @@ import Foundation
 let benchmarks: [String: ([String]) throws -> Void] = [
     "palettize": PalettizeBench.run,
     "read": ReadBench.run,
+    "export": ExportBench.run,
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())

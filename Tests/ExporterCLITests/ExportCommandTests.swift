@@ -73,3 +73,62 @@ struct ExportCommandTests {
         #expect(manifest.model.source.files.isEmpty)
     }
 }
+
+@Suite("command line: Hugging Face cache")
+struct HuggingFaceCacheCommandTests {
+    /// A cache holding `Org/Name` at one revision, files linked into `blobs/` as the hub does.
+    private func cache(repo: String, checkpoint: URL) throws -> URL {
+        let home = try Fixtures.temporaryDirectory("hf-home")
+        let repoFolder = home.appendingPathComponent("hub/models--" + repo.replacingOccurrences(of: "/", with: "--"))
+        let revision = "0123456789abcdef0123456789abcdef01234567"
+        let snapshot = repoFolder.appendingPathComponent("snapshots/\(revision)")
+        let blobs = repoFolder.appendingPathComponent("blobs")
+        try FileManager.default.createDirectory(at: snapshot, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: blobs, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: repoFolder.appendingPathComponent("refs"), withIntermediateDirectories: true)
+        try Data((revision + "\n").utf8).write(to: repoFolder.appendingPathComponent("refs/main"))
+        for (index, name) in try FileManager.default.contentsOfDirectory(atPath: checkpoint.path).sorted().enumerated() {
+            let blob = blobs.appendingPathComponent("blob\(index)")
+            try FileManager.default.copyItem(at: checkpoint.appendingPathComponent(name), to: blob)
+            try FileManager.default.createSymbolicLink(
+                atPath: snapshot.appendingPathComponent(name).path, withDestinationPath: "../../blobs/blob\(index)")
+        }
+        return home
+    }
+
+    @Test("an org/model id in the cache exports, with its revision and file sizes in the manifest")
+    func exportFromCache() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let home = try cache(repo: "Acme/Tiny-Qwen3", checkpoint: checkpoint)
+        let output = try Fixtures.temporaryDirectory()
+        let run = runExporter(
+            ["Acme/Tiny-Qwen3", "--experimental", "--compute-precision", "float16", "--output-dir", output.path],
+            environment: ["HF_HOME": home.path])
+        #expect(run.status == 0, "\(run.error)")
+        let manifest = try BundleReader(url: output.appendingPathComponent("tiny-qwen3/Tiny-Qwen3.aimodel")).manifest
+        #expect(manifest.model.source.kind == "huggingface-cache")
+        #expect(manifest.model.source.repoID == "Acme/Tiny-Qwen3")
+        #expect(manifest.model.source.revision == "0123456789abcdef0123456789abcdef01234567")
+        let size = try FileManager.default.attributesOfItem(atPath: checkpoint.appendingPathComponent("model.safetensors").path)[.size] as? Int
+        #expect(manifest.model.source.files == [Manifest.SourceFile(name: "model.safetensors", bytes: try #require(size))])
+        #expect(manifest.tokenizer?.reasoningMarker == nil)
+        #expect(manifest.tokenizer?.defaultResponseTokens == 512)
+    }
+
+    @Test("a preset's repo in the cache exports with the preset")
+    func presetFromCache() throws {
+        // A checkpoint with the Qwen3-0.6B config but tiny weights would not validate; the plan is enough here.
+        let config = try Fixtures.checkpointDirectory(
+            config: try JSONSerialization.jsonObject(
+                with: Data(contentsOf: Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-0.6B/config.json")))
+                as? [String: Any] ?? [:])
+        let home = try cache(repo: "Qwen/Qwen3-0.6B", checkpoint: config)
+        let run = runExporter(["plan", "Qwen3-0.6B", "--json"], environment: ["HF_HOME": home.path])
+        #expect(run.status == 0)
+        let json = try #require(try JSONParser.parse(Array(run.output.utf8)).objectValue)
+        let source = json["model"]?.objectValue?["source"]?.objectValue
+        #expect(source?["kind"]?.stringValue == "huggingface-cache")
+        #expect(source?["revision"]?.stringValue == "0123456789abcdef0123456789abcdef01234567")
+        #expect(json["model"]?.objectValue?["preset"]?.stringValue == "qwen3-0.6b")
+    }
+}

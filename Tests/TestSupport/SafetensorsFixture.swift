@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// Builds safetensors files byte by byte for tests: valid ones and deliberately broken ones.
 public enum SafetensorsFixture {
@@ -48,7 +48,8 @@ public enum SafetensorsFixture {
 
         /// An F16 tensor of `values`.
         public static func f16(_ name: String, _ shape: [Int], _ values: [Float]) -> Tensor {
-            Tensor(name, .f16, shape, bytes: SafetensorsFixture.littleEndianBytes(values.map { Float16($0).bitPattern }))
+            Tensor(
+                name, .f16, shape, bytes: SafetensorsFixture.littleEndianBytes(values.map { Float16($0).bitPattern }))
         }
 
         /// An F32 tensor of `values`.
@@ -64,7 +65,8 @@ public enum SafetensorsFixture {
     ) throws -> URL {
         let url = directory.appendingPathComponent(name)
         let writer = try SafetensorsWriter(
-            url: url, tensors: tensors.map { .init(name: $0.name, dtype: $0.dtype, shape: $0.shape) }, metadata: metadata)
+            url: url, tensors: tensors.map { .init(name: $0.name, dtype: $0.dtype, shape: $0.shape) },
+            metadata: metadata)
         for tensor in tensors.sorted(by: { $0.name < $1.name }) where !tensor.bytes.isEmpty {
             try tensor.bytes.withUnsafeBytes { try writer.write(tensor.name, bytes: $0) }
         }

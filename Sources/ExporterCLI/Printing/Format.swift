@@ -15,23 +15,19 @@ enum Format {
 
     /// Binary size: `117440512` → `112.0 MiB`.
     static func mebibytes(_ bytes: Int) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+        scaled(bytes, base: 1024, units: ["B", "KiB", "MiB", "GiB", "TiB"])
     }
 
     /// Decimal size: `891500000` → `891.5 MB`.
     static func megabytes(_ bytes: Int) -> String {
-        let units = ["B", "kB", "MB", "GB", "TB"]
+        scaled(bytes, base: 1000, units: ["B", "kB", "MB", "GB", "TB"])
+    }
+
+    private static func scaled(_ bytes: Int, base: Double, units: [String]) -> String {
         var value = Double(bytes)
         var unit = 0
-        while value >= 1000, unit < units.count - 1 {
-            value /= 1000
+        while value >= base, unit < units.count - 1 {
+            value /= base
             unit += 1
         }
         return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])

@@ -75,19 +75,21 @@ public enum BundleWriter {
         var manifest = Manifest(plan: plan, kind: "bundle", weights: request.source.weightsKind)
         var parametersDone = 0
         let encoder = TensorEncoder(precision: plan.precision)
+        let prefetcher = TensorPrefetcher(encoder: encoder, tensors: plan.tensors, source: request.source)
         for (index, tensor) in plan.tensors.enumerated() {
-            let encoded = try encoder.encode(tensor, from: request.source)
+            let encoded = try encoder.compress(tensor, try prefetcher.values(of: index))
             let parts = layout.parts[index]
             guard encoded.blobs.count == parts.count else {
                 throw BundleError.invalidTensor(tensor: tensor.spec.name, reason: "encoder produced an unexpected part count")
             }
             for (blob, part) in zip(encoded.blobs, parts) {
                 try weights.pad(toMultipleOf: layout.alignment)
-                guard weights.size == part.offset, blob.count == part.bytes else {
+                guard weights.size == part.offset, blob.byteCount == part.bytes else {
                     throw BundleError.invalidTensor(
-                        tensor: tensor.spec.name, reason: "\(part.kind) is \(blob.count) bytes, the layout expects \(part.bytes)")
+                        tensor: tensor.spec.name,
+                        reason: "\(part.kind) is \(blob.byteCount) bytes, the layout expects \(part.bytes)")
                 }
-                try weights.write(blob)
+                try blob.write(weights)
             }
             manifest.tensors[index].parts = parts.map {
                 Manifest.Part(kind: $0.kind, dtype: $0.dtype, file: weightsName, offset: $0.offset, bytes: $0.bytes)

@@ -1,62 +1,134 @@
-/// One tensor turned into the bytes of its parts (docs/FORMAT.md), with its SQNR.
+import Dispatch
+
+/// One part's payload: an array of plain values written as its bytes, without a copy.
+struct Blob {
+    /// Bytes it holds.
+    let byteCount: Int
+    /// Appends the bytes to a file.
+    let write: (OutputFile) throws -> Void
+
+    init<Element>(_ values: [Element]) {
+        byteCount = values.count * MemoryLayout<Element>.stride
+        write = { file in try values.withUnsafeBytes { try file.write($0) } }
+    }
+}
+
+/// One tensor turned into its parts (docs/FORMAT.md), with its SQNR.
 struct EncodedTensor {
     /// Part payloads in file order.
-    let blobs: [[UInt8]]
+    let blobs: [Blob]
     /// SQNR in dB against the source weights; nil when stored exactly.
     let sqnr: Double?
 }
 
-/// Reads a tensor from a source and stores it by its scheme: kept, palettised or quantised.
+/// A tensor's source values, in the precision its scheme starts from.
+enum LoadedValues {
+    /// Float16: what palettisation, int8 and float16 storage start from.
+    case half([Float16])
+    /// Float32: what float32 and bfloat16 storage start from.
+    case single([Float])
+}
+
+/// Reads a tensor from a source (`load`) and stores it by its scheme (`compress`): kept,
+/// palettised or quantised. The two halves are separate so the next tensor can be read
+/// while this one is compressed.
 struct TensorEncoder {
     let precision: ComputePrecision
 
-    func encode(_ tensor: PlannedTensor, from source: WeightSource) throws -> EncodedTensor {
+    /// Reads `tensor` in the precision its scheme starts from.
+    func load(_ tensor: PlannedTensor, from source: WeightSource) throws -> LoadedValues {
+        let spec = tensor.spec
+        if tensor.scheme.mode == .keep, precision != .float16 {
+            return .single(
+                try [Float](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
+                    try source.readFloat(spec, into: buffer)
+                    count = spec.elementCount
+                })
+        }
+        // Not zero-filled first: the source writes every element, and zeroing half a
+        // gigabyte of embedding costs as much as reading it.
+        return .half(
+            try [Float16](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
+                try source.readFloat16(spec, into: buffer)
+                count = spec.elementCount
+            })
+    }
+
+    /// Stores loaded values by the tensor's scheme.
+    func compress(_ tensor: PlannedTensor, _ loaded: LoadedValues) throws -> EncodedTensor {
         let spec = tensor.spec
         let (rows, columns) = spec.matrixShape
-        switch tensor.scheme.mode {
-        case .keep:
-            switch precision {
-            case .float16:
-                let values = try readFloat16(spec, source)
-                return EncodedTensor(blobs: [values.withUnsafeBytes { Array($0) }], sqnr: nil)
-            case .float32:
-                var values = [Float](repeating: 0, count: spec.elementCount)
-                try values.withUnsafeMutableBufferPointer { try source.readFloat(spec, into: $0) }
-                return EncodedTensor(blobs: [values.withUnsafeBytes { Array($0) }], sqnr: nil)
-            case .bfloat16:
-                var values = [Float](repeating: 0, count: spec.elementCount)
-                try values.withUnsafeMutableBufferPointer { try source.readFloat(spec, into: $0) }
-                let bits = values.map { PrecisionConversion.bfloat16Bits($0) }
-                return EncodedTensor(blobs: [bits.withUnsafeBytes { Array($0) }], sqnr: nil)
+        switch (tensor.scheme.mode, loaded) {
+        case (.keep, .half(let values)):
+            return EncodedTensor(blobs: [Blob(values)], sqnr: nil)
+        case (.keep, .single(let values)):
+            if precision == .bfloat16 {
+                return EncodedTensor(blobs: [Blob(values.map { PrecisionConversion.bfloat16Bits($0) })], sqnr: nil)
             }
-        case .palettize:
-            let values = try readFloat16(spec, source)
+            return EncodedTensor(blobs: [Blob(values)], sqnr: nil)
+        case (.palettize, .half(let values)):
             let granularity: PaletteGranularity =
                 tensor.scheme.granularity == .perGroupedChannel
                 ? .perGroupedChannel(groupSize: tensor.scheme.groupSize ?? rows) : .perTensor
             let palette = try values.withUnsafeBufferPointer {
                 try Palettizer.palettize(
-                    $0, rows: rows, columns: columns, spec: PaletteSpec(bits: tensor.scheme.bits ?? 4, granularity: granularity),
-                    name: spec.name)
+                    $0, rows: rows, columns: columns,
+                    spec: PaletteSpec(bits: tensor.scheme.bits ?? 4, granularity: granularity), name: spec.name)
             }
-            return EncodedTensor(
-                blobs: [palette.lut.withUnsafeBytes { Array($0) }, palette.packedIndices], sqnr: palette.sqnrDecibels)
-        case .linear:
-            let values = try readFloat16(spec, source)
+            return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
+        case (.linear, .half(let values)):
             let quantized = try values.withUnsafeBufferPointer {
                 try LinearQuantizer.quantizeInt8(
                     $0, rows: rows, columns: columns,
                     granularity: tensor.scheme.granularity == .perChannel ? .perOutputChannel : .perTensor, name: spec.name)
             }
-            return EncodedTensor(
-                blobs: [quantized.scales.withUnsafeBytes { Array($0) }, quantized.values.withUnsafeBytes { Array($0) }],
-                sqnr: quantized.sqnrDecibels)
+            return EncodedTensor(blobs: [Blob(quantized.scales), Blob(quantized.values)], sqnr: quantized.sqnrDecibels)
+        case (.palettize, .single), (.linear, .single):
+            throw BundleError.invalidTensor(tensor: spec.name, reason: "compressed tensors are read as float16")
         }
     }
+}
 
-    private func readFloat16(_ spec: TensorSpec, _ source: WeightSource) throws -> [Float16] {
-        var values = [Float16](repeating: 0, count: spec.elementCount)
-        try values.withUnsafeMutableBufferPointer { try source.readFloat16(spec, into: $0) }
-        return values
+/// Reads tensors one ahead on a background queue, so reading overlaps compression.
+final class TensorPrefetcher: @unchecked Sendable {
+    private let encoder: TensorEncoder
+    private let tensors: [PlannedTensor]
+    private let source: WeightSource
+    private let queue = DispatchQueue(label: "exporter.prefetch")
+    private var pending: (index: Int, group: DispatchGroup, box: ResultBox)?
+
+    private final class ResultBox: @unchecked Sendable {
+        var result: Result<LoadedValues, Error>?
+    }
+
+    init(encoder: TensorEncoder, tensors: [PlannedTensor], source: WeightSource) {
+        self.encoder = encoder
+        self.tensors = tensors
+        self.source = source
+    }
+
+    /// The values of tensor `index` (asked for in increasing order); starts reading the next.
+    func values(of index: Int) throws -> LoadedValues {
+        let current = pending?.index == index ? pending : start(index)
+        pending = index + 1 < tensors.count ? start(index + 1) : nil
+        guard let current else { throw BundleError.invalidTensor(tensor: tensors[index].spec.name, reason: "not loaded") }
+        current.group.wait()
+        guard let result = current.box.result else {
+            throw BundleError.invalidTensor(tensor: tensors[index].spec.name, reason: "not loaded")
+        }
+        return try result.get()
+    }
+
+    private func start(_ index: Int) -> (index: Int, group: DispatchGroup, box: ResultBox) {
+        let group = DispatchGroup()
+        let box = ResultBox()
+        let tensor = tensors[index]
+        let (encoder, source) = (self.encoder, self.source)
+        group.enter()
+        queue.async {
+            box.result = Result { try encoder.load(tensor, from: source) }
+            group.leave()
+        }
+        return (index, group, box)
     }
 }

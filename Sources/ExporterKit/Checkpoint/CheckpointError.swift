@@ -46,8 +46,8 @@ public enum CheckpointError: Error, Equatable, Sendable {
     case elementRangeOutOfBounds(tensor: String, requested: Range<Int>, elementCount: Int)
     /// The caller's buffer does not hold exactly the elements asked for.
     case destinationSizeMismatch(tensor: String, expected: Int, actual: Int)
-    /// A read of raw bytes asked for bytes past the end of the tensor.
-    case byteRangeOutOfBounds(tensor: String, requested: Range<Int>, byteCount: Int)
+    /// A read of raw bytes asked for bytes outside the tensor's data.
+    case byteRangeOutOfBounds(tensor: String, offset: Int, count: Int, byteCount: Int)
 
     // MARK: Precision
 
@@ -141,9 +141,8 @@ extension CheckpointError: CustomStringConvertible {
                 + "are outside its \(elementCount) elements"
         case .destinationSizeMismatch(let tensor, let expected, let actual):
             return "tensor '\(tensor)': destination holds \(actual) elements, expected \(expected)"
-        case .byteRangeOutOfBounds(let tensor, let requested, let byteCount):
-            return "tensor '\(tensor)': bytes \(requested.lowerBound)..<\(requested.upperBound) "
-                + "are outside its \(byteCount) bytes"
+        case .byteRangeOutOfBounds(let tensor, let offset, let count, let byteCount):
+            return "tensor '\(tensor)': \(count) bytes at offset \(offset) are outside its \(byteCount) bytes"
         case .float16RangeExceeded(let tensor, let count, let largestMagnitude):
             let noun = count == 1 ? "value exceeds" : "values exceed"
             return "tensor '\(tensor)': \(count) \(noun) the float16 range (largest magnitude "
@@ -155,7 +154,8 @@ extension CheckpointError: CustomStringConvertible {
         case .invalidIndex(let path, let reason):
             return "'\(path)': invalid index: \(reason)"
         case .unsafeShardName(let indexPath, let shard, let tensor):
-            return "'\(indexPath)': shard '\(shard)' of tensor '\(tensor)' is not a file name inside the checkpoint folder"
+            return
+                "'\(indexPath)': shard '\(shard)' of tensor '\(tensor)' is not a file name inside the checkpoint folder"
         case .fileOutsideCheckpoint(let path, let resolvedPath, let root):
             return "'\(path)' resolves to '\(resolvedPath)', outside '\(root)'"
         case .missingShard(let indexPath, let shard, let tensor):

@@ -130,7 +130,9 @@ public final class CheckpointWeights: Sendable {
         _ url: URL, containmentRoot: String
     ) throws -> (weightMap: [String: String], totalSize: Int?) {
         let path = url.path
-        guard let resolved = resolvedRealPath(path) else { throw CheckpointError.cannotOpen(path: path, reason: "no such file") }
+        guard let resolved = resolvedRealPath(path) else {
+            throw CheckpointError.cannotOpen(path: path, reason: "no such file")
+        }
         guard isPath(resolved, inside: containmentRoot) else {
             throw CheckpointError.fileOutsideCheckpoint(path: path, resolvedPath: resolved, root: containmentRoot)
         }
@@ -138,7 +140,8 @@ public final class CheckpointWeights: Sendable {
         // An index is a few hundred KB even for the largest models; refuse absurd ones up front.
         guard file.byteCount <= SafetensorsFile.maximumHeaderLength else {
             throw CheckpointError.invalidIndex(
-                path: path, reason: "\(file.byteCount) bytes exceeds the limit of \(SafetensorsFile.maximumHeaderLength)")
+                path: path,
+                reason: "\(file.byteCount) bytes exceeds the limit of \(SafetensorsFile.maximumHeaderLength)")
         }
         var bytes = [UInt8](repeating: 0, count: file.byteCount)
         try bytes.withUnsafeMutableBytes { try file.read(into: $0, at: 0) }
@@ -149,7 +152,8 @@ public final class CheckpointWeights: Sendable {
             throw CheckpointError.invalidIndex(path: path, reason: "not valid JSON: \(error)")
         }
         guard let object = json.objectValue else {
-            throw CheckpointError.invalidIndex(path: path, reason: "expected a JSON object, found \(json.typeDescription)")
+            throw CheckpointError.invalidIndex(
+                path: path, reason: "expected a JSON object, found \(json.typeDescription)")
         }
         var totalSize: Int?
         if let metadata = object["metadata"], !metadata.isNull {
@@ -176,12 +180,16 @@ public final class CheckpointWeights: Sendable {
         for (tensor, value) in weightMapObject.members {
             guard let shard = value.stringValue else {
                 throw CheckpointError.invalidIndex(
-                    path: path, reason: "'weight_map' value of tensor '\(tensor)' must be a string, found \(value.typeDescription)")
+                    path: path,
+                    reason: "'weight_map' value of tensor '\(tensor)' must be a string, found \(value.typeDescription)")
             }
             guard isPlainRelativePath(shard) else {
                 throw CheckpointError.unsafeShardName(indexPath: path, shard: shard, tensor: tensor)
             }
             weightMap[tensor] = shard
+        }
+        guard !weightMap.isEmpty else {
+            throw CheckpointError.invalidIndex(path: path, reason: "'weight_map' is empty")
         }
         return (weightMap, totalSize)
     }
@@ -202,14 +210,18 @@ extension CheckpointWeights {
     /// The tensor called `name`.
     /// - Throws: `CheckpointError.tensorNotFound` naming the checkpoint folder.
     public func tensor(named name: String) throws -> TensorDescriptor {
-        guard let tensor = tensors[name] else { throw CheckpointError.tensorNotFound(path: directory.path, tensor: name) }
+        guard let tensor = tensors[name] else {
+            throw CheckpointError.tensorNotFound(path: directory.path, tensor: name)
+        }
         return tensor
     }
 
     /// The file holding `name`.
     /// - Throws: `CheckpointError.tensorNotFound` naming the checkpoint folder.
     public func file(holding name: String) throws -> SafetensorsFile {
-        guard let file = fileByTensor[name] else { throw CheckpointError.tensorNotFound(path: directory.path, tensor: name) }
+        guard let file = fileByTensor[name] else {
+            throw CheckpointError.tensorNotFound(path: directory.path, tensor: name)
+        }
         return file
     }
 
@@ -225,7 +237,9 @@ extension CheckpointWeights {
 
     /// Copies the tensor's stored bytes from `byteOffset` on into `destination`.
     /// - Throws: as `SafetensorsFile.readRawBytes(of:byteOffset:into:)`.
-    public func readRawBytes(of name: String, byteOffset: Int = 0, into destination: UnsafeMutableRawBufferPointer) throws {
+    public func readRawBytes(of name: String, byteOffset: Int = 0, into destination: UnsafeMutableRawBufferPointer)
+        throws
+    {
         try file(holding: name).readRawBytes(of: name, byteOffset: byteOffset, into: destination)
     }
 
@@ -256,7 +270,9 @@ extension CheckpointWeights {
 
     /// Reads a range of the tensor's elements as float32.
     /// - Throws: as `SafetensorsFile.readFloat(_:elements:into:)`.
-    public func readFloat(_ name: String, elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float>) throws {
+    public func readFloat(_ name: String, elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float>)
+        throws
+    {
         try file(holding: name).readFloat(name, elements: elements, into: destination)
     }
 }

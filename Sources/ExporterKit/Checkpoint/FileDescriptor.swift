@@ -61,7 +61,7 @@ final class ReadOnlyFile: @unchecked Sendable {
         guard offset >= 0, offset <= byteCount, buffer.count <= byteCount - offset else {
             throw CheckpointError.readFailed(
                 path: path,
-                reason: "bytes \(offset)..<\(offset + buffer.count) are past the end of the \(byteCount)-byte file")
+                reason: "\(buffer.count) bytes at offset \(offset) are past the end of the \(byteCount)-byte file")
         }
         var done = 0
         while done < buffer.count {

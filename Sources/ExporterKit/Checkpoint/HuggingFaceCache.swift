@@ -36,7 +36,8 @@ public struct HuggingFaceCache: Sendable {
         if let hub = nonEmpty("HF_HUB_CACHE") {
             hubDirectory = URL(fileURLWithPath: hub, isDirectory: true)
         } else if let home = nonEmpty("HF_HOME") {
-            hubDirectory = URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent("hub", isDirectory: true)
+            hubDirectory = URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(
+                "hub", isDirectory: true)
         } else if let cache = nonEmpty("XDG_CACHE_HOME") {
             hubDirectory = URL(fileURLWithPath: cache, isDirectory: true)
                 .appendingPathComponent("huggingface/hub", isDirectory: true)
@@ -115,7 +116,8 @@ public struct HuggingFaceCache: Sendable {
     /// - Throws: as `snapshot(of:revision:)` and `CheckpointWeights.init(directory:containmentRoot:)`.
     public func weights(of repository: String, revision: String = "main") throws -> (Snapshot, CheckpointWeights) {
         let snapshot = try snapshot(of: repository, revision: revision)
-        let weights = try CheckpointWeights(directory: snapshot.directory, containmentRoot: snapshot.repositoryDirectory)
+        let weights = try CheckpointWeights(
+            directory: snapshot.directory, containmentRoot: snapshot.repositoryDirectory)
         return (snapshot, weights)
     }
 

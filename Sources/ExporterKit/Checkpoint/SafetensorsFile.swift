@@ -16,7 +16,8 @@ public struct TensorDescriptor: Equatable, Sendable {
     public let byteRange: Range<Int>
 
     /// Describes a tensor; `SafetensorsFile` builds these after validating the header.
-    public init(name: String, fileURL: URL, dtype: TensorDType, shape: [Int], elementCount: Int, byteRange: Range<Int>) {
+    public init(name: String, fileURL: URL, dtype: TensorDType, shape: [Int], elementCount: Int, byteRange: Range<Int>)
+    {
         self.name = name
         self.fileURL = fileURL
         self.dtype = dtype
@@ -82,7 +83,8 @@ public final class SafetensorsFile: Sendable {
         let headerLength = UInt64(littleEndian: lengthBytes)
         let bytesAfterLength = file.byteCount - 8
         guard headerLength <= UInt64(bytesAfterLength) else {
-            throw CheckpointError.headerTruncated(path: path, headerLength: headerLength, bytesAvailable: bytesAfterLength)
+            throw CheckpointError.headerTruncated(
+                path: path, headerLength: headerLength, bytesAvailable: bytesAfterLength)
         }
         guard headerLength <= UInt64(SafetensorsFile.maximumHeaderLength) else {
             throw CheckpointError.headerTooLarge(
@@ -123,7 +125,8 @@ public final class SafetensorsFile: Sendable {
     ) throws -> (metadata: [String: String], tensors: [String: TensorDescriptor]) {
         let path = url.path
         guard let object = json.objectValue else {
-            throw CheckpointError.invalidHeader(path: path, reason: "expected a JSON object, found \(json.typeDescription)")
+            throw CheckpointError.invalidHeader(
+                path: path, reason: "expected a JSON object, found \(json.typeDescription)")
         }
         var metadata: [String: String] = [:]
         var tensors: [String: TensorDescriptor] = [:]
@@ -249,12 +252,14 @@ extension SafetensorsFile {
 
     /// Copies the tensor's stored bytes starting `byteOffset` bytes into its data, filling `destination`.
     /// - Throws: `CheckpointError.tensorNotFound`, `.byteRangeOutOfBounds`, `.readFailed`.
-    public func readRawBytes(of name: String, byteOffset: Int = 0, into destination: UnsafeMutableRawBufferPointer) throws {
+    public func readRawBytes(of name: String, byteOffset: Int = 0, into destination: UnsafeMutableRawBufferPointer)
+        throws
+    {
         let tensor = try tensor(named: name)
         let tensorBytes = tensor.byteRange.count
         guard byteOffset >= 0, byteOffset <= tensorBytes, destination.count <= tensorBytes - byteOffset else {
             throw CheckpointError.byteRangeOutOfBounds(
-                tensor: name, requested: byteOffset..<(byteOffset + destination.count), byteCount: tensorBytes)
+                tensor: name, offset: byteOffset, count: destination.count, byteCount: tensorBytes)
         }
         try file.read(into: destination, at: tensor.byteRange.lowerBound + byteOffset)
     }
@@ -308,7 +313,8 @@ extension SafetensorsFile {
         }
         guard statistics.outOfRangeCount == 0 || clamping else {
             throw CheckpointError.float16RangeExceeded(
-                tensor: name, count: statistics.outOfRangeCount, largestMagnitude: statistics.largestOutOfRangeMagnitude)
+                tensor: name, count: statistics.outOfRangeCount, largestMagnitude: statistics.largestOutOfRangeMagnitude
+            )
         }
         return Float16ReadReport(clampedCount: statistics.outOfRangeCount)
     }
@@ -324,7 +330,9 @@ extension SafetensorsFile {
     /// Reads elements `elements` of the tensor as float32 into `destination`, which must hold
     /// exactly `elements.count` values.
     /// - Throws: as `readFloat(_:into:)`, plus `.elementRangeOutOfBounds`.
-    public func readFloat(_ name: String, elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float>) throws {
+    public func readFloat(_ name: String, elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float>)
+        throws
+    {
         let tensor = try tensor(named: name)
         let statistics: ConversionStatistics
         switch tensor.dtype {

@@ -111,7 +111,7 @@ public final class SafetensorsWriter {
         state = .writing(tensorIndex: 0, bytesWritten: 0)
         withUnsafeBytes(of: UInt64(header.count).littleEndian) { buffer.append(contentsOf: $0) }
         buffer.append(contentsOf: header)
-        try advancePastEmptyTensors()
+        advancePastEmptyTensors()
     }
 
     deinit {
@@ -140,13 +140,14 @@ public final class SafetensorsWriter {
         }
         let expected = byteCounts[index]
         guard bytes.count <= expected - written else {
-            throw CheckpointError.tooMuchData(path: url.path, tensor: name, expected: expected, received: written + bytes.count)
+            throw CheckpointError.tooMuchData(
+                path: url.path, tensor: name, expected: expected, received: written + bytes.count)
         }
         try append(bytes)
         state = .writing(tensorIndex: index, bytesWritten: written + bytes.count)
         if written + bytes.count == expected {
             state = .writing(tensorIndex: index + 1, bytesWritten: 0)
-            try advancePastEmptyTensors()
+            advancePastEmptyTensors()
         }
     }
 
@@ -185,7 +186,7 @@ public final class SafetensorsWriter {
     // MARK: Internals
 
     /// Empty tensors have no data call to wait for.
-    private func advancePastEmptyTensors() throws {
+    private func advancePastEmptyTensors() {
         while case .writing(let index, _) = state, index < declarations.count, byteCounts[index] == 0 {
             state = .writing(tensorIndex: index + 1, bytesWritten: 0)
         }

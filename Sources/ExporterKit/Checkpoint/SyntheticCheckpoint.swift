@@ -41,14 +41,30 @@ public enum SyntheticCheckpoint {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try clearEarlierWeights(in: directory, removing: replacingExisting)
 
-        let declarations = tensors.map { SafetensorsWriter.TensorDeclaration(name: $0.name, dtype: dtype, shape: $0.shape) }
-            .sorted { $0.name < $1.name }
-        // The writer validates each declaration; sizes here only decide the sharding.
-        let sizes = declarations.map { declaration -> Int in
-            let elements = declaration.shape.reduce(1) { $0.multipliedReportingOverflow(by: $1).partialValue }
-            return dtype.byteCount(elementCount: max(elements, 0)) ?? 0
+        let declarations = tensors.map {
+            SafetensorsWriter.TensorDeclaration(name: $0.name, dtype: dtype, shape: $0.shape)
         }
-        let totalBytes = sizes.reduce(0, +)
+        .sorted { $0.name < $1.name }
+        var sizes: [Int] = []
+        var totalBytes = 0
+        for declaration in declarations {
+            var elements = 1
+            for dimension in declaration.shape {
+                let (product, overflow) = elements.multipliedReportingOverflow(by: dimension)
+                guard !overflow, dimension >= 0 else {
+                    throw CheckpointError.invalidTensorEntry(
+                        path: directory.path, tensor: declaration.name, reason: "invalid shape \(declaration.shape)")
+                }
+                elements = product
+            }
+            let (sum, overflow) = totalBytes.addingReportingOverflow(dtype.byteCount(elementCount: elements) ?? .max)
+            guard let bytes = dtype.byteCount(elementCount: elements), !overflow else {
+                throw CheckpointError.invalidTensorEntry(
+                    path: directory.path, tensor: declaration.name, reason: "the checkpoint's size overflows")
+            }
+            sizes.append(bytes)
+            totalBytes = sum
+        }
 
         var shards: [[Int]] = [[]]
         var shardSize = 0
@@ -128,7 +144,8 @@ public enum SyntheticCheckpoint {
                     let elements = (chunkStart + lower)..<(chunkStart + upper)
                     fill(scratch, offset: lower, elements: elements, declaration: declaration, generator: generator)
                 }
-                try writer.write(declaration.name, bytes: UnsafeRawBufferPointer(rebasing: scratch[0..<(count * elementSize)]))
+                try writer.write(
+                    declaration.name, bytes: UnsafeRawBufferPointer(rebasing: scratch[0..<(count * elementSize)]))
                 start += count
             }
         }
@@ -159,7 +176,8 @@ public enum SyntheticCheckpoint {
         default:
             let typed = scratch.bindMemory(to: UInt16.self)
             let slice = UnsafeMutableBufferPointer(rebasing: typed[offset..<(offset + elements.count)])
-            generator.generateBFloat16Bits(name: declaration.name, shape: declaration.shape, elements: elements, into: slice)
+            generator.generateBFloat16Bits(
+                name: declaration.name, shape: declaration.shape, elements: elements, into: slice)
             #if _endian(big)
                 for i in slice.indices { slice[i] = slice[i].littleEndian }
             #endif

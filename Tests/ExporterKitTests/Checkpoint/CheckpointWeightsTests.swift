@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 /// Every tensor of `weights` as float32, by name.
@@ -26,8 +27,9 @@ struct CheckpointWeightsTests {
         #expect(single.indexURL == nil)
         #expect(sharded.indexURL?.lastPathComponent == "model.safetensors.index.json")
         #expect(sharded.declaredTotalSize == 42)
-        #expect(sharded.files.map { $0.url.lastPathComponent }
-            == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"])
+        #expect(
+            sharded.files.map { $0.url.lastPathComponent }
+                == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"])
         #expect(sharded.fileSizes["model-00001-of-00002.safetensors"] == 152)
         #expect(sharded.fileMetadata["model-00002-of-00002.safetensors"] == ["format": "pt"])
         let values = try allValues(single)
@@ -53,7 +55,8 @@ struct CheckpointWeightsTests {
         #expect(try allValues(weights) == ["x": [1, 3], "y": [2]])
         #expect(try weights.file(holding: "y").url.lastPathComponent == "b.safetensors")
 
-        let third = try SafetensorsFixture.writeFile(named: "c.safetensors", in: directory, tensors: [.f32("x", [1], [5])])
+        let third = try SafetensorsFixture.writeFile(
+            named: "c.safetensors", in: directory, tensors: [.f32("x", [1], [5])])
         #expect(
             throws: CheckpointError.duplicateTensor(
                 tensor: "x", firstPath: directory.appendingPathComponent("a.safetensors").path, secondPath: third.path)
@@ -83,8 +86,10 @@ struct CheckpointWeightsTests {
     func shardedFolder(index: String) throws -> URL {
         let directory = try Fixtures.temporaryDirectory()
         try SafetensorsFixture.writeFile(
-            named: "model-00001-of-00002.safetensors", in: directory, tensors: [.bf16("a", [2], [1, 2]), .bf16("b", [1], [3])])
-        try SafetensorsFixture.writeFile(named: "model-00002-of-00002.safetensors", in: directory, tensors: [.bf16("c", [1], [4])])
+            named: "model-00001-of-00002.safetensors", in: directory,
+            tensors: [.bf16("a", [2], [1, 2]), .bf16("b", [1], [3])])
+        try SafetensorsFixture.writeFile(
+            named: "model-00002-of-00002.safetensors", in: directory, tensors: [.bf16("c", [1], [4])])
         try Data(index.utf8).write(to: directory.appendingPathComponent("model.safetensors.index.json"))
         return directory
     }
@@ -154,12 +159,17 @@ struct CheckpointWeightsTests {
         try expectIndex("{", "not valid JSON: expected a string key at byte 1")
         try expectIndex("[]", "expected a JSON object, found an array")
         try expectIndex("{}", "missing 'weight_map'")
+        try expectIndex(#"{"weight_map": {}}"#, "'weight_map' is empty")
         try expectIndex(#"{"weight_map": []}"#, "'weight_map' must be an object, found an array")
-        try expectIndex(#"{"weight_map": {"a": 1}}"#, "'weight_map' value of tensor 'a' must be a string, found a number")
-        try expectIndex(#"{"metadata": {"total_size": "big"}, "weight_map": {}}"#, "'metadata.total_size' must be a non-negative integer")
+        try expectIndex(
+            #"{"weight_map": {"a": 1}}"#, "'weight_map' value of tensor 'a' must be a string, found a number")
+        try expectIndex(
+            #"{"metadata": {"total_size": "big"}, "weight_map": {}}"#,
+            "'metadata.total_size' must be a non-negative integer")
         try expectIndex(#"{"weight_map": {"a": "x", "a": "y"}}"#, #"not valid JSON: duplicate key "a" at byte 26"#)
-        #expect(CheckpointError.invalidIndex(path: "i", reason: "missing 'weight_map'").description
-            == "'i': invalid index: missing 'weight_map'")
+        #expect(
+            CheckpointError.invalidIndex(path: "i", reason: "missing 'weight_map'").description
+                == "'i': invalid index: missing 'weight_map'")
     }
 
     @Test("a weight file linking outside the checkpoint folder is refused; inside is fine")
@@ -170,13 +180,15 @@ struct CheckpointWeightsTests {
             try? FileManager.default.removeItem(at: outside)
             try? FileManager.default.removeItem(at: directory)
         }
-        let target = try SafetensorsFixture.writeFile(named: "elsewhere.safetensors", in: outside, tensors: [.f32("x", [1], [1])])
+        let target = try SafetensorsFixture.writeFile(
+            named: "elsewhere.safetensors", in: outside, tensors: [.f32("x", [1], [1])])
         let link = directory.appendingPathComponent("model.safetensors")
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
         let resolvedTarget = try #require(resolvedRealPath(target.path))
         let resolvedRoot = try #require(resolvedRealPath(directory.path))
         #expect(
-            throws: CheckpointError.fileOutsideCheckpoint(path: link.path, resolvedPath: resolvedTarget, root: resolvedRoot)
+            throws: CheckpointError.fileOutsideCheckpoint(
+                path: link.path, resolvedPath: resolvedTarget, root: resolvedRoot)
         ) { _ = try CheckpointWeights(directory: directory) }
 
         // The same link is fine when the containment root covers both folders.
@@ -185,10 +197,12 @@ struct CheckpointWeightsTests {
 
         // A link that stays inside the folder is fine.
         try FileManager.default.removeItem(at: link)
-        try FileManager.default.createDirectory(at: directory.appendingPathComponent("blobs"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent("blobs"), withIntermediateDirectories: true)
         let blob = try SafetensorsFixture.writeFile(
             named: "abc123", in: directory.appendingPathComponent("blobs"), tensors: [.f32("y", [1], [2])])
-        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "blobs/\(blob.lastPathComponent)")
+        try FileManager.default.createSymbolicLink(
+            atPath: link.path, withDestinationPath: "blobs/\(blob.lastPathComponent)")
         #expect(try CheckpointWeights(directory: directory).tensorNames == ["y"])
         #expect(
             CheckpointError.fileOutsideCheckpoint(path: "p", resolvedPath: "/r", root: "/c").description
@@ -205,7 +219,8 @@ struct CheckpointWeightsTests {
         try FileManager.default.createSymbolicLink(atPath: shard.path, withDestinationPath: "blobs/gone")
         #expect(
             throws: CheckpointError.missingShard(
-                indexPath: directory.appendingPathComponent("model.safetensors.index.json").path, shard: two, tensor: "c")
+                indexPath: directory.appendingPathComponent("model.safetensors.index.json").path, shard: two,
+                tensor: "c")
         ) { _ = try CheckpointWeights(directory: directory) }
     }
 }

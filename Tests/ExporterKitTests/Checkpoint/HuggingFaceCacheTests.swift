@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("Checkpoint: Hugging Face cache")
@@ -32,21 +33,26 @@ struct CheckpointHuggingFaceCacheTests {
 
     @Test("finds the hub from the environment like huggingface_hub")
     func hubLocation() {
-        #expect(HuggingFaceCache(environment: ["HF_HOME": "/data/hf", "HOME": "/home/u"]).hubDirectory.path == "/data/hf/hub")
+        #expect(
+            HuggingFaceCache(environment: ["HF_HOME": "/data/hf", "HOME": "/home/u"]).hubDirectory.path
+                == "/data/hf/hub")
         #expect(
             HuggingFaceCache(environment: ["HF_HUB_CACHE": "/fast/hub", "HF_HOME": "/data/hf"]).hubDirectory.path
                 == "/fast/hub")
         #expect(
             HuggingFaceCache(environment: ["XDG_CACHE_HOME": "/xdg", "HOME": "/home/u"]).hubDirectory.path
                 == "/xdg/huggingface/hub")
-        #expect(HuggingFaceCache(environment: ["HOME": "/home/u"]).hubDirectory.path == "/home/u/.cache/huggingface/hub")
+        #expect(
+            HuggingFaceCache(environment: ["HOME": "/home/u"]).hubDirectory.path == "/home/u/.cache/huggingface/hub")
     }
 
     @Test("resolves refs/main to the snapshot and reads weights through the blob links")
     func resolvesSnapshot() throws {
         let (hub, repository) = try makeCache()
         defer { try? FileManager.default.removeItem(at: hub) }
-        let cache = HuggingFaceCache(environment: ["HF_HOME": hub.deletingLastPathComponent().path, "HF_HUB_CACHE": hub.path])
+        let cache = HuggingFaceCache(environment: [
+            "HF_HOME": hub.deletingLastPathComponent().path, "HF_HUB_CACHE": hub.path,
+        ])
         let (snapshot, weights) = try cache.weights(of: "Org/Tiny-Model")
         #expect(snapshot.revision == commit)
         #expect(snapshot.directory.path == repository.appendingPathComponent("snapshots/\(commit)").path)
@@ -116,12 +122,17 @@ struct CheckpointHuggingFaceCacheTests {
 
         let ref = repository.appendingPathComponent("refs/main")
         try Data("../../etc\n".utf8).write(to: ref)
-        #expect(throws: CheckpointError.invalidRevision(repository: "Org/Tiny-Model", revision: "../../etc", refPath: ref.path)) {
+        #expect(
+            throws: CheckpointError.invalidRevision(
+                repository: "Org/Tiny-Model", revision: "../../etc", refPath: ref.path)
+        ) {
             _ = try cache.snapshot(of: "Org/Tiny-Model")
         }
         try Data("abc\n".utf8).write(to: ref)
         let snapshotPath = repository.appendingPathComponent("snapshots/abc").path
-        #expect(throws: CheckpointError.snapshotMissing(repository: "Org/Tiny-Model", revision: "abc", path: snapshotPath)) {
+        #expect(
+            throws: CheckpointError.snapshotMissing(repository: "Org/Tiny-Model", revision: "abc", path: snapshotPath)
+        ) {
             _ = try cache.snapshot(of: "Org/Tiny-Model")
         }
         #expect(

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("Checkpoint: precision conversion")
@@ -29,9 +30,19 @@ struct CheckpointPrecisionConversionTests {
         }
     }
 
-    @Test("every bfloat16 pattern converts to float16 exactly as Float16(Float) does")
-    func bfloat16ToFloat16Exhaustive() {
-        let patterns = (0...UInt16.max).map { $0 }
+    @Test(
+        "every bfloat16 pattern converts to float16 exactly as Float16(Float) does, in order and shuffled",
+        arguments: [false, true])
+    func bfloat16ToFloat16Exhaustive(shuffled: Bool) {
+        var patterns = (0...UInt16.max).map { $0 }
+        if shuffled {
+            // Mixed blocks: normals next to subnormals, out-of-range values and NaN.
+            var state: UInt64 = 3
+            for index in patterns.indices.reversed() where index > 0 {
+                state = SyntheticWeights.mix(state &+ 1)
+                patterns.swapAt(index, Int(state % UInt64(index + 1)))
+            }
+        }
         var refused = [Float16](repeating: 0, count: patterns.count)
         var clamped = [Float16](repeating: 0, count: patterns.count)
         let refusedStatistics = patterns.withUnsafeBufferPointer { source in
@@ -76,7 +87,8 @@ struct CheckpointPrecisionConversionTests {
     func float32ToFloat16() {
         var values: [Float] = [
             0, -0, 1, -1, 65504, 65505, 65519.99, 65520, -65520, 0x1p-14, 0x1p-14 - 0x1p-30, 0x1p-24, 0x1p-25,
-            0x1p-25 + 0x1p-40, 1.5 * 0x1p-24, 2049, 2051, .leastNonzeroMagnitude, 1e-8, 0.1, .infinity, -.infinity, .nan,
+            0x1p-25 + 0x1p-40, 1.5 * 0x1p-24, 2049, 2051, .leastNonzeroMagnitude, 1e-8, 0.1, .infinity, -.infinity,
+            .nan,
         ]
         var state: UInt64 = 7
         for _ in 0..<200_000 {
@@ -147,7 +159,9 @@ struct CheckpointPrecisionConversionTests {
                 == "tensor 'model.layers.3.mlp.down_proj.weight': 12 values exceed the float16 range "
                 + "(largest magnitude 1.2e+05); pass --allow-clamp to clamp them"
         }
-        let report = try halves.withUnsafeMutableBufferPointer { try file.readFloat16(name, into: $0, outOfRange: .clamp) }
+        let report = try halves.withUnsafeMutableBufferPointer {
+            try file.readFloat16(name, into: $0, outOfRange: .clamp)
+        }
         #expect(report.clampedCount == 12)
         for index in 0..<12 { #expect(halves[index * 20] == (index.isMultiple(of: 2) ? 65504 : -65504)) }
         #expect(halves[1] == Float16(PrecisionConversion.float(bfloat16Bits: PrecisionConversion.bfloat16Bits(0.01))))
@@ -157,7 +171,8 @@ struct CheckpointPrecisionConversionTests {
         #expect(floats[0] == 70_144)
         #expect(
             CheckpointError.float16RangeExceeded(tensor: "t", count: 1, largestMagnitude: 65536).description
-                == "tensor 't': 1 value exceeds the float16 range (largest magnitude 6.6e+04); pass --allow-clamp to clamp them")
+                == "tensor 't': 1 value exceeds the float16 range (largest magnitude 6.6e+04); pass --allow-clamp to clamp them"
+        )
     }
 
     @Test("counts cover the whole tensor even when it spans many read chunks")
@@ -171,7 +186,8 @@ struct CheckpointPrecisionConversionTests {
         var halves = [Float16](repeating: 0, count: count)
         #expect(
             throws: CheckpointError.float16RangeExceeded(
-                tensor: "w", count: 2, largestMagnitude: PrecisionConversion.float(bfloat16Bits: PrecisionConversion.bfloat16Bits(1e6)))
+                tensor: "w", count: 2,
+                largestMagnitude: PrecisionConversion.float(bfloat16Bits: PrecisionConversion.bfloat16Bits(1e6)))
         ) { try halves.withUnsafeMutableBufferPointer { try file.readFloat16("w", into: $0) } }
     }
 
@@ -183,12 +199,18 @@ struct CheckpointPrecisionConversionTests {
         var halves = [Float16](repeating: 0, count: values.count)
         let expected = CheckpointError.nonFiniteValues(tensor: "model.norm.weight", count: 3)
         #expect(expected.description == "tensor 'model.norm.weight': 3 values are NaN or infinite")
-        #expect(throws: expected) { try halves.withUnsafeMutableBufferPointer { try file.readFloat16("model.norm.weight", into: $0) } }
         #expect(throws: expected) {
-            try halves.withUnsafeMutableBufferPointer { try file.readFloat16("model.norm.weight", into: $0, outOfRange: .clamp) }
+            try halves.withUnsafeMutableBufferPointer { try file.readFloat16("model.norm.weight", into: $0) }
+        }
+        #expect(throws: expected) {
+            try halves.withUnsafeMutableBufferPointer {
+                try file.readFloat16("model.norm.weight", into: $0, outOfRange: .clamp)
+            }
         }
         var floats = [Float](repeating: 0, count: values.count)
-        #expect(throws: expected) { try floats.withUnsafeMutableBufferPointer { try file.readFloat("model.norm.weight", into: $0) } }
+        #expect(throws: expected) {
+            try floats.withUnsafeMutableBufferPointer { try file.readFloat("model.norm.weight", into: $0) }
+        }
 
         let other = try Fixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: other) }
@@ -204,6 +226,8 @@ struct CheckpointPrecisionConversionTests {
         #expect(throws: CheckpointError.nonFiniteValues(tensor: "s", count: 1)) {
             try threeFloats.withUnsafeMutableBufferPointer { try mixed.readFloat("s", into: $0) }
         }
-        #expect(CheckpointError.nonFiniteValues(tensor: "t", count: 1).description == "tensor 't': 1 value is NaN or infinite")
+        #expect(
+            CheckpointError.nonFiniteValues(tensor: "t", count: 1).description
+                == "tensor 't': 1 value is NaN or infinite")
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 /// The fixtures written by `Fixtures/make_fixtures.py` with the reference `safetensors` library.
@@ -16,7 +17,8 @@ struct CheckpointReferenceFileTests {
 
     @Test("lists tensors sorted, with metadata, shapes and byte ranges")
     func catalogue() throws {
-        #expect(file.tensorNames == ["model.bf16", "model.empty", "model.f16", "model.f32", "model.i32", "model.scalar"])
+        #expect(
+            file.tensorNames == ["model.bf16", "model.empty", "model.f16", "model.f32", "model.i32", "model.scalar"])
         #expect(file.metadata == ["format": "pt", "source": "make_fixtures.py"])
         let bf16 = try file.tensor(named: "model.bf16")
         #expect(bf16.dtype == .bf16)
@@ -109,19 +111,29 @@ struct CheckpointReferenceFileTests {
         #expect(throws: CheckpointError.tensorNotFound(path: path, tensor: "nope")) {
             try floats.withUnsafeMutableBufferPointer { try file.readFloat("nope", into: $0) }
         }
-        #expect(throws: CheckpointError.elementRangeOutOfBounds(tensor: "model.bf16", requested: 6..<10, elementCount: 8)) {
+        #expect(
+            throws: CheckpointError.elementRangeOutOfBounds(tensor: "model.bf16", requested: 6..<10, elementCount: 8)
+        ) {
             try floats.withUnsafeMutableBufferPointer { try file.readFloat("model.bf16", elements: 6..<10, into: $0) }
         }
         #expect(throws: CheckpointError.destinationSizeMismatch(tensor: "model.bf16", expected: 8, actual: 4)) {
             try floats.withUnsafeMutableBufferPointer { try file.readFloat("model.bf16", into: $0) }
         }
         var raw = [UInt8](repeating: 0, count: 8)
-        #expect(throws: CheckpointError.byteRangeOutOfBounds(tensor: "model.i32", requested: 8..<16, byteCount: 12)) {
+        #expect(throws: CheckpointError.byteRangeOutOfBounds(tensor: "model.i32", offset: 8, count: 8, byteCount: 12)) {
             try raw.withUnsafeMutableBytes { try file.readRawBytes(of: "model.i32", byteOffset: 8, into: $0) }
         }
         #expect(
             CheckpointError.elementRangeOutOfBounds(tensor: "t", requested: 6..<10, elementCount: 8).description
                 == "tensor 't': elements 6..<10 are outside its 8 elements")
+        #expect(
+            CheckpointError.byteRangeOutOfBounds(tensor: "t", offset: 8, count: 8, byteCount: 12).description
+                == "tensor 't': 8 bytes at offset 8 are outside its 12 bytes")
+        #expect(
+            throws: CheckpointError.byteRangeOutOfBounds(tensor: "model.i32", offset: .max, count: 8, byteCount: 12)
+        ) {
+            try raw.withUnsafeMutableBytes { try file.readRawBytes(of: "model.i32", byteOffset: .max, into: $0) }
+        }
         #expect(
             CheckpointError.destinationSizeMismatch(tensor: "t", expected: 8, actual: 4).description
                 == "tensor 't': destination holds 4 elements, expected 8")
@@ -169,7 +181,8 @@ struct CheckpointMalformedFileTests {
         let directory = try Fixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let url = try SafetensorsFixture.write(
-            SafetensorsFixture.bytes(header: "", declaredHeaderLength: 100_000_001), named: "huge.safetensors", in: directory)
+            SafetensorsFixture.bytes(header: "", declaredHeaderLength: 100_000_001), named: "huge.safetensors",
+            in: directory)
         // A sparse file: no disk space, but its size passes the length-versus-size check.
         let handle = try FileHandle(forWritingTo: url)
         try handle.truncate(atOffset: 100_000_100)
@@ -197,13 +210,15 @@ struct CheckpointMalformedFileTests {
     func invalidJSON() throws {
         try expectError(header: #"{"a":"#, ": header is not valid JSON: unexpected end of data at byte 5")
         let entry = #"{"dtype":"U8","shape":[0],"data_offsets":[0,0]}"#
-        try expectError(header: #"{"a":\#(entry),"a":\#(entry)}"#, #": header is not valid JSON: duplicate key "a" at byte 53"#)
+        try expectError(
+            header: #"{"a":\#(entry),"a":\#(entry)}"#, #": header is not valid JSON: duplicate key "a" at byte 53"#)
         try expectError(header: "[]", ": invalid header: expected a JSON object, found an array")
     }
 
     @Test("malformed metadata")
     func metadata() throws {
-        try expectError(header: #"{"__metadata__":[]}"#, ": invalid header: __metadata__ must be an object, found an array")
+        try expectError(
+            header: #"{"__metadata__":[]}"#, ": invalid header: __metadata__ must be an object, found an array")
         try expectError(
             header: #"{"__metadata__":{"format":"pt","step":3}}"#,
             ": invalid header: __metadata__ value 'step' must be a string, found a number")
@@ -214,7 +229,8 @@ struct CheckpointMalformedFileTests {
         try expectError(
             header: #"{"w":{"dtype":"Q4_K","shape":[2],"data_offsets":[0,1]}}"#, data: [0],
             ": tensor 'w' has unknown dtype 'Q4_K'")
-        try expectError(header: #"{"w":{"shape":[2],"data_offsets":[0,8]}}"#, data: eight, ": tensor 'w': missing 'dtype'")
+        try expectError(
+            header: #"{"w":{"shape":[2],"data_offsets":[0,8]}}"#, data: eight, ": tensor 'w': missing 'dtype'")
         try expectError(
             header: #"{"w":{"dtype":4,"shape":[2],"data_offsets":[0,8]}}"#, data: eight,
             ": tensor 'w': 'dtype' must be a string, found a number")
@@ -272,10 +288,12 @@ struct CheckpointMalformedFileTests {
     func coverage() throws {
         let twelve = [UInt8](repeating: 0, count: 12)
         try expectError(
-            header: #"{"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#,
+            header:
+                #"{"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#,
             data: twelve, ": tensors 'a' and 'b' have overlapping data ranges")
         try expectError(
-            header: #"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}"#,
+            header:
+                #"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}"#,
             data: twelve, ": data bytes 4..<8 belong to no tensor")
         try expectError(
             header: #"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#, data: [0, 0, 0, 0, 9, 9],

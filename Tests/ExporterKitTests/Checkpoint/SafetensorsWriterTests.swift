@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("Checkpoint: safetensors writer")
@@ -58,17 +59,23 @@ struct CheckpointSafetensorsWriterTests {
         }
         try writer.finish()
         #expect(throws: CheckpointError.writerClosed(path: path)) { try writer.finish() }
-        #expect(throws: CheckpointError.writerClosed(path: path)) { try six.withUnsafeBytes { try writer.write("a", bytes: $0) } }
+        #expect(throws: CheckpointError.writerClosed(path: path)) {
+            try six.withUnsafeBytes { try writer.write("a", bytes: $0) }
+        }
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["w.safetensors"])
 
-        #expect(CheckpointError.writeOutOfOrder(path: "p", expected: "a", received: "b").description
-            == "'p': expected data for tensor 'a', got 'b'")
-        #expect(CheckpointError.writeOutOfOrder(path: "p", expected: nil, received: "c").description
-            == "'p': got data for tensor 'c' after every tensor was written")
-        #expect(CheckpointError.tooMuchData(path: "p", tensor: "a", expected: 4, received: 6).description
-            == "'p': tensor 'a' takes 4 bytes, got 6")
-        #expect(CheckpointError.incompleteTensor(path: "p", tensor: "a", written: 2, expected: 4).description
-            == "'p': tensor 'a' has 2 of its 4 bytes")
+        #expect(
+            CheckpointError.writeOutOfOrder(path: "p", expected: "a", received: "b").description
+                == "'p': expected data for tensor 'a', got 'b'")
+        #expect(
+            CheckpointError.writeOutOfOrder(path: "p", expected: nil, received: "c").description
+                == "'p': got data for tensor 'c' after every tensor was written")
+        #expect(
+            CheckpointError.tooMuchData(path: "p", tensor: "a", expected: 4, received: 6).description
+                == "'p': tensor 'a' takes 4 bytes, got 6")
+        #expect(
+            CheckpointError.incompleteTensor(path: "p", tensor: "a", written: 2, expected: 4).description
+                == "'p': tensor 'a' has 2 of its 4 bytes")
         #expect(CheckpointError.writerClosed(path: "p").description == "'p': the writer is already finished")
     }
 
@@ -94,10 +101,15 @@ struct CheckpointSafetensorsWriterTests {
                 _ = try SafetensorsWriter(url: url, tensors: tensors)
             }
         }
-        expect([.init(name: "a", dtype: .f32, shape: [1]), .init(name: "a", dtype: .f16, shape: [1])], "a", "declared twice")
-        expect([.init(name: "__metadata__", dtype: .f32, shape: [1])], "__metadata__", "the name is reserved for metadata")
+        expect(
+            [.init(name: "a", dtype: .f32, shape: [1]), .init(name: "a", dtype: .f16, shape: [1])], "a",
+            "declared twice")
+        expect(
+            [.init(name: "__metadata__", dtype: .f32, shape: [1])], "__metadata__", "the name is reserved for metadata")
         expect([.init(name: "n", dtype: .f32, shape: [2, -1])], "n", "negative dimension -1 in shape [2, -1]")
-        expect([.init(name: "o", dtype: .f32, shape: [1 << 40, 1 << 40])], "o", "element count of shape [1099511627776, 1099511627776] overflows")
+        expect(
+            [.init(name: "o", dtype: .f32, shape: [1 << 40, 1 << 40])], "o",
+            "element count of shape [1099511627776, 1099511627776] overflows")
         expect([.init(name: "f", dtype: .f4, shape: [3])], "f", "3 elements of F4 do not fill whole bytes or overflow")
     }
 }
