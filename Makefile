@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_DIR ?= bench-work
 
-.PHONY: all build release test bench lint deps clean
+.PHONY: all build release test bench lint deps clean report-check
 
 all: build
 
@@ -32,8 +32,13 @@ bench: release
 	.build/release/exporter-bench export --dir $(BENCH_DIR)
 	.build/release/exporter-bench compile --dir $(BENCH_DIR)
 
+# Renders a sample `exporter inspect --html` report in headless Chromium (installed via apt
+# when absent) and checks the screenshot shows its charts; needs a browser, so not in `make test`.
+report-check: deps
+	scripts/report-check.sh
+
 lint:
 	$(SWIFT) format lint --recursive Sources Tests
 
 clean:
-	rm -rf .build $(BENCH_DIR)
+	rm -rf .build $(BENCH_DIR) report-check

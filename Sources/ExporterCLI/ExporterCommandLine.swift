@@ -47,6 +47,9 @@ public enum ExporterCommandLine {
                 case SynthCommand.spec.name: status = try SynthCommand.run(arguments, context: context)
                 case BatchCommand.spec.name: status = try BatchCommand.run(arguments, context: context)
                 case CompileCommand.spec.name: status = try CompileCommand.run(arguments, context: context)
+                case InspectCommand.spec.name: status = try InspectCommand.run(arguments, context: context)
+                case VerifyCommand.spec.name: status = try VerifyCommand.run(arguments, context: context)
+                case DiffCommand.spec.name: status = try DiffCommand.run(arguments, context: context)
                 default: status = try ExportCommand.run(arguments, context: context)
                 }
                 return status.rawValue

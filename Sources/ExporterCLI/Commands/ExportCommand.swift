@@ -26,7 +26,10 @@ enum ExportCommand {
                     "min-deployment-version", valueName: "version", defaultValue: DeploymentVersion.minimum.description,
                     help: "With --compile: the oldest OS version the app supports; 27.0 at least."),
             ],
-        subcommands: [PlanCommand.spec, ListCommand.spec, SynthCommand.spec, CompileCommand.spec, BatchCommand.spec])
+        subcommands: [
+            PlanCommand.spec, ListCommand.spec, SynthCommand.spec, CompileCommand.spec, BatchCommand.spec,
+            InspectCommand.spec, VerifyCommand.spec, DiffCommand.spec,
+        ])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         let json = arguments.flag("json")

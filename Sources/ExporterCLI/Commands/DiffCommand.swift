@@ -1,0 +1,129 @@
+import Foundation
+import ExporterKit
+
+/// `exporter diff <a> <b>`: what changed between two artifacts or manifests; with thresholds,
+/// a release gate.
+enum DiffCommand {
+    static let spec = CommandSpec(
+        name: "diff",
+        abstract: "Compare two artifacts or manifests; with thresholds, fail on a regression.",
+        discussion: "Shows sizes in all and per group, bits per weight, context, KV cache, memory, device verdicts and "
+            + "every tensor whose storage or SQNR changed. With --max-size-growth or --min-sqnr-drop, exits 1 when "
+            + "<b> regresses from <a> beyond them, so it can gate a release in CI.",
+        arguments: [
+            .positional("a", help: "The earlier artifact folder or manifest.json."),
+            .positional("b", help: "The later artifact folder or manifest.json."),
+            .option("max-size-growth", valueName: "pct", help: "Fail when the size on disk grows by more than this percentage."),
+            .option("min-sqnr-drop", valueName: "dB", help: "Fail when a tensor's SQNR falls by more than this many dB."),
+            .option("tensors", valueName: "n", defaultValue: "20", help: "How many changed tensors to list."),
+            .flag("json", help: "Print the differences as JSON."),
+        ])
+
+    static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
+        guard let first = arguments.positional(0) else { throw UsageError.missingArgument("a") }
+        guard let second = arguments.positional(1) else { throw UsageError.missingArgument("b") }
+        let maxGrowth = try arguments.number("max-size-growth")
+        let maxDrop = try arguments.number("min-sqnr-drop", minimum: 0)
+        let listed = try arguments.int("tensors", range: 0...) ?? 20
+        func load(_ path: String) throws -> LoadedArtifact {
+            try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+        }
+        let diff = ManifestDiff(before: try load(first), after: try load(second))
+        let regressions = diff.regressions(maxSizeGrowthPercent: maxGrowth, maxSQNRDrop: maxDrop)
+        if arguments.flag("json") {
+            context.writeOutput(JSONWriter.string(json(diff, regressions: regressions)))
+        } else {
+            lines(diff, listed: listed, gated: maxGrowth != nil || maxDrop != nil, passed: regressions.isEmpty).forEach {
+                context.print($0)
+            }
+        }
+        for regression in regressions { context.printError("Error: \(regression)") }
+        return regressions.isEmpty ? .success : .verificationFailed
+    }
+
+    static func text(_ value: Double?, bytes: Bool) -> String {
+        guard let value else { return "—" }
+        if bytes { return Format.grouped(Int(value)) }
+        return value == value.rounded() && abs(value) < 1e15 ? Format.grouped(Int(value)) : Format.decimal(value)
+    }
+
+    static func change(_ quantity: ManifestDiff.Quantity) -> String {
+        guard quantity.changed else { return "=" }
+        guard let delta = quantity.delta else { return "" }
+        let sign = delta > 0 ? "+" : ""
+        var result = sign + text(delta, bytes: quantity.isBytes)
+        if let percent = quantity.percent { result += " (\(sign)\(Format.decimal(percent))%)" }
+        return result
+    }
+
+    static func lines(_ diff: ManifestDiff, listed: Int, gated: Bool, passed: Bool) -> [String] {
+        var lines = ["a: \(diff.beforeName)", "b: \(diff.afterName)", ""]
+        lines += Format.table(
+            [["", "a", "b", "change"]]
+                + diff.quantities.map { [$0.field, text($0.before, bytes: $0.isBytes), text($0.after, bytes: $0.isBytes), change($0)] },
+            rightAligned: [1, 2, 3], indent: "  ")
+        if !diff.textChanges.isEmpty {
+            lines.append("")
+            lines += Format.table(
+                [["changed", "a", "b"]] + diff.textChanges.map { [$0.field, $0.before ?? "—", $0.after ?? "—"] }, indent: "  ")
+        }
+        lines.append("")
+        if diff.tensorChanges.isEmpty {
+            lines.append("  no tensor changed")
+        } else {
+            var rows = [["tensor", "storage", "SQNR a", "SQNR b"]]
+            for change in diff.tensorChanges.prefix(listed) {
+                let storage = change.storageBefore == change.storageAfter
+                    ? change.storageAfter ?? "—" : "\(change.storageBefore ?? "—") → \(change.storageAfter ?? "—")"
+                rows.append([change.name, storage, ManifestDiff.decibels(change.sqnrBefore), ManifestDiff.decibels(change.sqnrAfter)])
+            }
+            lines += Format.table(rows, rightAligned: [2, 3], indent: "  ")
+            if diff.tensorChanges.count > listed {
+                lines.append("  … and \(diff.tensorChanges.count - listed) more tensor(s) (--tensors N lists more)")
+            }
+        }
+        if gated { lines.append(passed ? "release gate: passed" : "release gate: failed") }
+        return lines
+    }
+
+    static func json(_ diff: ManifestDiff, regressions: [String]) -> JSONValue {
+        func number(_ value: Double?) -> JSONValue {
+            guard let value, value.isFinite else { return .null }
+            return .number(value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(format: "%.4f", value))
+        }
+        func sqnr(_ value: Double?) -> JSONValue {
+            guard let value else { return .null }
+            return value == .infinity ? .string("exact") : number(value)
+        }
+        var root = JSONObject()
+        root["a"] = .string(diff.beforeName)
+        root["b"] = .string(diff.afterName)
+        root["quantities"] = .array(
+            diff.quantities.map {
+                .object(
+                    JSONObject([
+                        ("field", .string($0.field)), ("a", number($0.before)), ("b", number($0.after)), ("delta", number($0.delta)),
+                        ("percent", number($0.percent)),
+                    ]))
+            })
+        root["changed"] = .array(
+            diff.textChanges.map {
+                .object(JSONObject([("field", .string($0.field)), ("a", $0.before.map { .string($0) } ?? .null), ("b", $0.after.map { .string($0) } ?? .null)]))
+            })
+        root["tensors"] = .array(
+            diff.tensorChanges.map { change in
+                .object(
+                    JSONObject([
+                        ("name", .string(change.name)),
+                        ("storage_a", change.storageBefore.map { .string($0) } ?? .null),
+                        ("storage_b", change.storageAfter.map { .string($0) } ?? .null),
+                        ("bytes_a", number(change.bytesBefore.map(Double.init))),
+                        ("bytes_b", number(change.bytesAfter.map(Double.init))),
+                        ("sqnr_db_a", sqnr(change.sqnrBefore)),
+                        ("sqnr_db_b", sqnr(change.sqnrAfter)),
+                    ]))
+            })
+        root["regressions"] = .array(regressions.map { .string($0) })
+        return .object(root)
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+import ExporterKit
+
+/// `exporter verify <artifact>`: recompute, check every format rule, dequantise; optionally
+/// compare with the checkpoint tensor by tensor and through the reference forward pass.
+enum VerifyCommand {
+    static let spec = CommandSpec(
+        name: "verify",
+        abstract: "Check an artifact byte by byte and, given its checkpoint, that it computes the same thing.",
+        discussion: "Recomputes every file's size and CRC-32, checks every rule of docs/FORMAT.md (bounds, alignment, "
+            + "padding, part sizes, LUT order, index and int8 ranges) and dequantises every tensor. With --against, "
+            + "measures each tensor's SQNR against the checkpoint; with --run, runs a token sequence through the "
+            + "checkpoint (float32) and the artifact (dequantised) with the reference forward pass and compares "
+            + "the logits. Exits 0 only when everything holds, 1 otherwise, naming each file or tensor at fault.",
+        arguments: [
+            .positional("artifact", help: "A .aimodel folder (or its manifest.json)."),
+            .option("against", valueName: "checkpoint", help: "The checkpoint folder the artifact was exported from."),
+            .option("min-sqnr", valueName: "dB", help: "Fail any compressed tensor below this SQNR (needs --against)."),
+            .flag("run", help: "Compare the logits of the checkpoint and the artifact (needs --against)."),
+            .option("tokens", valueName: "ids", help: "Comma-separated token ids for --run (default: 8 fixed ids)."),
+            .option("tokens-file", valueName: "file", help: "Token ids for --run, separated by commas or white space."),
+            .option(
+                "min-logit-snr", valueName: "dB", defaultValue: "3",
+                help: "Fail --run when the logits' SNR (each position centred) is lower."),
+            .option("min-agreement", valueName: "fraction", help: "Fail --run when fewer positions agree on the top-1 token."),
+            .option("max-kl", valueName: "nats", help: "Fail --run when the mean KL divergence per position is larger."),
+            .flag("json", help: "Print the report as JSON (with --run: top-5 logits per position for both sides)."),
+        ])
+
+    /// Token ids used by `--run` without `--tokens`: spread over the vocabulary, fixed.
+    static func defaultTokens(vocabularySize: Int) -> [Int] {
+        (0..<8).map { ($0 * 7919 + 11) % max(vocabularySize, 1) }
+    }
+
+    static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
+        guard let path = arguments.positional(0) else { throw UsageError.missingArgument("artifact") }
+        let against = arguments.value("against")
+        let minimumSQNR = try arguments.number("min-sqnr")
+        let runForward = arguments.flag("run")
+        let minimumLogitSNR = try arguments.number("min-logit-snr") ?? 3
+        let minimumAgreement = try arguments.number("min-agreement", minimum: 0)
+        let maximumKL = try arguments.number("max-kl", minimum: 0)
+        if against == nil {
+            for option in ["run", "min-sqnr"] where arguments.isGiven(option) {
+                throw UsageError.validation("--\(option) requires --against <checkpoint>")
+            }
+        }
+        if arguments.isGiven("tokens") && arguments.isGiven("tokens-file") {
+            throw UsageError.validation("--tokens and --tokens-file cannot be used together")
+        }
+        if !runForward {
+            for option in ["tokens", "tokens-file"] where arguments.isGiven(option) {
+                throw UsageError.validation("--\(option) requires --run")
+            }
+        }
+        var tokens: [Int]?
+        if let list = arguments.value("tokens") {
+            tokens = try parseTokens(list, option: "--tokens")
+        } else if let file = arguments.value("tokens-file") {
+            let url = URL(fileURLWithPath: file, relativeTo: context.currentDirectory)
+            guard let text = try? String(contentsOf: url, encoding: .utf8) else {
+                throw UsageError.validation("cannot read --tokens-file '\(file)'")
+            }
+            tokens = try parseTokens(text, option: "--tokens-file")
+        }
+
+        let artifact = try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+        var checkpointURL: URL?
+        var checkpoint: CheckpointWeights?
+        if let against {
+            let url = URL(fileURLWithPath: against, relativeTo: context.currentDirectory).standardizedFileURL
+            checkpointURL = url
+            checkpoint = try CheckpointWeights(directory: url)
+        }
+        var report = ArtifactVerifier.verify(artifact, against: checkpoint, minimumSQNR: minimumSQNR)
+        var comparison: ForwardComparison?
+        if runForward, let checkpointURL {
+            if report.structuralFailures > 0 {
+                // Broken files or records: the forward pass would read garbage; the failures say why.
+                report.failures.append(VerificationFailure("forward pass", "not run: the artifact failed the checks above"))
+            } else {
+                let sequence = tokens ?? defaultTokens(vocabularySize: artifact.manifest.tensors.first?.shape.first ?? 1)
+                let result = try ArtifactVerifier.compareForward(artifact: artifact, checkpoint: checkpointURL, tokens: sequence)
+                comparison = result
+                if !(result.logitSNR >= minimumLogitSNR) {
+                    report.failures.append(
+                        VerificationFailure(
+                            "forward pass",
+                            "logit SNR \(ManifestDiff.decibels(result.logitSNR)) is below --min-logit-snr "
+                                + ManifestDiff.decibels(minimumLogitSNR)))
+                }
+                if let minimumAgreement, result.top1Agreement < minimumAgreement {
+                    report.failures.append(
+                        VerificationFailure(
+                            "forward pass",
+                            "top-1 agreement \(percent(result.top1Agreement)) is below --min-agreement \(percent(minimumAgreement))"))
+                }
+                if let maximumKL, !(result.meanKL <= maximumKL) {
+                    report.failures.append(
+                        VerificationFailure(
+                            "forward pass",
+                            "mean KL divergence \(String(format: "%.4f", result.meanKL)) nats is above --max-kl "
+                                + String(format: "%.4f", maximumKL)))
+                }
+            }
+        }
+        if arguments.flag("json") {
+            context.writeOutput(JSONWriter.string(json(report, comparison: comparison, artifact: path)))
+        } else {
+            lines(report, comparison: comparison, artifact: path, compared: checkpoint != nil).forEach { context.print($0) }
+        }
+        for failure in report.failures { context.printError("Error: \(failure)") }
+        return report.passed ? .success : .verificationFailed
+    }
+
+    static func parseTokens(_ text: String, option: String) throws -> [Int] {
+        let pieces = text.split(whereSeparator: { $0 == "," || $0.isWhitespace || $0 == "[" || $0 == "]" })
+        let tokens = try pieces.map { piece -> Int in
+            guard let token = Int(piece), token >= 0 else {
+                throw UsageError.invalidValue(value: String(piece), option: option, expected: "non-negative token ids")
+            }
+            return token
+        }
+        guard !tokens.isEmpty else {
+            throw UsageError.invalidValue(value: text, option: option, expected: "at least one token id")
+        }
+        return tokens
+    }
+
+    static func percent(_ fraction: Double) -> String { String(format: "%.1f%%", fraction * 100) }
+
+    static func lines(_ report: VerificationReport, comparison: ForwardComparison?, artifact: String, compared: Bool) -> [String] {
+        var rows = [
+            ["files", "\(report.filesChecked) checked (size and CRC-32)"],
+            [
+                "tensors",
+                "\(report.tensorsDecoded) decoded" + (compared ? ", \(report.tensorsCompared) compared with the checkpoint" : ""),
+            ],
+        ]
+        if compared, let worst = report.measuredSQNR.filter({ $0.value.isFinite }).min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
+            rows.append(["lowest SQNR", "\(Format.decimal(worst.value)) dB  \(worst.key)"])
+        }
+        if let comparison {
+            let agreeing = comparison.positions.filter(\.top1Agrees).count
+            rows.append([
+                "forward pass",
+                "\(comparison.positions.count) tokens: top-1 agreement \(percent(comparison.top1Agreement)) "
+                    + "(\(agreeing)/\(comparison.positions.count))",
+            ])
+            rows.append(["", "max |Δlogit| \(String(format: "%.4f", comparison.maxLogitDifference)), logit SNR \(ManifestDiff.decibels(comparison.logitSNR))"])
+            rows.append(["", "KL per position: mean \(String(format: "%.5f", comparison.meanKL)), max \(String(format: "%.5f", comparison.maxKL)) nats"])
+            if let source = comparison.sourcePerplexity, let artifactPerplexity = comparison.artifactPerplexity {
+                func text(_ value: Double) -> String { String(format: value < 1e6 ? "%.3f" : "%.3e", value) }
+                rows.append(["", "perplexity \(text(source)) (checkpoint), \(text(artifactPerplexity)) (artifact)"])
+            }
+        }
+        var result = ["verify \(artifact)"] + Format.table(rows, indent: "  ")
+        result.append(report.passed ? "everything holds" : "\(report.failures.count) problem(s) found")
+        return result
+    }
+
+    static func json(_ report: VerificationReport, comparison: ForwardComparison?, artifact: String) -> JSONValue {
+        func double(_ value: Double) -> JSONValue { value.isFinite ? .number(String(format: "%.4f", value)) : .null }
+        var root = JSONObject()
+        root["artifact"] = .string(artifact)
+        root["passed"] = .bool(report.passed)
+        root["files_checked"] = .number(String(report.filesChecked))
+        root["tensors_decoded"] = .number(String(report.tensorsDecoded))
+        root["tensors_compared"] = .number(String(report.tensorsCompared))
+        root["failures"] = .array(
+            report.failures.map { .object(JSONObject([("subject", .string($0.subject)), ("reason", .string($0.reason))])) })
+        root["sqnr_db"] = .object(JSONObject(report.measuredSQNR.sorted { $0.key < $1.key }.map { ($0.key, double($0.value)) }))
+        root["forward"] = comparison?.json ?? .null
+        return .object(root)
+    }
+}

@@ -1,0 +1,197 @@
+import Foundation
+
+/// What changed between two manifests (plans, bundles or compiled artifacts): sizes in all
+/// and per group, bits per weight, context, KV cache, memory, device verdicts and per-tensor
+/// storage and SQNR. `exporter diff` prints it and, given thresholds, gates a release on it.
+public struct ManifestDiff: Sendable {
+    /// A number on both sides (nil where a side lacks it).
+    public struct Quantity: Equatable, Sendable {
+        /// What it is: `size on disk`, `bytes: mlp`…
+        public let field: String
+        /// Before.
+        public let before: Double?
+        /// After.
+        public let after: Double?
+        /// Whether the quantity counts bytes (printed as sizes).
+        public let isBytes: Bool
+
+        /// `after − before`, when both exist.
+        public var delta: Double? { before.flatMap { b in after.map { $0 - b } } }
+        /// The change in percent of `before`, when both exist and `before` is not zero.
+        public var percent: Double? {
+            guard let before, let after, before != 0 else { return nil }
+            return (after - before) / before * 100
+        }
+        /// Whether the two sides differ.
+        public var changed: Bool { before != after }
+    }
+
+    /// A text field that differs.
+    public struct TextChange: Equatable, Sendable {
+        /// The field.
+        public let field: String
+        /// Before (nil: absent).
+        public let before: String?
+        /// After (nil: absent).
+        public let after: String?
+    }
+
+    /// A tensor whose storage, bytes or SQNR changed, or which exists on one side only.
+    public struct TensorChange: Equatable, Sendable {
+        /// Tensor name.
+        public let name: String
+        /// Storage label before (nil: absent).
+        public let storageBefore: String?
+        /// Storage label after (nil: absent).
+        public let storageAfter: String?
+        /// Stored bytes before.
+        public let bytesBefore: Int?
+        /// Stored bytes after.
+        public let bytesAfter: Int?
+        /// SQNR before in dB; infinity for an exactly stored tensor of an artifact, nil when unknown.
+        public let sqnrBefore: Double?
+        /// SQNR after, as `sqnrBefore`.
+        public let sqnrAfter: Double?
+
+        /// How many dB the SQNR fell (positive: worse), when both sides know it.
+        public var sqnrDrop: Double? {
+            guard let before = sqnrBefore, let after = sqnrAfter else { return nil }
+            if before == after { return 0 }
+            return before - after
+        }
+    }
+
+    /// Names of the two sides, as given.
+    public let beforeName: String
+    /// Names of the two sides, as given.
+    public let afterName: String
+    /// Every compared quantity, changed or not, in a fixed order.
+    public let quantities: [Quantity]
+    /// Text fields that differ.
+    public let textChanges: [TextChange]
+    /// Tensors that changed, in the order of the later manifest (removed ones last).
+    public let tensorChanges: [TensorChange]
+
+    /// Growth of the size on disk in percent (negative: smaller); nil when the earlier size is 0.
+    public var sizeGrowthPercent: Double? { quantities.first { $0.field == "size on disk" }?.percent }
+
+    /// Compares `before` with `after`.
+    public init(before: LoadedArtifact, after: LoadedArtifact) {
+        self.init(
+            before: InspectionSummary(artifact: before, worst: 0), after: InspectionSummary(artifact: after, worst: 0),
+            beforeName: before.displayPath, afterName: after.displayPath)
+    }
+
+    /// Compares two summaries.
+    public init(before a: InspectionSummary, after b: InspectionSummary, beforeName: String, afterName: String) {
+        self.beforeName = beforeName
+        self.afterName = afterName
+        let ma = a.manifest
+        let mb = b.manifest
+        var quantities: [Quantity] = []
+        func add(_ field: String, _ x: Int?, _ y: Int?, bytes: Bool) {
+            quantities.append(Quantity(field: field, before: x.map(Double.init), after: y.map(Double.init), isBytes: bytes))
+        }
+        add("size on disk", a.sizeOnDisk, b.sizeOnDisk, bytes: true)
+        quantities.append(Quantity(field: "bits per weight", before: ma.sizes.bitsPerWeight, after: mb.sizes.bitsPerWeight, isBytes: false))
+        add("parameters", ma.parameters, mb.parameters, bytes: false)
+        add("context length", ma.contextLength, mb.contextLength, bytes: false)
+        add("KV cache", ma.kvCache.bytes, mb.kvCache.bytes, bytes: true)
+        add("memory (est.)", ma.memory.totalBytes, mb.memory.totalBytes, bytes: true)
+        for role in TensorRole.allCases.map(\.rawValue) {
+            let x = a.groups.first { $0.role == role }
+            let y = b.groups.first { $0.role == role }
+            guard x != nil || y != nil else { continue }
+            add("bytes: \(role)", x?.bytes, y?.bytes, bytes: true)
+            quantities.append(Quantity(field: "bits/w: \(role)", before: x?.bitsPerWeight, after: y?.bitsPerWeight, isBytes: false))
+        }
+        self.quantities = quantities
+
+        var texts: [TextChange] = []
+        func text(_ field: String, _ x: String?, _ y: String?) {
+            if x != y { texts.append(TextChange(field: field, before: x, after: y)) }
+        }
+        text("model", ma.model.name, mb.model.name)
+        text("model type", ma.model.modelType, mb.model.modelType)
+        text("preset", ma.model.preset ?? "none (experimental)", mb.model.preset ?? "none (experimental)")
+        text("weights", ma.model.weights, mb.model.weights)
+        text("platform", ma.platform, mb.platform)
+        text("precision", ma.computePrecision, mb.computePrecision)
+        text("compression", ma.compression.config, mb.compression.config)
+        text("kind", ma.kind, mb.kind)
+        let devicesA = Dictionary((a.deviceVerdicts ?? []).map { ($0.device, $0.verdict) }, uniquingKeysWith: { x, _ in x })
+        let devicesB = Dictionary((b.deviceVerdicts ?? []).map { ($0.device, $0.verdict) }, uniquingKeysWith: { x, _ in x })
+        for device in Set(devicesA.keys).union(devicesB.keys).sorted() {
+            text("verdict: \(device)", devicesA[device], devicesB[device])
+        }
+        textChanges = texts
+
+        let precisionA = ComputePrecision(rawValue: ma.computePrecision) ?? .float16
+        let precisionB = ComputePrecision(rawValue: mb.computePrecision) ?? .float16
+        func sqnr(_ tensor: Manifest.Tensor, in manifest: Manifest) -> Double? {
+            if let value = tensor.sqnrDB { return value }
+            // An artifact stores a tensor without SQNR exactly; a plan does not know yet.
+            return manifest.kind == "plan" ? nil : .infinity
+        }
+        let tensorsA = Dictionary(ma.tensors.map { ($0.name, $0) }, uniquingKeysWith: { x, _ in x })
+        let namesB = Set(mb.tensors.map(\.name))
+        var changes: [TensorChange] = []
+        for tensor in mb.tensors {
+            let old = tensorsA[tensor.name]
+            let change = TensorChange(
+                name: tensor.name, storageBefore: old?.compression.label(precision: precisionA),
+                storageAfter: tensor.compression.label(precision: precisionB), bytesBefore: old?.storedBytes,
+                bytesAfter: tensor.storedBytes, sqnrBefore: old.flatMap { sqnr($0, in: ma) }, sqnrAfter: sqnr(tensor, in: mb))
+            if old == nil || change.storageBefore != change.storageAfter || change.bytesBefore != change.bytesAfter
+                || change.sqnrBefore != change.sqnrAfter
+            {
+                changes.append(change)
+            }
+        }
+        for tensor in ma.tensors where !namesB.contains(tensor.name) {
+            changes.append(
+                TensorChange(
+                    name: tensor.name, storageBefore: tensor.compression.label(precision: precisionA), storageAfter: nil,
+                    bytesBefore: tensor.storedBytes, bytesAfter: nil, sqnrBefore: sqnr(tensor, in: ma), sqnrAfter: nil))
+        }
+        tensorChanges = changes
+    }
+
+    /// The release-gate failures: the size on disk grew by more than `maxSizeGrowthPercent`,
+    /// or a tensor's SQNR fell by more than `maxSQNRDrop` dB. Empty when both hold (or are nil).
+    public func regressions(maxSizeGrowthPercent: Double?, maxSQNRDrop: Double?) -> [String] {
+        var result: [String] = []
+        if let limit = maxSizeGrowthPercent, let size = quantities.first(where: { $0.field == "size on disk" }),
+            let before = size.before, let after = size.after
+        {
+            let growth = size.percent ?? (after > before ? Double.infinity : 0)
+            if growth > limit {
+                result.append(
+                    "size on disk grew by \(String(format: "%.2f", growth))% (\(Int(before)) → \(Int(after)) bytes), "
+                        + "more than --max-size-growth \(ManifestDiff.plain(limit))%")
+            }
+        }
+        if let limit = maxSQNRDrop {
+            for change in tensorChanges {
+                guard let drop = change.sqnrDrop, drop > limit else { continue }
+                result.append(
+                    "tensor '\(change.name)': SQNR fell by \(drop.isInfinite ? "∞ dB" : ManifestDiff.decibels(drop)) (\(ManifestDiff.decibels(change.sqnrBefore)) → "
+                        + "\(ManifestDiff.decibels(change.sqnrAfter))), more than --min-sqnr-drop \(ManifestDiff.plain(limit)) dB")
+            }
+        }
+        return result
+    }
+
+    /// `12.34 dB`, `exact` for infinity, `—` for unknown.
+    public static func decibels(_ value: Double?) -> String {
+        guard let value else { return "—" }
+        if value == .infinity { return "exact" }
+        if value.isInfinite { return value > 0 ? "∞ dB" : "-∞ dB" }
+        return String(format: "%.2f dB", value)
+    }
+
+    /// A threshold as typed: `5` rather than `5.0`.
+    static func plain(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
+    }
+}

@@ -1,0 +1,320 @@
+import Dispatch
+import Foundation
+
+/// Where the reference forward pass gets its weights: float32, row-major, by checkpoint name.
+/// A checkpoint gives its stored values (`CheckpointWeights.readFloat`), a bundle its
+/// dequantised ones (`BundleReader.dequantize`).
+public protocol ReferenceWeights {
+    /// The tensor `name` as float32, row-major.
+    /// - Throws: `ReferenceModelError.shapeMismatch` when its shape is not `shape`, and the
+    ///   source's errors when it is missing or unreadable.
+    func referenceTensor(_ name: String, shape: [Int]) throws -> [Float]
+}
+
+extension CheckpointWeights: ReferenceWeights {
+    /// The checkpoint's tensor converted to float32.
+    /// - Throws: `CheckpointError.tensorNotFound`, `ReferenceModelError.shapeMismatch`, read errors.
+    public func referenceTensor(_ name: String, shape: [Int]) throws -> [Float] {
+        let descriptor = try tensor(named: name)
+        guard descriptor.shape == shape else {
+            throw ReferenceModelError.shapeMismatch(tensor: name, expected: shape, found: descriptor.shape)
+        }
+        var values = [Float](repeating: 0, count: descriptor.elementCount)
+        try values.withUnsafeMutableBufferPointer { try readFloat(name, into: $0) }
+        return values
+    }
+}
+
+extension BundleReader: ReferenceWeights {
+    /// The bundle's tensor dequantised to float32.
+    /// - Throws: `BundleError.unknownTensor`, `ReferenceModelError.shapeMismatch`, decoding errors.
+    public func referenceTensor(_ name: String, shape: [Int]) throws -> [Float] {
+        guard let tensor = manifest.tensors.first(where: { $0.name == name }) else { throw BundleError.unknownTensor(name) }
+        guard tensor.shape == shape else {
+            throw ReferenceModelError.shapeMismatch(tensor: name, expected: shape, found: tensor.shape)
+        }
+        return try dequantize(name)
+    }
+}
+
+/// A plain, CPU-only forward pass of the Qwen2/2.5, Qwen3 and Mistral decoders, following the
+/// Hugging Face `transformers` definitions: token embedding; per layer RMSNorm, q/k/v
+/// projections (with biases for Qwen2), per-head q/k RMSNorm (Qwen3), rotary embeddings with
+/// `rotate_half`, grouped-query causal attention through a static KV cache, output
+/// projection, residual, RMSNorm and the SwiGLU MLP `down(silu(gate(x)) · up(x))`; final
+/// RMSNorm and a tied or untied head.
+///
+/// It exists to prove that an artifact computes what its checkpoint computes, not to be
+/// fast: float32 throughout, matrix products split over output rows on every core, each
+/// output accumulated by one thread in a fixed order, so results do not depend on the core
+/// count. Weights are loaded one layer at a time, so a 1.5B model needs about 1 GB beyond
+/// the embedding.
+public struct ReferenceModel {
+    /// The model's shape.
+    public let architecture: ReferenceArchitecture
+    /// Where the weights come from.
+    public let weights: ReferenceWeights
+
+    /// A model of `architecture` reading `weights`.
+    public init(architecture: ReferenceArchitecture, weights: ReferenceWeights) {
+        self.architecture = architecture
+        self.weights = weights
+    }
+
+    /// The logits of every position of `tokens` (position `t` predicts token `t + 1`), each
+    /// `vocab_size` long.
+    /// - Throws: `ReferenceModelError.invalidTokens` for an empty sequence, a token outside the
+    ///   vocabulary or more tokens than the context holds; the weights' errors.
+    public func logits(tokens: [Int]) throws -> [[Float]] {
+        let a = architecture
+        let count = tokens.count
+        guard count > 0 else { throw ReferenceModelError.invalidTokens("no tokens to run") }
+        guard count <= a.contextLength else {
+            throw ReferenceModelError.invalidTokens("\(count) tokens exceed the context length of \(a.contextLength)")
+        }
+        if let bad = tokens.first(where: { $0 < 0 || $0 >= a.vocabularySize }) {
+            throw ReferenceModelError.invalidTokens("token \(bad) is outside the vocabulary of \(a.vocabularySize)")
+        }
+        let hidden = a.hiddenSize
+        let queryWidth = a.heads * a.headDim
+        let kvWidth = a.kvHeads * a.headDim
+
+        var embedding: [Float]? = try weights.referenceTensor("model.embed_tokens.weight", shape: [a.vocabularySize, hidden])
+        var x = [Float](repeating: 0, count: count * hidden)
+        if let table = embedding {
+            for (position, token) in tokens.enumerated() {
+                for column in 0..<hidden { x[position * hidden + column] = table[token * hidden + column] }
+            }
+        }
+        if !a.tiedEmbeddings { embedding = nil }
+
+        // The static KV cache of one layer: [kv_heads, context_length, head_dim] for K and for V,
+        // reused layer after layer (the whole sequence runs through a layer before the next).
+        var keyCache = [Float](repeating: 0, count: a.kvHeads * a.contextLength * a.headDim)
+        var valueCache = keyCache
+        let rotary = RotaryTable(architecture: a, positions: count)
+
+        for layer in 0..<a.layers {
+            let prefix = "model.layers.\(layer)."
+            func tensor(_ name: String, _ shape: [Int]) throws -> [Float] {
+                try weights.referenceTensor(prefix + name, shape: shape)
+            }
+            var normed = ReferenceKernels.rmsNorm(
+                x, rows: count, width: hidden, weight: try tensor("input_layernorm.weight", [hidden]), epsilon: a.rmsNormEpsilon)
+            func bias(_ name: String, _ width: Int) throws -> [Float]? {
+                a.qkvBias ? try tensor("self_attn.\(name).bias", [width]) : nil
+            }
+            var queries = ReferenceKernels.linear(
+                normed, rows: count, input: hidden, weight: try tensor("self_attn.q_proj.weight", [queryWidth, hidden]),
+                output: queryWidth, bias: try bias("q_proj", queryWidth))
+            var keys = ReferenceKernels.linear(
+                normed, rows: count, input: hidden, weight: try tensor("self_attn.k_proj.weight", [kvWidth, hidden]),
+                output: kvWidth, bias: try bias("k_proj", kvWidth))
+            let values = ReferenceKernels.linear(
+                normed, rows: count, input: hidden, weight: try tensor("self_attn.v_proj.weight", [kvWidth, hidden]),
+                output: kvWidth, bias: try bias("v_proj", kvWidth))
+            if a.qkNorm {
+                queries = ReferenceKernels.rmsNorm(
+                    queries, rows: count * a.heads, width: a.headDim, weight: try tensor("self_attn.q_norm.weight", [a.headDim]),
+                    epsilon: a.rmsNormEpsilon)
+                keys = ReferenceKernels.rmsNorm(
+                    keys, rows: count * a.kvHeads, width: a.headDim, weight: try tensor("self_attn.k_norm.weight", [a.headDim]),
+                    epsilon: a.rmsNormEpsilon)
+            }
+            rotary.apply(&queries, positions: count, heads: a.heads)
+            rotary.apply(&keys, positions: count, heads: a.kvHeads)
+            for position in 0..<count {
+                for head in 0..<a.kvHeads {
+                    let source = (position * a.kvHeads + head) * a.headDim
+                    let target = (head * a.contextLength + position) * a.headDim
+                    for d in 0..<a.headDim {
+                        keyCache[target + d] = keys[source + d]
+                        valueCache[target + d] = values[source + d]
+                    }
+                }
+            }
+            let attended = ReferenceKernels.attention(
+                queries: queries, keyCache: keyCache, valueCache: valueCache, positions: count, architecture: a)
+            let projected = ReferenceKernels.linear(
+                attended, rows: count, input: queryWidth, weight: try tensor("self_attn.o_proj.weight", [hidden, queryWidth]),
+                output: hidden, bias: nil)
+            for index in x.indices { x[index] += projected[index] }
+
+            normed = ReferenceKernels.rmsNorm(
+                x, rows: count, width: hidden, weight: try tensor("post_attention_layernorm.weight", [hidden]),
+                epsilon: a.rmsNormEpsilon)
+            let width = a.intermediateSize
+            var gate = ReferenceKernels.linear(
+                normed, rows: count, input: hidden, weight: try tensor("mlp.gate_proj.weight", [width, hidden]), output: width,
+                bias: nil)
+            let up = ReferenceKernels.linear(
+                normed, rows: count, input: hidden, weight: try tensor("mlp.up_proj.weight", [width, hidden]), output: width,
+                bias: nil)
+            for index in gate.indices {
+                let g = gate[index]
+                gate[index] = g / (1 + exp(-g)) * up[index]
+            }
+            let down = ReferenceKernels.linear(
+                gate, rows: count, input: width, weight: try tensor("mlp.down_proj.weight", [hidden, width]), output: hidden,
+                bias: nil)
+            for index in x.indices { x[index] += down[index] }
+        }
+
+        let final = ReferenceKernels.rmsNorm(
+            x, rows: count, width: hidden, weight: try weights.referenceTensor("model.norm.weight", shape: [hidden]),
+            epsilon: a.rmsNormEpsilon)
+        let head = try embedding ?? weights.referenceTensor("lm_head.weight", shape: [a.vocabularySize, hidden])
+        let logits = ReferenceKernels.linear(
+            final, rows: count, input: hidden, weight: head, output: a.vocabularySize, bias: nil)
+        return (0..<count).map { Array(logits[$0 * a.vocabularySize..<($0 + 1) * a.vocabularySize]) }
+    }
+}
+
+/// Rotary position embedding, as `transformers` computes it: `inv_freq[i] = θ^(-2i/d)`,
+/// angle `position · inv_freq[i]`, cos and sin repeated over both halves, and
+/// `x·cos + rotate_half(x)·sin` with `rotate_half(x) = (-x₂, x₁)`.
+struct RotaryTable {
+    let headDim: Int
+    let cosines: [Float]
+    let sines: [Float]
+
+    init(architecture: ReferenceArchitecture, positions: Int) {
+        headDim = architecture.headDim
+        let half = headDim / 2
+        var cosines = [Float](repeating: 0, count: positions * half)
+        var sines = cosines
+        for position in 0..<positions {
+            for i in 0..<half {
+                let inverseFrequency = 1 / Foundation.pow(architecture.ropeTheta, Double(2 * i) / Double(headDim))
+                let angle = Double(position) / architecture.ropeLinearFactor * inverseFrequency
+                cosines[position * half + i] = Float(Foundation.cos(angle))
+                sines[position * half + i] = Float(Foundation.sin(angle))
+            }
+        }
+        self.cosines = cosines
+        self.sines = sines
+    }
+
+    /// Rotates every head of every position of `values` (`[positions, heads, head_dim]`).
+    func apply(_ values: inout [Float], positions: Int, heads: Int) {
+        let half = headDim / 2
+        for position in 0..<positions {
+            for head in 0..<heads {
+                let base = (position * heads + head) * headDim
+                for i in 0..<half {
+                    let c = cosines[position * half + i]
+                    let s = sines[position * half + i]
+                    let first = values[base + i]
+                    let second = values[base + half + i]
+                    values[base + i] = first * c - second * s
+                    values[base + half + i] = second * c + first * s
+                }
+            }
+        }
+    }
+}
+
+/// The numeric kernels of the reference forward pass: float32, deterministic.
+enum ReferenceKernels {
+    /// `x · rsqrt(mean(x²) + ε) · w` over each row of `width` values.
+    static func rmsNorm(_ x: [Float], rows: Int, width: Int, weight: [Float], epsilon: Double) -> [Float] {
+        var result = [Float](repeating: 0, count: x.count)
+        for row in 0..<rows {
+            let base = row * width
+            var sum: Float = 0
+            for column in 0..<width { sum += x[base + column] * x[base + column] }
+            let scale = 1 / (sum / Float(width) + Float(epsilon)).squareRoot()
+            for column in 0..<width { result[base + column] = x[base + column] * scale * weight[column] }
+        }
+        return result
+    }
+
+    /// `y[r][o] = Σᵢ w[o][i] · x[r][i] + b[o]` for `rows` inputs of `input` values and a weight
+    /// of `[output, input]` (PyTorch's layout); output rows are shared among the cores.
+    static func linear(_ x: [Float], rows: Int, input: Int, weight: [Float], output: Int, bias: [Float]?) -> [Float] {
+        var result = [Float](repeating: 0, count: rows * output)
+        let chunk = 64
+        let chunks = (output + chunk - 1) / chunk
+        x.withUnsafeBufferPointer { xs in
+            weight.withUnsafeBufferPointer { ws in
+                result.withUnsafeMutableBufferPointer { out in
+                    guard let xBase = xs.baseAddress, let wBase = ws.baseAddress, let outBase = out.baseAddress else { return }
+                    let results = UnsafeMutablePointer(outBase)
+                    DispatchQueue.concurrentPerform(iterations: chunks) { index in
+                        for o in index * chunk..<min(output, (index + 1) * chunk) {
+                            let row = wBase + o * input
+                            let offset = bias?[o] ?? 0
+                            for r in 0..<rows {
+                                results[r * output + o] = dot(row, xBase + r * input, input) + offset
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return result
+    }
+
+    /// A dot product with 16 float32 lanes, then the tail: a fixed summation order.
+    @inline(__always)
+    static func dot(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ count: Int) -> Float {
+        var first = SIMD8<Float>()
+        var second = SIMD8<Float>()
+        var index = 0
+        let rawA = UnsafeRawPointer(a)
+        let rawB = UnsafeRawPointer(b)
+        let stride = MemoryLayout<Float>.stride
+        while index + 16 <= count {
+            first += rawA.loadUnaligned(fromByteOffset: index * stride, as: SIMD8<Float>.self)
+                * rawB.loadUnaligned(fromByteOffset: index * stride, as: SIMD8<Float>.self)
+            second += rawA.loadUnaligned(fromByteOffset: (index + 8) * stride, as: SIMD8<Float>.self)
+                * rawB.loadUnaligned(fromByteOffset: (index + 8) * stride, as: SIMD8<Float>.self)
+            index += 16
+        }
+        var sum = (first + second).sum()
+        while index < count {
+            sum += a[index] * b[index]
+            index += 1
+        }
+        return sum
+    }
+
+    /// Causal grouped-query attention of every position over the cached keys and values
+    /// (query head `h` reads KV head `h / (heads / kv_heads)`), scaled by `1/√head_dim`,
+    /// softmax in float32, restricted to the sliding window when there is one.
+    static func attention(
+        queries: [Float], keyCache: [Float], valueCache: [Float], positions: Int, architecture a: ReferenceArchitecture
+    ) -> [Float] {
+        let headDim = a.headDim
+        let group = a.heads / a.kvHeads
+        let scale = 1 / Float(headDim).squareRoot()
+        var result = [Float](repeating: 0, count: positions * a.heads * headDim)
+        var scores = [Float](repeating: 0, count: positions)
+        for position in 0..<positions {
+            let first = a.slidingWindow.map { max(0, position - $0 + 1) } ?? 0
+            for head in 0..<a.heads {
+                let kvHead = head / group
+                let query = (position * a.heads + head) * headDim
+                var maximum = -Float.infinity
+                for source in first...position {
+                    let key = (kvHead * a.contextLength + source) * headDim
+                    var sum: Float = 0
+                    for d in 0..<headDim { sum += queries[query + d] * keyCache[key + d] }
+                    scores[source] = sum * scale
+                    maximum = max(maximum, scores[source])
+                }
+                var total: Float = 0
+                for source in first...position {
+                    scores[source] = exp(scores[source] - maximum)
+                    total += scores[source]
+                }
+                for source in first...position {
+                    let weight = scores[source] / total
+                    let value = (kvHead * a.contextLength + source) * headDim
+                    for d in 0..<headDim { result[query + d] += weight * valueCache[value + d] }
+                }
+            }
+        }
+        return result
+    }
+}

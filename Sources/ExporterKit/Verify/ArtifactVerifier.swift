@@ -1,0 +1,502 @@
+import Foundation
+
+/// One thing `verify` found wrong, naming the file or tensor concerned.
+public struct VerificationFailure: Equatable, Sendable, CustomStringConvertible {
+    /// The file (`'weights.bin'`), tensor (`tensor 'model.norm.weight'`) or `forward pass`.
+    public let subject: String
+    /// What is wrong, lowercase, no trailing period.
+    public let reason: String
+
+    /// A failure of `subject`.
+    public init(_ subject: String, _ reason: String) {
+        self.subject = subject
+        self.reason = reason
+    }
+
+    /// `<subject>: <reason>`.
+    public var description: String { "\(subject): \(reason)" }
+}
+
+/// What `verify` checked and found.
+public struct VerificationReport: Sendable {
+    /// Files whose size and CRC-32 were recomputed.
+    public var filesChecked = 0
+    /// Tensors whose parts were checked and dequantised.
+    public var tensorsDecoded = 0
+    /// Tensors compared with the checkpoint (with `against`).
+    public var tensorsCompared = 0
+    /// SQNR measured against the checkpoint, by tensor, in dB (infinite when exact); empty without `against`.
+    public var measuredSQNR: [String: Double] = [:]
+    /// Every failure, in the order found.
+    public var failures: [VerificationFailure] = []
+    /// How many of the failures concern the artifact itself (files, records, format rules), as
+    /// opposed to differences from the checkpoint: the artifact is readable when there are none.
+    public var structuralFailures = 0
+
+    /// Whether everything held.
+    public var passed: Bool { failures.isEmpty }
+}
+
+/// Checks an artifact against its manifest and `docs/FORMAT.md`: every file's size and CRC-32,
+/// every file listed, the manifest's own sums, the graph, the weights header, every part's
+/// bounds, alignment and place (parts follow each other in manifest order, each at the next
+/// multiple of 64, gaps and tail zero), every part's size and dtype against shape and scheme,
+/// LUT order, packed-index padding, int8 range, scales; then dequantises every tensor and,
+/// given the checkpoint, measures every tensor's SQNR against it. Collects every failure
+/// instead of stopping at the first.
+public enum ArtifactVerifier {
+    /// Verifies `artifact`; with `checkpoint`, also compares every tensor with it and fails any
+    /// whose SQNR is below the manifest's claim or `minimumSQNR`.
+    public static func verify(
+        _ artifact: LoadedArtifact, against checkpoint: CheckpointWeights? = nil, minimumSQNR: Double? = nil
+    ) -> VerificationReport {
+        var run = Run(artifact: artifact)
+        run.checkFiles()
+        run.checkManifestSums()
+        if artifact.manifest.kind == "bundle" { run.checkGraph() }
+        run.checkTensors(against: checkpoint, minimumSQNR: minimumSQNR)
+        return run.report
+    }
+
+    /// Runs `tokens` through the checkpoint (float32) and through the bundle (dequantised) with
+    /// the reference forward pass, each side described by its own config: the checkpoint's
+    /// `config.json`, the bundle's `graph.json`.
+    /// - Throws: `ReferenceModelError` (architecture not covered or mismatched, bad tokens),
+    ///   the checkpoint's and bundle's errors.
+    public static func compareForward(artifact: LoadedArtifact, checkpoint: URL, tokens: [Int]) throws -> ForwardComparison {
+        let reader = try BundleReader(url: artifact.folder, verifyFiles: false)
+        let artifactArchitecture = try ReferenceArchitecture(graph: reader.graph)
+        let config = try ModelConfig(contentsOf: checkpoint.appendingPathComponent("config.json"))
+        let sourceArchitecture = try ReferenceArchitecture(config: config, contextLength: reader.graph.contextLength)
+        let differences = artifactArchitecture.differences(from: sourceArchitecture)
+        guard differences.isEmpty else { throw ReferenceModelError.architectureMismatch(differences) }
+        let weights = try CheckpointWeights(directory: checkpoint)
+        let source = try ReferenceModel(architecture: sourceArchitecture, weights: weights).logits(tokens: tokens)
+        let computed = try ReferenceModel(architecture: artifactArchitecture, weights: reader).logits(tokens: tokens)
+        return ForwardComparison(tokens: tokens, source: source, artifact: computed)
+    }
+
+    /// The state of one verification.
+    private struct Run {
+        let artifact: LoadedArtifact
+        var report = VerificationReport()
+        /// Actual sizes of the files that exist, by manifest path.
+        var sizes: [String: Int] = [:]
+
+        init(artifact: LoadedArtifact) { self.artifact = artifact }
+
+        var manifest: Manifest { artifact.manifest }
+
+        /// Whether failures now come from the comparison with the checkpoint.
+        var comparing = false
+
+        mutating func fail(_ subject: String, _ reason: String) {
+            report.failures.append(VerificationFailure(subject, reason))
+            if !comparing { report.structuralFailures += 1 }
+        }
+
+        /// A failure of the file at `path` (relative to the artifact), named in quotes.
+        mutating func failFile(_ path: String, _ reason: String) {
+            fail("'\(path)'", reason)
+        }
+
+        mutating func checkFiles() {
+            for file in manifest.files {
+                guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
+                    failFile(file.path, "the manifest names a file outside the artifact")
+                    continue
+                }
+                let url = artifact.folder.appendingPathComponent(file.path)
+                if let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
+                    let size = (attributes[.size] as? NSNumber)?.intValue
+                {
+                    sizes[file.path] = size
+                }
+                do {
+                    try BundleReader.verify(file, in: artifact.folder)
+                } catch let error as BundleError {
+                    switch error {
+                    case .fileMismatch(_, let reason): failFile(file.path, reason)
+                    default: failFile(file.path, error.description)
+                    }
+                } catch {
+                    failFile(file.path, "\(error)")
+                }
+                report.filesChecked += 1
+            }
+            guard manifest.kind != "plan" else { return }
+            let listed = Set(manifest.files.map(\.path) + [artifact.manifestURL.lastPathComponent])
+            for path in ArtifactVerifier.filesBelow(artifact.folder) where !listed.contains(path) {
+                failFile(path, "present in the artifact but not listed in the manifest")
+            }
+        }
+
+        mutating func checkManifestSums() {
+            let subject = artifact.manifestURL.lastPathComponent
+            let parameters = manifest.tensors.reduce(0) { $0 + $1.shape.reduce(1, *) }
+            if parameters != manifest.parameters {
+                failFile(subject, "parameters is \(manifest.parameters), the tensors hold \(parameters)")
+            }
+            let kv = manifest.kvCache
+            let elementBytes = ComputePrecision(rawValue: kv.dtype)?.bytesPerElement ?? 0
+            let kvBytes = 2 * kv.layers * kv.kvHeads * kv.headDim * kv.contextLength * elementBytes
+            if kvBytes != kv.bytes {
+                failFile(
+                    subject,
+                    "kv_cache.bytes is \(kv.bytes), 2 × \(kv.layers) × \(kv.kvHeads) × \(kv.headDim) × \(kv.contextLength) × "
+                        + "\(elementBytes) is \(kvBytes)")
+            }
+            if kv.contextLength != manifest.contextLength {
+                failFile(subject, "kv_cache.context_length is \(kv.contextLength), context_length is \(manifest.contextLength)")
+            }
+            let memory = manifest.memory
+            if memory.kvCacheBytes != kv.bytes { failFile(subject, "memory.kv_cache_bytes is \(memory.kvCacheBytes), kv_cache.bytes is \(kv.bytes)") }
+            if memory.totalBytes != memory.weightsBytes + memory.kvCacheBytes + memory.workingBytes {
+                failFile(subject, "memory.total_bytes is \(memory.totalBytes), not the sum of weights, KV cache and working bytes")
+            }
+            for (role, size) in manifest.sizes.byRole.sorted(by: { $0.key < $1.key }) {
+                let tensors = manifest.tensors.filter { $0.role == role }
+                let roleParameters = tensors.reduce(0) { $0 + $1.shape.reduce(1, *) }
+                let roleBytes = tensors.reduce(0) { $0 + $1.storedBytes }
+                if size.parameters != roleParameters || size.bytes != roleBytes {
+                    failFile(
+                        subject,
+                        "sizes.by_role.\(role) says \(size.parameters) parameters in \(size.bytes) bytes, the tensors hold "
+                            + "\(roleParameters) in \(roleBytes)")
+                }
+            }
+            guard manifest.kind != "plan" else { return }
+            let listedBytes = manifest.files.reduce(0) { $0 + $1.bytes }
+            if let bundleBytes = manifest.sizes.bundleBytes, bundleBytes != listedBytes {
+                failFile(subject, "sizes.bundle_bytes is \(bundleBytes), the files listed sum to \(listedBytes)")
+            }
+            if let weights = manifest.files.first(where: { $0.path == BundleWriter.weightsName }) {
+                if manifest.sizes.estimatedBundleBytes != weights.bytes {
+                    failFile(
+                        subject,
+                        "sizes.estimated_bundle_bytes is \(manifest.sizes.estimatedBundleBytes), \(BundleWriter.weightsName) "
+                            + "is listed with \(weights.bytes) bytes")
+                }
+                if memory.weightsBytes != weights.bytes {
+                    failFile(subject, "memory.weights_bytes is \(memory.weightsBytes), \(BundleWriter.weightsName) is listed with \(weights.bytes) bytes")
+                }
+            }
+        }
+
+        mutating func checkGraph() {
+            let url = artifact.folder.appendingPathComponent(BundleWriter.graphName)
+            let name = BundleWriter.graphName
+            guard let data = try? Data(contentsOf: url) else { return failFile(name, "missing or unreadable") }
+            guard let graph = try? JSONDecoder().decode(GraphDescription.self, from: data) else {
+                return failFile(name, "does not decode as a graph description")
+            }
+            if graph.schema != GraphDescription.currentSchema {
+                failFile(name, "schema '\(graph.schema)'; this version reads '\(GraphDescription.currentSchema)'")
+            }
+            let kv = manifest.kvCache
+            let pairs: [(String, String, String)] = [
+                ("context_length", "\(graph.contextLength)", "\(manifest.contextLength)"),
+                ("compute_precision", graph.computePrecision, manifest.computePrecision),
+                ("layers", "\(graph.layers)", "\(kv.layers)"),
+                ("attention.kv_heads", "\(graph.attention.kvHeads)", "\(kv.kvHeads)"),
+                ("attention.head_dim", "\(graph.attention.headDim)", "\(kv.headDim)"),
+                ("architecture", graph.architecture, manifest.model.registryType),
+            ]
+            for (field, inGraph, inManifest) in pairs where inGraph != inManifest {
+                failFile(name, "\(field) is \(inGraph), the manifest says \(inManifest)")
+            }
+            let expectedShape = [graph.attention.kvHeads, graph.contextLength, graph.attention.headDim]
+            if graph.shapes.kvCachePerLayer != expectedShape {
+                failFile(name, "shapes.kv_cache_per_layer is \(graph.shapes.kvCachePerLayer), expected \(expectedShape)")
+            }
+            if graph.tieWordEmbeddings == manifest.tensors.contains(where: { $0.name == "lm_head.weight" }) {
+                failFile(name, "tie_word_embeddings is \(graph.tieWordEmbeddings) but lm_head.weight is "
+                    + (graph.tieWordEmbeddings ? "present" : "absent"))
+            }
+        }
+
+        mutating func checkTensors(against checkpoint: CheckpointWeights?, minimumSQNR: Double?) {
+            guard manifest.kind != "plan" else { return }
+            var files = FileReaders(folder: artifact.folder)
+            defer { files.close() }
+            let weightsName = BundleWriter.weightsName
+            var cursor = ExportPlan.weightsHeaderBytes
+            let weightsSize = sizes[weightsName]
+            if let weightsSize { checkWeightsHeader(&files, size: weightsSize) }
+            for tensor in manifest.tensors {
+                let subject = "tensor '\(tensor.name)'"
+                var readable = true
+                for part in tensor.parts {
+                    guard let size = sizes[part.file] else {
+                        fail(subject, "\(part.kind) is in '\(part.file)', which is missing or not listed")
+                        readable = false
+                        continue
+                    }
+                    if part.offset < 0 || part.bytes < 0 || part.offset + part.bytes > size {
+                        fail(
+                            subject,
+                            "\(part.kind) at offset \(part.offset), \(part.bytes) bytes, runs past the end of '\(part.file)' "
+                                + "(\(size) bytes)")
+                        readable = false
+                        continue
+                    }
+                    if part.offset % ExportPlan.blobAlignment != 0 {
+                        fail(subject, "\(part.kind) at offset \(part.offset) is not aligned to \(ExportPlan.blobAlignment) bytes")
+                    }
+                    guard part.file == weightsName else { continue }
+                    let expected = ArtifactVerifier.aligned(cursor)
+                    if part.offset != expected {
+                        fail(
+                            subject,
+                            "\(part.kind) at offset \(part.offset), expected \(expected): parts follow each other in manifest "
+                                + "order, each at the next multiple of \(ExportPlan.blobAlignment)")
+                    } else if expected > cursor, !checkZero(&files, file: part.file, from: cursor, to: expected) {
+                        failFile(weightsName, "padding before \(tensor.name) \(part.kind) (bytes \(cursor)..<\(expected)) is not zero")
+                    }
+                    cursor = max(cursor, part.offset + part.bytes)
+                }
+                checkRecord(tensor, subject: subject)
+                guard readable else { continue }
+                checkContents(tensor, subject: subject, files: &files, against: checkpoint, minimumSQNR: minimumSQNR)
+            }
+            if let weightsSize, manifest.tensors.contains(where: { $0.parts.contains { $0.file == weightsName } }) {
+                let end = ArtifactVerifier.aligned(cursor)
+                if weightsSize != end {
+                    failFile(weightsName, "\(weightsSize) bytes; its parts end at \(cursor), so the file should be \(end) bytes")
+                } else if end > cursor, !checkZero(&files, file: weightsName, from: cursor, to: end) {
+                    failFile(weightsName, "the padding after the last part is not zero")
+                }
+            }
+        }
+
+        private mutating func checkWeightsHeader(_ files: inout FileReaders, size: Int) {
+            let name = BundleWriter.weightsName
+            guard size >= ExportPlan.weightsHeaderBytes, let header = try? files.read(name, offset: 0, count: 64) else {
+                return failFile(name, "shorter than its \(ExportPlan.weightsHeaderBytes)-byte header")
+            }
+            func integer(_ range: Range<Int>) -> UInt64 {
+                header[range].enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << (8 * $1.offset) }
+            }
+            if Array(header[0..<8]) != WeightsFileLayout.magic { failFile(name, "bad magic, expected EXWEIGHT") }
+            if integer(8..<12) != UInt64(WeightsFileLayout.formatVersion) {
+                failFile(name, "format version \(integer(8..<12)); this version reads \(WeightsFileLayout.formatVersion)")
+            }
+            if integer(12..<16) != UInt64(ExportPlan.blobAlignment) {
+                failFile(name, "header alignment is \(integer(12..<16)), expected \(ExportPlan.blobAlignment)")
+            }
+            if integer(16..<24) != UInt64(manifest.tensors.count) {
+                failFile(name, "header counts \(integer(16..<24)) tensors, the manifest lists \(manifest.tensors.count)")
+            }
+            if integer(24..<32) != UInt64(size) { failFile(name, "header says \(integer(24..<32)) bytes, the file has \(size)") }
+            if header[32..<64].contains(where: { $0 != 0 }) { failFile(name, "header bytes 32..<64 are not zero") }
+        }
+
+        private mutating func checkZero(_ files: inout FileReaders, file: String, from start: Int, to end: Int) -> Bool {
+            guard let bytes = try? files.read(file, offset: start, count: end - start) else { return false }
+            return bytes.allSatisfy { $0 == 0 }
+        }
+
+        /// The record's own consistency: stored bytes, last group, dtypes.
+        private mutating func checkRecord(_ tensor: Manifest.Tensor, subject: String) {
+            let partBytes = tensor.parts.reduce(0) { $0 + $1.bytes }
+            if partBytes != tensor.storedBytes {
+                fail(subject, "stored_bytes is \(tensor.storedBytes), its parts hold \(partBytes)")
+            }
+            let rows = tensor.shape.count >= 2 ? tensor.shape[0] : 1
+            let lastGroup = tensor.compression.lastGroupRows(rows: rows)
+            if tensor.lastGroupRows != lastGroup {
+                fail(subject, "last_group_rows is \(tensor.lastGroupRows.map(String.init) ?? "null"), expected \(lastGroup.map(String.init) ?? "null")")
+            }
+            let expected: [String: String]
+            switch tensor.compression.mode {
+            case .keep: expected = ["values": manifest.computePrecision]
+            case .palettize: expected = ["lut": "float16", "indices": "uint\(tensor.compression.bits ?? 0)"]
+            case .linear: expected = ["scales": "float32", "values": "int8"]
+            }
+            for part in tensor.parts where expected[part.kind] != nil && expected[part.kind] != part.dtype {
+                fail(subject, "\(part.kind) has dtype \(part.dtype), expected \(expected[part.kind] ?? "")")
+            }
+        }
+
+        /// Decodes the tensor, checks the stored values, and compares them with the checkpoint.
+        private mutating func checkContents(
+            _ tensor: Manifest.Tensor, subject: String, files: inout FileReaders, against checkpoint: CheckpointWeights?,
+            minimumSQNR: Double?
+        ) {
+            let values: [Float]
+            do {
+                var stored: [String: [UInt8]] = [:]
+                values = try TensorDecoder.decode(tensor, precision: manifest.computePrecision) { part in
+                    let bytes = try files.read(part.file, offset: part.offset, count: part.bytes)
+                    stored[part.kind] = bytes
+                    return bytes
+                }
+                for problem in ArtifactVerifier.storedValueProblems(tensor, stored: stored) { fail(subject, problem) }
+            } catch let error as BundleError {
+                if case .invalidTensor(_, let reason) = error { fail(subject, reason) } else { fail(subject, error.description) }
+                return
+            } catch {
+                fail(subject, "\(error)")
+                return
+            }
+            report.tensorsDecoded += 1
+            if let bad = values.firstIndex(where: { !$0.isFinite }) {
+                fail(subject, "element \(bad) dequantises to \(values[bad])")
+            }
+            guard let checkpoint else { return }
+            comparing = true
+            defer { comparing = false }
+            compare(tensor, values, subject: subject, checkpoint: checkpoint, minimumSQNR: minimumSQNR)
+        }
+
+        private mutating func compare(
+            _ tensor: Manifest.Tensor, _ values: [Float], subject: String, checkpoint: CheckpointWeights, minimumSQNR: Double?
+        ) {
+            let source: [Float]
+            do {
+                source = try checkpoint.referenceTensor(tensor.name, shape: tensor.shape)
+            } catch let error as CheckpointError {
+                if case .tensorNotFound = error { return fail(subject, "not in the checkpoint") }
+                return fail(subject, error.description)
+            } catch let error as ReferenceModelError {
+                if case .shapeMismatch(_, let expected, let found) = error {
+                    return fail(subject, "shape \(expected), the checkpoint's is \(found)")
+                }
+                return fail(subject, error.description)
+            } catch {
+                return fail(subject, "\(error)")
+            }
+            report.tensorsCompared += 1
+            let precision = ComputePrecision(rawValue: manifest.computePrecision) ?? .float16
+            let exact = tensor.compression.mode == .keep
+            var signal = 0.0
+            var noise = 0.0
+            for (original, decoded) in zip(source, values) {
+                let reference = Double(ArtifactVerifier.rounded(original, to: exact ? precision : .float16))
+                signal += reference * reference
+                noise += (reference - Double(decoded)) * (reference - Double(decoded))
+            }
+            let measured = SignalToNoise.decibels(signalPower: signal, squaredError: noise)
+            report.measuredSQNR[tensor.name] = measured
+            func decibels(_ value: Double) -> String { String(format: "%.2f dB", value) }
+            if exact {
+                if noise > 0 { fail(subject, "kept in \(precision.rawValue) but differs from the checkpoint (\(decibels(measured)))") }
+                return
+            }
+            if let claimed = tensor.sqnrDB, measured < claimed - 0.01 {
+                fail(subject, "SQNR \(decibels(measured)) against the checkpoint, the manifest claims \(decibels(claimed))")
+            }
+            if let minimumSQNR, measured < minimumSQNR {
+                fail(subject, "SQNR \(decibels(measured)) against the checkpoint is below --min-sqnr \(decibels(minimumSQNR))")
+            }
+        }
+    }
+
+    /// Problems in a tensor's stored parts that decoding alone does not catch.
+    static func storedValueProblems(_ tensor: Manifest.Tensor, stored: [String: [UInt8]]) -> [String] {
+        var problems: [String] = []
+        let scheme = tensor.compression
+        switch scheme.mode {
+        case .keep:
+            break
+        case .palettize:
+            let bits = scheme.bits ?? 4
+            let entries = 1 << bits
+            if let lut = stored["lut"] {
+                let table = lut.withUnsafeBytes { Array($0.bindMemory(to: Float16.self)) }
+                for group in 0..<(table.count / entries) {
+                    let slice = table[group * entries..<(group + 1) * entries]
+                    if slice.contains(where: { !$0.isFinite }) {
+                        problems.append("LUT of group \(group) holds a non-finite value")
+                    } else if zip(slice, slice.dropFirst()).contains(where: { $0 > $1 }) {
+                        problems.append("LUT of group \(group) is not sorted ascending")
+                    }
+                }
+            }
+            if let indices = stored["indices"], let last = indices.last {
+                let elements = tensor.shape.reduce(1, *)
+                let usedBits = elements * bits - (indices.count - 1) * 8
+                if usedBits < 8, last >> usedBits != 0 {
+                    problems.append("the unused high bits of the last index byte are not zero")
+                }
+            }
+        case .linear:
+            if let scales = stored["scales"] {
+                let values = scales.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+                if let bad = values.firstIndex(where: { !$0.isFinite || $0 <= 0 }) {
+                    problems.append("scale \(bad) is \(values[bad]), expected a positive finite number")
+                }
+            }
+            if let values = stored["values"], let bad = values.firstIndex(of: 0x80) {
+                problems.append("int8 value \(bad) is -128, outside [-127, 127]")
+            }
+        }
+        return problems
+    }
+
+    /// `value` as the stored precision would hold it (float16 clamped to its finite range).
+    static func rounded(_ value: Float, to precision: ComputePrecision) -> Float {
+        switch precision {
+        case .float32: return value
+        case .bfloat16: return PrecisionConversion.float(bfloat16Bits: PrecisionConversion.bfloat16Bits(value))
+        case .float16:
+            let limit = PrecisionConversion.float16Maximum
+            return Float(Float16(min(max(value, -limit), limit)))
+        }
+    }
+
+    static func aligned(_ offset: Int) -> Int {
+        (offset + ExportPlan.blobAlignment - 1) / ExportPlan.blobAlignment * ExportPlan.blobAlignment
+    }
+
+    /// Every regular file below `folder`, as sorted relative paths (hidden staging folders skipped).
+    static func filesBelow(_ folder: URL) -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: folder.path) else { return [] }
+        var result: [String] = []
+        while let path = enumerator.nextObject() as? String {
+            var isDirectory: ObjCBool = false
+            let full = folder.appendingPathComponent(path).path
+            if path.split(separator: "/").contains(where: { $0.hasPrefix(".partial-") }) { continue }
+            if FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory), !isDirectory.boolValue {
+                result.append(path)
+            }
+        }
+        return result.sorted()
+    }
+}
+
+/// Open file handles of an artifact, by manifest path.
+private struct FileReaders {
+    let folder: URL
+    var handles: [String: FileHandle] = [:]
+
+    init(folder: URL) { self.folder = folder }
+
+    mutating func read(_ file: String, offset: Int, count: Int) throws -> [UInt8] {
+        let url = folder.appendingPathComponent(file)
+        let handle: FileHandle
+        if let open = handles[file] {
+            handle = open
+        } else {
+            guard let opened = try? FileHandle(forReadingFrom: url) else {
+                throw BundleError.readFailed(path: url.path, reason: "cannot open")
+            }
+            handles[file] = opened
+            handle = opened
+        }
+        do {
+            try handle.seek(toOffset: UInt64(offset))
+            let data = try handle.read(upToCount: count) ?? Data()
+            guard data.count == count else { throw BundleError.readFailed(path: url.path, reason: "short read at offset \(offset)") }
+            return [UInt8](data)
+        } catch let error as BundleError {
+            throw error
+        } catch {
+            throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
+        }
+    }
+
+    func close() {
+        for handle in handles.values { try? handle.close() }
+    }
+}

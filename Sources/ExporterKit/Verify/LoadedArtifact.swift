@@ -1,0 +1,33 @@
+import Foundation
+
+/// An artifact as `inspect`, `verify` and `diff` take it: a bundle folder (`.aimodel`), a
+/// compiled folder (`.aimodelc`) or a bare `manifest.json` (also a plan's `--json` output).
+public struct LoadedArtifact: Sendable {
+    /// The manifest.
+    public let manifest: Manifest
+    /// The manifest file.
+    public let manifestURL: URL
+    /// The folder the manifest's `files` are relative to: the artifact folder, or the folder
+    /// holding the manifest file given.
+    public let folder: URL
+    /// The path as the user gave it.
+    public let displayPath: String
+
+    /// Loads the manifest at `url`: `url/manifest.json` for a folder, `url` itself for a file.
+    /// - Throws: `BundleError.notABundle` when there is no readable manifest,
+    ///   `BundleError.unsupportedSchema` for a schema this version does not read.
+    public init(url: URL, displayPath: String? = nil) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
+            throw BundleError.notABundle(path: url.path, reason: "no such file or folder")
+        }
+        let manifestURL = isDirectory.boolValue ? url.appendingPathComponent(BundleWriter.manifestName) : url
+        guard let data = try? Data(contentsOf: manifestURL) else {
+            throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
+        }
+        manifest = try BundleReader.decodeManifest(data, path: manifestURL.path)
+        self.manifestURL = manifestURL
+        folder = manifestURL.deletingLastPathComponent()
+        self.displayPath = displayPath ?? url.path
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterCLI
+@testable import ExporterKit
+
+/// Tiny exports shared by the tests: a synthetic qwen2 checkpoint, exported at 8 and 4 bits.
+enum TinyArtifacts {
+    static let tokens = [1, 5, 9, 200, 33, 17, 88, 4, 100, 250, 3, 64, 128, 7, 9, 11]
+
+    /// A compression config file: palettise everything at `bits`, per tensor or per `group` channels.
+    static func compressionConfig(bits: Int, group: Int?) throws -> URL {
+        let granularity = group.map { #""per_grouped_channel", "group_size": \#($0)"# } ?? #""per_tensor""#
+        let text = """
+            {"schema": "exporter.compression/1", "name": "test_\(bits)bit", "description": "test", "rules": [],
+             "default": {"mode": "palettize", "bits": \(bits), "granularity": \(granularity)}}
+            """
+        let url = try Fixtures.temporaryDirectory().appendingPathComponent("config.json")
+        try Data(text.utf8).write(to: url)
+        return url
+    }
+
+    /// Exports `checkpoint` at `bits` (fp16 embedding) and returns the bundle folder.
+    static func export(_ checkpoint: URL, bits: Int, group: Int? = nil, name: String) throws -> URL {
+        var options = ExportOptions(model: checkpoint.path)
+        options.experimental = true
+        options.computePrecision = .float16
+        options.compression = .file(try compressionConfig(bits: bits, group: group))
+        options.quantizeIOSEmbedding = false
+        options.outputName = name
+        let plan = try ExportPlan.make(options: options, resolver: try Fixtures.resolver())
+        return try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())).bundleURL
+    }
+
+    /// Copies a bundle folder so a test can damage it.
+    static func copy(_ bundle: URL) throws -> URL {
+        let target = try Fixtures.temporaryDirectory().appendingPathComponent(bundle.lastPathComponent)
+        try FileManager.default.copyItem(at: bundle, to: target)
+        return target
+    }
+
+    /// Rewrites the manifest after `edit`, in canonical form.
+    static func editManifest(_ bundle: URL, _ edit: (inout Manifest) throws -> Void) throws {
+        let url = bundle.appendingPathComponent("manifest.json")
+        var manifest = try BundleReader.decodeManifest(Data(contentsOf: url), path: url.path)
+        try edit(&manifest)
+        try Data(try manifest.canonicalJSON()).write(to: url)
+    }
+
+    /// Swaps the stored parts of two tensors of the same scheme and size, and records the new CRC-32:
+    /// checksums hold, the layout is wrong.
+    static func swapTensors(_ bundle: URL, _ a: String, _ b: String) throws {
+        let weightsURL = bundle.appendingPathComponent("weights.bin")
+        var bytes = [UInt8](try Data(contentsOf: weightsURL))
+        try editManifest(bundle) { manifest in
+            let first = try #require(manifest.tensors.first { $0.name == a })
+            let second = try #require(manifest.tensors.first { $0.name == b })
+            for (x, y) in zip(first.parts, second.parts) {
+                #expect(x.bytes == y.bytes)
+                let saved = Array(bytes[x.offset..<x.offset + x.bytes])
+                bytes.replaceSubrange(x.offset..<x.offset + x.bytes, with: bytes[y.offset..<y.offset + y.bytes])
+                bytes.replaceSubrange(y.offset..<y.offset + y.bytes, with: saved)
+            }
+            let index = try #require(manifest.files.firstIndex { $0.path == "weights.bin" })
+            manifest.files[index].crc32 = BundleWriter.hex(bytes.withUnsafeBytes { CRC32.checksum($0) })
+        }
+        try Data(bytes).write(to: weightsURL)
+    }
+}
+
+@Suite("command line: verify")
+struct VerifyCommandTests {
+    @Test("an untouched artifact verifies, with and without its checkpoint")
+    func untouched() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
+        let bundle = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4")
+        let run = runExporter(["verify", bundle.path])
+        #expect(run.status == 0, "\(run.error)")
+        #expect(run.error == "")
+        #expect(
+            run.output == """
+                verify \(bundle.path)
+                  files    3 checked (size and CRC-32)
+                  tensors  26 decoded
+                everything holds
+
+                """)
+        let against = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--min-sqnr", "10"])
+        #expect(against.status == 0, "\(against.error)")
+        #expect(against.output.contains("26 decoded, 26 compared with the checkpoint\n"))
+        let manifestOnly = runExporter(["verify", bundle.appendingPathComponent("manifest.json").path])
+        #expect(manifestOnly.status == 0)
+    }
+
+    @Test("a flipped byte, a truncated file, an edited manifest size each fail, naming the file")
+    func damage() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
+        let original = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4")
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: original.appendingPathComponent("weights.bin").path)[.size] as? Int)
+
+        let flipped = try TinyArtifacts.copy(original)
+        let weightsURL = flipped.appendingPathComponent("weights.bin")
+        var bytes = try Data(contentsOf: weightsURL)
+        bytes[size - 100] ^= 0x01
+        try bytes.write(to: weightsURL)
+        let flipRun = runExporter(["verify", flipped.path])
+        #expect(flipRun.status == 1)
+        #expect(flipRun.error.hasPrefix("Error: 'weights.bin': CRC-32 is "))
+        #expect(flipRun.output.hasSuffix("problem(s) found\n"))
+
+        let tokenizer = try TinyArtifacts.copy(original)
+        let tokenizerURL = tokenizer.appendingPathComponent("tokenizer/tokenizer.json")
+        var text = try Data(contentsOf: tokenizerURL)
+        text[3] ^= 0x20
+        try text.write(to: tokenizerURL)
+        #expect(runExporter(["verify", tokenizer.path]).error.hasPrefix("Error: 'tokenizer/tokenizer.json': CRC-32 is "))
+
+        let truncated = try TinyArtifacts.copy(original)
+        try bytes.prefix(size - 64).write(to: truncated.appendingPathComponent("weights.bin"))
+        let truncRun = runExporter(["verify", truncated.path])
+        #expect(truncRun.status == 1)
+        #expect(truncRun.error.hasPrefix("Error: 'weights.bin': size is \(size - 64) bytes, the manifest says \(size)\n"))
+        #expect(truncRun.error.contains("Error: 'weights.bin': header says \(size) bytes, the file has \(size - 64)\n"))
+        #expect(truncRun.error.contains("runs past the end of 'weights.bin'"))
+
+        let edited = try TinyArtifacts.copy(original)
+        try TinyArtifacts.editManifest(edited) { manifest in
+            let index = try #require(manifest.files.firstIndex { $0.path == "graph.json" })
+            manifest.files[index].bytes += 1
+        }
+        let editRun = runExporter(["verify", edited.path])
+        #expect(editRun.status == 1)
+        let graphSize = try #require(try FileManager.default.attributesOfItem(atPath: edited.appendingPathComponent("graph.json").path)[.size] as? Int)
+        #expect(
+            editRun.error == """
+                Error: 'graph.json': size is \(graphSize) bytes, the manifest says \(graphSize + 1)
+                Error: 'manifest.json': sizes.bundle_bytes is \(try #require(try TinyArtifacts.manifestOf(original).sizes.bundleBytes)), the files listed sum to \(try #require(try TinyArtifacts.manifestOf(original).sizes.bundleBytes) + 1)
+
+                """)
+
+        let stray = try TinyArtifacts.copy(original)
+        try Data("x".utf8).write(to: stray.appendingPathComponent("extra.txt"))
+        #expect(runExporter(["verify", stray.path]).error == "Error: 'extra.txt': present in the artifact but not listed in the manifest\n")
+    }
+
+    @Test("swapped tensors pass the checksums and format checks but fail the forward pass")
+    func swappedLayout() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
+        let bundle = try TinyArtifacts.copy(try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
+        try TinyArtifacts.swapTensors(bundle, "model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.o_proj.weight")
+        let plain = runExporter(["verify", bundle.path])
+        #expect(plain.status == 0, "\(plain.error)")
+        let tokens = TinyArtifacts.tokens.map(String.init).joined(separator: ",")
+        let run = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", tokens])
+        #expect(run.status == 1)
+        #expect(run.error.contains("Error: forward pass: logit SNR "))
+        #expect(run.error.contains(" is below --min-logit-snr 3.00 dB\n"))
+        #expect(run.error.contains("Error: tensor 'model.layers.1.self_attn.q_proj.weight': SQNR "))
+    }
+
+    @Test("--run reports agreement; --json gives top-5 logits and next-token log-probabilities per position")
+    func runJSON() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
+        let bundle = try TinyArtifacts.export(checkpoint, bits: 8, name: "Tiny8")
+        let run = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,2,3", "--json"])
+        #expect(run.status == 0, "\(run.error)")
+        let root = try #require(try JSONParser.parse(Array(run.output.utf8)).objectValue)
+        let forward = try #require(root["forward"]?.objectValue)
+        let positions = try #require(forward["positions"]?.arrayValue)
+        #expect(positions.count == 3)
+        let first = try #require(positions[0].objectValue)
+        #expect(first["next_token"]?.intValue == 2)
+        #expect(first["source"]?.objectValue?["top5"]?.arrayValue?.count == 5)
+        #expect(first["artifact"]?.objectValue?["next_token_logprob"]?.doubleValue != nil)
+        #expect(positions[2].objectValue?["source"]?.objectValue?["next_token_logprob"]?.isNull == true)
+        #expect(forward["top1_agreement"]?.doubleValue == 1)
+        let again = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,2,3", "--json"])
+        #expect(again.output == run.output)
+    }
+
+    @Test("flag combinations that cannot work are usage errors")
+    func usage() throws {
+        let run = runExporter(["verify", "x.aimodel", "--run"])
+        #expect(run.status == 64)
+        #expect(run.error.hasPrefix("Error: --run requires --against <checkpoint>\n"))
+        #expect(runExporter(["verify", "x", "--against", "y", "--tokens", "1"]).error.hasPrefix("Error: --tokens requires --run\n"))
+        #expect(
+            runExporter(["verify", "x", "--against", "y", "--run", "--tokens", "1,a"]).error.hasPrefix(
+                "Error: --tokens expects non-negative token ids, got 'a'\n"))
+        let missing = runExporter(["verify", "/nonexistent/x.aimodel"])
+        #expect(missing.status == 65)
+        #expect(missing.error == "Error: '/nonexistent/x.aimodel' is not an exporter artifact: no such file or folder\n")
+    }
+}
+
+extension TinyArtifacts {
+    static func manifestOf(_ bundle: URL) throws -> Manifest {
+        let url = bundle.appendingPathComponent("manifest.json")
+        return try BundleReader.decodeManifest(Data(contentsOf: url), path: url.path)
+    }
+}

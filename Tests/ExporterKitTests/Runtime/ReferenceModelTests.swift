@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+/// Weights from the formula of `Tests/reference/forward.py`, reproduced exactly.
+struct FormulaWeights: ReferenceWeights {
+    func referenceTensor(_ name: String, shape: [Int]) throws -> [Float] {
+        let key = name.utf8.enumerated().reduce(UInt64(0)) { ($0 + UInt64($1.offset + 1) * UInt64($1.element)) % (1 << 32) }
+        let offset = (key + 1) * 2_246_822_519 % (1 << 32)
+        let columns = Double(shape.last ?? 1)
+        return (0..<shape.reduce(1, *)).map { index in
+            let u = Double((UInt64(index + 1) * 2_654_435_761 + offset) % (1 << 32)) / 4_294_967_296
+            if name.hasSuffix("norm.weight") { return Float(1 + 0.2 * (u - 0.5)) }
+            if name.hasSuffix("bias") { return Float(0.2 * (u - 0.5)) }
+            return Float((u - 0.5) * 2 * 1.7 / columns.squareRoot())
+        }
+    }
+}
+
+@Suite("reference forward pass")
+struct ReferenceModelTests {
+    struct KnownAnswers {
+        let tokens: [Int]
+        let models: [String: (ReferenceArchitecture, [[Float]])]
+    }
+
+    static func knownAnswers() throws -> KnownAnswers {
+        let url = Fixtures.repositoryRoot.appendingPathComponent("Tests/reference/known_logits.json")
+        let root = try #require(try JSONParser.parse([UInt8](Data(contentsOf: url))).objectValue)
+        let tokens = try #require(root["tokens"]?.arrayValue).compactMap(\.intValue)
+        var models: [String: (ReferenceArchitecture, [[Float]])] = [:]
+        for (family, value) in try #require(root["models"]?.objectValue).members {
+            let model = try #require(value.objectValue)
+            let c = try #require(model["config"]?.objectValue)
+            func int(_ key: String) throws -> Int { try #require(c[key]?.intValue) }
+            let architecture = ReferenceArchitecture(
+                family: family, layers: try int("layers"), hiddenSize: try int("hidden"),
+                intermediateSize: try int("intermediate"), vocabularySize: try int("vocab"), heads: try int("heads"),
+                kvHeads: try int("kv_heads"), headDim: try int("head_dim"), contextLength: 16,
+                ropeTheta: try #require(c["theta"]?.doubleValue), rmsNormEpsilon: try #require(c["eps"]?.doubleValue),
+                qkvBias: try #require(c["qkv_bias"]?.boolValue), qkNorm: try #require(c["qk_norm"]?.boolValue),
+                tiedEmbeddings: try #require(c["tied"]?.boolValue), slidingWindow: c["window"]?.intValue)
+            let logits = try #require(model["logits"]?.arrayValue).map { row in
+                (row.arrayValue ?? []).compactMap { $0.doubleValue.map(Float.init) }
+            }
+            models[family] = (architecture, logits)
+        }
+        return KnownAnswers(tokens: tokens, models: models)
+    }
+
+    @Test("logits match the NumPy transcription of the published equations to 1e-4", arguments: ["qwen2", "qwen3", "mistral"])
+    func knownAnswers(family: String) throws {
+        let answers = try Self.knownAnswers()
+        let (architecture, expected) = try #require(answers.models[family])
+        let logits = try ReferenceModel(architecture: architecture, weights: FormulaWeights()).logits(tokens: answers.tokens)
+        #expect(logits.count == expected.count)
+        var largest: Float = 0
+        for (row, expectedRow) in zip(logits, expected) {
+            #expect(row.count == expectedRow.count)
+            for (a, b) in zip(row, expectedRow) { largest = max(largest, abs(a - b)) }
+        }
+        #expect(largest < 1e-4, "\(family): max |Δlogit| = \(largest)")
+    }
+
+    @Test("a rerun is bit-identical, and a prefix gives the first positions exactly (causal, cached)")
+    func deterministicAndCausal() throws {
+        let answers = try Self.knownAnswers()
+        let (architecture, _) = try #require(answers.models["qwen3"])
+        let model = ReferenceModel(architecture: architecture, weights: FormulaWeights())
+        let first = try model.logits(tokens: answers.tokens)
+        #expect(try model.logits(tokens: answers.tokens) == first)
+        let prefix = try model.logits(tokens: Array(answers.tokens.prefix(3)))
+        #expect(prefix == Array(first.prefix(3)))
+    }
+
+    @Test("bad token sequences are refused with exact messages")
+    func invalidTokens() throws {
+        let (architecture, _) = try #require(try Self.knownAnswers().models["qwen2"])
+        let model = ReferenceModel(architecture: architecture, weights: FormulaWeights())
+        #expect(throws: ReferenceModelError.invalidTokens("no tokens to run")) { try model.logits(tokens: []) }
+        #expect(throws: ReferenceModelError.invalidTokens("token 64 is outside the vocabulary of 64")) {
+            try model.logits(tokens: [1, 64])
+        }
+        #expect(throws: ReferenceModelError.invalidTokens("17 tokens exceed the context length of 16")) {
+            try model.logits(tokens: Array(repeating: 1, count: 17))
+        }
+    }
+
+    @Test("top-5, KL and perplexity of a comparison are computed as defined")
+    func comparisonMetrics() {
+        let source: [[Float]] = [[0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0]]
+        let same = ForwardComparison(tokens: [1, 2], source: source, artifact: source)
+        #expect(same.top1Agreement == 1)
+        #expect(same.meanKL == 0)
+        #expect(same.maxLogitDifference == 0)
+        #expect(same.positions[0].source.top5.map(\.token) == [5, 4, 3, 2, 1])
+        let logZ = log((0...5).reduce(0.0) { $0 + exp(Double($1)) })
+        #expect(abs((same.positions[0].source.nextTokenLogProbability ?? 0) - (2 - logZ)) < 1e-12)
+        #expect(same.positions[1].source.nextTokenLogProbability == nil)
+        #expect(abs((same.sourcePerplexity ?? 0) - exp(logZ - 2)) < 1e-9)
+        let shifted = ForwardComparison(tokens: [1, 2], source: source, artifact: [[0, 1, 2, 3, 5, 4], [5, 4, 3, 2, 1, 0]])
+        #expect(shifted.top1Agreement == 0.5)
+        #expect(shifted.maxLogitDifference == 1)
+        #expect(shifted.positions[0].klDivergence > 0 && shifted.positions[1].klDivergence == 0)
+    }
+}

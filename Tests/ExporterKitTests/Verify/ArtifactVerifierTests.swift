@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+@Suite("artifact verifier")
+struct ArtifactVerifierTests {
+    /// A fresh 4-bit bundle of a tiny qwen3 (group 8), with its checkpoint.
+    private func bundle() throws -> (bundle: URL, checkpoint: URL) {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let plan = try Fixtures.plan(checkpoint, compression: .named("4bit_weight_palettized_group8"))
+        let result = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
+        return (result.bundleURL, checkpoint)
+    }
+
+    private func manifest(_ bundle: URL) throws -> Manifest {
+        let url = bundle.appendingPathComponent("manifest.json")
+        return try BundleReader.decodeManifest(Data(contentsOf: url), path: url.path)
+    }
+
+    /// Rewrites `weights.bin` through `edit` and records its new CRC-32, so only the format checks can object.
+    private func editWeights(_ bundle: URL, _ edit: (inout [UInt8], Manifest) throws -> Void) throws {
+        let url = bundle.appendingPathComponent("weights.bin")
+        var bytes = [UInt8](try Data(contentsOf: url))
+        var manifest = try manifest(bundle)
+        try edit(&bytes, manifest)
+        try Data(bytes).write(to: url)
+        let index = try #require(manifest.files.firstIndex { $0.path == "weights.bin" })
+        manifest.files[index].crc32 = BundleWriter.hex(bytes.withUnsafeBytes { CRC32.checksum($0) })
+        try Data(try manifest.canonicalJSON()).write(to: bundle.appendingPathComponent("manifest.json"))
+    }
+
+    @Test("a fresh bundle passes every check and matches its checkpoint")
+    func clean() throws {
+        let (bundle, checkpoint) = try bundle()
+        let report = ArtifactVerifier.verify(try LoadedArtifact(url: bundle), against: try CheckpointWeights(directory: checkpoint))
+        #expect(report.failures == [])
+        #expect(report.filesChecked == 3)
+        #expect(report.tensorsDecoded == 1 + 2 * 11 + 1)
+        #expect(report.tensorsCompared == report.tensorsDecoded)
+        #expect(report.measuredSQNR["model.norm.weight"] == .infinity)
+        let tensor = try #require(try manifest(bundle).tensors.first { $0.name == "model.layers.0.mlp.up_proj.weight" })
+        #expect(abs((report.measuredSQNR[tensor.name] ?? 0) - (tensor.sqnrDB ?? 0)) < 0.01)
+    }
+
+    @Test("format rules the checksums cannot see: header, padding, LUT order")
+    func formatRules() throws {
+        let (bundle, _) = try bundle()
+        let name = "model.layers.0.mlp.up_proj.weight"
+        try editWeights(bundle) { bytes, manifest in
+            let tensor = try #require(manifest.tensors.first { $0.name == name })
+            let lut = tensor.parts[0]
+            // Swap the first two float16 entries of group 0: no longer ascending.
+            for k in 0..<2 { bytes.swapAt(lut.offset + k, lut.offset + 2 + k) }
+            // A non-zero byte in the padding after q_norm (32 bytes, padded to 64).
+            let norm = try #require(manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_norm.weight" }?.parts[0])
+            #expect(norm.bytes == 32)
+            bytes[norm.offset + norm.bytes + 5] = 1
+            // The header's reserved bytes.
+            bytes[40] = 7
+        }
+        let report = ArtifactVerifier.verify(try LoadedArtifact(url: bundle))
+        #expect(
+            report.failures.map(\.description) == [
+                "'weights.bin': header bytes 32..<64 are not zero",
+                "'weights.bin': padding before model.layers.0.self_attn.k_norm.weight values (bytes \(try partEnd(bundle, qNorm))..<"
+                    + "\(try partEnd(bundle, qNorm) + 32)) is not zero",
+                "tensor '\(name)': LUT of group 0 is not sorted ascending",
+            ])
+    }
+
+    private let qNorm = "model.layers.0.self_attn.q_norm.weight"
+
+    private func partEnd(_ bundle: URL, _ name: String) throws -> Int {
+        let part = try #require(try manifest(bundle).tensors.first { $0.name == name }?.parts[0])
+        return part.offset + part.bytes
+    }
+
+    @Test("a part moved out of its place or past the end is named with its tensor")
+    func placement() throws {
+        let (bundle, _) = try bundle()
+        var manifest = try manifest(bundle)
+        let index = try #require(manifest.tensors.firstIndex { $0.name == "model.layers.1.mlp.down_proj.weight" })
+        manifest.tensors[index].parts[1].offset += 64
+        let last = manifest.tensors.count - 1
+        manifest.tensors[last].parts[0].offset = 1 << 30
+        try Data(try manifest.canonicalJSON()).write(to: bundle.appendingPathComponent("manifest.json"))
+        let failures = ArtifactVerifier.verify(try LoadedArtifact(url: bundle)).failures.map(\.description)
+        let moved = manifest.tensors[index].parts[1].offset
+        #expect(failures.contains(
+            "tensor 'model.layers.1.mlp.down_proj.weight': indices at offset \(moved), expected \(moved - 64): parts follow "
+                + "each other in manifest order, each at the next multiple of 64"))
+        #expect(failures.contains { $0.hasPrefix("tensor 'model.norm.weight': values at offset 1073741824, 128 bytes, runs past the end of 'weights.bin'") })
+    }
+
+    @Test("int8 values of -128 and non-positive scales break the linear scheme's rules")
+    func linearRules() {
+        let tensor = Manifest.Tensor(
+            name: "t", shape: [2, 2], role: "embedding", layer: nil, compression: .int8PerTensor, lastGroupRows: nil,
+            rule: "ios-embedding", storedBytes: 8, parts: [], sqnrDB: nil)
+        let problems = ArtifactVerifier.storedValueProblems(
+            tensor, stored: ["scales": [0, 0, 0, 0], "values": [1, 0x80, 2, 3]])
+        #expect(problems == ["scale 0 is 0.0, expected a positive finite number", "int8 value 1 is -128, outside [-127, 127]"])
+        let palette = Manifest.Tensor(
+            name: "p", shape: [1, 3], role: "mlp", layer: 0, compression: .palettize(bits: 4, groupSize: nil),
+            lastGroupRows: nil, rule: "default", storedBytes: 34, parts: [], sqnrDB: nil)
+        #expect(
+            ArtifactVerifier.storedValueProblems(palette, stored: ["indices": [0x21, 0x13]])
+                == ["the unused high bits of the last index byte are not zero"])
+        #expect(ArtifactVerifier.storedValueProblems(palette, stored: ["indices": [0x21, 0x03]]) == [])
+    }
+}
