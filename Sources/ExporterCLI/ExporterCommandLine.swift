@@ -25,6 +25,7 @@ public enum ExporterCommandLine {
                 case PlanCommand.spec.name: status = try PlanCommand.run(arguments, context: context)
                 case ListCommand.spec.name: status = try ListCommand.run(arguments, context: context)
                 case SynthCommand.spec.name: status = try SynthCommand.run(arguments, context: context)
+                case ConvertCommand.spec.name: status = try ConvertCommand.run(arguments, context: context)
                 default: status = try ExportCommand.run(arguments, context: context)
                 }
                 return status.rawValue

@@ -14,6 +14,9 @@ enum ExportCommand {
             + ExportArguments.specs + [
                 .option("output-dir", aliases: ["output"], valueName: "dir", help: "Where artifacts go (default: Artifacts)."),
                 .flag("overwrite", help: "Replace an existing artifact of the same name."),
+                .option(
+                    "format", choices: ["aimodel", "mlpackage"], defaultValue: "aimodel",
+                    help: "aimodel, or mlpackage: also a Core ML package converted from the bundle, beside it."),
                 .flag("synthetic", help: "Export generated weights of the exact shapes (marked synthetic: never ship them)."),
                 .option("seed", valueName: "n", defaultValue: "0", help: "Seed of --synthetic weights."),
                 .flag("allow-clamp", help: "Clamp weights beyond float16's range instead of refusing."),
@@ -22,7 +25,7 @@ enum ExportCommand {
                 .flag("list-models", help: "List the model families and presets."),
                 .flag("list-presets", help: "List the presets."),
             ],
-        subcommands: [PlanCommand.spec, ListCommand.spec, SynthCommand.spec])
+        subcommands: [PlanCommand.spec, ListCommand.spec, SynthCommand.spec, ConvertCommand.spec])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         let json = arguments.flag("json")
@@ -51,6 +54,11 @@ enum ExportCommand {
         let result = try ExportRunner.run(
             plan, settings: settings, warn: { context.printError("warning: \($0)") }, progress: bar.update)
         ExportSummary.lines(result).forEach { context.print($0) }
+        if arguments.value("format") == "mlpackage" {
+            let destination = MLPackageWriter.defaultDestination(forBundle: result.bundleURL)
+            let package = try MLPackageWriter.write(bundle: result.bundleURL, to: destination, overwrite: settings.overwrite)
+            ConvertCommand.summary(package, at: destination).forEach { context.print($0) }
+        }
         return .success
     }
 }
