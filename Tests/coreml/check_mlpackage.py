@@ -80,12 +80,12 @@ PREFILL = 5
 STEPS = 4
 
 failures = []
+passes = []
 
 
 def check(label, ok, detail=""):
     print(f"{'ok  ' if ok else 'FAIL'} {label}{': ' + detail if detail else ''}", flush=True)
-    if not ok:
-        failures.append(label)
+    (passes if ok else failures).append(label)
 
 
 # ---------------------------------------------------------------- the bundle (docs/FORMAT.md)
@@ -425,7 +425,7 @@ def main():
             print("work folder:", work)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"coreml: {len(failures)} failed" if failures else "coreml: every check passed")
+    print(f"coreml: {len(passes)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

@@ -28,20 +28,29 @@ enum ConvertCommand {
         let destination = arguments.value("output").map {
             URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
         } ?? MLPackageWriter.defaultDestination(forBundle: bundle)
-        let manifest = try MLPackageWriter.write(bundle: bundle, to: destination, overwrite: arguments.flag("overwrite"))
-        summary(manifest, at: destination).forEach { context.print($0) }
+        try write(bundle: bundle, to: destination, overwrite: arguments.flag("overwrite"), context: context)
         return .success
     }
 
-    /// The lines printed once a package is written.
-    static func summary(_ manifest: MLPackageManifest, at url: URL) -> [String] {
-        ["wrote \(url.path)"]
+    /// Writes the package, reads it back against the bundle, and prints what it holds.
+    /// - Throws: the writer's and the verifier's errors.
+    static func write(bundle: URL, to destination: URL, overwrite: Bool, context: CommandContext) throws {
+        try MLPackageWriter.write(bundle: bundle, to: destination, overwrite: overwrite)
+        let report = try MLPackageVerifier.verify(package: destination, bundle: bundle)
+        summary(report, at: destination).forEach { context.print($0) }
+    }
+
+    /// The lines printed once a package is written and verified.
+    static func summary(_ report: MLPackageVerifier.Report, at url: URL) -> [String] {
+        let manifest = report.manifest
+        return ["wrote \(url.path)"]
             + Format.table(
                 [
                     ["package", "\(Format.megabytes(manifest.packageBytes)) (\(Format.mebibytes(manifest.packageBytes)))"],
                     ["target", "\(manifest.deploymentTarget), specification \(manifest.specificationVersion), opset \(manifest.opset)"],
                     ["program", "\(manifest.operationCount) ops, \(manifest.blobCount) weight blobs"],
                     ["KV cache", "\(Format.mebibytes(manifest.kvCacheBytes)) in 2 states"],
+                    ["verified", "\(report.filesChecked) files, \(report.blobsChecked) blobs, \(report.tensorsCompared) tensors equal to the bundle's"],
                 ], indent: "  ")
     }
 }

@@ -56,8 +56,7 @@ enum ExportCommand {
         ExportSummary.lines(result).forEach { context.print($0) }
         if arguments.value("format") == "mlpackage" {
             let destination = MLPackageWriter.defaultDestination(forBundle: result.bundleURL)
-            let package = try MLPackageWriter.write(bundle: result.bundleURL, to: destination, overwrite: settings.overwrite)
-            ConvertCommand.summary(package, at: destination).forEach { context.print($0) }
+            try ConvertCommand.write(bundle: result.bundleURL, to: destination, overwrite: settings.overwrite, context: context)
         }
         return .success
     }
