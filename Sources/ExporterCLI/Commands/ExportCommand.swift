@@ -14,6 +14,9 @@ enum ExportCommand {
             + ExportArguments.specs + [
                 .option("output-dir", aliases: ["output"], valueName: "dir", help: "Where artifacts go (default: Artifacts)."),
                 .flag("overwrite", help: "Replace an existing artifact of the same name."),
+                .option(
+                    "format", choices: ["aimodel", "mlpackage"], defaultValue: "aimodel",
+                    help: "aimodel, or mlpackage: also a Core ML package converted from the bundle, beside it."),
                 .flag("synthetic", help: "Export generated weights of the exact shapes (marked synthetic: never ship them)."),
                 .option("seed", valueName: "n", defaultValue: "0", help: "Seed of --synthetic weights."),
                 .flag("allow-clamp", help: "Clamp weights beyond float16's range instead of refusing."),
@@ -28,7 +31,7 @@ enum ExportCommand {
             ],
         subcommands: [
             PlanCommand.spec, ListCommand.spec, SynthCommand.spec, CompileCommand.spec, BatchCommand.spec,
-            InspectCommand.spec, VerifyCommand.spec, DiffCommand.spec,
+            InspectCommand.spec, VerifyCommand.spec, DiffCommand.spec, ConvertCommand.spec,
         ])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
@@ -67,6 +70,10 @@ enum ExportCommand {
                 outputDirectory: result.bundleURL.deletingLastPathComponent())
             request.overwrite = settings.overwrite
             try CompileCommand.compile(result.bundleURL, request: request, json: false, context: context)
+        }
+        if arguments.value("format") == "mlpackage" {
+            let destination = MLPackageWriter.defaultDestination(forBundle: result.bundleURL)
+            try ConvertCommand.write(bundle: result.bundleURL, to: destination, overwrite: settings.overwrite, context: context)
         }
         return .success
     }

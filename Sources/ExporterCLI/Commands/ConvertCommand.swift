@@ -1,0 +1,56 @@
+import Foundation
+import ExporterKit
+
+/// `exporter convert <bundle.aimodel> --to mlpackage`: another format from a portable bundle.
+enum ConvertCommand {
+    /// The formats a bundle converts to.
+    enum Target: String, CaseIterable {
+        case mlpackage
+    }
+
+    static let spec = CommandSpec(
+        name: "convert",
+        abstract: "Convert a portable .aimodel bundle to another format.",
+        discussion: "mlpackage: a Core ML package (iOS 18 ML program with a stateful KV cache) that Apple's runtime "
+            + "loads; palettised and int8 weights stay compressed, byte for byte the bundle's. "
+            + "Written beside the bundle as <Name>.mlpackage unless --output is given.",
+        arguments: [
+            .positional("bundle", help: "A <Name>.aimodel bundle folder."),
+            .option("to", choices: Target.allCases.map(\.rawValue), defaultValue: "mlpackage", help: "The target format."),
+            .option("output", valueName: "path", help: "The package to write (default: beside the bundle)."),
+            .flag("overwrite", help: "Replace an existing package."),
+        ])
+
+    static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
+        guard let path = arguments.positional(0) else { throw UsageError.missingArgument("bundle") }
+        _ = try arguments.choice("to", as: Target.self)
+        let bundle = URL(fileURLWithPath: path, relativeTo: context.currentDirectory).standardizedFileURL
+        let destination = arguments.value("output").map {
+            URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
+        } ?? MLPackageWriter.defaultDestination(forBundle: bundle)
+        try write(bundle: bundle, to: destination, overwrite: arguments.flag("overwrite"), context: context)
+        return .success
+    }
+
+    /// Writes the package, reads it back against the bundle, and prints what it holds.
+    /// - Throws: the writer's and the verifier's errors.
+    static func write(bundle: URL, to destination: URL, overwrite: Bool, context: CommandContext) throws {
+        try MLPackageWriter.write(bundle: bundle, to: destination, overwrite: overwrite)
+        let report = try MLPackageVerifier.verify(package: destination, bundle: bundle)
+        summary(report, at: destination).forEach { context.print($0) }
+    }
+
+    /// The lines printed once a package is written and verified.
+    static func summary(_ report: MLPackageVerifier.Report, at url: URL) -> [String] {
+        let manifest = report.manifest
+        return ["wrote \(url.path)"]
+            + Format.table(
+                [
+                    ["package", "\(Format.megabytes(manifest.packageBytes)) (\(Format.mebibytes(manifest.packageBytes)))"],
+                    ["target", "\(manifest.deploymentTarget), specification \(manifest.specificationVersion), opset \(manifest.opset)"],
+                    ["program", "\(manifest.operationCount) ops, \(manifest.blobCount) weight blobs"],
+                    ["KV cache", "\(Format.mebibytes(manifest.kvCacheBytes)) in 2 states"],
+                    ["verified", "\(report.filesChecked) files, \(report.blobsChecked) blobs, \(report.tensorsCompared) tensors equal to the bundle's"],
+                ], indent: "  ")
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+
+/// Checks an `.mlpackage` written by ``MLPackageWriter``: every file's size and CRC-32 against
+/// our manifest, the blob storage file against its format (header, sentinels, offsets, bounds),
+/// every tensor's blobs against the manifest, and, given the source bundle, every blob byte for
+/// byte against the bundle's parts (each LUT, the index streams, the int8 values, float16
+/// values; the int8 scales as the float16 rounding of the bundle's).
+public enum MLPackageVerifier {
+    /// What a verification looked at.
+    public struct Report: Equatable, Sendable {
+        /// The package manifest.
+        public let manifest: MLPackageManifest
+        /// Files whose size and CRC-32 matched.
+        public let filesChecked: Int
+        /// Blobs found in `weight.bin`.
+        public let blobsChecked: Int
+        /// Tensors compared with the bundle (0 without a bundle).
+        public let tensorsCompared: Int
+    }
+
+    /// Reads our manifest of the package at `url`, checking its schema first.
+    /// - Throws: `CoreMLError.invalidPackage` or `BundleError.unsupportedSchema`.
+    public static func readManifest(package url: URL) throws -> MLPackageManifest {
+        let path = url.appendingPathComponent(MLPackageManifest.path)
+        guard let data = try? Data(contentsOf: path) else {
+            throw CoreMLError.invalidPackage(path: url.path, reason: "no readable \(MLPackageManifest.path)")
+        }
+        struct SchemaOnly: Decodable { let schema: String }
+        guard let schema = try? JSONDecoder().decode(SchemaOnly.self, from: data) else {
+            throw CoreMLError.invalidPackage(path: path.path, reason: "the manifest has no schema")
+        }
+        guard schema.schema == MLPackageManifest.currentSchema else {
+            throw BundleError.unsupportedSchema(path: path.path, found: schema.schema, supported: MLPackageManifest.currentSchema)
+        }
+        do {
+            return try JSONDecoder().decode(MLPackageManifest.self, from: data)
+        } catch {
+            throw CoreMLError.invalidPackage(path: path.path, reason: "the manifest does not decode: \(error)")
+        }
+    }
+
+    /// Verifies the package at `url`, and compares it with the bundle at `bundle` when given.
+    /// - Throws: `CoreMLError` or `BundleError` naming the first file, blob or tensor that is
+    ///   not as it should be.
+    public static func verify(package url: URL, bundle bundleURL: URL? = nil) throws -> Report {
+        let manifest = try readManifest(package: url)
+        for file in manifest.files {
+            guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
+                throw CoreMLError.invalidPackage(path: file.path, reason: "the manifest names a file outside the package")
+            }
+            try BundleReader.verify(file, in: url)
+        }
+        let blobs = try MILBlobFile(url: url.appendingPathComponent(MLPackageWriter.weightsPath))
+        guard blobs.entries.count == manifest.blobCount else {
+            throw CoreMLError.invalidPackage(
+                path: MLPackageWriter.weightsPath, reason: "\(blobs.entries.count) blobs, the manifest says \(manifest.blobCount)")
+        }
+        for tensor in manifest.tensors {
+            for blob in tensor.blobs {
+                guard let entry = blobs.entries.first(where: { $0.metadataOffset == blob.offset }), entry.byteCount == blob.bytes else {
+                    throw CoreMLError.invalidPackage(
+                        path: MLPackageWriter.weightsPath, reason: "tensor '\(tensor.name)': no \(blob.bytes)-byte blob at \(blob.offset)")
+                }
+            }
+        }
+        var compared = 0
+        if let bundleURL {
+            let bundle = try BundleReader(url: bundleURL)
+            for tensor in manifest.tensors {
+                try compare(tensor, blobs: blobs, bundle: bundle)
+                compared += 1
+            }
+            let missing = Set(bundle.tensorNames).subtracting(manifest.tensors.map(\.name))
+            if let name = missing.sorted().first {
+                throw CoreMLError.bundleMismatch(tensor: name, reason: "not in the package")
+            }
+        }
+        return Report(manifest: manifest, filesChecked: manifest.files.count, blobsChecked: blobs.entries.count, tensorsCompared: compared)
+    }
+
+    private static func compare(_ tensor: MLPackageTensor, blobs: MILBlobFile, bundle: BundleReader) throws {
+        guard let record = bundle.manifest.tensors.first(where: { $0.name == tensor.name }) else {
+            throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "not in the bundle")
+        }
+        func bundlePart(_ kind: String) throws -> [UInt8] {
+            guard let part = record.parts.first(where: { $0.kind == kind }) else {
+                throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "the bundle has no \(kind) part")
+            }
+            return try bundle.readBytes(file: part.file, offset: part.offset, count: part.bytes)
+        }
+        for blob in tensor.blobs {
+            let stored = try blobs.data(atMetadataOffset: blob.offset).bytes
+            let expected: [UInt8]
+            switch blob.kind {
+            case "lut":
+                let lut = try bundlePart("lut")
+                guard let bits = record.compression.bits, let lutRows = tensor.lutGroupRows, let lutCount = tensor.lutGroups else {
+                    throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "a LUT without bits or groups")
+                }
+                let rows = record.shape[0]
+                let groupRows = record.compression.granularity == .perGroupedChannel ? (record.compression.groupSize ?? rows) : rows
+                let lutBytes = 2 << bits
+                expected = (0..<lutCount).flatMap { index -> ArraySlice<UInt8> in
+                    let group = index * lutRows / groupRows
+                    return lut[min(group * lutBytes, lut.count)..<min((group + 1) * lutBytes, lut.count)]
+                }
+            case "scales":
+                let scales = try bundlePart("scales")
+                expected = stride(from: 0, to: scales.count, by: 4).flatMap { index -> [UInt8] in
+                    let bits = (0..<4).reduce(UInt32(0)) { $0 | UInt32(scales[index + $1]) << (8 * UInt32($1)) }
+                    let half = Float16(Float(bitPattern: bits)).bitPattern
+                    return [UInt8(truncatingIfNeeded: half), UInt8(truncatingIfNeeded: half >> 8)]
+                }
+            default:
+                expected = try bundlePart(blob.kind)
+            }
+            guard stored == expected else {
+                let first = zip(stored, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(stored.count, expected.count)
+                throw CoreMLError.bundleMismatch(
+                    tensor: tensor.name, reason: "\(blob.kind) blob at \(blob.offset) differs from byte \(first)")
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+import Foundation
+
+/// `Data/com.github.exporter/manifest.json` of an `.mlpackage`: schema `exporter.mlpackage/1`,
+/// specified in `docs/MANIFEST.md`.
+public struct MLPackageManifest: Codable, Equatable, Sendable {
+    /// The schema this version writes and reads.
+    public static let currentSchema = "exporter.mlpackage/1"
+    /// Its path inside the package.
+    public static let path = "Data/com.github.exporter/manifest.json"
+
+    /// `exporter.mlpackage/1`.
+    public var schema: String
+    /// The tool that wrote it.
+    public var tool: Manifest.Tool
+    /// The model's name (`<Name>.mlpackage`).
+    public var name: String
+    /// Registry family.
+    public var architecture: String
+    /// The bundle it was converted from: its name and the CRC-32 of its `manifest.json`.
+    public var sourceBundle: SourceBundle
+    /// `iOS18`.
+    public var deploymentTarget: String
+    /// `Model.specificationVersion`: 9.
+    public var specificationVersion: Int
+    /// MIL opset: `CoreML8`.
+    public var opset: String
+    /// Tokens of context: the states and the causal mask are sized for it.
+    public var contextLength: Int
+    /// Bytes of the two KV-cache states.
+    public var kvCacheBytes: Int
+    /// Bytes of every file in `files`.
+    public var packageBytes: Int
+    /// Blobs in `weight.bin`.
+    public var blobCount: Int
+    /// Operations of the program.
+    public var operationCount: Int
+    /// Op type → count.
+    public var opCounts: [String: Int]
+    /// Where each bundle tensor went.
+    public var tensors: [MLPackageTensor]
+    /// Every other file of the package with size and CRC-32, sorted by path.
+    public var files: [Manifest.File]
+
+    /// The source bundle.
+    public struct SourceBundle: Codable, Equatable, Sendable {
+        /// `<Name>.aimodel`.
+        public var name: String
+        /// CRC-32 of its `manifest.json`.
+        public var manifestCRC32: String
+
+        enum CodingKeys: String, CodingKey {
+            case name
+            case manifestCRC32 = "manifest_crc32"
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case schema, tool, name, architecture, opset, tensors, files
+        case sourceBundle = "source_bundle"
+        case deploymentTarget = "deployment_target"
+        case specificationVersion = "specification_version"
+        case contextLength = "context_length"
+        case kvCacheBytes = "kv_cache_bytes"
+        case packageBytes = "package_bytes"
+        case blobCount = "blob_count"
+        case operationCount = "operation_count"
+        case opCounts = "op_counts"
+    }
+}
+
+/// Writes `<Name>.mlpackage/` from a bundle: `Manifest.json`, `Data/com.apple.CoreML/model.mlmodel`
+/// (the ML program), `Data/com.apple.CoreML/weights/weight.bin` (blob storage) and our manifest.
+/// Written in a staging folder and renamed into place when whole; byte-reproducible (item
+/// identifiers derive from content, nothing depends on time or place).
+public enum MLPackageWriter {
+    /// Path of the model specification inside the package.
+    public static let modelPath = "Data/com.apple.CoreML/model.mlmodel"
+    /// Path of the blob storage file inside the package.
+    public static let weightsPath = "Data/com.apple.CoreML/weights/weight.bin"
+    /// The package manifest.
+    public static let packageManifestPath = "Manifest.json"
+
+    /// Where the package of `bundleURL` goes by default: beside it, `<Name>.mlpackage`.
+    public static func defaultDestination(forBundle bundleURL: URL) -> URL {
+        let name = bundleURL.deletingPathExtension().lastPathComponent
+        return bundleURL.deletingLastPathComponent().appendingPathComponent(name + ".mlpackage", isDirectory: true)
+    }
+
+    /// Converts the bundle at `bundleURL` (verified first) into a package at `destination`.
+    /// - Throws: `BundleError` when the bundle does not read or an output cannot be written,
+    ///   `CoreMLError` when the bundle cannot be expressed as a Core ML program.
+    @discardableResult
+    public static func write(
+        bundle bundleURL: URL, to destination: URL, overwrite: Bool, faults: FaultInjector? = nil
+    ) throws -> MLPackageManifest {
+        let bundle = try BundleReader(url: bundleURL)
+        let program = try LanguageModelProgram.build(bundle: bundle)
+        let directory = try ArtifactDirectory(destination: destination, overwrite: overwrite, faults: faults)
+
+        let weights = try directory.createFile(weightsPath)
+        try MILBlobStorage.write(program.blobs, to: weights)
+        try weights.finish()
+        guard weights.size == program.blobs.fileBytes else {
+            throw CoreMLError.invalidPackage(path: weightsPath, reason: "\(weights.size) bytes written, \(program.blobs.fileBytes) planned")
+        }
+        let model = try directory.createFile(modelPath)
+        try model.write(program.model.serialized)
+        try model.finish()
+
+        let modelCRC = BundleWriter.hex(model.crc.value)
+        let weightsCRC = BundleWriter.hex(weights.crc.value)
+        let modelID = identifier("model.mlmodel", modelCRC, weightsCRC)
+        let weightsID = identifier("weights", modelCRC, weightsCRC)
+        let exporterID = identifier("exporter", modelCRC, weightsCRC)
+        let packageManifest = try directory.createFile(packageManifestPath)
+        try packageManifest.write(
+            try canonicalJSON(
+                PackageManifest(
+                    fileFormatVersion: "1.0.0",
+                    itemInfoEntries: [
+                        modelID: .init(
+                            author: "com.apple.CoreML", description: "CoreML Model Specification", name: "model.mlmodel",
+                            path: "com.apple.CoreML/model.mlmodel"),
+                        weightsID: .init(
+                            author: "com.apple.CoreML", description: "CoreML Model Weights", name: "weights",
+                            path: "com.apple.CoreML/weights"),
+                        exporterID: .init(
+                            author: "com.github.exporter", description: "exporter manifest", name: "manifest.json",
+                            path: "com.github.exporter/manifest.json"),
+                    ],
+                    rootModelIdentifier: modelID)))
+        try packageManifest.finish()
+
+        let files = [
+            Manifest.File(path: packageManifestPath, bytes: packageManifest.size, crc32: BundleWriter.hex(packageManifest.crc.value)),
+            Manifest.File(path: modelPath, bytes: model.size, crc32: modelCRC),
+            Manifest.File(path: weightsPath, bytes: weights.size, crc32: weightsCRC),
+        ].sorted { $0.path < $1.path }
+        let bundleManifest = try Data(contentsOf: bundleURL.appendingPathComponent(BundleWriter.manifestName))
+        var bundleCRC = CRC32()
+        bundleManifest.withUnsafeBytes { bundleCRC.update($0) }
+        let manifest = MLPackageManifest(
+            schema: MLPackageManifest.currentSchema, tool: bundle.manifest.tool, name: destination.deletingPathExtension().lastPathComponent,
+            architecture: bundle.graph.architecture,
+            sourceBundle: .init(name: bundleURL.lastPathComponent, manifestCRC32: BundleWriter.hex(bundleCRC.value)),
+            deploymentTarget: CoreMLSpec.deploymentTarget, specificationVersion: CoreMLSpec.specificationVersion,
+            opset: CoreMLSpec.opset, contextLength: bundle.graph.contextLength, kvCacheBytes: bundle.manifest.kvCache.bytes,
+            packageBytes: files.reduce(0) { $0 + $1.bytes }, blobCount: program.blobs.blobs.count,
+            operationCount: program.model.program.operations.count, opCounts: program.opCounts, tensors: program.tensors, files: files)
+        let manifestFile = try directory.createFile(MLPackageManifest.path)
+        try manifestFile.write(try canonicalJSON(manifest))
+        try manifestFile.finish()
+        try directory.publish()
+        return manifest
+    }
+
+    /// `Manifest.json` of a package.
+    struct PackageManifest: Codable {
+        struct Item: Codable {
+            var author: String
+            var description: String
+            var name: String
+            var path: String
+        }
+
+        var fileFormatVersion: String
+        var itemInfoEntries: [String: Item]
+        var rootModelIdentifier: String
+    }
+
+    /// A UUID-shaped identifier derived from `parts` (two FNV-1a 64-bit hashes): the same
+    /// content always gets the same identifier, so re-exports are byte-identical.
+    static func identifier(_ parts: String...) -> String {
+        let text = Array(parts.joined(separator: "\u{0}").utf8)
+        func fnv(_ basis: UInt64) -> UInt64 {
+            text.reduce(basis) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01B3 }
+        }
+        var high = fnv(0xCBF2_9CE4_8422_2325)
+        var low = fnv(0x6C62_272E_07BB_0142)
+        high = (high & ~0xF000) | 0x8000  // version nibble 8: custom
+        low = (low & ~(0xC << 60)) | (0x8 << 60)  // RFC 4122 variant
+        let hex = String(format: "%016llX%016llX", high, low)
+        let characters = Array(hex)
+        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+    }
+
+    static func canonicalJSON<T: Encodable>(_ value: T) throws -> [UInt8] {
+        try BundleWriter.canonicalJSON(value)
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+@Suite("Core ML package")
+struct MLPackageTests {
+    /// Exports a tiny checkpoint to a bundle and converts it; qwen3 with group 24 gives smaller last groups.
+    private func package(
+        modelType: String = "qwen3", overrides: [String: Any?] = ["head_dim": 32], output: URL? = nil
+    ) throws -> (bundle: URL, package: URL, manifest: MLPackageManifest) {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: modelType, overrides: overrides)
+        let config = try Fixtures.temporaryDirectory().appendingPathComponent("mixed.json")
+        try Data(
+            #"""
+            {"schema": "exporter.compression/1", "name": "mixed", "description": "test",
+             "rules": [{"match": "*norm.weight", "mode": "keep"},
+                       {"match": "model.layers.1.*_proj.weight", "mode": "palettize", "bits": 8, "granularity": "per_tensor"}],
+             "default": {"mode": "palettize", "bits": 4, "granularity": "per_grouped_channel", "group_size": 24}}
+            """#.utf8
+        ).write(to: config)
+        let plan = try Fixtures.plan(checkpoint, compression: .file(config))
+        let result = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: output ?? Fixtures.temporaryDirectory()))
+        let destination = MLPackageWriter.defaultDestination(forBundle: result.bundleURL)
+        let manifest = try MLPackageWriter.write(bundle: result.bundleURL, to: destination, overwrite: false)
+        return (result.bundleURL, destination, manifest)
+    }
+
+    @Test("the package has Core ML's layout, a specification-9 model and a manifest that adds up")
+    func structure() throws {
+        let (bundle, package, manifest) = try package()
+        #expect(package.lastPathComponent == "Tiny.mlpackage")
+        #expect(package.deletingLastPathComponent() == bundle.deletingLastPathComponent())
+        let files = try FileManager.default.subpathsOfDirectory(atPath: package.path).filter { !$0.hasSuffix("com.apple.CoreML") }
+        #expect(Set(files).isSuperset(of: [
+            "Manifest.json", "Data/com.apple.CoreML/model.mlmodel", "Data/com.apple.CoreML/weights/weight.bin",
+            "Data/com.github.exporter/manifest.json",
+        ]))
+        let packageManifest = try JSONSerialization.jsonObject(with: Data(contentsOf: package.appendingPathComponent("Manifest.json"))) as? [String: Any]
+        let entries = packageManifest?["itemInfoEntries"] as? [String: [String: String]] ?? [:]
+        let root = packageManifest?["rootModelIdentifier"] as? String ?? ""
+        #expect(entries[root]?["path"] == "com.apple.CoreML/model.mlmodel")
+        #expect(entries.values.contains { $0["path"] == "com.apple.CoreML/weights" })
+        #expect(packageManifest?["fileFormatVersion"] as? String == "1.0.0")
+        let model = [UInt8](try Data(contentsOf: package.appendingPathComponent(MLPackageWriter.modelPath)))
+        #expect(Array(model.prefix(2)) == [0x08, 0x09])  // specificationVersion: 9
+        #expect(manifest.deploymentTarget == "iOS18" && manifest.specificationVersion == 9 && manifest.opset == "CoreML8")
+        #expect(manifest.packageBytes == manifest.files.reduce(0) { $0 + $1.bytes })
+        #expect(manifest.opCounts.values.reduce(0, +) == manifest.operationCount)
+        #expect(manifest.opCounts["scaled_dot_product_attention"] == 2)
+        #expect(manifest.opCounts["read_state"] == 4 && manifest.opCounts["write_state"] == 4 && manifest.opCounts["slice_update"] == 4)
+        #expect(manifest.kvCacheBytes == 2 * 2 * 2 * 32 * 512 * 2)
+        // q_proj: 128 rows in groups of 24 (last group 8): 16 LUTs of 8 rows in the package.
+        let q = try #require(manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_proj.weight" })
+        #expect(q.op == "constexpr_lut_to_dense" && q.lutGroups == 16 && q.lutGroupRows == 8)
+        #expect(q.blobs.map(\.kind) == ["lut", "indices"] && q.blobs[0].shape == [16, 1, 16, 1] && q.blobs[1].dtype == "uint4")
+        let embedding = try #require(manifest.tensors.first { $0.name == "model.embed_tokens.weight" })
+        #expect(embedding.op == "constexpr_blockwise_shift_scale")
+        let eightBit = try #require(manifest.tensors.first { $0.name == "model.layers.1.mlp.up_proj.weight" })
+        #expect(eightBit.blobs.map(\.dtype) == ["fp16", "uint8"] && eightBit.lutGroups == 1)
+    }
+
+    @Test("verify checks every file and blob, and every LUT and index stream against the bundle")
+    func verify() throws {
+        let (bundle, package, manifest) = try package()
+        let report = try MLPackageVerifier.verify(package: package, bundle: bundle)
+        #expect(report.tensorsCompared == manifest.tensors.count)
+        #expect(report.blobsChecked == manifest.blobCount)
+        let weights = package.appendingPathComponent(MLPackageWriter.weightsPath)
+        var bytes = try Data(contentsOf: weights)
+        let q = try #require(manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_proj.weight" })
+        bytes[q.blobs[0].offset + 64 + 2] ^= 0x01
+        try bytes.write(to: weights)
+        #expect(throws: BundleError.self) { try MLPackageVerifier.verify(package: package, bundle: bundle) }
+    }
+
+    @Test("a LUT that differs from the bundle's is found, named, even when the checksums are updated")
+    func bundleComparison() throws {
+        let (bundle, package, manifest) = try package()
+        let weights = package.appendingPathComponent(MLPackageWriter.weightsPath)
+        var bytes = try Data(contentsOf: weights)
+        let q = try #require(manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_proj.weight" })
+        bytes[q.blobs[0].offset + 64 + 2] ^= 0x01
+        try bytes.write(to: weights)
+        var edited = manifest
+        var crc = CRC32()
+        bytes.withUnsafeBytes { crc.update($0) }
+        edited.files = manifest.files.map {
+            $0.path == MLPackageWriter.weightsPath ? Manifest.File(path: $0.path, bytes: $0.bytes, crc32: BundleWriter.hex(crc.value)) : $0
+        }
+        try Data(try BundleWriter.canonicalJSON(edited)).write(to: package.appendingPathComponent(MLPackageManifest.path))
+        #expect(throws: CoreMLError.bundleMismatch(tensor: q.name, reason: "lut blob at \(q.blobs[0].offset) differs from byte 2")) {
+            try MLPackageVerifier.verify(package: package, bundle: bundle)
+        }
+    }
+
+    @Test("the same bundle gives a byte-identical package")
+    func reproducible() throws {
+        let first = try package()
+        let second = try package()
+        for path in [MLPackageWriter.packageManifestPath, MLPackageWriter.modelPath, MLPackageWriter.weightsPath, MLPackageManifest.path] {
+            let a = try Data(contentsOf: first.package.appendingPathComponent(path))
+            let b = try Data(contentsOf: second.package.appendingPathComponent(path))
+            #expect(a == b, "\(path) differs")
+        }
+        #expect(first.manifest == second.manifest)
+        let text = try String(contentsOf: first.package.appendingPathComponent(MLPackageManifest.path), encoding: .utf8)
+        #expect(!text.contains(NSTemporaryDirectory()))
+    }
+
+    @Test("every iOS family converts; bundles Core ML cannot run are refused with a reason")
+    func families() throws {
+        for modelType in ["qwen2", "mistral"] {
+            let result = try package(modelType: modelType, overrides: [:])
+            #expect(try MLPackageVerifier.verify(package: result.package, bundle: result.bundle).tensorsCompared > 0)
+        }
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let plan = try Fixtures.plan(checkpoint, compression: .named("none"), precision: .float32)
+        let bundle = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())).bundleURL
+        #expect(throws: CoreMLError.unsupported(reason: "the bundle computes in float32; the program needs float16")) {
+            try MLPackageWriter.write(bundle: bundle, to: MLPackageWriter.defaultDestination(forBundle: bundle), overwrite: false)
+        }
+        #expect(!FileManager.default.fileExists(atPath: MLPackageWriter.defaultDestination(forBundle: bundle).path))
+    }
+
+    @Test("an existing package is refused without overwrite")
+    func overwrite() throws {
+        let (bundle, package, _) = try package()
+        #expect(throws: BundleError.outputExists(path: package.path)) {
+            try MLPackageWriter.write(bundle: bundle, to: package, overwrite: false)
+        }
+        try MLPackageWriter.write(bundle: bundle, to: package, overwrite: true)
+        _ = try MLPackageVerifier.verify(package: package, bundle: bundle)
+    }
+}
