@@ -51,6 +51,7 @@ public enum ExporterCommandLine {
                 case VerifyCommand.spec.name: status = try VerifyCommand.run(arguments, context: context)
                 case DiffCommand.spec.name: status = try DiffCommand.run(arguments, context: context)
                 case ConvertCommand.spec.name: status = try ConvertCommand.run(arguments, context: context)
+                case EvalCommand.spec.name: status = try EvalCommand.run(arguments, context: context)
                 default: status = try ExportCommand.run(arguments, context: context)
                 }
                 return status.rawValue

@@ -31,7 +31,7 @@ enum ExportCommand {
             ],
         subcommands: [
             PlanCommand.spec, ListCommand.spec, SynthCommand.spec, CompileCommand.spec, BatchCommand.spec,
-            InspectCommand.spec, VerifyCommand.spec, DiffCommand.spec, ConvertCommand.spec,
+            InspectCommand.spec, VerifyCommand.spec, DiffCommand.spec, ConvertCommand.spec, EvalCommand.spec,
         ])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {

@@ -169,23 +169,51 @@ enum TensorDecoder {
                 }
             }
         case .palettize:
-            guard kinds == ["lut", "indices"] else { throw invalid("parts \(kinds), expected [lut, indices]") }
+            let outlierCount = scheme.outlierCount(elements: elements)
+            let expectedKinds = ["lut", "indices"] + (outlierCount > 0 ? ["outlier_indices", "outlier_values"] : [])
+            guard kinds == expectedKinds else {
+                throw invalid("parts \(kinds), expected [\(expectedKinds.joined(separator: ", "))]")
+            }
             guard let bits = scheme.bits, CompressionScheme.paletteBits.contains(bits) else {
                 throw invalid("palette of \(scheme.bits ?? 0) bits")
             }
-            let groupRows = scheme.granularity == .perGroupedChannel ? (scheme.groupSize ?? 0) : rows
+            let groupRows = scheme.granularity == .perGroupedChannel || scheme.granularity == .perBlock
+                ? (scheme.groupSize ?? 0) : rows
             guard groupRows > 0 else { throw invalid("group size \(groupRows)") }
+            let blockColumns = scheme.granularity == .perBlock ? (scheme.blockSize ?? 0) : columns
+            guard blockColumns > 0 else { throw invalid("block size \(blockColumns)") }
             let groups = (rows + groupRows - 1) / groupRows
+            let blocks = (columns + blockColumns - 1) / blockColumns
             let entries = 1 << bits
-            let lut = try part("lut", bytes: groups * entries * 2).withUnsafeBytes { Array($0.bindMemory(to: Float16.self)) }
+            let lut = try part("lut", bytes: groups * blocks * entries * 2).withUnsafeBytes {
+                Array($0.bindMemory(to: Float16.self))
+            }
             let packed = try part("indices", bytes: (elements * bits + 7) / 8)
             let indices = try packed.withUnsafeBufferPointer { try BitPacking.unpack($0, bits: bits, count: elements) }
             var values = [Float](repeating: 0, count: elements)
             for row in 0..<rows {
-                let base = (row / groupRows) * entries
+                let rowBase = (row / groupRows) * blocks
                 for column in 0..<columns {
                     let element = row * columns + column
-                    values[element] = Float(lut[base + Int(indices[element])])
+                    values[element] = Float(lut[(rowBase + column / blockColumns) * entries + Int(indices[element])])
+                }
+            }
+            if outlierCount > 0 {
+                let positions = try part("outlier_indices", bytes: outlierCount * 4).withUnsafeBytes {
+                    $0.bindMemory(to: UInt32.self).map { UInt32(littleEndian: $0) }
+                }
+                let exact = try part("outlier_values", bytes: outlierCount * 2).withUnsafeBytes {
+                    Array($0.bindMemory(to: Float16.self))
+                }
+                var previous: UInt32?
+                for (position, value) in zip(positions, exact) {
+                    guard Int(position) < elements else {
+                        throw invalid("outlier index \(position) is outside the \(elements) elements")
+                    }
+                    if let previous, position <= previous { throw invalid("outlier indices are not strictly ascending") }
+                    guard value.isFinite else { throw invalid("outlier value at element \(position) is not finite") }
+                    values[Int(position)] = Float(value)
+                    previous = position
                 }
             }
             return values

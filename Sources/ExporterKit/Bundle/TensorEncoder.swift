@@ -34,6 +34,9 @@ enum LoadedValues {
 /// while this one is compressed.
 struct TensorEncoder {
     let precision: ComputePrecision
+    /// Activation energy per input column of each linear weight, from a calibration run;
+    /// palettisation then weights its k-means by it. Empty: data-free.
+    var importance: [String: [Float]] = [:]
 
     /// Reads `tensor` in the precision its scheme starts from.
     func load(_ tensor: PlannedTensor, from source: WeightSource) throws -> LoadedValues {
@@ -66,6 +69,23 @@ struct TensorEncoder {
                 return EncodedTensor(blobs: [Blob(values.map { PrecisionConversion.bfloat16Bits($0) })], sqnr: nil)
             }
             return EncodedTensor(blobs: [Blob(values)], sqnr: nil)
+        case (.palettize, .half(let values))
+        where tensor.scheme.granularity == .perBlock || tensor.scheme.outlierCount(elements: spec.elementCount) > 0
+            || importance[spec.name] != nil:
+            let scheme = tensor.scheme
+            let groupRows = scheme.granularity == .perTensor ? rows : (scheme.groupSize ?? rows)
+            let blockColumns = scheme.granularity == .perBlock ? (scheme.blockSize ?? columns) : columns
+            let palette = try values.withUnsafeBufferPointer {
+                try BlockPalettizer.palettize(
+                    $0, rows: rows, columns: columns, bits: scheme.bits ?? 4, groupRows: groupRows, blockColumns: blockColumns,
+                    outlierCount: scheme.outlierCount(elements: spec.elementCount), importance: importance[spec.name],
+                    name: spec.name)
+            }
+            var blobs = [Blob(palette.lut), Blob(palette.packedIndices)]
+            if !palette.outlierIndices.isEmpty {
+                blobs += [Blob(palette.outlierIndices.map(\.littleEndian)), Blob(palette.outlierValues)]
+            }
+            return EncodedTensor(blobs: blobs, sqnr: palette.sqnrDecibels)
         case (.palettize, .half(let values)):
             let granularity: PaletteGranularity =
                 tensor.scheme.granularity == .perGroupedChannel

@@ -48,21 +48,22 @@ public struct WeightsFileLayout: Equatable, Sendable {
         fileBytes = (offset + alignment - 1) / alignment * alignment
     }
 
-    /// The parts of a tensor, in file order: keep → values; palettize → lut, indices;
-    /// linear → scales, values.
+    /// The parts of a tensor, in file order: keep → values; palettize → lut, indices (then
+    /// outlier_indices, outlier_values when it keeps outliers); linear → scales, values.
     static func partSizes(_ tensor: PlannedTensor, precision: ComputePrecision) -> [(String, String, Int)] {
         let elements = tensor.spec.elementCount
-        let rows = tensor.spec.matrixShape.rows
+        let (rows, columns) = tensor.spec.matrixShape
         let scheme = tensor.scheme
         switch scheme.mode {
         case .keep:
             return [("values", precision.rawValue, elements * precision.bytesPerElement)]
         case .palettize:
             let bits = scheme.bits ?? 4
+            let outliers = scheme.outlierCount(elements: elements)
             return [
-                ("lut", "float16", scheme.groupCount(rows: rows) * (1 << bits) * 2),
+                ("lut", "float16", scheme.lutCount(rows: rows, columns: columns) * (1 << bits) * 2),
                 ("indices", "uint\(bits)", (elements * bits + 7) / 8),
-            ]
+            ] + (outliers == 0 ? [] : [("outlier_indices", "uint32", outliers * 4), ("outlier_values", "float16", outliers * 2)])
         case .linear:
             return [("scales", "float32", scheme.groupCount(rows: rows) * 4), ("values", "int8", elements)]
         }

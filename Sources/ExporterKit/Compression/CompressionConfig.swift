@@ -140,7 +140,9 @@ public struct CompressionConfig: Equatable, Sendable {
         -> CompressionScheme
     {
         func invalid(_ reason: String) -> CompressionConfigError { .invalid(path: path, reason: "\(label): \(reason)") }
-        var known: Set<String> = ["mode", "bits", "granularity", "group_size", "uneven_groups"]
+        var known: Set<String> = [
+            "mode", "bits", "granularity", "group_size", "uneven_groups", "block_size", "outlier_fraction",
+        ]
         if allowPattern { known.formUnion(["match", "regex"]) }
         if let unknown = object.keys.first(where: { !known.contains($0) }) { throw invalid("unknown key '\(unknown)'") }
         let modeNames = CompressionScheme.Mode.allCases.map(\.rawValue)
@@ -156,8 +158,10 @@ public struct CompressionConfig: Equatable, Sendable {
         }
         switch mode {
         case .keep:
-            if object.contains("bits") || object.contains("granularity") || object.contains("group_size") {
-                throw invalid("mode 'keep' takes no bits, granularity or group_size")
+            if object.contains("bits") || object.contains("granularity") || object.contains("group_size")
+                || object.contains("block_size") || object.contains("outlier_fraction")
+            {
+                throw invalid("mode 'keep' takes no bits, granularity, group_size, block_size or outlier_fraction")
             }
             return scheme
         case .palettize:
@@ -171,19 +175,34 @@ public struct CompressionConfig: Equatable, Sendable {
         }
         let granularityName = object["granularity"]?.stringValue ?? "per_tensor"
         let allowed: [CompressionScheme.Granularity] =
-            mode == .palettize ? [.perTensor, .perGroupedChannel] : [.perTensor, .perChannel]
+            mode == .palettize ? [.perTensor, .perGroupedChannel, .perBlock] : [.perTensor, .perChannel]
         guard let granularity = CompressionScheme.Granularity(rawValue: granularityName), allowed.contains(granularity)
         else {
             throw invalid("'granularity' must be one of: \(allowed.map(\.rawValue).joined(separator: ", "))")
         }
         scheme.granularity = granularity
-        if granularity == .perGroupedChannel {
+        if granularity == .perGroupedChannel || granularity == .perBlock {
             guard let groupSize = object["group_size"]?.intValue, groupSize >= 1, groupSize <= 1 << 20 else {
-                throw invalid("'group_size' must be a positive integer for per_grouped_channel")
+                throw invalid("'group_size' must be a positive integer for \(granularity.rawValue)")
             }
             scheme.groupSize = groupSize
         } else if object.contains("group_size") {
-            throw invalid("'group_size' applies to per_grouped_channel only")
+            throw invalid("'group_size' applies to per_grouped_channel and per_block only")
+        }
+        if granularity == .perBlock {
+            guard let blockSize = object["block_size"]?.intValue, blockSize >= 1, blockSize <= 1 << 20 else {
+                throw invalid("'block_size' must be a positive integer for per_block")
+            }
+            scheme.blockSize = blockSize
+        } else if object.contains("block_size") {
+            throw invalid("'block_size' applies to per_block only")
+        }
+        if let value = object["outlier_fraction"] {
+            guard mode == .palettize else { throw invalid("'outlier_fraction' applies to palettize only") }
+            guard let fraction = value.doubleValue, fraction >= 0, fraction <= 0.05 else {
+                throw invalid("'outlier_fraction' must be a number from 0 to 0.05")
+            }
+            scheme.outlierFraction = fraction
         }
         return scheme
     }

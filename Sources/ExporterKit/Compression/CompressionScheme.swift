@@ -18,6 +18,9 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
         case perGroupedChannel = "per_grouped_channel"
         /// One per output channel (linear quantisation).
         case perChannel = "per_channel"
+        /// One LUT per tile of `group_size` output channels × `block_size` input columns
+        /// (palettisation): follows weights whose scale changes along the input axis.
+        case perBlock = "per_block"
     }
 
     /// What to do when `group_size` does not divide a tensor's output channels.
@@ -41,6 +44,11 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
     public var groupSize: Int?
     /// What to do with an uneven last group.
     public var unevenGroups: UnevenGroupPolicy
+    /// Input columns per LUT tile, for `perBlock` (the last block may be narrower).
+    public var blockSize: Int?
+    /// Fraction of a palettised tensor's weights kept exactly as sparse float16 outliers
+    /// (`⌊elements × fraction⌋` of them, the largest); nil or 0 for none.
+    public var outlierFraction: Double?
 
     /// A scheme; use the static constructors for the common ones.
     public init(
@@ -70,20 +78,41 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
         case mode, bits, granularity
         case groupSize = "group_size"
         case unevenGroups = "uneven_groups"
+        case blockSize = "block_size"
+        case outlierFraction = "outlier_fraction"
     }
 
-    /// Number of lookup tables or scales for a tensor of `rows` output channels.
+    /// Number of lookup tables or scales for a tensor of `rows` output channels
+    /// (for `perBlock`, the row groups; ``lutCount(rows:columns:)`` counts the tiles).
     public func groupCount(rows: Int) -> Int {
         switch granularity {
-        case .perGroupedChannel: return (rows + max(groupSize ?? 1, 1) - 1) / max(groupSize ?? 1, 1)
+        case .perGroupedChannel, .perBlock: return (rows + max(groupSize ?? 1, 1) - 1) / max(groupSize ?? 1, 1)
         case .perChannel: return rows
         case .perTensor, nil: return 1
         }
     }
 
+    /// Column blocks of a `columns`-wide tensor: `⌈columns / block_size⌉` for `perBlock`, else 1.
+    public func blockCount(columns: Int) -> Int {
+        guard granularity == .perBlock else { return 1 }
+        let size = max(blockSize ?? columns, 1)
+        return (columns + size - 1) / size
+    }
+
+    /// Lookup tables (or scales) stored for a `rows × columns` tensor.
+    public func lutCount(rows: Int, columns: Int) -> Int { groupCount(rows: rows) * blockCount(columns: columns) }
+
+    /// Weights kept exactly as sparse outliers in a tensor of `elements` weights.
+    public func outlierCount(elements: Int) -> Int {
+        guard mode == .palettize, let outlierFraction, outlierFraction > 0 else { return 0 }
+        return min(elements, Int((Double(elements) * outlierFraction).rounded(.down)))
+    }
+
     /// Rows in the last group when the group size does not divide `rows` (nil when it does).
     public func lastGroupRows(rows: Int) -> Int? {
-        guard granularity == .perGroupedChannel, let groupSize, groupSize > 0, rows % groupSize != 0 else { return nil }
+        guard granularity == .perGroupedChannel || granularity == .perBlock, let groupSize, groupSize > 0,
+            rows % groupSize != 0
+        else { return nil }
         return rows % groupSize
     }
 
@@ -91,13 +120,14 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
     /// (indices or values, plus lookup tables or scales).
     public func storedBytes(for tensor: TensorSpec, precision: ComputePrecision) -> Int {
         let elements = tensor.elementCount
-        let rows = tensor.matrixShape.rows
+        let (rows, columns) = tensor.matrixShape
         switch mode {
         case .keep:
             return elements * precision.bytesPerElement
         case .palettize:
             let bits = bits ?? 4
-            return (elements * bits + 7) / 8 + groupCount(rows: rows) * (1 << bits) * 2
+            return (elements * bits + 7) / 8 + lutCount(rows: rows, columns: columns) * (1 << bits) * 2
+                + outlierCount(elements: elements) * 6
         case .linear:
             return elements + groupCount(rows: rows) * 4
         }
@@ -109,8 +139,12 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
         case .keep: return precision.shortName
         case .palettize:
             let bits = bits ?? 4
-            if granularity == .perGroupedChannel, let groupSize { return "\(bits)-bit LUT g\(groupSize)" }
-            return "\(bits)-bit LUT/tensor"
+            let outliers = (outlierFraction ?? 0) > 0 ? " +outliers" : ""
+            if granularity == .perBlock, let groupSize, let blockSize {
+                return "\(bits)-bit LUT \(groupSize)x\(blockSize)" + outliers
+            }
+            if granularity == .perGroupedChannel, let groupSize { return "\(bits)-bit LUT g\(groupSize)" + outliers }
+            return "\(bits)-bit LUT/tensor" + outliers
         case .linear:
             return granularity == .perChannel ? "int8/channel" : "int8/tensor"
         }

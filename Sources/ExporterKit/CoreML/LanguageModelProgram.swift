@@ -165,13 +165,26 @@ private struct Emitter {
             else {
                 throw CoreMLError.tensor(name: name, reason: "a palette of \(tensor.compression.bits ?? 0) bits over shape \(shape)")
             }
+            if tensor.compression.outlierCount(elements: elements) > 0 {
+                throw CoreMLError.tensor(
+                    name: name, reason: "sparse outliers (outlier_fraction) are not yet written to Core ML packages")
+            }
             let lutPart = try part(tensor, "lut")
             let indexPart = try part(tensor, "indices")
             let entries = 1 << bits
-            let groupRows = tensor.compression.granularity == .perGroupedChannel ? (tensor.compression.groupSize ?? rows) : rows
+            let perBlock = tensor.compression.granularity == .perBlock
+            let groupRows =
+                tensor.compression.granularity == .perGroupedChannel || perBlock ? (tensor.compression.groupSize ?? rows) : rows
             guard groupRows > 0 else { throw CoreMLError.tensor(name: name, reason: "group size \(groupRows)") }
+            let blockColumns = perBlock ? (tensor.compression.blockSize ?? columns) : columns
+            let blocks = perBlock ? (columns + max(blockColumns, 1) - 1) / max(blockColumns, 1) : 1
+            if perBlock, blockColumns < 1 || rows % groupRows != 0 || columns % blockColumns != 0 {
+                throw CoreMLError.tensor(
+                    name: name,
+                    reason: "per_block tiles of \(groupRows)x\(blockColumns) do not divide the shape \(shape) (Core ML needs equal tiles)")
+            }
             let groups = (rows + groupRows - 1) / groupRows
-            guard lutPart.bytes == groups * entries * 2, indexPart.bytes == (elements * bits + 7) / 8 else {
+            guard lutPart.bytes == groups * blocks * entries * 2, indexPart.bytes == (elements * bits + 7) / 8 else {
                 throw CoreMLError.tensor(name: name, reason: "lut or indices of unexpected size")
             }
             // Core ML needs every LUT to cover the same number of rows: with a smaller last
@@ -191,13 +204,14 @@ private struct Emitter {
                 }
                 lutSource = .bytes(expanded)
             }
-            let lutType = T(.float16, fixed: [lutCount, 1, entries, 1])
+            let lutType = T(.float16, fixed: [lutCount, blocks, entries, 1])
             let indexShape = T(indexType, fixed: [rows, columns])
             let indices = builder.blobValue(
                 MILBlobStorage.Blob(dataType: storage, elementCount: elements, source: .fileRange(path: weightsPath, offset: indexPart.offset)),
                 type: indexShape)
             let lut = builder.blobValue(
-                MILBlobStorage.Blob(dataType: .float16, elementCount: lutCount * entries, source: lutSource), type: lutType)
+                MILBlobStorage.Blob(dataType: .float16, elementCount: lutCount * blocks * entries, source: lutSource),
+                type: lutType)
             record.op = "constexpr_lut_to_dense"
             record.blobs = [blobRecord("lut", lut, type: lutType), blobRecord("indices", indices, type: indexShape)]
             record.lutGroups = lutCount

@@ -98,8 +98,11 @@ public enum MLPackageVerifier {
                     throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "a LUT without bits or groups")
                 }
                 let rows = record.shape[0]
-                let groupRows = record.compression.granularity == .perGroupedChannel ? (record.compression.groupSize ?? rows) : rows
-                let lutBytes = 2 << bits
+                let perBlock = record.compression.granularity == .perBlock
+                let groupRows =
+                    record.compression.granularity == .perGroupedChannel || perBlock ? (record.compression.groupSize ?? rows) : rows
+                let columns = record.shape.count >= 2 ? record.shape[1] : 1
+                let lutBytes = (2 << bits) * record.compression.blockCount(columns: columns)
                 expected = (0..<lutCount).flatMap { index -> ArraySlice<UInt8> in
                     let group = index * lutRows / groupRows
                     return lut[min(group * lutBytes, lut.count)..<min((group + 1) * lutBytes, lut.count)]

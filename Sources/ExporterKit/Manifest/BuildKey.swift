@@ -62,7 +62,9 @@ public enum BuildKey {
             let scheme = tensor.scheme
             hash.update(
                 field: "\(tensor.spec.name)|\(tensor.spec.shape)|\(scheme.mode.rawValue)|\(scheme.bits ?? 0)|"
-                    + "\(scheme.granularity?.rawValue ?? "")|\(scheme.groupSize ?? 0)|\(scheme.unevenGroups.rawValue)")
+                    + "\(scheme.granularity?.rawValue ?? "")|\(scheme.groupSize ?? 0)|\(scheme.unevenGroups.rawValue)"
+                    + (scheme.blockSize.map { "|block \($0)" } ?? "")
+                    + (scheme.outlierFraction.map { "|outliers \($0)" } ?? ""))
         }
         hash.update(field: "files")
         for file in fileFingerprints.sorted(by: { $0.name < $1.name }) {

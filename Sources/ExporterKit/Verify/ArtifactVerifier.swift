@@ -310,7 +310,11 @@ public enum ArtifactVerifier {
             let expected: [String: String]
             switch tensor.compression.mode {
             case .keep: expected = ["values": manifest.computePrecision]
-            case .palettize: expected = ["lut": "float16", "indices": "uint\(tensor.compression.bits ?? 0)"]
+            case .palettize:
+                expected = [
+                    "lut": "float16", "indices": "uint\(tensor.compression.bits ?? 0)", "outlier_indices": "uint32",
+                    "outlier_values": "float16",
+                ]
             case .linear: expected = ["scales": "float32", "values": "int8"]
             }
             for part in tensor.parts where expected[part.kind] != nil && expected[part.kind] != part.dtype {

@@ -1,0 +1,97 @@
+import Foundation
+import ExporterKit
+
+/// `exporter eval <artifact> --against <checkpoint> --tokens-file F`: perplexity of the
+/// checkpoint and of the artifact over a text, KL divergence and top-1 agreement.
+enum EvalCommand {
+    static let spec = CommandSpec(
+        name: "eval",
+        abstract: "Measure how much an artifact's predictions differ from its checkpoint's over a text.",
+        discussion: "Runs the token sequence through the checkpoint (float32) and the artifact (dequantised) with the "
+            + "reference forward pass, the whole sequence in one prefill, and reports the perplexity of each, the "
+            + "relative increase, the mean KL divergence and the top-1 agreement per position, and the bits stored "
+            + "per weight of the linear layers. Use a text that was not the calibration text.",
+        arguments: [
+            .positional("artifact", help: "A .aimodel folder (or its manifest.json)."),
+            .option("against", valueName: "checkpoint", help: "The checkpoint folder the artifact was exported from."),
+            .option("tokens-file", valueName: "file", help: "Token ids, separated by commas or white space."),
+            .option("tokens", valueName: "ids", help: "Comma-separated token ids (instead of --tokens-file)."),
+            .flag("json", help: "Print the result as JSON."),
+        ])
+
+    static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
+        guard let path = arguments.positional(0) else { throw UsageError.missingArgument("artifact") }
+        guard let against = arguments.value("against") else {
+            throw UsageError.validation("eval requires --against <checkpoint>")
+        }
+        let tokens: [Int]
+        switch (arguments.value("tokens"), arguments.value("tokens-file")) {
+        case (.some, .some):
+            throw UsageError.validation("--tokens and --tokens-file cannot be used together")
+        case (.some(let list), nil):
+            tokens = try VerifyCommand.parseTokens(list, option: "--tokens")
+        case (nil, .some(let file)):
+            let url = URL(fileURLWithPath: file, relativeTo: context.currentDirectory)
+            guard let text = try? String(contentsOf: url, encoding: .utf8) else {
+                throw UsageError.validation("cannot read --tokens-file '\(file)'")
+            }
+            tokens = try VerifyCommand.parseTokens(text, option: "--tokens-file")
+        case (nil, nil):
+            throw UsageError.validation("eval requires --tokens-file <file> or --tokens <ids>")
+        }
+        guard tokens.count >= 2 else {
+            throw UsageError.invalidValue(value: "\(tokens.count) token", option: "--tokens-file", expected: "at least 2 tokens")
+        }
+        let artifact = try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+        let checkpoint = URL(fileURLWithPath: against, relativeTo: context.currentDirectory).standardizedFileURL
+        let result = try FidelityEvaluation.evaluate(artifact: artifact, checkpoint: checkpoint, tokens: tokens)
+        if arguments.flag("json") {
+            context.writeOutput(JSONWriter.string(json(result, artifact: path)))
+        } else {
+            lines(result, artifact: path).forEach { context.print($0) }
+        }
+        return .success
+    }
+
+    static func number(_ value: Double, _ format: String) -> String {
+        value.isFinite ? String(format: format, value) : "n/a"
+    }
+
+    static func lines(_ result: FidelityEvaluation, artifact: String) -> [String] {
+        let comparison = result.comparison
+        let agreeing = comparison.positions.filter(\.top1Agrees).count
+        let rows = [
+            ["compression", result.compression],
+            ["bits/weight", "\(number(result.linearBitsPerWeight, "%.3f")) linear layers, \(number(result.bitsPerWeight, "%.2f")) overall"],
+            ["tokens", "\(result.tokenCount)"],
+            [
+                "perplexity",
+                "\(number(result.sourcePerplexity, "%.3f")) checkpoint → \(number(result.artifactPerplexity, "%.3f")) artifact "
+                    + "(\(number(result.perplexityIncreasePercent, "%+.2f"))%)",
+            ],
+            ["mean KL", "\(number(comparison.meanKL, "%.5f")) nats per position (max \(number(comparison.maxKL, "%.4f")))"],
+            [
+                "top-1 agreement",
+                "\(VerifyCommand.percent(comparison.top1Agreement)) (\(agreeing)/\(comparison.positions.count))",
+            ],
+        ]
+        return ["eval \(artifact)"] + Format.table(rows, indent: "  ")
+    }
+
+    static func json(_ result: FidelityEvaluation, artifact: String) -> JSONValue {
+        func double(_ value: Double) -> JSONValue { value.isFinite ? .number(String(format: "%.6f", value)) : .null }
+        var root = JSONObject()
+        root["artifact"] = .string(artifact)
+        root["compression"] = .string(result.compression)
+        root["tokens"] = .number(String(result.tokenCount))
+        root["linear_bits_per_weight"] = double(result.linearBitsPerWeight)
+        root["bits_per_weight"] = double(result.bitsPerWeight)
+        root["source_perplexity"] = double(result.sourcePerplexity)
+        root["artifact_perplexity"] = double(result.artifactPerplexity)
+        root["perplexity_increase_percent"] = double(result.perplexityIncreasePercent)
+        root["mean_kl"] = double(result.comparison.meanKL)
+        root["max_kl"] = double(result.comparison.maxKL)
+        root["top1_agreement"] = double(result.comparison.top1Agreement)
+        return .object(root)
+    }
+}

@@ -1,0 +1,300 @@
+import Foundation
+
+/// A tensor palettised per tile, with its exact sparse outliers (docs/FORMAT.md, `per_block`
+/// and `outlier_fraction`).
+public struct BlockPalette: Sendable {
+    /// Bits per index.
+    public let bits: Int
+    /// Output channels.
+    public let rows: Int
+    /// Input columns.
+    public let columns: Int
+    /// Rows per tile (the last row group may be shorter).
+    public let groupRows: Int
+    /// Columns per tile (the last column block may be narrower).
+    public let blockColumns: Int
+    /// `2^bits` float16 entries per tile, ascending; tile `(g, b)` is number `g × blocks + b`.
+    public let lut: [Float16]
+    /// Every weight's index, packed as docs/FORMAT.md says (outliers included).
+    public let packedIndices: [UInt8]
+    /// Row-major element numbers of the outliers, strictly ascending.
+    public let outlierIndices: [UInt32]
+    /// The outliers' exact float16 values, in the order of `outlierIndices`.
+    public let outlierValues: [Float16]
+    /// `Σ (w − ŵ)²` over the tensor (float16 source).
+    public let squaredError: Double
+    /// `Σ w²` over the tensor.
+    public let signalPower: Double
+
+    /// Column blocks per row group.
+    public var blockCount: Int { (columns + blockColumns - 1) / blockColumns }
+
+    /// SQNR in dB against the float16 source.
+    public var sqnrDecibels: Double { SignalToNoise.decibels(signalPower: signalPower, squaredError: squaredError) }
+
+    /// The weights the palette and outliers give back, row-major.
+    public func dequantized() -> [Float] {
+        let entries = 1 << bits
+        let blocks = blockCount
+        var values = [Float](repeating: 0, count: rows * columns)
+        let indices = packedIndices.withUnsafeBufferPointer {
+            (try? BitPacking.unpack($0, bits: bits, count: rows * columns)) ?? []
+        }
+        guard indices.count == rows * columns else { return values }
+        for row in 0..<rows {
+            for column in 0..<columns {
+                let element = row * columns + column
+                let tile = (row / groupRows) * blocks + column / blockColumns
+                values[element] = Float(lut[tile * entries + Int(indices[element])])
+            }
+        }
+        for (index, value) in zip(outlierIndices, outlierValues) { values[Int(index)] = Float(value) }
+        return values
+    }
+}
+
+/// Palettises a tensor with one LUT per tile of `groupRows` output channels × `blockColumns`
+/// input columns, after setting aside its largest weights as exact sparse outliers, optionally
+/// weighting each weight by the energy of the activations it multiplies (importance-weighted
+/// one-dimensional k-means: the error that matters is `Σ_c E[x_c²] · (w − ŵ)²`).
+///
+/// Deterministic: row groups are independent, error totals are summed in group order, ties
+/// in outlier selection go to the lower element, ties in assignment to the lower index.
+public enum BlockPalettizer {
+    /// Palettises a `rows × columns` row-major float16 tensor.
+    ///
+    /// - Parameters:
+    ///   - importance: one non-negative weight per input column (activation energy), or nil
+    ///     for plain k-means.
+    ///   - outlierCount: how many of the largest weights to keep exactly.
+    /// - Throws: ``CompressionError`` for an unsupported bit width, a tile size below 1, an
+    ///   empty shape, a buffer or importance vector of the wrong size, a NaN/infinite weight,
+    ///   or a tensor too large for 32-bit outlier indices.
+    public static func palettize(
+        _ weights: UnsafeBufferPointer<Float16>, rows: Int, columns: Int, bits: Int, groupRows: Int, blockColumns: Int,
+        outlierCount: Int = 0, importance: [Float]? = nil, name: String? = nil,
+        workerCount: Int = Palettizer.defaultWorkerCount
+    ) throws -> BlockPalette {
+        guard PaletteSpec.supportedBits.contains(bits) else { throw CompressionError.unsupportedBits(bits, tensor: name) }
+        guard groupRows >= 1 else { throw CompressionError.invalidGroupSize(groupRows, tensor: name) }
+        guard blockColumns >= 1 else { throw CompressionError.invalidGroupSize(blockColumns, tensor: name) }
+        guard rows >= 0, columns >= 0 else { throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name) }
+        guard rows > 0, columns > 0 else { throw CompressionError.emptyTensor(rows: rows, columns: columns, tensor: name) }
+        let (elements, overflow) = rows.multipliedReportingOverflow(by: columns)
+        guard !overflow, elements <= Int(UInt32.max) else {
+            throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name)
+        }
+        guard weights.count == elements else {
+            throw CompressionError.weightCountMismatch(expected: elements, actual: weights.count, tensor: name)
+        }
+        if let importance, importance.count != columns {
+            throw CompressionError.weightCountMismatch(expected: columns, actual: importance.count, tensor: name)
+        }
+        if let bad = weights.firstIndex(where: { !$0.isFinite }) {
+            throw CompressionError.nonFiniteWeight(row: bad / columns, column: bad % columns, tensor: name)
+        }
+        let columnWeights = normalisedImportance(importance, columns: columns)
+        let outliers = selectOutliers(weights, columns: columns, count: min(max(outlierCount, 0), elements), importance: columnWeights)
+        var isOutlier = [Bool](repeating: false, count: elements)
+        for index in outliers { isOutlier[Int(index)] = true }
+
+        let entries = 1 << bits
+        let groups = (rows + groupRows - 1) / groupRows
+        let blocks = (columns + blockColumns - 1) / blockColumns
+        var lut = [Float16](repeating: 0, count: groups * blocks * entries)
+        var indices = [UInt8](repeating: 0, count: elements)
+        var errors = [Double](repeating: 0, count: groups)
+        var signals = [Double](repeating: 0, count: groups)
+        let workers = max(1, min(workerCount, groups))
+        let tileCapacity = min(groupRows, rows) * min(blockColumns, columns)
+        lut.withUnsafeMutableBufferPointer { lutBuffer in
+            indices.withUnsafeMutableBufferPointer { indexBuffer in
+                errors.withUnsafeMutableBufferPointer { errorBuffer in
+                    signals.withUnsafeMutableBufferPointer { signalBuffer in
+                        isOutlier.withUnsafeBufferPointer { outlierBuffer in
+                            columnWeights.withUnsafeBufferPointer { importanceBuffer in
+                                let output = TileOutputs(
+                                    lut: lutBuffer, indices: indexBuffer, errors: errorBuffer, signals: signalBuffer)
+                                DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                                    let workspace = TileWorkspace(capacity: tileCapacity)
+                                    for group in stride(from: worker, to: groups, by: workers) {
+                                        let firstRow = group * groupRows
+                                        let lastRow = min(rows, firstRow + groupRows)
+                                        var error = 0.0
+                                        var signal = 0.0
+                                        for block in 0..<blocks {
+                                            let firstColumn = block * blockColumns
+                                            let lastColumn = min(columns, firstColumn + blockColumns)
+                                            let tile = TileBounds(
+                                                rows: firstRow..<lastRow, columns: firstColumn..<lastColumn, width: columns)
+                                            let lutStart = (group * blocks + block) * entries
+                                            let (tileError, tileSignal) = workspace.palettize(
+                                                tile, weights: weights, isOutlier: outlierBuffer, importance: importanceBuffer,
+                                                entries: entries, lut: output.lut.baseAddress.map { $0 + lutStart },
+                                                indices: output.indices)
+                                            error += tileError
+                                            signal += tileSignal
+                                        }
+                                        output.errors[group] = error
+                                        output.signals[group] = signal
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let packed = try indices.withUnsafeBufferPointer { try BitPacking.pack($0, bits: bits) }
+        return BlockPalette(
+            bits: bits, rows: rows, columns: columns, groupRows: groupRows, blockColumns: blockColumns, lut: lut,
+            packedIndices: packed, outlierIndices: outliers, outlierValues: outliers.map { weights[Int($0)] },
+            squaredError: errors.reduce(0, +), signalPower: signals.reduce(0, +))
+    }
+
+    /// Per-column weights scaled to mean 1, with a floor of 10⁻⁴ so that no column is ignored;
+    /// all ones without importance.
+    static func normalisedImportance(_ importance: [Float]?, columns: Int) -> [Double] {
+        guard let importance else { return [Double](repeating: 1, count: columns) }
+        let clean = importance.map { $0.isFinite && $0 > 0 ? Double($0) : 0 }
+        let mean = clean.reduce(0, +) / Double(max(columns, 1))
+        guard mean > 0 else { return [Double](repeating: 1, count: columns) }
+        return clean.map { max($0 / mean, 1e-4) }
+    }
+
+    /// The `count` weights of largest `|w| · √importance(column)`, as ascending element numbers
+    /// (ties: the lower element first).
+    static func selectOutliers(
+        _ weights: UnsafeBufferPointer<Float16>, columns: Int, count: Int, importance: [Double]
+    ) -> [UInt32] {
+        guard count > 0 else { return [] }
+        let roots = importance.map { $0.squareRoot() }
+        var scores = [Double](repeating: 0, count: weights.count)
+        for index in 0..<weights.count { scores[index] = Double(abs(Float(weights[index]))) * roots[index % columns] }
+        var sorted = scores
+        sorted.sort(by: >)
+        let threshold = sorted[count - 1]
+        var above = scores.indices.filter { scores[$0] > threshold }
+        var remaining = count - above.count
+        for index in scores.indices where remaining > 0 && scores[index] == threshold {
+            above.append(index)
+            remaining -= 1
+        }
+        return above.sorted().map { UInt32($0) }
+    }
+}
+
+/// A tile's rows and columns inside a tensor of `width` columns.
+private struct TileBounds {
+    let rows: Range<Int>
+    let columns: Range<Int>
+    let width: Int
+}
+
+/// Where workers write; each row group's slots are written by one worker.
+private struct TileOutputs: @unchecked Sendable {
+    let lut: UnsafeMutableBufferPointer<Float16>
+    let indices: UnsafeMutableBufferPointer<UInt8>
+    let errors: UnsafeMutableBufferPointer<Double>
+    let signals: UnsafeMutableBufferPointer<Double>
+}
+
+/// One worker's buffers: the tile's (value, weight) pairs, its weighted histogram, k-means scratch.
+private final class TileWorkspace {
+    let capacity: Int
+    var pairs: [(value: Double, weight: Double)]
+    let values: UnsafeMutablePointer<Double>
+    let prefixCount: UnsafeMutablePointer<Double>
+    let prefixSum: UnsafeMutablePointer<Double>
+    let prefixSquares: UnsafeMutablePointer<Double>
+    let scratch = KMeansScratch()
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        pairs = []
+        pairs.reserveCapacity(capacity)
+        values = .allocate(capacity: capacity + 1)
+        prefixCount = .allocate(capacity: capacity + 1)
+        prefixSum = .allocate(capacity: capacity + 1)
+        prefixSquares = .allocate(capacity: capacity + 1)
+    }
+
+    deinit {
+        values.deallocate()
+        prefixCount.deallocate()
+        prefixSum.deallocate()
+        prefixSquares.deallocate()
+    }
+
+    /// Clusters the tile's non-outlier weights, writes its LUT and every index of the tile;
+    /// returns its squared error and signal power.
+    func palettize(
+        _ tile: TileBounds, weights: UnsafeBufferPointer<Float16>, isOutlier: UnsafeBufferPointer<Bool>,
+        importance: UnsafeBufferPointer<Double>, entries: Int, lut: UnsafeMutablePointer<Float16>?,
+        indices: UnsafeMutableBufferPointer<UInt8>
+    ) -> (error: Double, signal: Double) {
+        guard let lut else { return (0, 0) }
+        pairs.removeAll(keepingCapacity: true)
+        for row in tile.rows {
+            for column in tile.columns {
+                let element = row * tile.width + column
+                if !isOutlier[element] { pairs.append((Double(Float(weights[element])), importance[column])) }
+            }
+        }
+        pairs.sort { $0.value < $1.value }
+        var distinct = 0
+        prefixCount[0] = 0
+        prefixSum[0] = 0
+        prefixSquares[0] = 0
+        for pair in pairs {
+            if distinct == 0 || values[distinct - 1] != pair.value {
+                values[distinct] = pair.value
+                prefixCount[distinct + 1] = prefixCount[distinct]
+                prefixSum[distinct + 1] = prefixSum[distinct]
+                prefixSquares[distinct + 1] = prefixSquares[distinct]
+                distinct += 1
+            }
+            prefixCount[distinct] += pair.weight
+            prefixSum[distinct] += pair.weight * pair.value
+            prefixSquares[distinct] += pair.weight * pair.value * pair.value
+        }
+        let table = scratch.lutValues
+        if distinct > 0 {
+            let histogram = SortedHistogram(
+                count: distinct, values: values, prefixCount: prefixCount, prefixSum: prefixSum,
+                prefixSquares: prefixSquares)
+            let clusters = KMeans1D.solve(histogram, clusterLimit: entries, elementCount: pairs.count, scratch: scratch)
+            for entry in 0..<entries {
+                let value = Float16(scratch.centroids[min(entry, clusters - 1)])
+                lut[entry] = value
+                table[entry] = Double(Float(value))
+            }
+        } else {
+            for entry in 0..<entries {
+                lut[entry] = 0
+                table[entry] = 0
+            }
+        }
+        var error = 0.0
+        var signal = 0.0
+        for row in tile.rows {
+            for column in tile.columns {
+                let element = row * tile.width + column
+                let value = Double(Float(weights[element]))
+                var best = 0
+                var bestDistance = abs(value - table[0])
+                for entry in 1..<entries {
+                    let distance = abs(value - table[entry])
+                    if distance < bestDistance {
+                        best = entry
+                        bestDistance = distance
+                    }
+                }
+                indices[element] = UInt8(best)
+                signal += value * value
+                if !isOutlier[element] { error += bestDistance * bestDistance }
+            }
+        }
+        return (error, signal)
+    }
+}
