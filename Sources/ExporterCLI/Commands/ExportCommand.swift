@@ -20,6 +20,9 @@ enum ExportCommand {
                 .flag("synthetic", help: "Export generated weights of the exact shapes (marked synthetic: never ship them)."),
                 .option("seed", valueName: "n", defaultValue: "0", help: "Seed of --synthetic weights."),
                 .flag("allow-clamp", help: "Clamp weights beyond float16's range instead of refusing."),
+                .option(
+                    "calibration", valueName: "file",
+                    help: "Token ids of a calibration text: palettisation weighs each weight by its activations' energy."),
                 .flag("dry-run", help: "Show the plan and write nothing (same as 'exporter plan')."),
                 .flag("json", help: "With --dry-run or a list, print JSON."),
                 .flag("list-models", help: "List the model families and presets."),
@@ -53,6 +56,13 @@ enum ExportCommand {
                 fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory))
         settings.overwrite = arguments.flag("overwrite")
         settings.allowClamp = arguments.flag("allow-clamp")
+        if let file = arguments.value("calibration") {
+            let url = URL(fileURLWithPath: file, relativeTo: context.currentDirectory)
+            guard let text = try? String(contentsOf: url, encoding: .utf8) else {
+                throw UsageError.validation("cannot read --calibration '\(file)'")
+            }
+            settings.calibrationTokens = try VerifyCommand.parseTokens(text, option: "--calibration")
+        }
         if arguments.flag("synthetic") {
             guard let seed = UInt64(arguments.value("seed") ?? "0") else {
                 throw UsageError.invalidValue(value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")

@@ -32,6 +32,8 @@ public struct BundleRequest {
     public let faults: FaultInjector?
     /// The inputs' key, recorded in the manifest.
     public let buildKey: String?
+    /// Calibration statistics that weight palettisation (nil: data-free).
+    public var calibration: Calibration?
 
     /// A request; `faults` is for tests.
     public init(
@@ -77,7 +79,11 @@ public enum BundleWriter {
 
         var manifest = Manifest(plan: plan, kind: "bundle", weights: request.source.weightsKind)
         var parametersDone = 0
-        let encoder = TensorEncoder(precision: plan.precision)
+        let encoder = TensorEncoder(precision: plan.precision, importance: request.calibration?.energy ?? [:])
+        if let calibration = request.calibration {
+            manifest.compression.calibration = Manifest.CalibrationRecord(
+                weighting: "activation_energy", tokens: calibration.tokenCount, tokensCRC32: calibration.tokensCRC32)
+        }
         let prefetcher = TensorPrefetcher(encoder: encoder, tensors: plan.tensors, source: request.source)
         for (index, tensor) in plan.tensors.enumerated() {
             let encoded = try encoder.compress(tensor, try prefetcher.values(of: index))

@@ -4,6 +4,8 @@ import Foundation
 public enum ExportError: ExporterError, Equatable {
     /// A preset's weights are not on this machine.
     case noWeights(model: String, repoID: String, lookedIn: String)
+    /// `--calibration` with generated weights: there are no activations worth measuring.
+    case calibrationNeedsCheckpoint
 
     public var description: String {
         switch self {
@@ -15,10 +17,17 @@ public enum ExportError: ExporterError, Equatable {
                   - see sizes only: exporter plan \(model)
                   - try the pipeline on generated weights: exporter \(model) --synthetic
                 """
+        case .calibrationNeedsCheckpoint:
+            return "--calibration needs a checkpoint's weights, not --synthetic"
         }
     }
 
-    public var exitStatus: ExitStatus { .notFound }
+    public var exitStatus: ExitStatus {
+        switch self {
+        case .noWeights: return .notFound
+        case .calibrationNeedsCheckpoint: return .usage
+        }
+    }
 }
 
 /// How an export runs beyond its plan.
@@ -33,6 +42,9 @@ public struct ExportSettings: Sendable {
     public var allowClamp = false
     /// Fault injection for tests.
     public var faults: FaultInjector?
+    /// Token ids of a calibration text: palettisation then weights every weight by the energy
+    /// of the activations it multiplies on this text. Nil (the default): data-free.
+    public var calibrationTokens: [Int]?
 
     /// Settings writing into `outputDirectory`.
     public init(outputDirectory: URL) { self.outputDirectory = outputDirectory }
@@ -104,13 +116,20 @@ public enum ExportRunner {
             source = checkpoint
         }
         warnings.forEach(warn)
-        let request = BundleRequest(
+        var calibration: Calibration?
+        if let tokens = settings.calibrationTokens {
+            guard let checkpointSource else { throw ExportError.calibrationNeedsCheckpoint }
+            let architecture = try ReferenceArchitecture(config: plan.model.config, contextLength: max(tokens.count, 1))
+            calibration = try Calibration(architecture: architecture, weights: checkpointSource.weights, tokens: tokens)
+        }
+        var request = BundleRequest(
             plan: plan, source: source, sourceFiles: sourceFiles, tokenizer: tokenizer, destination: destination,
             overwrite: settings.overwrite,
             buildKey: BuildKey.export(
                 plan: plan, fileFingerprints: fingerprints, syntheticSeed: settings.syntheticSeed,
-                allowClamp: settings.allowClamp),
+                allowClamp: settings.allowClamp, calibration: calibration.map { "\($0.tokenCount):\($0.tokensCRC32)" }),
             faults: settings.faults)
+        request.calibration = calibration
         let manifest = try BundleWriter.write(request, extraWarnings: {
             warnings + (checkpointSource?.clampLog.entries ?? []).map {
                 "tensor '\($0.tensor)': \($0.count) values clamped to the float16 range (--allow-clamp)"

@@ -44,7 +44,7 @@ public enum BuildKey {
     /// (name → fingerprint), or from synthetic weights with `syntheticSeed`.
     public static func export(
         plan: ExportPlan, fileFingerprints: [(name: String, fingerprint: String)], syntheticSeed: UInt64?,
-        allowClamp: Bool
+        allowClamp: Bool, calibration: String? = nil
     ) -> String {
         var hash = SHA256()
         hash.update(field: "exporter.build-key/1")
@@ -55,6 +55,7 @@ public enum BuildKey {
         hash.update(field: plan.outputName)
         hash.update(field: plan.model.preset?.id ?? "")
         hash.update(field: allowClamp ? "clamp" : "refuse")
+        if let calibration { hash.update(field: "calibration:\(calibration)") }
         hash.update(field: syntheticSeed.map { "synthetic:\($0)" } ?? "checkpoint")
         if let config = try? Data(contentsOf: plan.model.configURL) { hash.update(config) }
         hash.update(field: "tensors")

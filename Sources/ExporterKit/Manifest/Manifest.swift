@@ -131,10 +131,27 @@ public struct Manifest: Codable, Equatable, Sendable {
         public var config: String
         /// Whether the iOS token embedding is quantised to int8 per tensor.
         public var iosEmbeddingInt8: Bool
+        /// The calibration text palettisation was weighted by; absent for a data-free export.
+        public var calibration: CalibrationRecord? = nil
 
         enum CodingKeys: String, CodingKey {
-            case config
+            case config, calibration
             case iosEmbeddingInt8 = "ios_embedding_int8"
+        }
+    }
+
+    /// Which calibration text weighted the palettisation k-means.
+    public struct CalibrationRecord: Codable, Equatable, Sendable {
+        /// `activation_energy`: each weight counts by the mean square of the activation it multiplies.
+        public var weighting: String
+        /// Tokens of the calibration text.
+        public var tokens: Int
+        /// CRC-32 of the token ids written as comma-separated decimal.
+        public var tokensCRC32: String
+
+        enum CodingKeys: String, CodingKey {
+            case weighting, tokens
+            case tokensCRC32 = "tokens_crc32"
         }
     }
 

@@ -66,6 +66,14 @@ public struct ReferenceModel {
     /// - Throws: `ReferenceModelError.invalidTokens` for an empty sequence, a token outside the
     ///   vocabulary or more tokens than the context holds; the weights' errors.
     public func logits(tokens: [Int]) throws -> [[Float]] {
+        try logits(tokens: tokens, observe: nil)
+    }
+
+    /// The logits of every position, calling `observe` with the input of every decoder linear
+    /// layer before it is applied: the weight's name, the `[positions, width]` activations, and
+    /// `positions` and `width` (what calibration measures).
+    /// - Throws: as ``logits(tokens:)``.
+    public func logits(tokens: [Int], observe: ((String, [Float], Int, Int) -> Void)?) throws -> [[Float]] {
         let a = architecture
         let count = tokens.count
         guard count > 0 else { throw ReferenceModelError.invalidTokens("no tokens to run") }
@@ -104,6 +112,9 @@ public struct ReferenceModel {
             func bias(_ name: String, _ width: Int) throws -> [Float]? {
                 a.qkvBias ? try tensor("self_attn.\(name).bias", [width]) : nil
             }
+            observe?(prefix + "self_attn.q_proj.weight", normed, count, hidden)
+            observe?(prefix + "self_attn.k_proj.weight", normed, count, hidden)
+            observe?(prefix + "self_attn.v_proj.weight", normed, count, hidden)
             var queries = ReferenceKernels.linear(
                 normed, rows: count, input: hidden, weight: try tensor("self_attn.q_proj.weight", [queryWidth, hidden]),
                 output: queryWidth, bias: try bias("q_proj", queryWidth))
@@ -135,6 +146,7 @@ public struct ReferenceModel {
             }
             let attended = ReferenceKernels.attention(
                 queries: queries, keyCache: keyCache, valueCache: valueCache, positions: count, architecture: a)
+            observe?(prefix + "self_attn.o_proj.weight", attended, count, queryWidth)
             let projected = ReferenceKernels.linear(
                 attended, rows: count, input: queryWidth, weight: try tensor("self_attn.o_proj.weight", [hidden, queryWidth]),
                 output: hidden, bias: nil)
@@ -144,6 +156,8 @@ public struct ReferenceModel {
                 x, rows: count, width: hidden, weight: try tensor("post_attention_layernorm.weight", [hidden]),
                 epsilon: a.rmsNormEpsilon)
             let width = a.intermediateSize
+            observe?(prefix + "mlp.gate_proj.weight", normed, count, hidden)
+            observe?(prefix + "mlp.up_proj.weight", normed, count, hidden)
             var gate = ReferenceKernels.linear(
                 normed, rows: count, input: hidden, weight: try tensor("mlp.gate_proj.weight", [width, hidden]), output: width,
                 bias: nil)
@@ -154,6 +168,7 @@ public struct ReferenceModel {
                 let g = gate[index]
                 gate[index] = g / (1 + exp(-g)) * up[index]
             }
+            observe?(prefix + "mlp.down_proj.weight", gate, count, width)
             let down = ReferenceKernels.linear(
                 gate, rows: count, input: width, weight: try tensor("mlp.down_proj.weight", [hidden, width]), output: hidden,
                 bias: nil)

@@ -1,0 +1,36 @@
+import Foundation
+
+/// Activation statistics gathered by running a calibration text through the checkpoint with
+/// the reference forward pass: for every decoder linear weight, the mean energy `E[x_c²]` of
+/// each input column over the text. Importance-weighted palettisation weighs each weight's
+/// error by it, since a linear layer's output error is `Σ_c x_c · (w_c − ŵ_c)`.
+public struct Calibration: Sendable {
+    /// Tokens of the calibration text.
+    public let tokenCount: Int
+    /// CRC-32 of the token ids written as comma-separated decimal, as 8 lowercase hex digits.
+    public let tokensCRC32: String
+    /// Mean squared activation per input column, by weight name.
+    public let energy: [String: [Float]]
+
+    /// Runs `tokens` through `weights` and gathers the energies.
+    /// - Throws: `ReferenceModelError` for unusable tokens, the weights' read errors.
+    public init(architecture: ReferenceArchitecture, weights: ReferenceWeights, tokens: [Int]) throws {
+        var sums: [String: [Double]] = [:]
+        _ = try ReferenceModel(architecture: architecture, weights: weights).logits(tokens: tokens) { name, x, rows, width in
+            var total = sums[name] ?? [Double](repeating: 0, count: width)
+            for row in 0..<rows {
+                for column in 0..<width {
+                    let value = Double(x[row * width + column])
+                    total[column] += value * value
+                }
+            }
+            sums[name] = total
+        }
+        energy = sums.mapValues { $0.map { Float($0 / Double(max(tokens.count, 1))) } }
+        tokenCount = tokens.count
+        var crc = CRC32()
+        let text = tokens.map(String.init).joined(separator: ",")
+        Array(text.utf8).withUnsafeBytes { crc.update($0) }
+        tokensCRC32 = BundleWriter.hex(crc.value)
+    }
+}
