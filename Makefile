@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_DIR ?= bench-work
 
-.PHONY: all build release test bench lint deps clean report-check
+.PHONY: all build release test bench lint deps clean artifacts report-check
 
 all: build
 
@@ -36,6 +36,11 @@ bench: release
 # when absent) and checks the screenshot shows its charts; needs a browser, so not in `make test`.
 report-check: deps
 	scripts/report-check.sh
+
+# The example farm (Presets/farm.json): every preset, compiled for h17p, on synthetic weights
+# where the real ones are not in the Hugging Face cache (the manifests say so).
+artifacts: release
+	.build/release/exporter batch Presets/farm.json --output Artifacts
 
 lint:
 	$(SWIFT) format lint --recursive Sources Tests

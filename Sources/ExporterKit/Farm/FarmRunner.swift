@@ -6,6 +6,37 @@ import Foundation
     import Darwin
 #endif
 
+/// One compiled artifact of a job.
+public struct FarmDeviceResult: Codable, Equatable, Sendable {
+    /// The architecture id.
+    public var device: String
+    /// `built`, `skipped` or `failed`.
+    public var status: String
+    /// The artifact, relative to the output folder (null when failed).
+    public var artifact: String?
+    /// `fits`, `needs-entitlement` or `does-not-fit` (null when failed).
+    public var memory: String?
+    /// `all-regions-within-budget` or `regions-over-budget` (null when failed).
+    public var neuralEngine: String?
+    /// Why it failed (null otherwise).
+    public var error: String?
+
+    enum CodingKeys: String, CodingKey {
+        case device, status, artifact, memory, error
+        case neuralEngine = "neural_engine"
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(device, forKey: .device)
+        try container.encode(status, forKey: .status)
+        try container.encode(artifact, forKey: .artifact)
+        try container.encode(memory, forKey: .memory)
+        try container.encode(neuralEngine, forKey: .neuralEngine)
+        try container.encode(error, forKey: .error)
+    }
+}
+
 /// One job's outcome, as the farm report records it.
 public struct FarmJobResult: Codable, Equatable, Sendable {
     /// The job's name.
@@ -22,9 +53,11 @@ public struct FarmJobResult: Codable, Equatable, Sendable {
     public var error: String?
     /// The export's exit status (0 unless failed).
     public var exitStatus: Int32
+    /// The job's compiled artifacts, one per device asked for.
+    public var devices: [FarmDeviceResult] = []
 
     enum CodingKeys: String, CodingKey {
-        case name, status, bundle, error
+        case name, status, bundle, error, devices
         case bundleBytes = "bundle_bytes"
         case buildKey = "build_key"
         case exitStatus = "exit_status"
@@ -39,6 +72,7 @@ public struct FarmJobResult: Codable, Equatable, Sendable {
         try container.encode(buildKey, forKey: .buildKey)
         try container.encode(error, forKey: .error)
         try container.encode(exitStatus, forKey: .exitStatus)
+        try container.encode(devices, forKey: .devices)
     }
 }
 
@@ -59,7 +93,9 @@ public struct FarmReport: Codable, Equatable, Sendable {
     public var seconds: [String: Double]
 
     /// How many jobs failed.
-    public var failedCount: Int { jobs.filter { $0.status == "failed" }.count }
+    public var failedCount: Int {
+        jobs.filter { $0.status == "failed" || $0.devices.contains { $0.status == "failed" } }.count
+    }
 
     public func encode(to encoder: Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -245,6 +281,7 @@ public struct FarmRunner {
             result.status = "skipped"
             result.bundle = relative
             result.bundleBytes = reader.manifest.sizes.bundleBytes
+            result.devices = compile(job, bundle: bundle, manifest: reader.manifest)
             return result
         }
         let arguments =
@@ -266,7 +303,61 @@ public struct FarmRunner {
         result.bundle = relative
         result.bundleBytes = reader.manifest.sizes.bundleBytes
         result.buildKey = reader.manifest.buildKey
+        result.devices = compile(job, bundle: bundle, manifest: reader.manifest)
         return result
+    }
+
+    /// Compiles the job's bundle for each of its devices whose artifact is missing, invalid or
+    /// built from other inputs (another bundle, another device entry): a new device compiles,
+    /// nothing is re-exported.
+    func compile(_ job: FarmJob, bundle: URL, manifest: Manifest) -> [FarmDeviceResult] {
+        guard !job.devices.isEmpty else { return [] }
+        let table: DeviceTable
+        do {
+            table = try DeviceTable.load(presetsDirectory: resolver.catalog.directory)
+        } catch {
+            return job.devices.map { FarmDeviceResult(device: $0, status: "failed", error: "\(error)") }
+        }
+        let platform: DevicePlatform = job.platform == .macOS ? .macOS : .iOS
+        let folder = bundle.deletingLastPathComponent()
+        let name = bundle.deletingPathExtension().lastPathComponent
+        return job.devices.map { id in
+            var result = FarmDeviceResult(device: id, status: "failed")
+            let device: DeviceArchitecture
+            do {
+                guard let found = try table.select([id], platform: platform).first else { return result }
+                device = found
+            } catch {
+                result.error = "\(error)"
+                return result
+            }
+            let artifact = Compiler.artifactURL(name: name, device: device, in: folder)
+            result.artifact = String(artifact.path.dropFirst(settings.outputDirectory.path.count + 1))
+            let expected = manifest.buildKey.map {
+                BuildKey.compiled(bundleKey: $0, device: device, minimumDeploymentVersion: DeploymentVersion.minimum.description)
+            }
+            if !settings.force, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: true),
+                expected != nil, reader.manifest.buildKey == expected, let verdict = reader.manifest.compiled?.verdict
+            {
+                result.status = "skipped"
+                result.memory = verdict.memory.rawValue
+                result.neuralEngine = verdict.neuralEngine.rawValue
+                return result
+            }
+            let (status, errorText) = runChild([
+                "compile", bundle.path, "--platform", platform.rawValue, "--device", id, "--output", folder.path, "--overwrite",
+            ])
+            guard status == 0, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
+                let verdict = reader.manifest.compiled?.verdict
+            else {
+                result.error = errorText.isEmpty ? "the compile exited with status \(status)" : errorText
+                return result
+            }
+            result.status = "built"
+            result.memory = verdict.memory.rawValue
+            result.neuralEngine = verdict.neuralEngine.rawValue
+            return result
+        }
     }
 
     /// The key the job's bundle will have: the same computation as the export's.
