@@ -13,27 +13,17 @@ public struct FarmDeviceResult: Codable, Equatable, Sendable {
     /// `built`, `skipped` or `failed`.
     public var status: String
     /// The artifact, relative to the output folder (null when failed).
-    public var artifact: String?
+    @NullEncoded public var artifact: String?
     /// `fits`, `needs-entitlement` or `does-not-fit` (null when failed).
-    public var memory: String?
+    @NullEncoded public var memory: String?
     /// `all-regions-within-budget` or `regions-over-budget` (null when failed).
-    public var neuralEngine: String?
+    @NullEncoded public var neuralEngine: String?
     /// Why it failed (null otherwise).
-    public var error: String?
+    @NullEncoded public var error: String?
 
     enum CodingKeys: String, CodingKey {
         case device, status, artifact, memory, error
         case neuralEngine = "neural_engine"
-    }
-
-    public func encode(to encoder: Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(device, forKey: .device)
-        try container.encode(status, forKey: .status)
-        try container.encode(artifact, forKey: .artifact)
-        try container.encode(memory, forKey: .memory)
-        try container.encode(neuralEngine, forKey: .neuralEngine)
-        try container.encode(error, forKey: .error)
     }
 }
 
@@ -44,13 +34,13 @@ public struct FarmJobResult: Codable, Equatable, Sendable {
     /// `built`, `skipped` (its key and artifact were unchanged) or `failed`.
     public var status: String
     /// The bundle, relative to the output folder (null when failed).
-    public var bundle: String?
+    @NullEncoded public var bundle: String?
     /// The bundle's bytes (null when failed).
-    public var bundleBytes: Int?
+    @NullEncoded public var bundleBytes: Int?
     /// The bundle's build key (null when failed before planning).
-    public var buildKey: String?
+    @NullEncoded public var buildKey: String?
     /// Why it failed (null otherwise).
-    public var error: String?
+    @NullEncoded public var error: String?
     /// The export's exit status (0 unless failed).
     public var exitStatus: Int32
     /// The job's compiled artifacts, one per device asked for.
@@ -61,18 +51,6 @@ public struct FarmJobResult: Codable, Equatable, Sendable {
         case bundleBytes = "bundle_bytes"
         case buildKey = "build_key"
         case exitStatus = "exit_status"
-    }
-
-    public func encode(to encoder: Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(name, forKey: .name)
-        try container.encode(status, forKey: .status)
-        try container.encode(bundle, forKey: .bundle)
-        try container.encode(bundleBytes, forKey: .bundleBytes)
-        try container.encode(buildKey, forKey: .buildKey)
-        try container.encode(error, forKey: .error)
-        try container.encode(exitStatus, forKey: .exitStatus)
-        try container.encode(devices, forKey: .devices)
     }
 }
 
@@ -86,7 +64,7 @@ public struct FarmReport: Codable, Equatable, Sendable {
     /// The farm file's name.
     public var farm: String
     /// `I/N` for a shard's report, null for a whole run or a collected report.
-    public var shard: String?
+    @NullEncoded public var shard: String?
     /// Jobs in farm-file order (a shard's report holds its own jobs only).
     public var jobs: [FarmJobResult]
     /// Seconds each job took, by name (kept apart from `jobs` so reports of equal work compare equal).
@@ -95,15 +73,6 @@ public struct FarmReport: Codable, Equatable, Sendable {
     /// How many jobs failed.
     public var failedCount: Int {
         jobs.filter { $0.status == "failed" || $0.devices.contains { $0.status == "failed" } }.count
-    }
-
-    public func encode(to encoder: Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(schema, forKey: .schema)
-        try container.encode(farm, forKey: .farm)
-        try container.encode(shard, forKey: .shard)
-        try container.encode(jobs, forKey: .jobs)
-        try container.encode(seconds, forKey: .seconds)
     }
 
     enum CodingKeys: String, CodingKey { case schema, farm, shard, jobs, seconds }

@@ -134,7 +134,7 @@ public struct InspectionSummary: Sendable {
     /// Device verdicts: a compiled artifact's own (`compiled.verdict`), or a plan's for every
     /// eligible device (`verdicts`); nil when the manifest has none (a portable bundle).
     static func verdicts(of manifest: Manifest) -> [DeviceVerdict]? {
-        let list = manifest.compiled.map { [$0.verdict] } ?? manifest.verdicts ?? []
+        let list = manifest.compiled.map { [$0.verdict] } ?? manifest.verdicts
         guard !list.isEmpty else { return nil }
         return list.map { verdict in
             let gib = { (bytes: Int) in String(format: "%.1f GiB", Double(bytes) / Double(1 << 30)) }
