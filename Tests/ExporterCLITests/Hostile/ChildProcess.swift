@@ -46,8 +46,8 @@ enum ChildProcess {
         defer { try? FileManager.default.removeItem(at: scratch) }
         let outputURL = scratch.appendingPathComponent("stdout")
         let errorURL = scratch.appendingPathComponent("stderr")
-        FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        FileManager.default.createFile(atPath: errorURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
         let outputHandle = try FileHandle(forWritingTo: outputURL)
         let errorHandle = try FileHandle(forWritingTo: errorURL)
         defer {

@@ -56,14 +56,15 @@ enum HostileCorpus {
 
     /// A tiny qwen2 checkpoint whose `config.json` holds `bytes`.
     static func config(
-        _ name: String, _ bytes: @escaping @Sendable () -> [UInt8], status: Int32 = 65,
+        _ name: String, _ bytes: @escaping @Sendable () -> [UInt8], status: Int32 = 65, extra: [String] = [],
         error: @escaping @Sendable (_ path: String) -> String
     ) -> HostileCase {
         HostileCase(name: "config: " + name) { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
             let url = directory.appendingPathComponent("config.json")
             try Data(bytes()).write(to: url)
-            return .init(arguments: exportArguments(directory, scratch: scratch), status: status, error: error(url.path) + "\n")
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch, extra), status: status, error: error(url.path) + "\n")
         }
     }
 
@@ -321,6 +322,41 @@ enum HostileCorpus {
         },
         config("kv heads not dividing the heads", { configBytes(["num_key_value_heads": 3]) }) {
             "Error: config '\($0)': 'num_key_value_heads' (3) does not divide num_attention_heads (4)"
+        },
+        // Each dimension below the per-field limit, together beyond 64-bit arithmetic: these
+        // trapped on an arithmetic overflow (or, for the layers, ran out of memory) before.
+        config("dimensions whose products overflow", {
+            configBytes([
+                "hidden_size": 1 << 30, "intermediate_size": 1 << 30, "num_attention_heads": 1 << 30,
+                "num_key_value_heads": 1 << 30, "vocab_size": 1 << 30, "max_position_embeddings": 1 << 30,
+            ])
+        }) { "Error: config '\($0)' describes an impossible model: more than 17592186044416 parameters" },
+        config("a billion layers", { configBytes(["num_hidden_layers": 1 << 30]) }) {
+            "Error: config '\($0)': 'num_hidden_layers' is absurdly large (1073741824 > 4096)"
+        },
+        config("a KV cache beyond 64-bit sizes", {
+            configBytes(["hidden_size": 4, "head_dim": 1 << 30, "max_position_embeddings": 1 << 30])
+        }) {
+            "Error: config '\($0)' describes an impossible model: a KV cache of more than 1152921504606846976 bytes "
+                + "at max_position_embeddings"
+        },
+        config("attention scores beyond 64-bit sizes", {
+            configBytes([
+                "hidden_size": 4, "num_attention_heads": 1 << 30, "num_key_value_heads": 1, "head_dim": 1,
+                "max_position_embeddings": 1 << 30,
+            ])
+        }) {
+            "Error: config '\($0)' describes an impossible model: attention scores of more than 1152921504606846976 bytes "
+                + "at max_position_embeddings"
+        },
+        config("a billion experts", { configBytes(["num_experts": 1 << 30], modelType: "qwen3_moe") }, extra: ["--platform", "macOS"]) {
+            "Error: config '\($0)' describes an impossible model: more than 1048576 tensors"
+        },
+        config("a negative expert width", {
+            configBytes(["num_experts": 2, "moe_intermediate_size": -5], modelType: "qwen3_moe")
+        }, extra: ["--platform", "macOS"]) {
+            "Error: config '\($0)' describes an impossible model: tensor 'model.layers.0.mlp.experts.0.gate_proj.weight' "
+                + "would have shape [-5, 64]"
         },
         config("a model type carrying a terminal escape sequence", { configBytes(["model_type": "\u{1B}[2Jqwen"]) }, status: 69) { _ in
             "Error: Unknown model type '\\u{1B}[2Jqwen'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
