@@ -34,4 +34,8 @@ for compression in 4bit_weight_palettized_group8 none; do
     { cat "$bundle/manifest.json"; printf '\0'; cat "$bundle/graph.json"; printf '\0'; cat "$bundle/weights.bin"; } \
         >"$out/seeds/FuzzBundle/bundle-$compression"
 done
+# Inputs that once failed (Fuzz/Regressions/<target>/) stay in the seeds.
+for target in FuzzSafetensors FuzzConfig FuzzBundle; do
+    if [ -d "$root/Fuzz/Regressions/$target" ]; then cp "$root/Fuzz/Regressions/$target"/* "$out/seeds/$target/"; fi
+done
 echo "seeds: $(ls "$out/seeds/FuzzSafetensors" | wc -l) safetensors, $(ls "$out/seeds/FuzzConfig" | wc -l) configs, $(ls "$out/seeds/FuzzBundle" | wc -l) bundles"

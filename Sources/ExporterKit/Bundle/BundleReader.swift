@@ -15,7 +15,7 @@ public struct BundleReader {
     public init(url: URL, verifyFiles: Bool = true) throws {
         self.url = url
         let manifestURL = url.appendingPathComponent(BundleWriter.manifestName)
-        guard let manifestData = try? Data(contentsOf: manifestURL) else {
+        guard let manifestData = try BundleReader.readDocument(manifestURL) else {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
         }
         manifest = try BundleReader.decodeManifest(manifestData, path: manifestURL.path)
@@ -36,7 +36,7 @@ public struct BundleReader {
             }
         }
         let graphURL = url.appendingPathComponent(BundleWriter.graphName)
-        guard let graphData = try? Data(contentsOf: graphURL) else {
+        guard let graphData = try BundleReader.readDocument(graphURL) else {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.graphName)")
         }
         do {
@@ -45,6 +45,24 @@ public struct BundleReader {
             throw BundleError.notABundle(path: graphURL.path, reason: "invalid graph description")
         }
         try checkWeightsHeader()
+    }
+
+    /// The largest manifest or graph read: about 1 KiB per tensor, so far above any real one.
+    public static let largestDocumentBytes = 256 << 20
+
+    /// A JSON document of the bundle, or nil when it is missing or unreadable. Read with
+    /// bounded positioned reads (no `Data(contentsOf:)`, which leaks a buffer on empty files
+    /// in this toolchain's Foundation, and would read a file of any size).
+    /// - Throws: `BundleError.notABundle` when the file is larger than `largestDocumentBytes`.
+    static func readDocument(_ url: URL) throws -> Data? {
+        guard let file = try? ReadOnlyFile(path: url.path) else { return nil }
+        guard file.byteCount <= largestDocumentBytes else {
+            throw BundleError.notABundle(
+                path: url.path, reason: "\(file.byteCount) bytes is more than the limit of \(largestDocumentBytes)")
+        }
+        var bytes = [UInt8](repeating: 0, count: file.byteCount)
+        guard (try? bytes.withUnsafeMutableBytes { try file.read(into: $0, at: 0) }) != nil else { return nil }
+        return Data(bytes)
     }
 
     /// Decodes a manifest, checking its schema before anything else.

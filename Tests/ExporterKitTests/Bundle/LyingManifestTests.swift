@@ -177,6 +177,24 @@ struct LyingManifestTests {
         #expect(failure(c) == .notABundle(path: c.path, reason: "no readable manifest.json"))
     }
 
+    @Test("empty and oversized documents (the fuzzer's empty manifest leaked a buffer in Data(contentsOf:))")
+    func documents() throws {
+        let a = try bundle()
+        let manifest = a.appendingPathComponent("manifest.json")
+        try Data().write(to: manifest)
+        try Data().write(to: a.appendingPathComponent("graph.json"))
+        #expect(failure(a) == .notABundle(path: manifest.path, reason: "the manifest has no schema"))
+        let b = try bundle()
+        let huge = b.appendingPathComponent("manifest.json")
+        let handle = try FileHandle(forWritingTo: huge)
+        try handle.truncate(atOffset: UInt64(BundleReader.largestDocumentBytes + 1))
+        try handle.close()
+        #expect(
+            failure(b)
+                == .notABundle(
+                    path: huge.path, reason: "\(BundleReader.largestDocumentBytes + 1) bytes is more than the limit of 268435456"))
+    }
+
     @Test("a weights header disagreeing with the manifest and the file")
     func weightsHeader() throws {
         let a = try bundle()
