@@ -53,6 +53,9 @@ enum ExportCommand {
                 fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory))
         settings.overwrite = arguments.flag("overwrite")
         settings.allowClamp = arguments.flag("allow-clamp")
+        settings.faults = context.faults
+        settings.availableMemoryBytes = context.availableMemoryBytes()
+        settings.availableDiskBytes = context.availableDiskBytes(at: settings.outputDirectory)
         if arguments.flag("synthetic") {
             guard let seed = UInt64(arguments.value("seed") ?? "0") else {
                 throw UsageError.invalidValue(value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")
