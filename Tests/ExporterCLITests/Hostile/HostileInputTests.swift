@@ -9,7 +9,7 @@ struct HostileInputTests {
         let scratch = try Fixtures.temporaryDirectory("hostile")
         defer { try? FileManager.default.removeItem(at: scratch) }
         let expected = try entry.build(scratch)
-        let run = try ChildProcess.run(expected.arguments, environment: expected.environment)
+        let run = try BuiltExporter.run(expected.arguments, environment: expected.environment)
         #expect(run.exitedNormally, "ended by signal \(run.status): \(run.error)")
         #expect(run.status == expected.status, "\(run.error)")
         #expect(run.error == expected.error)
