@@ -59,6 +59,44 @@ struct LyingManifestTests {
     static let norm = "model.layers.0.input_layernorm.weight"
     static let projection = "model.layers.0.self_attn.q_proj.weight"
 
+    @Test("every lie also fails 'exporter verify' run as a child process: exit 1, no signal, the culprit named")
+    func throughTheCommandLine() throws {
+        let lies: [(String, (URL) throws -> Void)] = [
+            ("model.layers.0.self_attn.q_proj.weight", { try self.editPart($0, Self.projection, part: 1, "offset", 1 << 40) }),
+            ("model.layers.0.self_attn.q_proj.weight", { try self.editPart($0, Self.projection, part: 0, "offset", -64) }),
+            ("model.layers.0.input_layernorm.weight", { try self.editTensor($0, Self.norm) { $0["shape"] = [Int.max, 4] } }),
+            ("model.layers.0.input_layernorm.weight", { try self.editTensor($0, Self.norm) { $0["stored_bytes"] = Int.max } }),
+            ("model.layers.0.self_attn.q_proj.weight", {
+                try self.editTensor($0, Self.projection) { tensor in
+                    var compression = tensor["compression"] as? [String: Any] ?? [:]
+                    compression["bits"] = 5
+                    tensor["compression"] = compression
+                }
+            }),
+            ("../outside", {
+                try self.editManifest($0) { manifest in
+                    var files = manifest["files"] as? [[String: Any]] ?? []
+                    files[0]["path"] = "../outside"
+                    manifest["files"] = files
+                }
+            }),
+        ]
+        let pristine = try bundle()
+        for (culprit, lie) in lies {
+            let bundle = try bundle()
+            try lie(bundle)
+            let inspect = try BuiltExporter.run(["inspect", bundle.path])
+            #expect(inspect.exitedNormally, "\(culprit): inspect ended by a signal")
+            let diff = try BuiltExporter.run(["diff", pristine.path, bundle.path, "--max-size-growth", "1"])
+            #expect(diff.exitedNormally, "\(culprit): diff ended by a signal")
+            let run = try BuiltExporter.run(["verify", bundle.path])
+            #expect(run.exitedNormally, "\(culprit): ended by a signal")
+            #expect(run.status == 1, "\(culprit): \(run.error)")
+            #expect(run.error.hasPrefix("Error: "), "\(culprit)")
+            #expect(run.error.contains(culprit), "\(culprit) not named in: \(run.error)")
+        }
+    }
+
     @Test("a part past the end of the weights file, or at a negative offset")
     func offsets() throws {
         let a = try bundle()
