@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_DIR ?= bench-work
 
-.PHONY: all build release test bench bench-fidelity lint deps clean report-check
+.PHONY: all build release test bench bench-fidelity lint deps clean artifacts report-check fuzz fuzz-build
 
 all: build
 
@@ -42,6 +42,38 @@ bench-fidelity: release
 # when absent) and checks the screenshot shows its charts; needs a browser, so not in `make test`.
 report-check: deps
 	scripts/report-check.sh
+
+# The example farm (Presets/farm.json): every preset, compiled for h17p, on synthetic weights
+# where the real ones are not in the Hugging Face cache (the manifests say so).
+artifacts: release
+	.build/release/exporter batch Presets/farm.json --output Artifacts
+
+# libFuzzer targets (Fuzz/, a package of its own): each runs FUZZ_TIME seconds from seeds made
+# of the test fixtures and a tiny exported bundle; crashes are written to $(FUZZ_DIR).
+FUZZ_TIME ?= 60
+FUZZ_DIR ?= .build/fuzz
+FUZZ_TARGETS = FuzzSafetensors FuzzConfig FuzzBundle
+
+fuzz-build: deps
+	$(SWIFT) build --product exporter
+	@mkdir -p $(FUZZ_DIR)
+	cd Fuzz && $(SWIFT) build -c debug -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library \
+		>../$(FUZZ_DIR)/build.log 2>&1; status=$$?; grep -v "Cannot export local symbol" ../$(FUZZ_DIR)/build.log \
+		| tail -5; exit $$status
+
+fuzz: fuzz-build
+	Fuzz/make-seeds.sh .build/debug/exporter $(FUZZ_DIR)
+	@for target in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_DIR)/corpus/$$target; \
+		echo "== $$target: $(FUZZ_TIME) s"; \
+		Fuzz/.build/debug/$$target -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=4096 \
+			-print_final_stats=1 -dict=Fuzz/json.dict -artifact_prefix=$(FUZZ_DIR)/$$target- \
+			$(FUZZ_DIR)/corpus/$$target $(FUZZ_DIR)/seeds/$$target 2>$(FUZZ_DIR)/$$target.log; \
+		status=$$?; \
+		grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|ERROR|SUMMARY|Test unit written" $(FUZZ_DIR)/$$target.log; \
+		if [ $$status -ne 0 ]; then echo "$$target: crash (log: $(FUZZ_DIR)/$$target.log)"; exit 1; fi; \
+		echo "$$target: no crash"; \
+	done
 
 lint:
 	$(SWIFT) format lint --recursive Sources Tests

@@ -18,6 +18,8 @@ public struct CommandContext {
     public var writeError: (String) -> Void
     /// Whether standard error is a terminal (progress is drawn only then).
     public var errorIsTerminal: Bool
+    /// Fault injection for the writes of an export (tests only; nil in real runs).
+    public var faults: FaultInjector?
 
     /// A context; every field is explicit so tests control all of them.
     public init(

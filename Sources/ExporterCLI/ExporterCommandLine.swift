@@ -60,10 +60,10 @@ public enum ExporterCommandLine {
             context.printError(invocation.usageErrorText(for: error))
             return UsageError.exitCode
         } catch let error as ExporterError {
-            context.printError("Error: \(error.description)")
+            context.printError("Error: \(TerminalText.sanitized(error.description))")
             return error.exitStatus.rawValue
         } catch {
-            context.printError("Error: \(error)")
+            context.printError("Error: \(TerminalText.sanitized("\(error)"))")
             return ExitStatus.internalError.rawValue
         }
     }

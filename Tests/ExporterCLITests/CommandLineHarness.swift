@@ -1,5 +1,6 @@
 import Foundation
 import ExporterCLI
+import ExporterKit
 import TestSupport
 
 /// Runs one command line in-process and captures what it prints.
@@ -15,17 +16,20 @@ final class TextSink: @unchecked Sendable {
     func append(_ piece: String) { text += piece }
 }
 
-func runExporter(_ arguments: [String], environment: [String: String] = [:]) -> CommandLineRun {
+func runExporter(
+    _ arguments: [String], environment: [String: String] = [:], faults: FaultInjector? = nil
+) -> CommandLineRun {
     let output = TextSink()
     let error = TextSink()
     var fullEnvironment = ["HOME": "/nonexistent-home", "HF_HOME": "/nonexistent-hf-home"]
     fullEnvironment["EXPORTER_PRESETS"] = Fixtures.presetsDirectory.path
     for (key, value) in environment { fullEnvironment[key] = value }
-    let context = CommandContext(
+    var context = CommandContext(
         arguments: arguments, environment: fullEnvironment,
         currentDirectory: URL(fileURLWithPath: FileManager.default.currentDirectoryPath),
         executable: URL(fileURLWithPath: "/nonexistent/exporter"),
         writeOutput: output.append, writeError: error.append, errorIsTerminal: false)
+    context.faults = faults
     let status = ExporterCommandLine.run(context)
     return CommandLineRun(status: status, output: output.text, error: error.text)
 }

@@ -132,3 +132,33 @@ struct HuggingFaceCacheCommandTests {
         #expect(json["model"]?.objectValue?["preset"]?.stringValue == "qwen3-0.6b")
     }
 }
+
+@Suite("command line: Core ML packages in inspect and verify")
+struct MLPackageCommandTests {
+    @Test("inspect and verify read an .mlpackage; a flipped blob byte fails verify naming the file")
+    func inspectAndVerify() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let output = try Fixtures.temporaryDirectory()
+        let export = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+            "--format", "mlpackage",
+        ])
+        #expect(export.status == 0, "\(export.error)")
+        let package = output.appendingPathComponent("tiny/Tiny.mlpackage")
+        let inspect = runExporter(["inspect", package.path])
+        #expect(inspect.status == 0, "\(inspect.error)")
+        #expect(inspect.output.hasPrefix("Tiny  (Core ML package, qwen3)\n"))
+        #expect(inspect.output.contains("  source    Tiny.aimodel\n"))
+        let verify = runExporter(["verify", package.path])
+        #expect(verify.status == 0, "\(verify.error)")
+        #expect(verify.output.hasPrefix("verified \(package.path): "))
+        #expect(verify.output.contains("tensors equal to Tiny.aimodel's bit for bit"))
+        let weights = package.appendingPathComponent("Data/com.apple.CoreML/weights/weight.bin")
+        var bytes = try Data(contentsOf: weights)
+        bytes[bytes.count - 1] ^= 0x01
+        try bytes.write(to: weights)
+        let broken = runExporter(["verify", package.path])
+        #expect(broken.status == 1)
+        #expect(broken.error.hasPrefix("Error: 'Data/com.apple.CoreML/weights/weight.bin': CRC-32 is "))
+    }
+}

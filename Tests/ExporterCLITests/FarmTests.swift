@@ -74,6 +74,33 @@ struct FarmTests {
         #expect(forcedReport.jobs.map(\.status) == ["built", "failed", "built"])
     }
 
+    @Test("a job's devices compile after its export; a new device compiles without re-exporting")
+    func devices() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out").path
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        try Data(text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#).utf8)
+            .write(to: farm)
+        let first = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        #expect(first.status == 0, "\(first.error)")
+        #expect(first.output.contains("h17p fits"))
+        var job = try #require(try report(folder).jobs.first)
+        #expect(job.status == "built")
+        #expect(job.devices == [
+            FarmDeviceResult(device: "h17p", status: "built", artifact: "m0/M0.h17p.aimodelc", memory: "fits",
+                             neuralEngine: "all-regions-within-budget", error: nil)
+        ])
+        try Data(text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p", "h16p"]"#).utf8)
+            .write(to: farm)
+        _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        job = try #require(try report(folder).jobs.first)
+        #expect(job.status == "skipped")
+        #expect(job.devices.map(\.status) == ["skipped", "built"])
+        let compiled = try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.h16p.aimodelc"))
+        #expect(compiled.manifest.buildKey != nil)
+        #expect(compiled.manifest.buildKey != job.buildKey)
+    }
+
     @Test("shards cover every job once, and their collected report equals an unsharded run's")
     func shards() throws {
         let (farm, folder) = try makeFarm(count: 5)

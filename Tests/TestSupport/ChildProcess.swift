@@ -4,12 +4,16 @@ import Foundation
 public enum BuiltExporter {
     /// The binary next to the test bundle (`swift build --build-tests` builds it), or in `.build/debug`.
     public static var url: URL {
+        let testBinary = URL(fileURLWithPath: CommandLine.arguments.first ?? "").standardizedFileURL
         let candidates = [
+            testBinary.deletingLastPathComponent().appendingPathComponent("exporter"),
+            // On macOS the tests live in `<folder>/<name>.xctest/Contents/MacOS/`.
+            testBinary.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("exporter"),
             Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("exporter"),
-            URL(fileURLWithPath: CommandLine.arguments.first ?? "").deletingLastPathComponent().appendingPathComponent("exporter"),
             Fixtures.repositoryRoot.appendingPathComponent(".build/debug/exporter"),
         ]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[2]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[3]
     }
 
     /// What a finished child process did.
@@ -22,6 +26,9 @@ public enum BuiltExporter {
         public let output: String
         /// Standard error.
         public let error: String
+
+        /// Whether the process ended by itself with an exit status (no trap, no signal).
+        public var exitedNormally: Bool { !signaled }
     }
 
     /// Runs the binary with `arguments` and waits for it.
@@ -54,15 +61,18 @@ public enum BuiltExporter {
         }
     }
 
-    /// Starts the binary with `arguments` without waiting.
+    /// Starts the binary with `arguments` without waiting, in a clean environment (no real
+    /// Hugging Face cache, the repository's presets, no terminal) plus `environment`.
     public static func start(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) throws -> Running {
         let process = Process()
         process.executableURL = url
         process.arguments = arguments
-        var full = ProcessInfo.processInfo.environment
-        full["EXPORTER_PRESETS"] = Fixtures.presetsDirectory.path
-        full["HF_HOME"] = "/nonexistent-hf-home"
-        full["CI"] = "true"
+        process.standardInput = FileHandle.nullDevice
+        var full = [
+            "HOME": "/nonexistent-home", "HF_HOME": "/nonexistent-hf-home", "CI": "1",
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+            "EXPORTER_PRESETS": Fixtures.presetsDirectory.path,
+        ]
         for (key, value) in environment { full[key] = value }
         process.environment = full
         if let directory { process.currentDirectoryURL = directory }

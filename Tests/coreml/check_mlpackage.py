@@ -407,6 +407,26 @@ def check_architecture(exporter, work, arch, spec):
               f"max |diff| {difference:.3g} over max |logit| {scale:.3g} (relative {difference / scale:.2e}, "
               f"bound {tolerance:g}); argmax agrees at {agree}/{len(tokens)} positions")
 
+    # Logits: program vs exporter's own reference forward pass (Swift, float32, on the
+    # dequantised bundle), at each position's top-5 tokens as `verify --run --json` reports them.
+    result = subprocess.run(
+        [exporter, "verify", os.path.join(folder, arch + ".aimodel"), "--against", checkpoint, "--run",
+         "--tokens", ",".join(str(t) for t in tokens), "--json"], capture_output=True, text=True)
+    try:
+        forward = json.loads(result.stdout)["forward"]
+    except (ValueError, KeyError):
+        check(f"{arch}: program logits vs exporter's reference forward pass", False, result.stderr.strip()[-400:])
+        return
+    got = run_program(program, bundle.graph, tokens, False)
+    worst, compared = 0.0, 0
+    for position in forward["positions"]:
+        for entry in position["artifact"]["top5"]:
+            worst = max(worst, abs(float(got[position["index"], entry["token"]]) - entry["logit"]))
+            compared += 1
+    check(f"{arch}: program logits vs exporter's reference forward pass", compared > 0 and worst / scale < 5e-3,
+          f"{compared} logits (top-5 of {len(forward['positions'])} positions): max |diff| {worst:.3g} "
+          f"(relative {worst / scale:.2e}, bound 5e-3)")
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

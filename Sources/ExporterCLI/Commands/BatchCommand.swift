@@ -61,11 +61,13 @@ enum BatchCommand {
         if arguments.flag("json") {
             context.writeOutput(String(decoding: try report.canonicalJSON(), as: UTF8.self))
         } else {
-            var rows = [["job", "status", "time", "bundle", "detail"]]
+            var rows = [["job", "status", "time", "bundle", "verdicts or error"]]
             for job in report.jobs {
+                let detail = firstLine(job.error) ?? firstLine(job.devices.compactMap(\.error).first)
+                    ?? job.devices.map(verdictText).joined(separator: ", ")
                 rows.append([
                     job.name, job.status, report.seconds[job.name].map { Format.decimal($0, places: 1) + " s" } ?? "-",
-                    job.bundleBytes.map(Format.megabytes) ?? "-", job.error.map { $0.split(separator: "\n").first.map(String.init) ?? "" } ?? (job.bundle ?? ""),
+                    job.bundleBytes.map(Format.megabytes) ?? "-", detail,
                 ])
             }
             Format.table(rows, rightAligned: [2, 3]).forEach { context.print($0) }
@@ -73,5 +75,16 @@ enum BatchCommand {
         }
         if report.failedCount > 0 { throw FarmError.jobsFailed(count: report.failedCount, total: report.jobs.count) }
         return .success
+    }
+
+    /// `h17p fits`, `h17p needs-entitlement (ANE over budget)`.
+    static func verdictText(_ device: FarmDeviceResult) -> String {
+        let memory: String = device.memory ?? device.status
+        let overBudget = device.neuralEngine == NeuralEngineVerdict.regionsOverBudget.rawValue
+        return device.device + " " + memory + (overBudget ? " (ANE over budget)" : "")
+    }
+
+    static func firstLine(_ text: String?) -> String? {
+        text.map { String($0.split(separator: "\n").first ?? "") }
     }
 }

@@ -43,7 +43,7 @@ enum DiffCommand {
 
     static func text(_ value: Double?, bytes: Bool) -> String {
         guard let value else { return "—" }
-        if bytes { return Format.grouped(Int(value)) }
+        if bytes, abs(value) < 9e18 { return Format.grouped(Int(value)) }
         return value == value.rounded() && abs(value) < 1e15 ? Format.grouped(Int(value)) : Format.decimal(value)
     }
 

@@ -63,6 +63,9 @@ enum ExportCommand {
             }
             settings.calibrationTokens = try VerifyCommand.parseTokens(text, option: "--calibration")
         }
+        settings.faults = context.faults
+        settings.availableMemoryBytes = context.availableMemoryBytes()
+        settings.availableDiskBytes = context.availableDiskBytes(at: settings.outputDirectory)
         if arguments.flag("synthetic") {
             guard let seed = UInt64(arguments.value("seed") ?? "0") else {
                 throw UsageError.invalidValue(value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")

@@ -18,6 +18,10 @@ enum InspectCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let path = arguments.positional(0) else { throw UsageError.missingArgument("artifact") }
         let worst = try arguments.int("worst", range: 0...) ?? 5
+        if MLPackageViews.isPackage(path) {
+            return try MLPackageViews.inspect(
+                URL(fileURLWithPath: path, relativeTo: context.currentDirectory), json: arguments.flag("json"), context: context)
+        }
         let artifact = try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         let summary = InspectionSummary(artifact: artifact, worst: worst)
         if let html = arguments.value("html") {

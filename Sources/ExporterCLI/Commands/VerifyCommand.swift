@@ -15,6 +15,9 @@ enum VerifyCommand {
         arguments: [
             .positional("artifact", help: "A .aimodel folder (or its manifest.json)."),
             .option("against", valueName: "checkpoint", help: "The checkpoint folder the artifact was exported from."),
+            .option(
+                "bundle", valueName: "aimodel",
+                help: "For an .mlpackage: the bundle to compare every blob with (default: its source bundle beside it)."),
             .option("min-sqnr", valueName: "dB", help: "Fail any compressed tensor below this SQNR (needs --against)."),
             .flag("run", help: "Compare the logits of the checkpoint and the artifact (needs --against)."),
             .option("tokens", valueName: "ids", help: "Comma-separated token ids for --run (default: 8 fixed ids)."),
@@ -35,6 +38,12 @@ enum VerifyCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let path = arguments.positional(0) else { throw UsageError.missingArgument("artifact") }
         let against = arguments.value("against")
+        if MLPackageViews.isPackage(path) {
+            return try MLPackageViews.verify(
+                URL(fileURLWithPath: path, relativeTo: context.currentDirectory),
+                bundle: arguments.value("bundle").map { URL(fileURLWithPath: $0, relativeTo: context.currentDirectory) },
+                context: context)
+        }
         let minimumSQNR = try arguments.number("min-sqnr")
         let runForward = arguments.flag("run")
         let minimumLogitSNR = try arguments.number("min-logit-snr") ?? 3

@@ -1,5 +1,11 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// An artifact folder built under a hidden temporary name beside its destination and
 /// renamed into place only when whole: a failed or interrupted export leaves nothing that
 /// looks complete, and never replaces a good artifact.
@@ -27,36 +33,51 @@ public final class ArtifactDirectory {
         let parent = destination.deletingLastPathComponent()
         staging = parent.appendingPathComponent(
             ArtifactDirectory.stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString, isDirectory: true)
-        do {
-            try faults?.check(staging.path)
-            try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
-        } catch let error as BundleError {
-            throw error
-        } catch {
-            throw BundleError.writeFailed(path: staging.path, reason: error.localizedDescription)
-        }
+        try ArtifactDirectory.makeDirectories(staging, faults: faults, reportedAs: { _ in destination.path })
     }
 
     deinit {
         if !published { try? FileManager.default.removeItem(at: staging) }
     }
 
+    /// Creates `url` and any missing parents, each creation a counted operation.
+    /// - Parameter reportedAs: the path an error names for a folder (staging folders are
+    ///   named by where their content is going, which is what the user asked for).
+    /// - Throws: `BundleError.writeFailed` naming the folder that could not be made.
+    static func makeDirectories(
+        _ url: URL, faults: FaultInjector?, reportedAs: (String) -> String = { $0 }
+    ) throws {
+        var missing: [String] = []
+        var current = url.standardizedFileURL.path
+        var isDirectory: ObjCBool = false
+        while !current.isEmpty, current != "/", !FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory) {
+            missing.append(current)
+            current = (current as NSString).deletingLastPathComponent
+        }
+        if !current.isEmpty, FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw BundleError.writeFailed(path: reportedAs(current), reason: "not a directory")
+        }
+        for path in missing.reversed() {
+            try faults?.check(reportedAs(path), .createDirectory)
+            if mkdir(path, 0o755) != 0, errno != EEXIST {
+                throw BundleError.writeFailed(path: reportedAs(path), reason: systemErrorMessage(errno))
+            }
+        }
+    }
+
     /// A new file at `relativePath` inside the staging folder (sub-folders are created).
+    /// Errors name the file where it will be once published (`<destination>/<relativePath>`).
     /// - Throws: `BundleError.writeFailed`.
     public func createFile(_ relativePath: String) throws -> OutputFile {
         let url = staging.appendingPathComponent(relativePath)
-        let folder = url.deletingLastPathComponent()
-        if !FileManager.default.fileExists(atPath: folder.path) {
-            do {
-                try faults?.check(folder.path)
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            } catch let error as BundleError {
-                throw error
-            } catch {
-                throw BundleError.writeFailed(path: folder.path, reason: error.localizedDescription)
-            }
-        }
-        return try OutputFile(url: url, faults: faults)
+        try ArtifactDirectory.makeDirectories(url.deletingLastPathComponent(), faults: faults, reportedAs: reported)
+        return try OutputFile(url: url, faults: faults, reportedPath: reported(url.path))
+    }
+
+    /// `path` inside the staging folder, as it will be once published.
+    private func reported(_ path: String) -> String {
+        guard path.hasPrefix(staging.path) else { return path }
+        return destination.path + path.dropFirst(staging.path.count)
     }
 
     /// Moves the finished folder into place. With an existing artifact (and `--overwrite`),
@@ -66,22 +87,29 @@ public final class ArtifactDirectory {
         let manager = FileManager.default
         var displaced: URL?
         do {
-            try faults?.check(destination.path)
             if manager.fileExists(atPath: destination.path) {
                 let aside = destination.deletingLastPathComponent().appendingPathComponent(
                     ArtifactDirectory.stagingPrefix + "old-" + destination.lastPathComponent + "-" + UUID().uuidString)
-                try manager.moveItem(at: destination, to: aside)
+                try ArtifactDirectory.rename(destination, to: aside, reportedAs: destination.path, faults: faults)
                 displaced = aside
             }
-            try manager.moveItem(at: staging, to: destination)
+            try ArtifactDirectory.rename(staging, to: destination, reportedAs: destination.path, faults: faults)
         } catch {
             if let displaced, !manager.fileExists(atPath: destination.path) {
-                try? manager.moveItem(at: displaced, to: destination)
+                _ = Foundation.rename(displaced.path, destination.path)
             }
-            if let error = error as? BundleError { throw error }
-            throw BundleError.writeFailed(path: destination.path, reason: error.localizedDescription)
+            throw error
         }
         published = true
         if let displaced { try? manager.removeItem(at: displaced) }
+    }
+
+    /// Renames `source` to `target` atomically (one `rename(2)`, on the same file system).
+    /// - Throws: `BundleError.writeFailed` naming `reportedPath` (the artifact's destination).
+    private static func rename(_ source: URL, to target: URL, reportedAs reportedPath: String, faults: FaultInjector?) throws {
+        try faults?.check(reportedPath, .rename)
+        guard Foundation.rename(source.path, target.path) == 0 else {
+            throw BundleError.writeFailed(path: reportedPath, reason: systemErrorMessage(errno))
+        }
     }
 }

@@ -15,18 +15,28 @@ public struct BundleReader {
     public init(url: URL, verifyFiles: Bool = true) throws {
         self.url = url
         let manifestURL = url.appendingPathComponent(BundleWriter.manifestName)
-        guard let manifestData = try? Data(contentsOf: manifestURL) else {
+        guard let manifestData = try BundleReader.readDocument(manifestURL) else {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
         }
         manifest = try BundleReader.decodeManifest(manifestData, path: manifestURL.path)
         for file in manifest.files {
-            guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
+            guard BundleReader.isInsideBundle(file.path) else {
                 throw BundleError.fileMismatch(path: file.path, reason: "the manifest names a file outside the bundle")
+            }
+            guard file.bytes >= 0 else {
+                throw BundleError.fileMismatch(path: file.path, reason: "the manifest gives a negative size \(file.bytes)")
             }
             if verifyFiles { try BundleReader.verify(file, in: url) }
         }
+        let listed = Set(manifest.files.map(\.path))
+        for tensor in manifest.tensors {
+            for part in tensor.parts where !listed.contains(part.file) {
+                throw BundleError.fileMismatch(
+                    path: part.file, reason: "tensor '\(tensor.name)' names a file the manifest does not list")
+            }
+        }
         let graphURL = url.appendingPathComponent(BundleWriter.graphName)
-        guard let graphData = try? Data(contentsOf: graphURL) else {
+        guard let graphData = try BundleReader.readDocument(graphURL) else {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.graphName)")
         }
         do {
@@ -35,6 +45,24 @@ public struct BundleReader {
             throw BundleError.notABundle(path: graphURL.path, reason: "invalid graph description")
         }
         try checkWeightsHeader()
+    }
+
+    /// The largest manifest or graph read: about 1 KiB per tensor, so far above any real one.
+    public static let largestDocumentBytes = 256 << 20
+
+    /// A JSON document of the bundle, or nil when it is missing or unreadable. Read with
+    /// bounded positioned reads (no `Data(contentsOf:)`, which leaks a buffer on empty files
+    /// in this toolchain's Foundation, and would read a file of any size).
+    /// - Throws: `BundleError.notABundle` when the file is larger than `largestDocumentBytes`.
+    static func readDocument(_ url: URL) throws -> Data? {
+        guard let file = try? ReadOnlyFile(path: url.path) else { return nil }
+        guard file.byteCount <= largestDocumentBytes else {
+            throw BundleError.notABundle(
+                path: url.path, reason: "\(file.byteCount) bytes is more than the limit of \(largestDocumentBytes)")
+        }
+        var bytes = [UInt8](repeating: 0, count: file.byteCount)
+        guard (try? bytes.withUnsafeMutableBytes { try file.read(into: $0, at: 0) }) != nil else { return nil }
+        return Data(bytes)
     }
 
     /// Decodes a manifest, checking its schema before anything else.
@@ -82,6 +110,14 @@ public struct BundleReader {
         }
     }
 
+    /// A manifest path must stay below the bundle folder: relative, no `..`, no empty parts.
+    static func isInsideBundle(_ path: String) -> Bool {
+        guard !path.isEmpty, !path.hasPrefix("/"), !path.contains("\0"), !path.contains("\\") else { return false }
+        return path.split(separator: "/", omittingEmptySubsequences: false).allSatisfy {
+            !$0.isEmpty && $0 != "." && $0 != ".."
+        }
+    }
+
     private func checkWeightsHeader() throws {
         let header = try readBytes(file: BundleWriter.weightsName, offset: 0, count: ExportPlan.weightsHeaderBytes)
         guard Array(header[0..<8]) == WeightsFileLayout.magic else {
@@ -93,6 +129,31 @@ public struct BundleReader {
                 path: BundleWriter.weightsName,
                 reason: "format version \(version); this version reads \(WeightsFileLayout.formatVersion)")
         }
+        func u64(at offset: Int) -> UInt64 {
+            header[offset..<(offset + 8)].enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << (8 * $1.offset) }
+        }
+        let tensorCount = u64(at: 16)
+        guard tensorCount == UInt64(manifest.tensors.count) else {
+            throw BundleError.fileMismatch(
+                path: BundleWriter.weightsName,
+                reason: "the header counts \(tensorCount) tensors, the manifest lists \(manifest.tensors.count)")
+        }
+        let declaredSize = u64(at: 24)
+        let actualSize = try fileSize(BundleWriter.weightsName)
+        guard declaredSize == UInt64(actualSize) else {
+            throw BundleError.fileMismatch(
+                path: BundleWriter.weightsName, reason: "the header says \(declaredSize) bytes, the file has \(actualSize)")
+        }
+    }
+
+    /// The size of a bundle file.
+    /// - Throws: `BundleError.readFailed` when it cannot be inspected.
+    func fileSize(_ file: String) throws -> Int {
+        let path = url.appendingPathComponent(file).path
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int else {
+            throw BundleError.readFailed(path: path, reason: "cannot open")
+        }
+        return size
     }
 
     /// The tensor names, in execution order.
@@ -100,7 +161,17 @@ public struct BundleReader {
 
     /// Reads `count` bytes at `offset` of a bundle file.
     /// - Throws: `BundleError.readFailed` on a short read.
+    /// - Throws: `BundleError.fileMismatch` when the range lies outside the file (the manifest
+    ///   lies), `BundleError.readFailed` on a short read.
     func readBytes(file: String, offset: Int, count: Int) throws -> [UInt8] {
+        guard BundleReader.isInsideBundle(file) else {
+            throw BundleError.fileMismatch(path: file, reason: "the manifest names a file outside the bundle")
+        }
+        let size = try fileSize(file)
+        guard offset >= 0, count >= 0, offset <= size, count <= size - offset else {
+            throw BundleError.fileMismatch(
+                path: file, reason: "\(count) bytes at offset \(offset) lie outside the file's \(size) bytes")
+        }
         let url = self.url.appendingPathComponent(file)
         guard let handle = try? FileHandle(forReadingFrom: url) else {
             throw BundleError.readFailed(path: url.path, reason: "cannot open")

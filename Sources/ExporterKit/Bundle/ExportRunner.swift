@@ -45,6 +45,12 @@ public struct ExportSettings: Sendable {
     /// Token ids of a calibration text: palettisation then weights every weight by the energy
     /// of the activations it multiplies on this text. Nil (the default): data-free.
     public var calibrationTokens: [Int]?
+    /// Memory the machine can give the conversion (nil: not checked); the command line fills
+    /// it from the system. An export needing more is refused before it starts.
+    public var availableMemoryBytes: Int?
+    /// Free bytes on the output folder's volume (nil: not checked); the command line fills it
+    /// from the system. A bundle estimated larger is refused before anything is written.
+    public var availableDiskBytes: Int?
 
     /// Settings writing into `outputDirectory`.
     public init(outputDirectory: URL) { self.outputDirectory = outputDirectory }
@@ -89,6 +95,7 @@ public enum ExportRunner {
         if FileManager.default.fileExists(atPath: destination.path), !settings.overwrite {
             throw BundleError.outputExists(path: destination.path)
         }
+        try checkMemory(plan, available: settings.availableMemoryBytes)
         let source: WeightSource
         var sourceFiles: [Manifest.SourceFile] = []
         var tokenizer: TokenizerFiles?
@@ -115,6 +122,8 @@ public enum ExportRunner {
             checkpointSource = checkpoint
             source = checkpoint
         }
+        try checkDisk(
+            plan, tokenizer: tokenizer, outputDirectory: settings.outputDirectory, available: settings.availableDiskBytes)
         warnings.forEach(warn)
         var calibration: Calibration?
         if let tokens = settings.calibrationTokens {
@@ -136,5 +145,31 @@ public enum ExportRunner {
             }
         }, progress: progress)
         return ExportResult(bundleURL: destination, manifest: manifest)
+    }
+
+    /// Refuses a plan whose conversion needs more memory than `available`.
+    /// - Throws: `ResourceError.notEnoughMemory`.
+    static func checkMemory(_ plan: ExportPlan, available: Int?) throws {
+        guard let available else { return }
+        let needed = plan.conversionMemory()
+        guard needed.totalBytes <= available else {
+            throw ResourceError.notEnoughMemory(
+                model: plan.outputName, neededBytes: needed.totalBytes, availableBytes: available,
+                largestTensor: needed.largestTensor)
+        }
+    }
+
+    /// Refuses a bundle estimated larger than the free space `available` of its volume.
+    /// - Throws: `ResourceError.notEnoughDisk`.
+    static func checkDisk(_ plan: ExportPlan, tokenizer: TokenizerFiles?, outputDirectory: URL, available: Int?) throws {
+        guard let available else { return }
+        let tokenizerBytes = (tokenizer?.files ?? []).reduce(0) { total, file in
+            total + (((try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? Int) ?? 0)
+        }
+        let needed = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes)
+        guard needed <= available else {
+            throw ResourceError.notEnoughDisk(
+                directory: outputDirectory.standardizedFileURL.path, neededBytes: needed, availableBytes: available)
+        }
     }
 }

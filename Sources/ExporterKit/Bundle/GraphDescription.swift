@@ -46,7 +46,7 @@ public struct GraphDescription: Codable, Equatable, Sendable {
         /// Whether queries and keys are RMS-normalised per head before the rotation.
         public var qkNorm: Bool
         /// Sliding window in tokens, or null for full attention.
-        public var slidingWindow: Int?
+        @NullEncoded public var slidingWindow: Int?
 
         enum CodingKeys: String, CodingKey {
             case heads
@@ -56,16 +56,6 @@ public struct GraphDescription: Codable, Equatable, Sendable {
             case qkNorm = "qk_norm"
             case slidingWindow = "sliding_window"
         }
-
-        public func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(heads, forKey: .heads)
-            try container.encode(kvHeads, forKey: .kvHeads)
-            try container.encode(headDim, forKey: .headDim)
-            try container.encode(qkvBias, forKey: .qkvBias)
-            try container.encode(qkNorm, forKey: .qkNorm)
-            try container.encode(slidingWindow, forKey: .slidingWindow)
-        }
     }
 
     /// Rotary embedding parameters.
@@ -73,21 +63,14 @@ public struct GraphDescription: Codable, Equatable, Sendable {
         /// Base frequency.
         public var theta: Double
         /// `rope_scaling` type, or null.
-        public var scalingType: String?
+        @NullEncoded public var scalingType: String?
         /// `rope_scaling` factor, or null.
-        public var scalingFactor: Double?
+        @NullEncoded public var scalingFactor: Double?
 
         enum CodingKeys: String, CodingKey {
             case theta
             case scalingType = "scaling_type"
             case scalingFactor = "scaling_factor"
-        }
-
-        public func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(theta, forKey: .theta)
-            try container.encode(scalingType, forKey: .scalingType)
-            try container.encode(scalingFactor, forKey: .scalingFactor)
         }
     }
 

@@ -8,31 +8,112 @@ import Foundation
     private let systemWrite = Darwin.write
 #endif
 
-/// Counts write operations and fails the Nth one: how tests prove that any failed write
-/// leaves no artifact that looks complete and never harms a previous one.
+/// A way a file-system operation can fail, as a full or failing disk makes it fail.
+public enum FaultKind: String, CaseIterable, Sendable {
+    /// `ENOSPC`: the disk is full (any operation that allocates: folders, files, writes, syncs, renames).
+    case noSpace = "no-space"
+    /// `EIO`: the device failed (any operation).
+    case ioError = "io-error"
+    /// `EACCES`: the folder refuses a new entry (creating folders and files, renaming).
+    case permissionDenied = "permission-denied"
+    /// A write stores only part of its bytes and the rest cannot be written (writes only).
+    case shortWrite = "short-write"
+
+    /// The `errno` value the kind stands for (nil for a short write, which is not an errno).
+    var errorNumber: Int32? {
+        switch self {
+        case .noSpace: return ENOSPC
+        case .ioError: return EIO
+        case .permissionDenied: return EACCES
+        case .shortWrite: return nil
+        }
+    }
+
+    /// Whether an operation of `operation` can fail this way.
+    public func canFail(_ operation: FileOperation) -> Bool {
+        switch self {
+        case .noSpace, .ioError: return true
+        case .permissionDenied: return operation == .createDirectory || operation == .createFile || operation == .rename
+        case .shortWrite: return operation == .write
+        }
+    }
+}
+
+/// The file-system operations an artifact is written with; every one is counted by a `FaultInjector`.
+public enum FileOperation: String, CaseIterable, Sendable {
+    /// Creating a folder.
+    case createDirectory
+    /// Creating (or truncating) a file.
+    case createFile
+    /// Writing bytes to a file.
+    case write
+    /// Syncing a file to disk.
+    case sync
+    /// Renaming a folder into place (or moving a previous artifact aside).
+    case rename
+}
+
+/// Counts file-system operations and fails the Nth one: how tests prove that any failed
+/// write, whatever its kind, leaves no artifact that looks complete, never harms a previous
+/// one, and leaves no temporary files.
+///
+/// With a `FaultKind`, only operations that can fail that way are counted (a short write
+/// can only happen to a write), so sweeping N from 1 to `operations` of a counting run
+/// visits every place the fault can strike.
 public final class FaultInjector: @unchecked Sendable {
+    // @unchecked: the counter is guarded by `lock`; everything else is immutable.
+    /// The kind of failure injected (nil: the custom `reason`, on any operation).
+    public let kind: FaultKind?
     /// The error a failing operation reports.
     public let reason: String
     private let failAt: Int
     private var count = 0
+    private var failed: (operation: FileOperation, path: String)?
     private let lock = NSLock()
 
-    /// Fails the `operation`-th write operation (1-based) with `reason`.
-    public init(failAtOperation operation: Int, reason: String = "No space left on device") {
+    /// Fails the `operation`-th operation of any kind (1-based) with `reason`.
+    public init(failAtOperation operation: Int, reason: String = "no space left on device") {
         failAt = operation
+        kind = nil
         self.reason = reason
+    }
+
+    /// Fails the `operation`-th operation (1-based) that can fail as `kind` does, the way it does.
+    public init(failAtOperation operation: Int, kind: FaultKind) {
+        failAt = operation
+        self.kind = kind
+        reason = kind.errorNumber.map(systemErrorMessage) ?? "short write"
     }
 
     /// Operations counted so far.
     public var operations: Int { lock.withLock { count } }
 
-    /// Counts one operation; throws when it is the one to fail.
-    func check(_ path: String) throws {
-        let current = lock.withLock { () -> Int in
+    /// The operation that was failed and its path, once it has been.
+    public var injected: (operation: FileOperation, path: String)? { lock.withLock { failed } }
+
+    /// Counts one operation on `path`; throws `BundleError.writeFailed` when it is the one to fail.
+    func check(_ path: String, _ operation: FileOperation) throws {
+        guard isCountedFault(path, operation) else { return }
+        throw BundleError.writeFailed(path: path, reason: reason)
+    }
+
+    /// Counts one write of `byteCount` bytes; returns how many bytes the system should accept
+    /// before the write comes up short, or nil for all of them.
+    /// - Throws: `BundleError.writeFailed` when the write is to fail outright.
+    func checkWrite(_ path: String, byteCount: Int) throws -> Int? {
+        guard isCountedFault(path, .write) else { return nil }
+        guard kind == .shortWrite else { throw BundleError.writeFailed(path: path, reason: reason) }
+        return byteCount / 2
+    }
+
+    private func isCountedFault(_ path: String, _ operation: FileOperation) -> Bool {
+        if let kind, !kind.canFail(operation) { return false }
+        return lock.withLock {
             count += 1
-            return count
+            guard count == failAt else { return false }
+            failed = (operation, path)
+            return true
         }
-        if current == failAt { throw BundleError.writeFailed(path: path, reason: reason) }
     }
 }
 
@@ -40,7 +121,7 @@ public final class FaultInjector: @unchecked Sendable {
 /// All artifact bytes go through this type (and `ArtifactDirectory`), so a write failure is
 /// always an error naming the path.
 public final class OutputFile {
-    /// The path, for messages.
+    /// The path errors name (where the file will be once its artifact is published).
     public let path: String
     /// Bytes written so far.
     public private(set) var size = 0
@@ -54,13 +135,15 @@ public final class OutputFile {
     private var closed = false
 
     /// Creates (or truncates) the file at `url`.
+    /// - Parameter reportedPath: the path errors name (default: `url`'s).
     /// - Throws: `BundleError.writeFailed` naming the path.
-    public init(url: URL, faults: FaultInjector? = nil) throws {
-        path = url.path
+    public init(url: URL, faults: FaultInjector? = nil, reportedPath: String? = nil) throws {
+        let path = reportedPath ?? url.path
+        self.path = path
         self.faults = faults
-        try faults?.check(url.path)
-        descriptor = open(url.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard descriptor >= 0 else { throw BundleError.writeFailed(path: url.path, reason: OutputFile.errnoText()) }
+        try faults?.check(path, .createFile)
+        descriptor = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
         buffer.reserveCapacity(bufferLimit)
     }
 
@@ -68,7 +151,7 @@ public final class OutputFile {
         if !closed { _ = close(descriptor) }
     }
 
-    static func errnoText() -> String { String(cString: strerror(errno)) }
+    static func errnoText() -> String { systemErrorMessage(errno) }
 
     /// Appends `bytes`.
     /// - Throws: `BundleError.writeFailed` when the system refuses the write.
@@ -111,7 +194,7 @@ public final class OutputFile {
     /// - Throws: `BundleError.writeFailed` when any of it fails.
     public func finish() throws {
         try flush()
-        try faults?.check(path)
+        try faults?.check(path, .sync)
         guard fsync(descriptor) == 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
         closed = true
         guard close(descriptor) == 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
@@ -123,17 +206,23 @@ public final class OutputFile {
         buffer.removeAll(keepingCapacity: true)
     }
 
+    /// Writes every byte or throws: a write the system accepts only in part is continued,
+    /// and one that then makes no progress is a short write, reported, never accepted.
     private func writeAll(_ bytes: UnsafeRawBufferPointer) throws {
-        try faults?.check(path)
+        guard let base = bytes.baseAddress else { return }
+        // Under fault injection, the system "accepts" only this many bytes, then nothing more.
+        let accepted = try faults?.checkWrite(path, byteCount: bytes.count) ?? bytes.count
         var offset = 0
         while offset < bytes.count {
-            guard let base = bytes.baseAddress else { return }
-            let written = systemWrite(descriptor, base + offset, bytes.count - offset)
+            let written = offset < accepted ? systemWrite(descriptor, base + offset, accepted - offset) : 0
             if written < 0 {
                 if errno == EINTR { continue }
                 throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText())
             }
-            guard written > 0 else { throw BundleError.writeFailed(path: path, reason: "short write") }
+            guard written > 0 else {
+                throw BundleError.writeFailed(
+                    path: path, reason: "short write (\(offset) of \(bytes.count) bytes written)")
+            }
             offset += written
         }
     }

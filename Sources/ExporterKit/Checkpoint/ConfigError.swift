@@ -10,6 +10,9 @@ public enum ConfigError: ExporterError, Equatable {
     case wrongType(path: String, field: String, expected: String, found: String)
     /// A field has a value the tool cannot use.
     case invalidValue(path: String, field: String, reason: String)
+    /// Each field is plausible but together they describe a model no machine could hold
+    /// (products that would overflow, absurd tensor counts).
+    case impossibleModel(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -23,6 +26,8 @@ public enum ConfigError: ExporterError, Equatable {
             return "config '\(path)': '\(field)' should be \(expected), found \(found)"
         case .invalidValue(let path, let field, let reason):
             return "config '\(path)': '\(field)' \(reason)"
+        case .impossibleModel(let path, let reason):
+            return "config '\(path)' describes an impossible model: \(reason)"
         }
     }
 

@@ -96,6 +96,7 @@ public struct ModelConfig: Equatable, Sendable {
         guard rmsNormEpsilon > 0, rmsNormEpsilon.isFinite else {
             throw ConfigError.invalidValue(path: path, field: "rms_norm_eps", reason: "must be a positive number")
         }
+        try checkPlausible(path: path)
     }
 
     /// Reads and parses `config.json` at `url`.

@@ -125,7 +125,7 @@ public struct CompiledArtifactReader {
     /// The RoPE tables, row-major `[context, head_dim / 2]` each.
     /// - Throws: `BundleError` when a table is not of its declared size.
     public func ropeTables() throws -> (cos: [Float], sin: [Float]) {
-        let count = staticDescription.rope.shape.reduce(1, *)
+        let count = staticDescription.rope.shape.saturatingProduct
         func table(_ name: String) throws -> [Float] {
             let bytes = try read(offset: 0, count: count * 4, file: name)
             return bytes.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }

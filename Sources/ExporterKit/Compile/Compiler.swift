@@ -214,6 +214,10 @@ enum CompiledArtifactWriter {
                         ? "; add the entitlements \(verdict.entitlements.joined(separator: ", "))" : " and every raised limit"))
         }
         manifest.verdicts = []
+        manifest.buildKey = bundle.buildKey.map {
+            BuildKey.compiled(
+                bundleKey: $0, device: plan.device, minimumDeploymentVersion: minimumDeploymentVersion.description)
+        }
         manifest.compiled = Manifest.Compiled(
             architecture: plan.device.id, platform: plan.device.platform.rawValue, chip: plan.device.chip,
             products: plan.device.products, minDeploymentVersion: minimumDeploymentVersion.description,

@@ -38,9 +38,9 @@ public struct StaticDescription: Codable, Equatable, Sendable {
         /// Base frequency.
         public var theta: Double
         /// `rope_scaling` type (`linear`) or null.
-        public var scalingType: String?
+        @NullEncoded public var scalingType: String?
         /// `rope_scaling` factor or null.
-        public var scalingFactor: Double?
+        @NullEncoded public var scalingFactor: Double?
         /// `[context_length, head_dim / 2]`.
         public var shape: [Int]
         /// `float32`.
@@ -54,17 +54,6 @@ public struct StaticDescription: Codable, Equatable, Sendable {
             case theta, shape, dtype, cos, sin
             case scalingType = "scaling_type"
             case scalingFactor = "scaling_factor"
-        }
-
-        public func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(theta, forKey: .theta)
-            try container.encode(scalingType, forKey: .scalingType)
-            try container.encode(scalingFactor, forKey: .scalingFactor)
-            try container.encode(shape, forKey: .shape)
-            try container.encode(dtype, forKey: .dtype)
-            try container.encode(cos, forKey: .cos)
-            try container.encode(sin, forKey: .sin)
         }
     }
 

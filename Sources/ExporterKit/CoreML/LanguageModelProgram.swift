@@ -24,23 +24,14 @@ public struct MLPackageTensor: Codable, Equatable, Sendable {
     public var blobs: [Blob]
     /// LUTs in the package; more than the bundle's when its last group is smaller (each LUT
     /// then covers `lut_group_rows` rows and repeats the LUT of the bundle's group holding them).
-    public var lutGroups: Int?
+    @NullEncoded public var lutGroups: Int?
     /// Rows per LUT in the package.
-    public var lutGroupRows: Int?
+    @NullEncoded public var lutGroupRows: Int?
 
     enum CodingKeys: String, CodingKey {
         case name, op, blobs
         case lutGroups = "lut_groups"
         case lutGroupRows = "lut_group_rows"
-    }
-
-    public func encode(to encoder: Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(name, forKey: .name)
-        try container.encode(op, forKey: .op)
-        try container.encode(blobs, forKey: .blobs)
-        try container.encode(lutGroups, forKey: .lutGroups)
-        try container.encode(lutGroupRows, forKey: .lutGroupRows)
     }
 }
 

@@ -6,6 +6,27 @@ import Foundation
     import Darwin
 #endif
 
+/// One compiled artifact of a job.
+public struct FarmDeviceResult: Codable, Equatable, Sendable {
+    /// The architecture id.
+    public var device: String
+    /// `built`, `skipped` or `failed`.
+    public var status: String
+    /// The artifact, relative to the output folder (null when failed).
+    @NullEncoded public var artifact: String?
+    /// `fits`, `needs-entitlement` or `does-not-fit` (null when failed).
+    @NullEncoded public var memory: String?
+    /// `all-regions-within-budget` or `regions-over-budget` (null when failed).
+    @NullEncoded public var neuralEngine: String?
+    /// Why it failed (null otherwise).
+    @NullEncoded public var error: String?
+
+    enum CodingKeys: String, CodingKey {
+        case device, status, artifact, memory, error
+        case neuralEngine = "neural_engine"
+    }
+}
+
 /// One job's outcome, as the farm report records it.
 public struct FarmJobResult: Codable, Equatable, Sendable {
     /// The job's name.
@@ -13,32 +34,23 @@ public struct FarmJobResult: Codable, Equatable, Sendable {
     /// `built`, `skipped` (its key and artifact were unchanged) or `failed`.
     public var status: String
     /// The bundle, relative to the output folder (null when failed).
-    public var bundle: String?
+    @NullEncoded public var bundle: String?
     /// The bundle's bytes (null when failed).
-    public var bundleBytes: Int?
+    @NullEncoded public var bundleBytes: Int?
     /// The bundle's build key (null when failed before planning).
-    public var buildKey: String?
+    @NullEncoded public var buildKey: String?
     /// Why it failed (null otherwise).
-    public var error: String?
+    @NullEncoded public var error: String?
     /// The export's exit status (0 unless failed).
     public var exitStatus: Int32
+    /// The job's compiled artifacts, one per device asked for.
+    public var devices: [FarmDeviceResult] = []
 
     enum CodingKeys: String, CodingKey {
-        case name, status, bundle, error
+        case name, status, bundle, error, devices
         case bundleBytes = "bundle_bytes"
         case buildKey = "build_key"
         case exitStatus = "exit_status"
-    }
-
-    public func encode(to encoder: Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(name, forKey: .name)
-        try container.encode(status, forKey: .status)
-        try container.encode(bundle, forKey: .bundle)
-        try container.encode(bundleBytes, forKey: .bundleBytes)
-        try container.encode(buildKey, forKey: .buildKey)
-        try container.encode(error, forKey: .error)
-        try container.encode(exitStatus, forKey: .exitStatus)
     }
 }
 
@@ -52,22 +64,15 @@ public struct FarmReport: Codable, Equatable, Sendable {
     /// The farm file's name.
     public var farm: String
     /// `I/N` for a shard's report, null for a whole run or a collected report.
-    public var shard: String?
+    @NullEncoded public var shard: String?
     /// Jobs in farm-file order (a shard's report holds its own jobs only).
     public var jobs: [FarmJobResult]
     /// Seconds each job took, by name (kept apart from `jobs` so reports of equal work compare equal).
     public var seconds: [String: Double]
 
     /// How many jobs failed.
-    public var failedCount: Int { jobs.filter { $0.status == "failed" }.count }
-
-    public func encode(to encoder: Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(schema, forKey: .schema)
-        try container.encode(farm, forKey: .farm)
-        try container.encode(shard, forKey: .shard)
-        try container.encode(jobs, forKey: .jobs)
-        try container.encode(seconds, forKey: .seconds)
+    public var failedCount: Int {
+        jobs.filter { $0.status == "failed" || $0.devices.contains { $0.status == "failed" } }.count
     }
 
     enum CodingKeys: String, CodingKey { case schema, farm, shard, jobs, seconds }
@@ -245,6 +250,7 @@ public struct FarmRunner {
             result.status = "skipped"
             result.bundle = relative
             result.bundleBytes = reader.manifest.sizes.bundleBytes
+            result.devices = compile(job, bundle: bundle, manifest: reader.manifest)
             return result
         }
         let arguments =
@@ -266,7 +272,61 @@ public struct FarmRunner {
         result.bundle = relative
         result.bundleBytes = reader.manifest.sizes.bundleBytes
         result.buildKey = reader.manifest.buildKey
+        result.devices = compile(job, bundle: bundle, manifest: reader.manifest)
         return result
+    }
+
+    /// Compiles the job's bundle for each of its devices whose artifact is missing, invalid or
+    /// built from other inputs (another bundle, another device entry): a new device compiles,
+    /// nothing is re-exported.
+    func compile(_ job: FarmJob, bundle: URL, manifest: Manifest) -> [FarmDeviceResult] {
+        guard !job.devices.isEmpty else { return [] }
+        let table: DeviceTable
+        do {
+            table = try DeviceTable.load(presetsDirectory: resolver.catalog.directory)
+        } catch {
+            return job.devices.map { FarmDeviceResult(device: $0, status: "failed", error: "\(error)") }
+        }
+        let platform: DevicePlatform = job.platform == .macOS ? .macOS : .iOS
+        let folder = bundle.deletingLastPathComponent()
+        let name = bundle.deletingPathExtension().lastPathComponent
+        return job.devices.map { id in
+            var result = FarmDeviceResult(device: id, status: "failed")
+            let device: DeviceArchitecture
+            do {
+                guard let found = try table.select([id], platform: platform).first else { return result }
+                device = found
+            } catch {
+                result.error = "\(error)"
+                return result
+            }
+            let artifact = Compiler.artifactURL(name: name, device: device, in: folder)
+            result.artifact = String(artifact.path.dropFirst(settings.outputDirectory.path.count + 1))
+            let expected = manifest.buildKey.map {
+                BuildKey.compiled(bundleKey: $0, device: device, minimumDeploymentVersion: DeploymentVersion.minimum.description)
+            }
+            if !settings.force, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: true),
+                expected != nil, reader.manifest.buildKey == expected, let verdict = reader.manifest.compiled?.verdict
+            {
+                result.status = "skipped"
+                result.memory = verdict.memory.rawValue
+                result.neuralEngine = verdict.neuralEngine.rawValue
+                return result
+            }
+            let (status, errorText) = runChild([
+                "compile", bundle.path, "--platform", platform.rawValue, "--device", id, "--output", folder.path, "--overwrite",
+            ])
+            guard status == 0, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
+                let verdict = reader.manifest.compiled?.verdict
+            else {
+                result.error = errorText.isEmpty ? "the compile exited with status \(status)" : errorText
+                return result
+            }
+            result.status = "built"
+            result.memory = verdict.memory.rawValue
+            result.neuralEngine = verdict.neuralEngine.rawValue
+            return result
+        }
     }
 
     /// The key the job's bundle will have: the same computation as the export's.

@@ -73,4 +73,19 @@ public enum BuildKey {
         }
         return hash.hexDigest()
     }
+
+    /// The key of a compiled artifact: its bundle's key, every number of the device entry the
+    /// compiler reads, and the minimum deployment version. A changed device entry recompiles
+    /// that device only; a changed bundle recompiles every device.
+    public static func compiled(bundleKey: String, device: DeviceArchitecture, minimumDeploymentVersion: String) -> String {
+        var hash = SHA256()
+        hash.update(field: "exporter.compiled-key/1")
+        hash.update(field: bundleKey)
+        hash.update(field: minimumDeploymentVersion)
+        hash.update(
+            field: "\(device.id)|\(device.platform.rawValue)|\(device.chip)|\(device.aheadOfTime)|\(device.ramBytes)|"
+                + "\(device.appMemoryLimitBytes)|\(device.increasedMemoryLimitBytes ?? -1)|"
+                + "\(device.entitlements.joined(separator: ","))|\(device.regionBudgetBytes)|\(device.pageSize)")
+        return hash.hexDigest()
+    }
 }

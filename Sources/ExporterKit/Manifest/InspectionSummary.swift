@@ -83,12 +83,12 @@ public struct InspectionSummary: Sendable {
     public init(manifest: Manifest, worst: Int = 5) {
         self.manifest = manifest
         let precision = ComputePrecision(rawValue: manifest.computePrecision) ?? .float16
-        func bits(_ bytes: Int, _ parameters: Int) -> Double { Manifest.rounded(Double(bytes * 8) / Double(max(parameters, 1))) }
+        func bits(_ bytes: Int, _ parameters: Int) -> Double { Manifest.rounded(Double(bytes) * 8 / Double(max(parameters, 1))) }
         groups = TensorRole.allCases.compactMap { role in
             let tensors = manifest.tensors.filter { $0.role == role.rawValue }
             guard !tensors.isEmpty else { return nil }
-            let parameters = tensors.reduce(0) { $0 + $1.shape.reduce(1, *) }
-            let bytes = tensors.reduce(0) { $0 + $1.storedBytes }
+            let parameters = tensors.map(\.shape.saturatingProduct).saturatingSum
+            let bytes = tensors.map(\.storedBytes).saturatingSum
             var labels: [String] = []
             for tensor in tensors {
                 let label = tensor.compression.label(precision: precision)
@@ -112,8 +112,8 @@ public struct InspectionSummary: Sendable {
         }
         layers = keys.map { key in
             let tensors = members[key] ?? []
-            let parameters = tensors.reduce(0) { $0 + $1.shape.reduce(1, *) }
-            let bytes = tensors.reduce(0) { $0 + $1.storedBytes }
+            let parameters = tensors.map(\.shape.saturatingProduct).saturatingSum
+            let bytes = tensors.map(\.storedBytes).saturatingSum
             let sqnr = tensors.compactMap(\.sqnrDB)
             return Layer(
                 label: key, layer: tensors.first?.layer, parameters: parameters, bytes: bytes,
@@ -134,7 +134,7 @@ public struct InspectionSummary: Sendable {
     /// Device verdicts: a compiled artifact's own (`compiled.verdict`), or a plan's for every
     /// eligible device (`verdicts`); nil when the manifest has none (a portable bundle).
     static func verdicts(of manifest: Manifest) -> [DeviceVerdict]? {
-        let list = manifest.compiled.map { [$0.verdict] } ?? manifest.verdicts ?? []
+        let list = manifest.compiled.map { [$0.verdict] } ?? manifest.verdicts
         guard !list.isEmpty else { return nil }
         return list.map { verdict in
             let gib = { (bytes: Int) in String(format: "%.1f GiB", Double(bytes) / Double(1 << 30)) }

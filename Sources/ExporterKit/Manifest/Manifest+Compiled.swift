@@ -32,7 +32,7 @@ extension Manifest {
         /// The default app memory limit.
         public var appMemoryLimitBytes: Int
         /// The limit with the entitlement, or null where none raises it.
-        public var increasedMemoryLimitBytes: Int?
+        @NullEncoded public var increasedMemoryLimitBytes: Int?
         /// The entitlements to add: the device's list when the verdict is `needs-entitlement`, else empty.
         public var entitlements: [String]
         /// Whether every region fits the Neural Engine budget.
@@ -52,22 +52,6 @@ extension Manifest {
             case neuralEngine = "neural_engine"
             case regionBudgetBytes = "region_budget_bytes"
             case regionsOverBudget = "regions_over_budget"
-        }
-
-        public func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(architecture, forKey: .architecture)
-            try container.encode(platform, forKey: .platform)
-            try container.encode(chip, forKey: .chip)
-            try container.encode(memory, forKey: .memory)
-            try container.encode(totalBytes, forKey: .totalBytes)
-            try container.encode(appMemoryLimitBytes, forKey: .appMemoryLimitBytes)
-            try container.encode(increasedMemoryLimitBytes, forKey: .increasedMemoryLimitBytes)
-            try container.encode(entitlements, forKey: .entitlements)
-            try container.encode(neuralEngine, forKey: .neuralEngine)
-            try container.encode(regionBudgetBytes, forKey: .regionBudgetBytes)
-            try container.encode(regions, forKey: .regions)
-            try container.encode(regionsOverBudget, forKey: .regionsOverBudget)
         }
     }
 
@@ -111,9 +95,9 @@ extension Manifest {
         /// `embedding`, `layers` or `head`.
         public var kind: String
         /// First decoder layer, null for embedding and head.
-        public var firstLayer: Int?
+        @NullEncoded public var firstLayer: Int?
         /// Last decoder layer (inclusive), null for embedding and head.
-        public var lastLayer: Int?
+        @NullEncoded public var lastLayer: Int?
         /// Offset of the region in `weights.bin` (a multiple of the page size).
         public var offset: Int
         /// Bytes of the region in `weights.bin`, padded to the page size.
@@ -143,23 +127,6 @@ extension Manifest {
             case footprintBytes = "footprint_bytes"
             case budgetBytes = "budget_bytes"
             case withinBudget = "within_budget"
-        }
-
-        public func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(index, forKey: .index)
-            try container.encode(kind, forKey: .kind)
-            try container.encode(firstLayer, forKey: .firstLayer)
-            try container.encode(lastLayer, forKey: .lastLayer)
-            try container.encode(offset, forKey: .offset)
-            try container.encode(bytes, forKey: .bytes)
-            try container.encode(storedBytes, forKey: .storedBytes)
-            try container.encode(kvCacheBytes, forKey: .kvCacheBytes)
-            try container.encode(workingBytes, forKey: .workingBytes)
-            try container.encode(footprintBytes, forKey: .footprintBytes)
-            try container.encode(budgetBytes, forKey: .budgetBytes)
-            try container.encode(withinBudget, forKey: .withinBudget)
-            try container.encode(tensors, forKey: .tensors)
         }
     }
 

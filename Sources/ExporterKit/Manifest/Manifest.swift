@@ -31,7 +31,7 @@ public struct Manifest: Codable, Equatable, Sendable {
     /// Sizes, estimated and (for artifacts) actual.
     public var sizes: Sizes
     /// What the tokenizer implies, once a tokenizer is available (null before).
-    public var tokenizer: Tokenizer?
+    @NullEncoded public var tokenizer: Tokenizer?
     /// Every tensor, in execution order.
     public var tensors: [Tensor]
     /// Every file of the artifact with size and CRC-32 (empty for a plan).
@@ -39,12 +39,12 @@ public struct Manifest: Codable, Equatable, Sendable {
     /// Warnings raised while planning or exporting.
     public var warnings: [String]
     /// SHA-256 of the artifact's inputs (`BuildKey`): equal keys, equal artifacts. Null for a plan.
-    public var buildKey: String?
+    @NullEncoded public var buildKey: String?
     /// What compiling for one device architecture made: null for plans and bundles.
-    public var compiled: Compiled?
+    @NullEncoded public var compiled: Compiled?
     /// The verdict of each eligible device architecture, from the config alone: filled for a plan
     /// (`exporter plan`), empty for bundles and compiled artifacts (which carry `compiled.verdict`).
-    public var verdicts: [Verdict]?
+    public var verdicts: [Verdict]
 
     /// The tool's identity.
     public struct Tool: Codable, Equatable, Sendable {
@@ -65,7 +65,7 @@ public struct Manifest: Codable, Equatable, Sendable {
         /// `architectures` of the config.
         public var architectures: [String]
         /// The preset id, or null when none.
-        public var preset: String?
+        @NullEncoded public var preset: String?
         /// Whether `--experimental` made the export possible.
         public var experimental: Bool
         /// Where the checkpoint came from.
@@ -78,18 +78,6 @@ public struct Manifest: Codable, Equatable, Sendable {
             case modelType = "model_type"
             case registryType = "registry_type"
         }
-
-        public func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(name, forKey: .name)
-            try container.encode(modelType, forKey: .modelType)
-            try container.encode(registryType, forKey: .registryType)
-            try container.encode(architectures, forKey: .architectures)
-            try container.encode(preset, forKey: .preset)  // null, not absent, when there is none
-            try container.encode(experimental, forKey: .experimental)
-            try container.encode(source, forKey: .source)
-            try container.encode(weights, forKey: .weights)
-        }
     }
 
     /// Where the checkpoint came from: never an absolute path, so artifacts reproduce anywhere.
@@ -97,23 +85,15 @@ public struct Manifest: Codable, Equatable, Sendable {
         /// `directory`, `huggingface-cache` or `preset-config`.
         public var kind: String
         /// The Hugging Face repository, when known.
-        public var repoID: String?
+        @NullEncoded public var repoID: String?
         /// The snapshot revision (commit hash), when read from the Hugging Face cache.
-        public var revision: String?
+        @NullEncoded public var revision: String?
         /// The checkpoint's files with their sizes (empty for a plan from the config alone).
         public var files: [SourceFile]
 
         enum CodingKeys: String, CodingKey {
             case kind, revision, files
             case repoID = "repo_id"
-        }
-
-        public func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(kind, forKey: .kind)
-            try container.encode(repoID, forKey: .repoID)
-            try container.encode(revision, forKey: .revision)
-            try container.encode(files, forKey: .files)
         }
     }
 
@@ -205,7 +185,7 @@ public struct Manifest: Codable, Equatable, Sendable {
         /// Estimated bytes of the bundle's weights file, from the config alone.
         public var estimatedBundleBytes: Int
         /// Actual bytes of every file of the artifact (null for a plan).
-        public var bundleBytes: Int?
+        @NullEncoded public var bundleBytes: Int?
         /// Bits stored per parameter in the weights file.
         public var bitsPerWeight: Double
         /// Parameters, bytes and bits per weight by tensor role.
@@ -216,14 +196,6 @@ public struct Manifest: Codable, Equatable, Sendable {
             case bundleBytes = "bundle_bytes"
             case bitsPerWeight = "bits_per_weight"
             case byRole = "by_role"
-        }
-
-        public func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(estimatedBundleBytes, forKey: .estimatedBundleBytes)
-            try container.encode(bundleBytes, forKey: .bundleBytes)
-            try container.encode(bitsPerWeight, forKey: .bitsPerWeight)
-            try container.encode(byRole, forKey: .byRole)
         }
     }
 
@@ -247,7 +219,7 @@ public struct Manifest: Codable, Equatable, Sendable {
         /// The tokenizer files carried in the bundle.
         public var files: [String]
         /// The reasoning marker found in the vocabulary (`<think>` or `<|reasoning_start|>`), or null.
-        public var reasoningMarker: String?
+        @NullEncoded public var reasoningMarker: String?
         /// The runtime's default response budget implied: 2048 with a marker, 512 without.
         public var defaultResponseTokens: Int
 
@@ -255,13 +227,6 @@ public struct Manifest: Codable, Equatable, Sendable {
             case files
             case reasoningMarker = "reasoning_marker"
             case defaultResponseTokens = "default_response_tokens"
-        }
-
-        public func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(files, forKey: .files)
-            try container.encode(reasoningMarker, forKey: .reasoningMarker)
-            try container.encode(defaultResponseTokens, forKey: .defaultResponseTokens)
         }
     }
 
@@ -274,11 +239,11 @@ public struct Manifest: Codable, Equatable, Sendable {
         /// `embedding`, `attention`, `mlp`, `norm` or `head`.
         public var role: String
         /// Decoder layer, or null.
-        public var layer: Int?
+        @NullEncoded public var layer: Int?
         /// The storage scheme.
         public var compression: CompressionScheme
         /// Rows in the last group when the group size does not divide the channels (null otherwise).
-        public var lastGroupRows: Int?
+        @NullEncoded public var lastGroupRows: Int?
         /// Which rule chose the scheme.
         public var rule: String
         /// Stored bytes, excluding padding.
@@ -286,27 +251,13 @@ public struct Manifest: Codable, Equatable, Sendable {
         /// Where its parts are in the weights file (empty for a plan).
         public var parts: [Part]
         /// Signal-to-quantisation-noise ratio in dB against the source weights (null for a plan or an exact tensor).
-        public var sqnrDB: Double?
+        @NullEncoded public var sqnrDB: Double?
 
         enum CodingKeys: String, CodingKey {
             case name, shape, role, layer, compression, rule, parts
             case lastGroupRows = "last_group_rows"
             case storedBytes = "stored_bytes"
             case sqnrDB = "sqnr_db"
-        }
-
-        public func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(name, forKey: .name)
-            try container.encode(shape, forKey: .shape)
-            try container.encode(role, forKey: .role)
-            try container.encode(layer, forKey: .layer)
-            try container.encode(compression, forKey: .compression)
-            try container.encode(lastGroupRows, forKey: .lastGroupRows)
-            try container.encode(rule, forKey: .rule)
-            try container.encode(storedBytes, forKey: .storedBytes)
-            try container.encode(parts, forKey: .parts)
-            try container.encode(sqnrDB, forKey: .sqnrDB)
         }
     }
 
@@ -341,29 +292,6 @@ public struct Manifest: Codable, Equatable, Sendable {
         case computePrecision = "compute_precision"
         case contextLength = "context_length"
         case kvCache = "kv_cache"
-    }
-
-    public func encode(to encoder: Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(schema, forKey: .schema)
-        try container.encode(kind, forKey: .kind)
-        try container.encode(tool, forKey: .tool)
-        try container.encode(model, forKey: .model)
-        try container.encode(platform, forKey: .platform)
-        try container.encode(computePrecision, forKey: .computePrecision)
-        try container.encode(contextLength, forKey: .contextLength)
-        try container.encode(parameters, forKey: .parameters)
-        try container.encode(compression, forKey: .compression)
-        try container.encode(kvCache, forKey: .kvCache)
-        try container.encode(memory, forKey: .memory)
-        try container.encode(sizes, forKey: .sizes)
-        try container.encode(tokenizer, forKey: .tokenizer)
-        try container.encode(tensors, forKey: .tensors)
-        try container.encode(files, forKey: .files)
-        try container.encode(warnings, forKey: .warnings)
-        try container.encode(buildKey, forKey: .buildKey)
-        try container.encode(compiled, forKey: .compiled)  // null, not absent, for plans and bundles
-        try container.encode(verdicts ?? [], forKey: .verdicts)
     }
 
     /// The manifest as canonical JSON: sorted keys, two-space indentation, a final newline.

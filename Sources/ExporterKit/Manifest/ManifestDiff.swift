@@ -167,7 +167,7 @@ public struct ManifestDiff: Sendable {
             let growth = size.percent ?? (after > before ? Double.infinity : 0)
             if growth > limit {
                 result.append(
-                    "size on disk grew by \(String(format: "%.2f", growth))% (\(Int(before)) → \(Int(after)) bytes), "
+                    "size on disk grew by \(String(format: "%.2f", growth))% (\(String(format: "%.0f", before)) → \(String(format: "%.0f", after)) bytes), "
                         + "more than --max-size-growth \(ManifestDiff.plain(limit))%")
             }
         }

@@ -96,6 +96,12 @@ extension TensorLayout {
     /// - Throws: `ConfigError` when an expert-count key is missing from the config.
     public func tensors(for config: ModelConfig, configPath: String) throws -> [TensorSpec] {
         let expertCount = try expertCountKey.map { try config.extraPositiveInt($0, path: configPath) } ?? 0
+        let perLayerCount = Saturating.sum([perLayer.count, Saturating.product([expertCount, perExpert.count])])
+        let tensorCount = Saturating.sum([leading.count, trailing.count, Saturating.product([config.layerCount, perLayerCount])])
+        guard tensorCount <= ModelConfig.largestTensorCount else {
+            throw ConfigError.impossibleModel(
+                path: configPath, reason: "more than \(ModelConfig.largestTensorCount) tensors")
+        }
         func instantiate(_ template: TensorTemplate, layer: Int?, expert: Int?) -> TensorSpec? {
             if let condition = template.condition, !condition(config) { return nil }
             var name = template.name
@@ -111,6 +117,17 @@ extension TensorLayout {
             }
         }
         result += trailing.compactMap { instantiate($0, layer: nil, expert: nil) }
+        var parameters = 0
+        for spec in result {
+            guard spec.shape.allSatisfy({ $0 > 0 }) else {
+                throw ConfigError.impossibleModel(path: configPath, reason: "tensor '\(spec.name)' would have shape \(spec.shape)")
+            }
+            parameters = Saturating.sum([parameters, Saturating.product(spec.shape)])
+        }
+        guard parameters <= ModelConfig.largestParameterCount else {
+            throw ConfigError.impossibleModel(
+                path: configPath, reason: "more than \(ModelConfig.largestParameterCount) parameters")
+        }
         return result
     }
 }

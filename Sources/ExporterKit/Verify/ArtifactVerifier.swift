@@ -133,13 +133,13 @@ public enum ArtifactVerifier {
 
         mutating func checkManifestSums() {
             let subject = artifact.manifestURL.lastPathComponent
-            let parameters = manifest.tensors.reduce(0) { $0 + $1.shape.reduce(1, *) }
+            let parameters = manifest.tensors.map(\.shape.saturatingProduct).saturatingSum
             if parameters != manifest.parameters {
                 failFile(subject, "parameters is \(manifest.parameters), the tensors hold \(parameters)")
             }
             let kv = manifest.kvCache
             let elementBytes = ComputePrecision(rawValue: kv.dtype)?.bytesPerElement ?? 0
-            let kvBytes = 2 * kv.layers * kv.kvHeads * kv.headDim * kv.contextLength * elementBytes
+            let kvBytes = [2, kv.layers, kv.kvHeads, kv.headDim, kv.contextLength, elementBytes].saturatingProduct
             if kvBytes != kv.bytes {
                 failFile(
                     subject,
@@ -151,13 +151,13 @@ public enum ArtifactVerifier {
             }
             let memory = manifest.memory
             if memory.kvCacheBytes != kv.bytes { failFile(subject, "memory.kv_cache_bytes is \(memory.kvCacheBytes), kv_cache.bytes is \(kv.bytes)") }
-            if memory.totalBytes != memory.weightsBytes + memory.kvCacheBytes + memory.workingBytes {
+            if memory.totalBytes != [memory.weightsBytes, memory.kvCacheBytes, memory.workingBytes].saturatingSum {
                 failFile(subject, "memory.total_bytes is \(memory.totalBytes), not the sum of weights, KV cache and working bytes")
             }
             for (role, size) in manifest.sizes.byRole.sorted(by: { $0.key < $1.key }) {
                 let tensors = manifest.tensors.filter { $0.role == role }
-                let roleParameters = tensors.reduce(0) { $0 + $1.shape.reduce(1, *) }
-                let roleBytes = tensors.reduce(0) { $0 + $1.storedBytes }
+                let roleParameters = tensors.map(\.shape.saturatingProduct).saturatingSum
+                let roleBytes = tensors.map(\.storedBytes).saturatingSum
                 if size.parameters != roleParameters || size.bytes != roleBytes {
                     failFile(
                         subject,
@@ -166,7 +166,7 @@ public enum ArtifactVerifier {
                 }
             }
             guard manifest.kind != "plan" else { return }
-            let listedBytes = manifest.files.reduce(0) { $0 + $1.bytes }
+            let listedBytes = manifest.files.map(\.bytes).saturatingSum
             if let bundleBytes = manifest.sizes.bundleBytes, bundleBytes != listedBytes {
                 failFile(subject, "sizes.bundle_bytes is \(bundleBytes), the files listed sum to \(listedBytes)")
             }
@@ -298,7 +298,7 @@ public enum ArtifactVerifier {
 
         /// The record's own consistency: stored bytes, last group, dtypes.
         private mutating func checkRecord(_ tensor: Manifest.Tensor, subject: String) {
-            let partBytes = tensor.parts.reduce(0) { $0 + $1.bytes }
+            let partBytes = tensor.parts.map(\.bytes).saturatingSum
             if partBytes != tensor.storedBytes {
                 fail(subject, "stored_bytes is \(tensor.storedBytes), its parts hold \(partBytes)")
             }
@@ -418,8 +418,8 @@ public enum ArtifactVerifier {
                 }
             }
             if let indices = stored["indices"], let last = indices.last {
-                let elements = tensor.shape.reduce(1, *)
-                let usedBits = elements * bits - (indices.count - 1) * 8
+                let elements = tensor.shape.saturatingProduct
+                let usedBits = elements.saturatingMultiplying(bits).saturatingAdding(-(indices.count - 1) * 8)
                 if usedBits < 8, last >> usedBits != 0 {
                     problems.append("the unused high bits of the last index byte are not zero")
                 }

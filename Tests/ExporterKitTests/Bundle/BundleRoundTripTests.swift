@@ -174,10 +174,15 @@ struct BundleRoundTripTests {
             _ = try BundleReader(url: good.bundleURL)
         }
         let fresh = try Fixtures.temporaryDirectory()
-        for failing in 1...operations {
+        // A first export creates the model's folder, and has nothing to move aside.
+        let freshCounter = FaultInjector(failAtOperation: Int.max)
+        _ = try export(checkpoint, to: fresh, faults: freshCounter)
+        try FileManager.default.removeItem(at: fresh.appendingPathComponent("tiny"))
+        for failing in 1...freshCounter.operations {
             #expect(throws: BundleError.self) { try export(checkpoint, to: fresh, faults: FaultInjector(failAtOperation: failing)) }
             let children = (try? FileManager.default.contentsOfDirectory(atPath: fresh.appendingPathComponent("tiny").path)) ?? []
             #expect(children.isEmpty, "operation \(failing) left \(children)")
+            try? FileManager.default.removeItem(at: fresh.appendingPathComponent("tiny"))
         }
     }
 

@@ -1,0 +1,77 @@
+import Foundation
+import ExporterKit
+
+/// `inspect` and `verify` of a Core ML package (`.mlpackage`), through our manifest in it.
+enum MLPackageViews {
+    /// Whether `path` names a Core ML package.
+    static func isPackage(_ path: String) -> Bool {
+        URL(fileURLWithPath: path).pathExtension == "mlpackage"
+    }
+
+    /// `exporter inspect <package>`.
+    static func inspect(_ url: URL, json: Bool, context: CommandContext) throws -> ExitStatus {
+        let manifest = try MLPackageVerifier.readManifest(package: url)
+        if json {
+            context.writeOutput(String(decoding: try BundleWriterJSON.encode(manifest), as: UTF8.self))
+            return .success
+        }
+        context.print("\(manifest.name)  (Core ML package, \(manifest.architecture))")
+        let ops = manifest.opCounts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        Format.table(
+            [
+                ["package", "\(Format.megabytes(manifest.packageBytes)) (\(Format.mebibytes(manifest.packageBytes)))"],
+                ["target", "\(manifest.deploymentTarget), specification \(manifest.specificationVersion), \(manifest.opset)"],
+                ["context", "\(Format.grouped(manifest.contextLength)) tokens"],
+                ["KV cache", "\(Format.grouped(manifest.kvCacheBytes)) bytes (\(Format.mebibytes(manifest.kvCacheBytes))), two states"],
+                ["weights", "\(manifest.blobCount) blobs for \(manifest.tensors.count) tensors"],
+                ["program", "\(manifest.operationCount) operations"],
+                ["source", manifest.sourceBundle.name],
+            ], indent: "  "
+        ).forEach { context.print($0) }
+        for line in wrap(ops, width: 76) { context.print("    " + line) }
+        return .success
+    }
+
+    /// `exporter verify <package> [--bundle B]`: files, blob storage, and every blob against the
+    /// bundle (by default the source bundle beside the package, when it is there).
+    static func verify(_ url: URL, bundle: URL?, context: CommandContext) throws -> ExitStatus {
+        var source = bundle
+        if source == nil, let manifest = try? MLPackageVerifier.readManifest(package: url) {
+            let beside = url.deletingLastPathComponent().appendingPathComponent(manifest.sourceBundle.name)
+            if FileManager.default.fileExists(atPath: beside.path) { source = beside }
+        }
+        do {
+            let report = try MLPackageVerifier.verify(package: url, bundle: source)
+            var line = "verified \(url.path): \(report.filesChecked) files, \(report.blobsChecked) blobs"
+            if let source { line += ", \(report.tensorsCompared) tensors equal to \(source.lastPathComponent)'s bit for bit" }
+            context.print(line)
+            return .success
+        } catch let error as ExporterError {
+            context.printError("Error: \(error.description)")
+            return .verificationFailed
+        }
+    }
+
+    private static func wrap(_ text: String, width: Int) -> [String] {
+        var lines: [String] = []
+        var current = ""
+        for word in text.split(separator: " ") {
+            if !current.isEmpty, current.count + word.count + 1 > width {
+                lines.append(current)
+                current = ""
+            }
+            current += (current.isEmpty ? "" : " ") + word
+        }
+        if !current.isEmpty { lines.append(current) }
+        return lines
+    }
+}
+
+/// Canonical JSON of a value, as every manifest is written.
+enum BundleWriterJSON {
+    static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        return [UInt8](try encoder.encode(value)) + [0x0A]
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What the machine can give an export: memory now available and free disk space.
+public enum SystemResources {
+    /// Memory available to a new workload: `MemAvailable` of `/proc/meminfo` on Linux (what
+    /// the kernel can hand out without swapping), else the physical memory.
+    public static func availableMemoryBytes() -> Int? {
+        #if os(Linux)
+            if let text = try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8),
+                let bytes = memAvailable(inMeminfo: text)
+            {
+                return bytes
+            }
+        #endif
+        let physical = ProcessInfo.processInfo.physicalMemory
+        return physical > 0 && physical <= UInt64(Int.max) ? Int(physical) : nil
+    }
+
+    /// `MemAvailable` of a `/proc/meminfo` text, in bytes (the file gives kB).
+    static func memAvailable(inMeminfo text: String) -> Int? {
+        for line in text.split(separator: "\n") where line.hasPrefix("MemAvailable:") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 2, let kilobytes = Int(fields[1]) else { return nil }
+            let (bytes, overflow) = kilobytes.multipliedReportingOverflow(by: 1024)
+            return overflow ? Int.max : bytes
+        }
+        return nil
+    }
+
+    /// Free bytes an unprivileged user may fill on the volume holding `url` (or, when it does
+    /// not exist yet, its nearest existing parent); nil when the system does not say.
+    public static func availableDiskBytes(at url: URL) -> Int? {
+        var path = url.standardizedFileURL.path
+        while !FileManager.default.fileExists(atPath: path), path != "/", !path.isEmpty {
+            path = (path as NSString).deletingLastPathComponent
+        }
+        var status = statvfs()
+        guard statvfs(path, &status) == 0 else { return nil }
+        let (bytes, overflow) = UInt64(status.f_bavail).multipliedReportingOverflow(by: UInt64(status.f_frsize))
+        return overflow || bytes > UInt64(Int.max) ? Int.max : Int(bytes)
+    }
+}
+
+/// Why an export is refused before it starts: the machine cannot hold it.
+public enum ResourceError: ExporterError, Equatable {
+    /// Converting needs more memory than the machine has available.
+    case notEnoughMemory(model: String, neededBytes: Int, availableBytes: Int, largestTensor: String)
+    /// The bundle would not fit in the free space of its volume.
+    case notEnoughDisk(directory: String, neededBytes: Int, availableBytes: Int)
+
+    public var description: String {
+        switch self {
+        case .notEnoughMemory(let model, let needed, let available, let tensor):
+            return "converting '\(model)' needs about \(ResourceError.size(needed)) of memory (its largest tensor, "
+                + "'\(tensor)', with working buffers) but \(ResourceError.size(available)) is available; "
+                + "close other programs or export on a machine with more memory"
+        case .notEnoughDisk(let directory, let needed, let available):
+            return "the bundle needs about \(ResourceError.size(needed)) but '\(directory)' has "
+                + "\(ResourceError.size(available)) free; free some space or choose another --output-dir"
+        }
+    }
+
+    public var exitStatus: ExitStatus { .resourceLimit }
+
+    /// `1.5 GiB`-style binary sizes.
+    static func size(_ bytes: Int) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}

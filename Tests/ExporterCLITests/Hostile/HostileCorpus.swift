@@ -1,0 +1,449 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+/// One hostile or broken input and exactly what the user must see: the command line to run
+/// against it, the exit status and standard error, byte for byte.
+struct HostileCase: Sendable, CustomTestStringConvertible {
+    /// What the input is, e.g. `safetensors: header length past the end`.
+    let name: String
+    /// Builds the input in a fresh scratch folder and returns what to run and expect.
+    let build: @Sendable (_ scratch: URL) throws -> Expectation
+
+    struct Expectation {
+        var arguments: [String]
+        var environment: [String: String] = [:]
+        var status: Int32
+        var error: String
+    }
+
+    var testDescription: String { name }
+}
+
+/// The corpus: every input is generated here, into temporary folders.
+enum HostileCorpus {
+    // MARK: Building blocks
+
+    /// The usual export command of a checkpoint folder, writing into `scratch/out`.
+    static func exportArguments(_ checkpoint: URL, scratch: URL, _ extra: [String] = []) -> [String] {
+        [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir",
+         scratch.appendingPathComponent("out").path] + extra
+    }
+
+    /// A tiny qwen2 checkpoint whose `model.safetensors` is replaced by `bytes`.
+    static func checkpointWithWeights(_ bytes: [UInt8]) throws -> (directory: URL, weights: String) {
+        let directory = try Fixtures.syntheticCheckpoint()
+        let weights = directory.appendingPathComponent("model.safetensors")
+        try Data(bytes).write(to: weights)
+        return (directory, weights.path)
+    }
+
+    /// A safetensors case: `model.safetensors` holds `bytes`; the expected message is built from its path.
+    static func safetensors(
+        _ name: String, _ bytes: @escaping @Sendable () -> [UInt8], status: Int32 = 65,
+        error: @escaping @Sendable (_ path: String) -> String
+    ) -> HostileCase {
+        HostileCase(name: "safetensors: " + name) { scratch in
+            let (directory, path) = try checkpointWithWeights(bytes())
+            return .init(arguments: exportArguments(directory, scratch: scratch), status: status, error: error(path) + "\n")
+        }
+    }
+
+    static func header(_ text: String, data: [UInt8] = [], declaredLength: UInt64? = nil) -> [UInt8] {
+        SafetensorsFixture.bytes(header: text, data: data, declaredHeaderLength: declaredLength)
+    }
+
+    /// A tiny qwen2 checkpoint whose `config.json` holds `bytes`.
+    static func config(
+        _ name: String, _ bytes: @escaping @Sendable () -> [UInt8], status: Int32 = 65, extra: [String] = [],
+        error: @escaping @Sendable (_ path: String) -> String
+    ) -> HostileCase {
+        HostileCase(name: "config: " + name) { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = directory.appendingPathComponent("config.json")
+            try Data(bytes()).write(to: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch, extra), status: status, error: error(url.path) + "\n")
+        }
+    }
+
+    /// The tiny config with `overrides`, as JSON bytes.
+    static func configBytes(_ overrides: [String: Any?], modelType: String = "qwen2") -> [UInt8] {
+        let object = Fixtures.tinyConfig(modelType: modelType, overrides: overrides)
+        return [UInt8]((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data())
+    }
+
+    /// A checkpoint exported with `--compression-config` holding `text`.
+    static func compression(
+        _ name: String, _ text: String, status: Int32 = 65, error: @escaping @Sendable (_ path: String) -> String
+    ) -> HostileCase {
+        HostileCase(name: "compression config: " + name) { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = scratch.appendingPathComponent("compression.json")
+            try Data(text.utf8).write(to: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch, ["--compression-config", url.path]),
+                status: status, error: error(url.path) + "\n")
+        }
+    }
+
+    /// A sharded checkpoint (several shards and an index) with the index replaced by `index`,
+    /// after `prepare` ran on the folder.
+    static func index(
+        _ name: String, _ index: @escaping @Sendable (_ directory: URL) throws -> String, status: Int32 = 65,
+        prepare: @escaping @Sendable (_ directory: URL, _ scratch: URL) throws -> Void = { _, _ in },
+        error: @escaping @Sendable (_ directory: URL, _ indexPath: String) throws -> String
+    ) -> HostileCase {
+        HostileCase(name: "index: " + name) { scratch in
+            let directory = try Fixtures.syntheticCheckpoint(shardBytes: 40_000)
+            let url = directory.appendingPathComponent("model.safetensors.index.json")
+            try prepare(directory, scratch)
+            try Data(try index(directory).utf8).write(to: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: status,
+                error: try error(directory, url.path) + "\n")
+        }
+    }
+
+    static func realPath(_ path: String) -> String {
+        URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+    }
+
+    static let f32Entry = #"{"dtype":"F32","shape":[2],"data_offsets":[0,8]}"#
+
+    // MARK: The corpus
+
+    static let cases: [HostileCase] = safetensorsCases + indexCases + configCases + compressionCases + otherCases
+
+    static let safetensorsCases: [HostileCase] = [
+        safetensors("shorter than the length prefix", { [1, 2, 3, 4, 5] }) {
+            "Error: '\($0)' is 5 bytes, too short for a safetensors file"
+        },
+        safetensors("header length past the end of the file", { header("{}", declaredLength: 1000) }) {
+            "Error: '\($0)': header length 1000 exceeds the 2 bytes after it"
+        },
+        safetensors("header length UInt64.max", { header("{}", declaredLength: UInt64.max) }) {
+            "Error: '\($0)': header length 18446744073709551615 exceeds the 2 bytes after it"
+        },
+        safetensors("header not JSON", { header(#"{"w": "#) }) {
+            "Error: '\($0)': header is not valid JSON: unexpected end of data at byte 6"
+        },
+        safetensors("header not an object", { header("[1, 2]") }) {
+            "Error: '\($0)': invalid header: expected a JSON object, found an array"
+        },
+        safetensors("non-UTF-8 bytes in the header", { header("{\"w\u{1}\": 1}").map { $0 == 1 ? 0xFF : $0 } }) {
+            "Error: '\($0)': header is not valid JSON: invalid UTF-8 in a string at byte 1"
+        },
+        safetensors("duplicate tensor names", { header(#"{"w":\#(f32Entry),"w":\#(f32Entry)}"#, data: [UInt8](repeating: 0, count: 8)) }) {
+            "Error: '\($0)': header is not valid JSON: duplicate key \"w\" at byte 54"
+        },
+        safetensors("offsets past the data", { header(#"{"w":\#(f32Entry)}"#, data: [0, 0, 0, 0]) }) {
+            "Error: '\($0)': tensor 'w': 'data_offsets' end 8 is past the 4-byte data section"
+        },
+        safetensors("offsets reversed", {
+            header(#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}"#, data: [UInt8](repeating: 0, count: 8))
+        }) { "Error: '\($0)': tensor 'w': 'data_offsets' begin 8 is after end 0" },
+        safetensors("negative offsets", {
+            header(#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}}"#, data: [UInt8](repeating: 0, count: 8))
+        }) { "Error: '\($0)': tensor 'w': 'data_offsets' must be two non-negative integers" },
+        safetensors("overlapping data ranges", {
+            header(
+                #"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#,
+                data: [UInt8](repeating: 0, count: 12))
+        }) { "Error: '\($0)': tensors 'a' and 'b' have overlapping data ranges" },
+        safetensors("a hole between unordered ranges", {
+            header(
+                #"{"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+                data: [UInt8](repeating: 0, count: 12))
+        }) { "Error: '\($0)': data bytes 4..<8 belong to no tensor" },
+        safetensors("trailing bytes no tensor claims", { header(#"{"w":\#(f32Entry)}"#, data: [UInt8](repeating: 0, count: 9)) }) {
+            "Error: '\($0)': data bytes 8..<9 belong to no tensor"
+        },
+        safetensors("shape disagreeing with its byte range", {
+            header(#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
+        }) { "Error: '\($0)': tensor 'w': shape [3] of F32 needs 12 bytes but 'data_offsets' span 8" },
+        safetensors("shape product overflowing Int", {
+            header(
+                #"{"w":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,8]}}"#,
+                data: [UInt8](repeating: 0, count: 8))
+        }) { "Error: '\($0)': tensor 'w': element count of shape [4294967296, 4294967296, 4] overflows" },
+        safetensors("byte size overflowing Int", {
+            header(
+                #"{"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,8]}}"#,
+                data: [UInt8](repeating: 0, count: 8))
+        }) { "Error: '\($0)': tensor 'w': 4611686018427387904 elements of F64 do not fill whole bytes or overflow" },
+        safetensors("negative dimension", {
+            header(#"{"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
+        }) { "Error: '\($0)': tensor 'w': negative dimension -2 in shape [-2]" },
+        safetensors("unknown dtype", {
+            header(#"{"w":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
+        }) { "Error: '\($0)': tensor 'w' has unknown dtype 'F17'" },
+        safetensors("an unexpected key in a tensor entry", {
+            header(#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1}}"#, data: [UInt8](repeating: 0, count: 8))
+        }) { "Error: '\($0)': tensor 'w': unexpected key 'extra'" },
+        safetensors("deeply nested header", { header(String(repeating: "[", count: 100_000)) }) {
+            "Error: '\($0)': header is not valid JSON: nesting deeper than 128 levels at byte 128"
+        },
+        HostileCase(name: "safetensors: header absurdly large, refused before allocating") { scratch in
+            // A sparse file large enough to hold the declared header: only the limit stops it.
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = directory.appendingPathComponent("model.safetensors")
+            try Data(header("{}", declaredLength: 100_000_001)).write(to: url)
+            let handle = try FileHandle(forWritingTo: url)
+            try handle.truncate(atOffset: 100_000_100)
+            try handle.close()
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch),
+                // Even a 64 MiB address space is enough to refuse it.
+                status: 65, error: "Error: '\(url.path)': header length 100000001 exceeds the limit of 100000000 bytes\n")
+        },
+        HostileCase(name: "safetensors: the same tensor in two files") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let single = directory.appendingPathComponent("model.safetensors")
+            let first = directory.appendingPathComponent("a.safetensors")
+            try FileManager.default.moveItem(at: single, to: first)
+            let second = directory.appendingPathComponent("b.safetensors")
+            try FileManager.default.copyItem(at: first, to: second)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: tensor 'model.embed_tokens.weight' appears in both '\(first.path)' and '\(second.path)'\n")
+        },
+        HostileCase(name: "safetensors: NaN weights") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = directory.appendingPathComponent("model.safetensors")
+            let tensor = try SafetensorsFile(url: url).tensor(named: "model.layers.0.mlp.up_proj.weight")
+            var bytes = [UInt8](try Data(contentsOf: url))
+            for offset in stride(from: tensor.byteRange.lowerBound, to: tensor.byteRange.lowerBound + 6, by: 2) {
+                bytes[offset] = 0xC0  // BF16 0x7FC0: a quiet NaN
+                bytes[offset + 1] = 0x7F
+            }
+            try Data(bytes).write(to: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: tensor 'model.layers.0.mlp.up_proj.weight': 3 values are NaN or infinite\n")
+        },
+        HostileCase(name: "safetensors: integer weights") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = directory.appendingPathComponent("model.safetensors")
+            let file = try SafetensorsFile(url: url)
+            var tensors: [SafetensorsFixture.Tensor] = []
+            for name in file.tensorNames {
+                let descriptor = try file.tensor(named: name)
+                var bytes = [UInt8](repeating: 0, count: descriptor.byteRange.count)
+                try bytes.withUnsafeMutableBytes { try file.readRawBytes(of: name, into: $0) }
+                let dtype: TensorDType = name == "model.norm.weight" ? .i16 : descriptor.dtype
+                tensors.append(SafetensorsFixture.Tensor(name, dtype, descriptor.shape, bytes: bytes))
+            }
+            try FileManager.default.removeItem(at: url)
+            try SafetensorsFixture.writeFile(named: "model.safetensors", in: directory, tensors: tensors)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: '\(url.path)': tensor 'model.norm.weight' is stored as I16; expected BF16, F16 or F32\n")
+        },
+    ]
+
+    static let indexCases: [HostileCase] = [
+        index("a shard name climbing out with ../", { _ in #"{"weight_map":{"model.norm.weight":"../model.safetensors"}}"# }) {
+            _, path in
+            "Error: '\(path)': shard '../model.safetensors' of tensor 'model.norm.weight' is not a file name inside the checkpoint folder"
+        },
+        index("an absolute shard path", { _ in #"{"weight_map":{"model.norm.weight":"/etc/passwd"}}"# }) { _, path in
+            "Error: '\(path)': shard '/etc/passwd' of tensor 'model.norm.weight' is not a file name inside the checkpoint folder"
+        },
+        index(
+            "a shard that is a symbolic link leading out",
+            { _ in #"{"weight_map":{"model.norm.weight":"outside.safetensors"}}"# },
+            prepare: { directory, scratch in
+                let target = scratch.appendingPathComponent("elsewhere.safetensors")
+                try Data(header("{}")).write(to: target)
+                try FileManager.default.createSymbolicLink(
+                    at: directory.appendingPathComponent("outside.safetensors"), withDestinationURL: target)
+            }
+        ) { directory, _ in
+            let link = directory.appendingPathComponent("outside.safetensors").path
+            return "Error: '\(link)' resolves to '\(realPath(link))', outside '\(realPath(directory.path))'"
+        },
+        index("a missing shard", { _ in #"{"weight_map":{"model.norm.weight":"model-00009-of-00009.safetensors"}}"# }, status: 66) {
+            _, path in
+            "Error: '\(path)': shard 'model-00009-of-00009.safetensors' of tensor 'model.norm.weight' does not exist"
+        },
+        index("a tensor mapped to a shard without it", { directory in
+            let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                .filter { $0.hasSuffix(".safetensors") }.sorted()
+            // Every tensor of the first shard, plus one that lives in the last shard.
+            let first = try SafetensorsFile(url: directory.appendingPathComponent(shards[0]))
+            var map = first.tensorNames.map { "\"\($0)\":\"\(shards[0])\"" }
+            map.append("\"model.norm.weight\":\"\(shards[0])\"")
+            return "{\"weight_map\":{\(map.joined(separator: ","))}}"
+        }) { directory, path in
+            let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                .filter { $0.hasSuffix(".safetensors") }.sorted()
+            return "Error: '\(path)': tensor 'model.norm.weight' is mapped to '\(shards[0])', which does not contain it"
+        },
+        index("not JSON", { _ in "{\"weight_map\": {" }) { _, path in
+            "Error: '\(path)': invalid index: not valid JSON: expected a string key at byte 16"
+        },
+        index("an empty weight map", { _ in #"{"weight_map":{}}"# }) { _, path in
+            "Error: '\(path)': invalid index: 'weight_map' is empty"
+        },
+        index("a shard name that is not a string", { _ in #"{"weight_map":{"model.norm.weight":7}}"# }) { _, path in
+            "Error: '\(path)': invalid index: 'weight_map' value of tensor 'model.norm.weight' must be a string, found a number"
+        },
+    ]
+
+    static let configCases: [HostileCase] = [
+        config("not JSON", { Array("hidden_size = 64".utf8) }) {
+            "Error: config '\($0)' is not valid JSON: unexpected character at byte 0"
+        },
+        config("non-UTF-8 bytes", { Array(#"{"model_type": "qwen"#.utf8) + [0xFE] + Array(#"2", "hidden_size": 64}"#.utf8) }) {
+            "Error: config '\($0)' is not valid JSON: invalid UTF-8 in a string at byte 15"
+        },
+        config("a missing dimension", { configBytes(["hidden_size": nil]) }) {
+            "Error: config '\($0)' has no 'hidden_size'"
+        },
+        config("a negative head count", { configBytes(["num_attention_heads": -4]) }) {
+            "Error: config '\($0)': 'num_attention_heads' must be positive, found -4"
+        },
+        config("zero layers", { configBytes(["num_hidden_layers": 0]) }) {
+            "Error: config '\($0)': 'num_hidden_layers' must be positive, found 0"
+        },
+        config("an absurd vocabulary", { configBytes(["vocab_size": 1 << 40]) }) {
+            "Error: config '\($0)': 'vocab_size' is absurdly large (1099511627776 > 1073741824)"
+        },
+        config("a dimension that is not an integer", { configBytes(["hidden_size": 64.5]) }) {
+            "Error: config '\($0)': 'hidden_size' must be an integer, found 64.5"
+        },
+        config("a dimension that is a string", { configBytes(["hidden_size": "64"]) }) {
+            "Error: config '\($0)': 'hidden_size' should be an integer, found a string"
+        },
+        config("heads not dividing the hidden size", { configBytes(["num_attention_heads": 5, "num_key_value_heads": 5]) }) {
+            "Error: config '\($0)': 'num_attention_heads' (5) does not divide hidden_size (64) and there is no head_dim"
+        },
+        config("kv heads not dividing the heads", { configBytes(["num_key_value_heads": 3]) }) {
+            "Error: config '\($0)': 'num_key_value_heads' (3) does not divide num_attention_heads (4)"
+        },
+        // Each dimension below the per-field limit, together beyond 64-bit arithmetic: these
+        // trapped on an arithmetic overflow (or, for the layers, ran out of memory) before.
+        config("dimensions whose products overflow", {
+            configBytes([
+                "hidden_size": 1 << 30, "intermediate_size": 1 << 30, "num_attention_heads": 1 << 30,
+                "num_key_value_heads": 1 << 30, "vocab_size": 1 << 30, "max_position_embeddings": 1 << 30,
+            ])
+        }) { "Error: config '\($0)' describes an impossible model: more than 17592186044416 parameters" },
+        config("a billion layers", { configBytes(["num_hidden_layers": 1 << 30]) }) {
+            "Error: config '\($0)': 'num_hidden_layers' is absurdly large (1073741824 > 4096)"
+        },
+        config("a KV cache beyond 64-bit sizes", {
+            configBytes(["hidden_size": 4, "head_dim": 1 << 30, "max_position_embeddings": 1 << 30])
+        }) {
+            "Error: config '\($0)' describes an impossible model: a KV cache of more than 1152921504606846976 bytes "
+                + "at max_position_embeddings"
+        },
+        config("attention scores beyond 64-bit sizes", {
+            configBytes([
+                "hidden_size": 4, "num_attention_heads": 1 << 30, "num_key_value_heads": 1, "head_dim": 1,
+                "max_position_embeddings": 1 << 30,
+            ])
+        }) {
+            "Error: config '\($0)' describes an impossible model: attention scores of more than 1152921504606846976 bytes "
+                + "at max_position_embeddings"
+        },
+        config("a billion experts", { configBytes(["num_experts": 1 << 30], modelType: "qwen3_moe") }, extra: ["--platform", "macOS"]) {
+            "Error: config '\($0)' describes an impossible model: more than 1048576 tensors"
+        },
+        config("a negative expert width", {
+            configBytes(["num_experts": 2, "moe_intermediate_size": -5], modelType: "qwen3_moe")
+        }, extra: ["--platform", "macOS"]) {
+            "Error: config '\($0)' describes an impossible model: tensor 'model.layers.0.mlp.experts.0.gate_proj.weight' "
+                + "would have shape [-5, 64]"
+        },
+        config("a model type carrying a terminal escape sequence", { configBytes(["model_type": "\u{1B}[2Jqwen"]) }, status: 69) { _ in
+            "Error: Unknown model type '\\u{1B}[2Jqwen'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
+        },
+        config("an unknown model type", { configBytes(["model_type": "llama9"]) }, status: 69) { _ in
+            "Error: Unknown model type 'llama9'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
+        },
+        HostileCase(name: "config: qwen3 over qwen2 weights") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint(modelType: "qwen2")
+            try Data(configBytes([:], modelType: "qwen3")).write(to: directory.appendingPathComponent("config.json"))
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: checkpoint '\(directory.path)' has no tensor 'model.layers.0.self_attn.q_norm.weight' "
+                    + "(expected shape [16])\n")
+        },
+        HostileCase(name: "config: qwen2 over qwen3 weights") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+            try Data(configBytes([:], modelType: "qwen2")).write(to: directory.appendingPathComponent("config.json"))
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: checkpoint '\(directory.path)' has no tensor 'model.layers.0.self_attn.q_proj.bias' "
+                    + "(expected shape [64])\n")
+        },
+    ]
+
+    static let compressionCases: [HostileCase] = [
+        compression("palette bits outside the supported set", #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"palettize","bits":5}}"#) {
+            "Error: compression config '\($0)': default: palettize 'bits' must be one of: 2, 3, 4, 6, 8"
+        },
+        compression("16-bit linear", #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"linear","bits":16}}"#) {
+            "Error: compression config '\($0)': default: linear 'bits' must be 8"
+        },
+        compression(
+            "a zero group size",
+            #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"palettize","bits":4,"granularity":"per_grouped_channel","group_size":0}}"#
+        ) { "Error: compression config '\($0)': default: 'group_size' must be a positive integer for per_grouped_channel" },
+        compression(
+            "a group size not dividing the channels, uneven groups refused",
+            #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"palettize","bits":4,"granularity":"per_grouped_channel","group_size":24,"uneven_groups":"refuse"}}"#
+        ) { _ in
+            "Error: tensor 'model.layers.0.self_attn.q_proj.weight': 64 output channels are not a multiple of group size 24 "
+                + "and the rule refuses uneven groups"
+        },
+        compression("an unknown key", #"{"schema":"exporter.compression/1","name":"x","bitz":4}"#) {
+            "Error: compression config '\($0)': unknown key 'bitz'"
+        },
+        compression("a schema from the future", #"{"schema":"exporter.compression/2","name":"x"}"#) {
+            "Error: compression config '\($0)' has schema 'exporter.compression/2'; this version reads 'exporter.compression/1'"
+        },
+        compression("not JSON", "bits: 4") {
+            "Error: compression config '\($0)': unexpected character at byte 0"
+        },
+        HostileCase(name: "compression config: missing file") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let missing = scratch.appendingPathComponent("missing.json").path
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch, ["--compression-config", missing]),
+                status: 66, error: "Error: cannot read compression config '\(missing)'\n")
+        },
+    ]
+
+    static let otherCases: [HostileCase] = [
+        HostileCase(name: "usage: an unknown option") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch, ["--bogus"]), status: 64,
+                error: "Error: unknown option '--bogus'\nUsage: exporter [<model>] [<options>]\n  See 'exporter --help' for more information.\n")
+        },
+        HostileCase(name: "resources: not enough memory") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let needed = try Fixtures.plan(directory).conversionMemory()
+            let message = ResourceError.notEnoughMemory(
+                model: "Tiny", neededBytes: needed.totalBytes, availableBytes: 50_000_000, largestTensor: needed.largestTensor)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch),
+                environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "50000000"], status: 71, error: "Error: \(message)\n")
+        },
+        HostileCase(name: "resources: not enough disk") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let tokenizer = try FileManager.default.attributesOfItem(
+                atPath: directory.appendingPathComponent("tokenizer.json").path)[.size] as? Int ?? 0
+            let needed = try Fixtures.plan(directory).estimatedBundleBytes(tokenizerBytes: tokenizer)
+            let message = ResourceError.notEnoughDisk(
+                directory: scratch.appendingPathComponent("out").path, neededBytes: needed, availableBytes: 4096)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch),
+                environment: ["EXPORTER_TEST_AVAILABLE_DISK": "4096"], status: 71, error: "Error: \(message)\n")
+        },
+    ]
+}

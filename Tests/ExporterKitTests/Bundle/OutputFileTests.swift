@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+@Suite("output files under injected faults")
+struct OutputFileTests {
+    @Test("a short write is detected and reported, with the bytes that did land")
+    func shortWrite() throws {
+        let folder = try Fixtures.temporaryDirectory()
+        let url = folder.appendingPathComponent("data.bin")
+        let file = try OutputFile(url: url, faults: FaultInjector(failAtOperation: 1, kind: .shortWrite))
+        try file.write([UInt8](repeating: 7, count: 1000))
+        #expect(throws: BundleError.writeFailed(path: url.path, reason: "short write (500 of 1000 bytes written)")) {
+            try file.finish()
+        }
+        #expect(try Data(contentsOf: url).count == 500)
+    }
+
+    @Test("each kind fails with the system's message and names the path", arguments: FaultKind.allCases)
+    func kinds(_ kind: FaultKind) throws {
+        let folder = try Fixtures.temporaryDirectory()
+        let url = folder.appendingPathComponent("data.bin")
+        let expected: String
+        switch kind {
+        case .noSpace: expected = "no space left on device"
+        case .ioError: expected = "input/output error"
+        case .permissionDenied: expected = "permission denied"
+        case .shortWrite: expected = "short write"
+        }
+        #expect(FaultInjector(failAtOperation: 1, kind: kind).reason == expected)
+        if kind.canFail(.createFile) {
+            #expect(throws: BundleError.writeFailed(path: url.path, reason: expected)) {
+                _ = try OutputFile(url: url, faults: FaultInjector(failAtOperation: 1, kind: kind))
+            }
+        }
+        #expect(kind.canFail(.write) == (kind != .permissionDenied))
+    }
+
+    @Test("a reported path replaces the real one in every message")
+    func reportedPath() throws {
+        let folder = try Fixtures.temporaryDirectory()
+        let file = try OutputFile(
+            url: folder.appendingPathComponent("x"), faults: FaultInjector(failAtOperation: 2, kind: .noSpace),
+            reportedPath: "/where/it/goes/x")
+        try file.write([1, 2, 3])
+        #expect(throws: BundleError.writeFailed(path: "/where/it/goes/x", reason: "no space left on device")) {
+            try file.finish()
+        }
+    }
+}
