@@ -2,15 +2,17 @@
 """Checks exporter's Core ML packages with coremltools and NumPy (run by .ci/run).
 
 For a small synthetic model of each iOS architecture (qwen2, qwen3, mistral), with
-compression configs that cover every palette width, per-tensor and grouped LUTs, an uneven
-last group, int8 per tensor and per channel, tied and untied heads:
+compression configs that cover every palette width, per-tensor, grouped and per-block LUTs, an
+uneven last group, sparse exact outliers, int8 per tensor and per channel, tied and untied heads:
 
 1. exports `<model> --format mlpackage` with the built `exporter` binary;
 2. `coremltools.models.MLModel(path, skip_model_load=True)` opens the package;
 3. `coremltools.converters.mil.frontend.milproto.load` rebuilds the program, type-checking
    every op and comparing every output type with the one we wrote;
 4. every weight coremltools reads from our `weight.bin` equals the bundle's, bit for bit
-   (LUT entries, unpacked indices, int8 values, float16 values);
+   (LUT entries, unpacked indices, int8 values, float16 values, outlier masks and values), and
+   each weight made of several ops (a palette with outliers) computed in NumPy from the op
+   inputs coremltools read equals the bundle's dequantised weight, bit for bit;
 5. a NumPy interpreter of the ops we emit runs the program (a prefill, then single-token
    steps through the KV-cache states) and its logits are compared with a NumPy
    transcription of the model computed from the bundle's weights (docs/FORMAT.md).
@@ -74,6 +76,29 @@ ARCHITECTURES = {
             "default": {"mode": "palettize", "bits": 6, "granularity": "per_tensor"},
         },
     },
+    # Like the 4bit_quality preset: per-block LUTs (tiles of rows x input columns) and sparse
+    # exact outliers, untied int8 head.
+    "qwen2_quality": {
+        "config": {
+            "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
+            "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 512,
+            "rope_theta": 10000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+        },
+        "compression": {
+            "schema": "exporter.compression/1", "name": "check_quality", "description": "check",
+            "rules": [
+                {"match": "*norm.weight", "mode": "keep"},
+                {"match": "*.bias", "mode": "keep"},
+                {"match": "model.embed_tokens.weight", "mode": "linear", "granularity": "per_tensor"},
+                {"match": "lm_head.weight", "mode": "linear", "granularity": "per_channel"},
+                {"match": "*.v_proj.weight", "mode": "palettize", "bits": 3, "granularity": "per_block",
+                 "group_size": 8, "block_size": 16},
+            ],
+            "default": {"mode": "palettize", "bits": 4, "granularity": "per_block", "group_size": 4,
+                        "block_size": 32, "outlier_fraction": 0.01},
+        },
+    },
 }
 CONTEXT = 32
 PREFILL = 5
@@ -118,10 +143,19 @@ class Bundle:
             return {"values": np.frombuffer(self.part(t, "values"), np.float16).reshape(shape)}
         if c["mode"] == "palettize":
             bits = c["bits"]
-            group = c.get("group_size", rows) if c["granularity"] == "per_grouped_channel" else rows
-            lut = np.frombuffer(self.part(t, "lut"), np.float16).reshape(-1, 1 << bits)
+            columns = count // rows
+            tiled = c["granularity"] in ("per_grouped_channel", "per_block")
+            group = c.get("group_size", rows) if tiled else rows
+            block = c.get("block_size", columns) if c["granularity"] == "per_block" else columns
+            blocks = -(-columns // block)
+            # LUTs as [groups, blocks, entries]: tile g x blocks + b (docs/FORMAT.md).
+            lut = np.frombuffer(self.part(t, "lut"), np.float16).reshape(-1, blocks, 1 << bits)
             indices = unpack_indices(self.part(t, "indices"), bits, count).reshape(shape)
-            return {"lut": lut, "indices": indices, "group": group}
+            raw = {"lut": lut, "indices": indices, "group": group, "block": block}
+            if any(p["kind"] == "outlier_indices" for p in t["parts"]):
+                raw["outlier_indices"] = np.frombuffer(self.part(t, "outlier_indices"), "<u4")
+                raw["outlier_values"] = np.frombuffer(self.part(t, "outlier_values"), np.float16)
+            return raw
         scales = np.frombuffer(self.part(t, "scales"), np.float32)
         values = np.frombuffer(self.part(t, "values"), np.int8).reshape(shape)
         return {"scales": scales, "values": values, "per_channel": c["granularity"] == "per_channel"}
@@ -133,9 +167,15 @@ class Bundle:
         if mode == "keep":
             return raw["values"].astype(np.float32)
         if mode == "palettize":
-            rows = raw["indices"].shape[0]
+            rows, columns = raw["indices"].shape
             group_of_row = np.arange(rows) // raw["group"]
-            return raw["lut"][group_of_row[:, None], raw["indices"]].astype(np.float32)
+            block_of_column = np.arange(columns) // raw["block"]
+            w = raw["lut"][group_of_row[:, None], block_of_column[None, :], raw["indices"]]
+            if "outlier_indices" in raw:  # outliers replace what their indices decode to
+                w = w.reshape(-1).copy()
+                w[raw["outlier_indices"]] = raw["outlier_values"]
+                w = w.reshape(rows, columns)
+            return w.astype(np.float32)
         scales = raw["scales"][:, None] if raw["per_channel"] else raw["scales"][0]
         return raw["values"].astype(np.float32) * scales
 
@@ -200,9 +240,18 @@ def transcription(bundle, tokens):
 # ------------------------------------------- a NumPy interpreter of the MIL ops the exporter emits
 
 def lut_to_dense(indices, lut):
-    rows = indices.shape[0]
-    per_lut = rows // lut.shape[0]
-    return lut[(np.arange(rows) // per_lut)[:, None], 0, indices, 0]
+    """constexpr_lut_to_dense, LUT [rows / G, columns / B, entries, 1]."""
+    rows, columns = indices.shape
+    group_of_row = np.arange(rows) // (rows // lut.shape[0])
+    block_of_column = np.arange(columns) // (columns // lut.shape[1])
+    return lut[group_of_row[:, None], block_of_column[None, :], indices, 0]
+
+
+def sparse_to_dense(nonzero_data, mask):
+    """constexpr_sparse_to_dense (iOS 18): the values at the mask's set bits, row-major."""
+    out = np.zeros(mask.shape, nonzero_data.dtype)
+    out[np.asarray(mask) != 0] = nonzero_data
+    return out
 
 
 class Interpreter:
@@ -237,6 +286,10 @@ class Interpreter:
                 out = np.asarray(op.outputs[0].val)
             elif t == "constexpr_lut_to_dense":
                 out = lut_to_dense(a["indices"], a["lut"])
+            elif t == "constexpr_sparse_to_dense":
+                out = sparse_to_dense(a["nonzero_data"], a["mask"])
+            elif t == "select":
+                out = np.where(a["cond"], a["a"], a["b"])
             elif t == "constexpr_blockwise_shift_scale":
                 data, scale = a["data"].astype(np.float32), a["scale"].astype(np.float32)
                 for axis in range(data.ndim):
@@ -251,7 +304,7 @@ class Interpreter:
             elif t == "concat":
                 out = np.concatenate(a["values"], axis=int(a["axis"]))
             elif t == "cast":
-                out = a["x"].astype({"fp32": np.float32, "fp16": np.float16}[str(a["dtype"])])
+                out = a["x"].astype({"fp32": np.float32, "fp16": np.float16, "bool": np.bool_}[str(a["dtype"])])
             elif t == "reduce_mean":
                 out = np.mean(a["x"], axis=tuple(int(i) for i in a["axes"]), keepdims=bool(a["keep_dims"]))
             elif t == "rsqrt":
@@ -362,7 +415,16 @@ def check_architecture(exporter, work, arch, spec):
 
     # Weights, bit for bit.
     by_name = {op.outputs[0].name: op for op in ops}
-    compared, mismatched = 0, []
+    compared, mismatched, outlier_weights, replaced = 0, [], 0, 0
+
+    def same_palette(op, raw):
+        lut, indices = op.lut.val, op.indices.val
+        rows = indices.shape[0]
+        expected_lut = raw["lut"][(np.arange(lut.shape[0]) * (rows // lut.shape[0])) // raw["group"]]
+        return (lut.shape[1] == raw["lut"].shape[1]
+                and np.array_equal(indices.astype(np.uint8), raw["indices"])
+                and np.array_equal(lut[..., 0].view(np.uint16), expected_lut.view(np.uint16)))
+
     for record in ours["tensors"]:
         name = record["name"]
         op = by_name.get(name.replace(".", "_"))
@@ -370,12 +432,29 @@ def check_architecture(exporter, work, arch, spec):
         if op is None:
             mismatched.append(name + " (no op)")
             continue
-        if op.op_type == "constexpr_lut_to_dense":
-            lut, indices = op.lut.val, op.indices.val
-            rows = indices.shape[0]
-            expected_lut = raw["lut"][(np.arange(lut.shape[0]) * (rows // lut.shape[0])) // raw["group"]]
-            same = (np.array_equal(indices.astype(np.uint8), raw["indices"])
-                    and np.array_equal(lut[:, 0, :, 0].view(np.uint16), expected_lut.view(np.uint16)))
+        if op.op_type == "select":  # a palette with sparse outliers: each op's inputs, then the weight
+            inputs = {v.name: v for v in (op.cond, op.a, op.b)}
+            palette = by_name[op.b.name]
+            outliers = by_name[op.a.name]
+            flags = by_name[op.cond.op.x.name]
+            dense = np.where(sparse_to_dense(flags.nonzero_data.val, flags.mask.val) != 0,
+                             sparse_to_dense(outliers.nonzero_data.val, outliers.mask.val),
+                             lut_to_dense(palette.indices.val, palette.lut.val))
+            positions = np.flatnonzero(np.asarray(outliers.mask.val).reshape(-1))
+            same = (len(inputs) == 3 and palette.op_type == "constexpr_lut_to_dense"
+                    and outliers.op_type == flags.op_type == "constexpr_sparse_to_dense"
+                    and op.cond.op.op_type == "cast"
+                    and same_palette(palette, raw)
+                    and np.array_equal(positions, raw["outlier_indices"].astype(np.int64))
+                    and np.array_equal(np.asarray(flags.mask.val), np.asarray(outliers.mask.val))
+                    and np.array_equal(outliers.nonzero_data.val.view(np.uint16), raw["outlier_values"].view(np.uint16))
+                    and np.array_equal(dense.astype(np.float16).view(np.uint16),
+                                       bundle.dequantize(name).astype(np.float16).view(np.uint16)))
+            outlier_weights += 1
+            palette_values = lut_to_dense(palette.indices.val, palette.lut.val).reshape(-1)[positions]
+            replaced += int((palette_values.view(np.uint16) != raw["outlier_values"].view(np.uint16)).sum())
+        elif op.op_type == "constexpr_lut_to_dense":
+            same = same_palette(op, raw)
         elif op.op_type == "constexpr_blockwise_shift_scale":
             scales = raw["scales"].astype(np.float16).reshape(-1, 1)
             same = (np.array_equal(op.data.val, raw["values"])
@@ -391,6 +470,8 @@ def check_architecture(exporter, work, arch, spec):
     check(f"{arch}: weights read by coremltools equal the bundle's bit for bit",
           not mismatched and compared == len(bundle.tensors),
           f"{compared}/{len(bundle.tensors)} tensors ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})"
+          + (f"; {outlier_weights} palettes with outliers recomputed from the op inputs, "
+             f"{replaced} outliers differ from their palette entry" if outlier_weights else "")
           + (f"; differ: {mismatched[:5]}" if mismatched else ""))
 
     # Logits: program (interpreted) vs transcription, prefill then single-token steps.

@@ -14,7 +14,7 @@ public enum CoreMLSpec {
         case bool = 1, string = 2
         case float16 = 10, float32 = 11
         case int8 = 21, int16 = 22, int32 = 23
-        case uint8 = 31, uint4 = 35, uint2 = 36, uint6 = 38, uint3 = 39
+        case uint8 = 31, uint4 = 35, uint2 = 36, uint1 = 37, uint6 = 38, uint3 = 39
 
         /// The unsigned index type of `bits`-wide palette indices.
         public static func paletteIndices(bits: Int) -> DataType? {
@@ -41,6 +41,7 @@ public enum CoreMLSpec {
             case .uint8: return "uint8"
             case .uint4: return "uint4"
             case .uint2: return "uint2"
+            case .uint1: return "uint1"
             case .uint6: return "uint6"
             case .uint3: return "uint3"
             }

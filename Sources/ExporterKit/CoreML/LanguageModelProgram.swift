@@ -4,7 +4,8 @@ import Foundation
 public struct MLPackageTensor: Codable, Equatable, Sendable {
     /// One blob of the tensor in `weight.bin`.
     public struct Blob: Codable, Equatable, Sendable {
-        /// `values`, `lut`, `indices` or `scales`, as in the bundle's parts.
+        /// `values`, `lut`, `indices`, `scales` or `outlier_values`, as in the bundle's parts; or
+        /// `outlier_mask` (uint1, the outliers' positions) and `outlier_flags` (uint8 ones).
         public var kind: String
         /// MIL type: `fp16`, `int8`, `uint4`…
         public var dtype: String
@@ -18,7 +19,8 @@ public struct MLPackageTensor: Codable, Equatable, Sendable {
 
     /// The bundle's tensor name.
     public var name: String
-    /// The op that holds it: `const`, `constexpr_lut_to_dense` or `constexpr_blockwise_shift_scale`.
+    /// The op that holds it: `const`, `constexpr_lut_to_dense`, `constexpr_blockwise_shift_scale`,
+    /// or `select` (a palette with sparse outliers: `<name>_palette`, `<name>_outliers`).
     public var op: String
     /// Its blobs (an int8 scale given inline has none).
     public var blobs: [Blob]
@@ -50,7 +52,8 @@ public struct MLPackageTensor: Codable, Equatable, Sendable {
 /// rotary embeddings from float16 cos/sin tables sliced at the positions; grouped-query
 /// attention by `scaled_dot_product_attention` with the query heads of each KV head folded
 /// into its sequence axis; SwiGLU; a tied or untied head. Palettised weights are
-/// `constexpr_lut_to_dense` of the bundle's LUT and index bytes; int8 weights
+/// `constexpr_lut_to_dense` of the bundle's LUT and index bytes (with sparse outliers,
+/// `select` of `constexpr_sparse_to_dense` of the outliers over it); int8 weights
 /// `constexpr_blockwise_shift_scale` of its int8 bytes.
 public struct LanguageModelProgram {
     /// The model message.
@@ -156,10 +159,7 @@ private struct Emitter {
             else {
                 throw CoreMLError.tensor(name: name, reason: "a palette of \(tensor.compression.bits ?? 0) bits over shape \(shape)")
             }
-            if tensor.compression.outlierCount(elements: elements) > 0 {
-                throw CoreMLError.tensor(
-                    name: name, reason: "sparse outliers (outlier_fraction) are not yet written to Core ML packages")
-            }
+            let outlierCount = tensor.compression.outlierCount(elements: elements)
             let lutPart = try part(tensor, "lut")
             let indexPart = try part(tensor, "indices")
             let entries = 1 << bits
@@ -207,7 +207,13 @@ private struct Emitter {
             record.blobs = [blobRecord("lut", lut, type: lutType), blobRecord("indices", indices, type: indexShape)]
             record.lutGroups = lutCount
             record.lutGroupRows = lutRows
-            variable = builder.constexpr("constexpr_lut_to_dense", base, inputs: [("indices", indices), ("lut", lut)], output: output)
+            if outlierCount == 0 {
+                variable = builder.constexpr("constexpr_lut_to_dense", base, inputs: [("indices", indices), ("lut", lut)], output: output)
+            } else {
+                let palette = builder.constexpr(
+                    "constexpr_lut_to_dense", base + "_palette", inputs: [("indices", indices), ("lut", lut)], output: output)
+                variable = try outliers(tensor, count: outlierCount, palette: palette, record: &record)
+            }
         case .linear:
             guard shape.count == 2 else { throw CoreMLError.tensor(name: name, reason: "int8 over shape \(shape)") }
             let scalesPart = try part(tensor, "scales")
@@ -245,6 +251,60 @@ private struct Emitter {
         records.append(record)
         cache[name] = variable
         return variable
+    }
+
+    /// The palettised weight with its sparse outliers in place, exactly as the bundle decodes it
+    /// (docs/FORMAT.md): the outliers replace what their indices decode to. One packed uint1 mask
+    /// of the outlier positions (a blob shared by two ops) gives `constexpr_sparse_to_dense` of
+    /// the float16 outlier values and of uint8 ones; the ones cast to bool select the outlier
+    /// over the palette entry. `select` rather than `add` of differences: a float16 sum does not
+    /// always round back to the outlier, and masking by a product loses the sign of a zero.
+    mutating func outliers(
+        _ tensor: Manifest.Tensor, count: Int, palette: MILVariable, record: inout MLPackageTensor
+    ) throws -> MILVariable {
+        let name = tensor.name
+        let shape = tensor.shape
+        let elements = shape.reduce(1, *)
+        let indexPart = try part(tensor, "outlier_indices")
+        let valuePart = try part(tensor, "outlier_values")
+        guard indexPart.bytes == count * 4, valuePart.bytes == count * 2 else {
+            throw CoreMLError.tensor(name: name, reason: "outlier parts of unexpected size (expected \(count) outliers)")
+        }
+        let stored = try bundle.readBytes(file: indexPart.file, offset: indexPart.offset, count: indexPart.bytes)
+        var mask = [UInt8](repeating: 0, count: (elements + 7) / 8)
+        var previous = -1
+        for index in 0..<count {
+            let element = Int((0..<4).reduce(UInt32(0)) { $0 | UInt32(stored[index * 4 + $1]) << (8 * UInt32($1)) })
+            guard element > previous, element < elements else {
+                throw CoreMLError.tensor(name: name, reason: "outlier index \(element) out of order or past \(elements) elements")
+            }
+            mask[element / 8] |= 1 << UInt8(element % 8)
+            previous = element
+        }
+        let base = Emitter.varName(name)
+        let maskType = T(.uint1, fixed: shape)
+        let maskValue = builder.blobValue(MILBlobStorage.Blob(dataType: .uint1, elementCount: elements, source: .bytes(mask)), type: maskType)
+        let valuesType = T(.float16, fixed: [count])
+        let values = builder.blobValue(
+            MILBlobStorage.Blob(dataType: .float16, elementCount: count, source: .fileRange(path: weightsPath, offset: valuePart.offset)),
+            type: valuesType)
+        let flagsType = T(.uint8, fixed: [count])
+        let flags = builder.blobValue(
+            MILBlobStorage.Blob(dataType: .uint8, elementCount: count, source: .bytes([UInt8](repeating: 1, count: count))), type: flagsType)
+        let sparse = builder.constexpr(
+            "constexpr_sparse_to_dense", base + "_outliers", inputs: [("nonzero_data", values), ("mask", maskValue)], output: palette.type)
+        let ones = builder.constexpr(
+            "constexpr_sparse_to_dense", base + "_outlier_flags", inputs: [("nonzero_data", flags), ("mask", maskValue)],
+            output: T(.uint8, fixed: shape))
+        let condition = builder.op(
+            "cast", base + "_outlier_mask", [("x", .variable(ones)), ("dtype", .string("bool"))], output: T(.bool, fixed: shape))
+        record.op = "select"
+        record.blobs += [
+            blobRecord("outlier_mask", maskValue, type: maskType), blobRecord("outlier_values", values, type: valuesType),
+            blobRecord("outlier_flags", flags, type: flagsType),
+        ]
+        return builder.op(
+            "select", base, [("cond", .variable(condition)), ("a", .variable(sparse)), ("b", .variable(palette))], output: palette.type)
     }
 
     func blobRecord(_ kind: String, _ value: CoreMLSpec.Value, type: T) -> MLPackageTensor.Blob {

@@ -23,7 +23,7 @@ public enum MILBlobStorage {
     /// The storage format's data type codes.
     public enum DataType: UInt32, Sendable, CaseIterable {
         case float16 = 1, float32 = 2, uint8 = 3, int8 = 4
-        case uint2 = 10, uint4 = 11, uint3 = 12, uint6 = 13
+        case uint1 = 9, uint2 = 10, uint4 = 11, uint3 = 12, uint6 = 13
 
         /// Bits per element.
         public var bits: Int {
@@ -31,6 +31,7 @@ public enum MILBlobStorage {
             case .float16: return 16
             case .float32: return 32
             case .uint8, .int8: return 8
+            case .uint1: return 1
             case .uint2: return 2
             case .uint4: return 4
             case .uint3: return 3

@@ -4,7 +4,8 @@ import Foundation
 /// our manifest, the blob storage file against its format (header, sentinels, offsets, bounds),
 /// every tensor's blobs against the manifest, and, given the source bundle, every blob byte for
 /// byte against the bundle's parts (each LUT, the index streams, the int8 values, float16
-/// values; the int8 scales as the float16 rounding of the bundle's).
+/// values; the int8 scales as the float16 rounding of the bundle's; the outliers' values and
+/// their mask, the bit of each of the bundle's outlier indices).
 public enum MLPackageVerifier {
     /// What a verification looked at.
     public struct Report: Equatable, Sendable {
@@ -114,6 +115,20 @@ public enum MLPackageVerifier {
                     let half = Float16(Float(bitPattern: bits)).bitPattern
                     return [UInt8(truncatingIfNeeded: half), UInt8(truncatingIfNeeded: half >> 8)]
                 }
+            case "outlier_mask":
+                let indices = try bundlePart("outlier_indices")
+                let elements = record.shape.reduce(1, *)
+                var mask = [UInt8](repeating: 0, count: (elements + 7) / 8)
+                for index in stride(from: 0, to: indices.count - 3, by: 4) {
+                    let element = Int((0..<4).reduce(UInt32(0)) { $0 | UInt32(indices[index + $1]) << (8 * UInt32($1)) })
+                    guard element < elements else {
+                        throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "outlier index \(element) past \(elements) elements")
+                    }
+                    mask[element / 8] |= 1 << UInt8(element % 8)
+                }
+                expected = mask
+            case "outlier_flags":
+                expected = [UInt8](repeating: 1, count: try bundlePart("outlier_values").count / 2)
             default:
                 expected = try bundlePart(blob.kind)
             }

@@ -137,10 +137,10 @@ struct BlockPalettizerTests {
 
 @Suite("fidelity modes in bundles")
 struct FidelityBundleTests {
-    private func configFile() throws -> URL {
+    private func configFile(blockSize: Int = 48) throws -> URL {
         let text = """
             {"schema": "exporter.compression/1", "name": "test_quality", "rules": [{"match": "*norm.weight", "mode": "keep"}],
-             "default": {"mode": "palettize", "bits": 4, "granularity": "per_block", "group_size": 4, "block_size": 48,
+             "default": {"mode": "palettize", "bits": 4, "granularity": "per_block", "group_size": 4, "block_size": \(blockSize),
                          "outlier_fraction": 0.01}}
             """
         let url = try Fixtures.temporaryDirectory().appendingPathComponent("quality.json")
@@ -148,8 +148,8 @@ struct FidelityBundleTests {
         return url
     }
 
-    private func export(_ checkpoint: URL, calibration: [Int]? = nil) throws -> ExportResult {
-        let plan = try Fixtures.plan(checkpoint, compression: .file(try configFile()))
+    private func export(_ checkpoint: URL, calibration: [Int]? = nil, blockSize: Int = 48) throws -> ExportResult {
+        let plan = try Fixtures.plan(checkpoint, compression: .file(try configFile(blockSize: blockSize)))
         var settings = ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
         settings.calibrationTokens = calibration
         return try ExportRunner.run(plan, settings: settings)
@@ -193,14 +193,49 @@ struct FidelityBundleTests {
         #expect(report.passed, "\(report.failures)")
     }
 
-    @Test("the Core ML writer refuses outliers by name")
-    func coreMLRefusesOutliers() throws {
+    @Test("the Core ML writer puts outliers over the palette with select, and verify compares their mask and values")
+    func coreMLOutliers() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "mistral")
+        let bundle = try export(checkpoint, blockSize: 32).bundleURL
+        let destination = try Fixtures.temporaryDirectory().appendingPathComponent("Tiny.mlpackage")
+        let manifest = try MLPackageWriter.write(bundle: bundle, to: destination, overwrite: false)
+        let q = try #require(manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_proj.weight" })
+        #expect(q.op == "select")
+        #expect(q.blobs.map(\.kind) == ["lut", "indices", "outlier_mask", "outlier_values", "outlier_flags"])
+        #expect(q.blobs.map(\.dtype) == ["fp16", "uint4", "uint1", "fp16", "uint8"])
+        // 64 x 64 weights, 1 %: 40 outliers; the mask is one bit per weight.
+        #expect(q.blobs[2].bytes == 64 * 64 / 8 && q.blobs[2].shape == [64, 64])
+        #expect(q.blobs[3].bytes == 40 * 2 && q.blobs[4].bytes == 40)
+        #expect(q.blobs[0].shape == [16, 2, 16, 1])
+        #expect(manifest.opCounts["constexpr_sparse_to_dense"] == 2 * manifest.opCounts["select", default: 0])
+        let report = try MLPackageVerifier.verify(package: destination, bundle: bundle)
+        #expect(report.tensorsCompared == manifest.tensors.count)
+
+        // A flipped mask bit is found and named, even with the checksums updated.
+        let weights = destination.appendingPathComponent(MLPackageWriter.weightsPath)
+        var bytes = try Data(contentsOf: weights)
+        bytes[q.blobs[2].offset + 64] ^= 0x01
+        try bytes.write(to: weights)
+        var edited = manifest
+        var crc = CRC32()
+        bytes.withUnsafeBytes { crc.update($0) }
+        edited.files = manifest.files.map {
+            $0.path == MLPackageWriter.weightsPath ? Manifest.File(path: $0.path, bytes: $0.bytes, crc32: BundleWriter.hex(crc.value)) : $0
+        }
+        try Data(try BundleWriter.canonicalJSON(edited)).write(to: destination.appendingPathComponent(MLPackageManifest.path))
+        #expect(throws: CoreMLError.bundleMismatch(tensor: q.name, reason: "outlier_mask blob at \(q.blobs[2].offset) differs from byte 0")) {
+            try MLPackageVerifier.verify(package: destination, bundle: bundle)
+        }
+    }
+
+    @Test("the Core ML writer refuses per-block tiles that do not divide the shape, by name")
+    func coreMLRefusesUnevenTiles() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "mistral")
         let bundle = try export(checkpoint).bundleURL
         let destination = try Fixtures.temporaryDirectory().appendingPathComponent("Tiny.mlpackage")
         #expect(throws: CoreMLError.tensor(
             name: "model.layers.0.self_attn.q_proj.weight",
-            reason: "sparse outliers (outlier_fraction) are not yet written to Core ML packages")) {
+            reason: "per_block tiles of 4x48 do not divide the shape [64, 64] (Core ML needs equal tiles)")) {
             _ = try MLPackageWriter.write(bundle: bundle, to: destination, overwrite: false)
         }
     }
