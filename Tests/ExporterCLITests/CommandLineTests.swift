@@ -199,3 +199,18 @@ struct CommandLineTests {
         #expect(ExportCommand.spec.specificationProblems() == [])
     }
 }
+
+@Suite("command line: list devices")
+struct ListDevicesTests {
+    @Test("list shows the device table with its estimates marked, in text and JSON")
+    func devices() throws {
+        let text = runExporter(["list", "--devices"])
+        #expect(text.status == 0)
+        #expect(text.output.contains("  h17p   iOS       A18         yes  8.0 GiB   2.8 GiB*   5.6 GiB*   256.0 MiB*\n"))
+        let json = runExporter(["list", "--json"])
+        let object = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
+        let ids = object["devices"]?.arrayValue?.compactMap { $0.objectValue?["id"]?.stringValue } ?? []
+        #expect(ids.contains("h17p"))
+        #expect(object["presets"]?.arrayValue?.count == 3)
+    }
+}

@@ -8,6 +8,7 @@ enum ListCommand {
         arguments: [
             .flag("models", help: "Only the model families and presets (same as 'exporter --list-models')."),
             .flag("presets", help: "Only the presets (same as 'exporter --list-presets')."),
+            .flag("devices", help: "Only the device architectures (Presets/devices.json)."),
             .flag("json", help: "Print JSON."),
         ])
 
@@ -17,19 +18,22 @@ enum ListCommand {
         static let families = Sections(rawValue: 1)
         static let presets = Sections(rawValue: 2)
         static let compression = Sections(rawValue: 4)
-        static let all: Sections = [.families, .presets, .compression]
+        static let devices = Sections(rawValue: 8)
+        static let all: Sections = [.families, .presets, .compression, .devices]
     }
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         var sections: Sections = []
         if arguments.flag("models") { sections.formUnion([.families, .presets]) }
         if arguments.flag("presets") { sections.insert(.presets) }
+        if arguments.flag("devices") { sections.insert(.devices) }
         return try show(sections.isEmpty ? .all : sections, json: arguments.flag("json"), context: context)
     }
 
     static func show(_ sections: Sections, json: Bool, context: CommandContext) throws -> ExitStatus {
         let catalog = try context.catalog()
         let compressions = try catalog.compressionConfigNames().map { try catalog.compressionConfig(named: $0) }
+        let devices = sections.contains(.devices) ? try DeviceTable.load(presetsDirectory: catalog.directory).devices : []
         if json {
             var root = JSONObject()
             if sections.contains(.families) {
@@ -67,6 +71,23 @@ enum ListCommand {
                         .object(JSONObject([("name", .string(config.name)), ("description", .string(config.description))]))
                     })
             }
+            if sections.contains(.devices) {
+                root["devices"] = .array(
+                    devices.map { device in
+                        .object(
+                            JSONObject([
+                                ("id", .string(device.id)),
+                                ("platform", .string(device.platform.rawValue)),
+                                ("chip", .string(device.chip)),
+                                ("ahead_of_time", .bool(device.aheadOfTime)),
+                                ("ram_bytes", .number(String(device.ramBytes))),
+                                ("app_memory_limit_bytes", .number(String(device.appMemoryLimitBytes))),
+                                ("increased_memory_limit_bytes", device.increasedMemoryLimitBytes.map { .number(String($0)) } ?? .null),
+                                ("region_budget_bytes", .number(String(device.regionBudgetBytes))),
+                                ("estimates", .array(device.estimates.map { .string($0) })),
+                            ]))
+                    })
+            }
             context.writeOutput(JSONWriter.string(.object(root)))
             return .success
         }
@@ -95,6 +116,22 @@ enum ListCommand {
         if sections.contains(.compression) {
             lines.append("Compression configs (--compression NAME, or none):")
             lines += Format.table(compressions.map { [$0.name, $0.description] }, indent: "  ")
+            lines.append("")
+        }
+        if sections.contains(.devices) {
+            lines.append("Device architectures (Presets/devices.json; * = estimate, docs/DEVICES.md):")
+            lines += Format.table(
+                [["id", "platform", "chip", "AOT", "RAM", "app limit", "entitled", "ANE region"]]
+                    + devices.map { device in
+                        let mark = { (field: String) in device.estimates.contains(field) ? "*" : "" }
+                        return [
+                            device.id + mark("id"), device.platform.rawValue, device.chip, device.aheadOfTime ? "yes" : "no",
+                            Format.mebibytes(device.ramBytes), Format.mebibytes(device.appMemoryLimitBytes) + mark("app_memory_limit_bytes"),
+                            device.increasedMemoryLimitBytes.map(Format.mebibytes).map { $0 + mark("increased_memory_limit_bytes") } ?? "-",
+                            Format.mebibytes(device.regionBudgetBytes) + mark("ane_region_budget_bytes"),
+                        ]
+                    },
+                indent: "  ")
             lines.append("")
         }
         if lines.last == "" { lines.removeLast() }
