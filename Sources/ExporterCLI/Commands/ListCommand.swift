@@ -4,7 +4,7 @@ import ExporterKit
 enum ListCommand {
     static let spec = CommandSpec(
         name: "list",
-        abstract: "List the model families, presets and compression configs.",
+        abstract: "List the model families, presets, compression configs and device architectures.",
         arguments: [
             .flag("models", help: "Only the model families and presets (same as 'exporter --list-models')."),
             .flag("presets", help: "Only the presets (same as 'exporter --list-presets')."),
