@@ -197,14 +197,29 @@ enum KMeans1D {
         scratch.splitStarts[0] = 0
         scratch.splitEnds[0] = histogram.count
         (scratch.splitPoints[0], scratch.splitGains[0]) = bestSplit(histogram, 0, histogram.count)
+        splitIntoBounds(histogram, clusters: 1, clusterCount: clusterCount, scratch: scratch, tiesToLeftmost: true)
+    }
+
+    /// Splits, one at a time, the cluster whose best split removes the most error, from
+    /// `clusters` clusters (described by `scratch.split*`) up to `clusterCount`, then writes their
+    /// sorted starts into `scratch.bounds`, padding with empty clusters at the end if splitting
+    /// stopped early (not expected while distinct values outnumber clusters).
+    /// - Parameter tiesToLeftmost: equal gains go to the leftmost cluster rather than the first found.
+    static func splitIntoBounds(
+        _ histogram: SortedHistogram, clusters initial: Int, clusterCount: Int, scratch: KMeansScratch,
+        tiesToLeftmost: Bool
+    ) {
+        var clusters = initial
         while clusters < clusterCount {
-            // Split the cluster that removes the most error; ties go to the leftmost.
             var chosen = -1
             var chosenGain = -1.0
             var chosenStart = Int.max
             for cluster in 0..<clusters where scratch.splitEnds[cluster] - scratch.splitStarts[cluster] >= 2 {
                 let gain = scratch.splitGains[cluster]
-                if gain > chosenGain || (gain == chosenGain && scratch.splitStarts[cluster] < chosenStart) {
+                let wins =
+                    gain > chosenGain
+                    || (tiesToLeftmost && gain == chosenGain && scratch.splitStarts[cluster] < chosenStart)
+                if wins {
                     chosen = cluster
                     chosenGain = gain
                     chosenStart = scratch.splitStarts[cluster]
@@ -233,9 +248,7 @@ enum KMeans1D {
             }
             scratch.bounds[position] = value
         }
-        scratch.bounds[clusters] = histogram.count
-        // Pad with empty clusters at the end if splitting stopped early (not expected).
-        for cluster in clusters..<clusterCount { scratch.bounds[cluster + 1] = histogram.count }
+        for cluster in clusters...clusterCount { scratch.bounds[cluster] = histogram.count }
     }
 
     // MARK: Lloyd on the histogram
@@ -423,37 +436,7 @@ enum KMeans1D {
             (scratch.splitPoints[cluster], scratch.splitGains[cluster]) =
                 bestSplit(histogram, scratch.splitStarts[cluster], scratch.splitEnds[cluster])
         }
-        var clusters = nonEmpty
-        while clusters < clusterCount {
-            var chosen = -1
-            var chosenGain = -1.0
-            for cluster in 0..<clusters
-            where scratch.splitEnds[cluster] - scratch.splitStarts[cluster] >= 2 && scratch.splitGains[cluster] > chosenGain {
-                chosen = cluster
-                chosenGain = scratch.splitGains[cluster]
-            }
-            guard chosen >= 0 else { break }
-            let start = scratch.splitStarts[chosen]
-            let end = scratch.splitEnds[chosen]
-            let point = scratch.splitPoints[chosen]
-            scratch.splitEnds[chosen] = point
-            (scratch.splitPoints[chosen], scratch.splitGains[chosen]) = bestSplit(histogram, start, point)
-            scratch.splitStarts[clusters] = point
-            scratch.splitEnds[clusters] = end
-            (scratch.splitPoints[clusters], scratch.splitGains[clusters]) = bestSplit(histogram, point, end)
-            clusters += 1
-        }
-        for cluster in 0..<clusters { scratch.bounds[cluster] = scratch.splitStarts[cluster] }
-        for index in 1..<max(1, clusters) {
-            let value = scratch.bounds[index]
-            var position = index
-            while position > 0 && scratch.bounds[position - 1] > value {
-                scratch.bounds[position] = scratch.bounds[position - 1]
-                position -= 1
-            }
-            scratch.bounds[position] = value
-        }
-        for cluster in clusters...clusterCount { scratch.bounds[cluster] = histogram.count }
+        splitIntoBounds(histogram, clusters: nonEmpty, clusterCount: clusterCount, scratch: scratch, tiesToLeftmost: false)
         return true
     }
 
