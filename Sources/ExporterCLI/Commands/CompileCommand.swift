@@ -56,9 +56,7 @@ enum CompileCommand {
         let results = try Compiler.compile(bundleURL: bundleURL, request: request)
         if json {
             let sections = results.compactMap(\.manifest.compiled)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-            context.writeOutput(String(decoding: try encoder.encode(sections), as: UTF8.self) + "\n")
+            context.writeOutput(try CanonicalJSON.string(sections))
             return
         }
         for result in results { VerdictPrinter.compiledLines(result).forEach { context.print($0) } }

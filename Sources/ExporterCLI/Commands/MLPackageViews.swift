@@ -12,7 +12,7 @@ enum MLPackageViews {
     static func inspect(_ url: URL, json: Bool, context: CommandContext) throws -> ExitStatus {
         let manifest = try MLPackageVerifier.readManifest(package: url)
         if json {
-            context.writeOutput(String(decoding: try BundleWriterJSON.encode(manifest), as: UTF8.self))
+            context.writeOutput(try CanonicalJSON.string(manifest))
             return .success
         }
         context.print("\(manifest.name)  (Core ML package, \(manifest.architecture))")
@@ -64,14 +64,5 @@ enum MLPackageViews {
         }
         if !current.isEmpty { lines.append(current) }
         return lines
-    }
-}
-
-/// Canonical JSON of a value, as every manifest is written.
-enum BundleWriterJSON {
-    static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-        return [UInt8](try encoder.encode(value)) + [0x0A]
     }
 }

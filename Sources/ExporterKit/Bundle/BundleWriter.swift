@@ -115,7 +115,7 @@ public enum BundleWriter {
         var files = [Manifest.File(path: weightsName, bytes: weights.size, crc32: hex(weights.crc.value))]
 
         let graph = try directory.createFile(graphName)
-        try graph.write(try canonicalJSON(GraphDescription(plan: plan)))
+        try graph.write(try CanonicalJSON.encode(GraphDescription(plan: plan)))
         try graph.finish()
         files.append(Manifest.File(path: graphName, bytes: graph.size, crc32: hex(graph.crc.value)))
 
@@ -146,12 +146,6 @@ public enum BundleWriter {
         return String(repeating: "0", count: 8 - digits.count) + digits
     }
 
-    /// Canonical JSON of any `Encodable`: sorted keys, pretty, final newline.
-    static func canonicalJSON<T: Encodable>(_ value: T) throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-        return [UInt8](try encoder.encode(value)) + [0x0A]
-    }
 
     private static func copyContents(of source: URL, to output: OutputFile) throws {
         guard let handle = try? FileHandle(forReadingFrom: source) else {

@@ -155,7 +155,7 @@ enum CompiledArtifactWriter {
             record(name, file)
         }
         let staticFile = try directory.createFile(StaticDescription.fileName)
-        try staticFile.write(try BundleWriter.canonicalJSON(StaticDescription(plan: plan)))
+        try staticFile.write(try CanonicalJSON.encode(StaticDescription(plan: plan)))
         try staticFile.finish()
         record(StaticDescription.fileName, staticFile)
 

@@ -114,7 +114,7 @@ public enum MLPackageWriter {
         let exporterID = identifier("exporter", modelCRC, weightsCRC)
         let packageManifest = try directory.createFile(packageManifestPath)
         try packageManifest.write(
-            try canonicalJSON(
+            try CanonicalJSON.encode(
                 PackageManifest(
                     fileFormatVersion: "1.0.0",
                     itemInfoEntries: [
@@ -148,7 +148,7 @@ public enum MLPackageWriter {
             packageBytes: files.reduce(0) { $0 + $1.bytes }, blobCount: program.blobs.blobs.count,
             operationCount: program.model.program.operations.count, opCounts: program.opCounts, tensors: program.tensors, files: files)
         let manifestFile = try directory.createFile(MLPackageManifest.path)
-        try manifestFile.write(try canonicalJSON(manifest))
+        try manifestFile.write(try CanonicalJSON.encode(manifest))
         try manifestFile.finish()
         try directory.publish()
         return manifest
@@ -184,7 +184,4 @@ public enum MLPackageWriter {
         return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
     }
 
-    static func canonicalJSON<T: Encodable>(_ value: T) throws -> [UInt8] {
-        try BundleWriter.canonicalJSON(value)
-    }
 }

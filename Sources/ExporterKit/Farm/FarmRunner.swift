@@ -79,7 +79,7 @@ public struct FarmReport: Codable, Equatable, Sendable {
 
     /// Canonical JSON: sorted keys, pretty, final newline.
     /// - Throws: an `EncodingError` only for non-finite numbers.
-    public func canonicalJSON() throws -> [UInt8] { try BundleWriter.canonicalJSON(self) }
+    public func canonicalJSON() throws -> [UInt8] { try CanonicalJSON.encode(self) }
 }
 
 /// How a farm runs.

@@ -296,11 +296,7 @@ public struct Manifest: Codable, Equatable, Sendable {
 
     /// The manifest as canonical JSON: sorted keys, two-space indentation, a final newline.
     /// - Throws: an `EncodingError` only for non-finite doubles, which the tool never stores.
-    public func canonicalJSON() throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-        return [UInt8](try encoder.encode(self)) + [0x0A]
-    }
+    public func canonicalJSON() throws -> [UInt8] { try CanonicalJSON.encode(self) }
 }
 
 /// The tool's version, recorded in every manifest.

@@ -222,7 +222,7 @@ struct FidelityBundleTests {
         edited.files = manifest.files.map {
             $0.path == MLPackageWriter.weightsPath ? Manifest.File(path: $0.path, bytes: $0.bytes, crc32: BundleWriter.hex(crc.value)) : $0
         }
-        try Data(try BundleWriter.canonicalJSON(edited)).write(to: destination.appendingPathComponent(MLPackageManifest.path))
+        try Data(try CanonicalJSON.encode(edited)).write(to: destination.appendingPathComponent(MLPackageManifest.path))
         #expect(throws: CoreMLError.bundleMismatch(tensor: q.name, reason: "outlier_mask blob at \(q.blobs[2].offset) differs from byte 0")) {
             try MLPackageVerifier.verify(package: destination, bundle: bundle)
         }

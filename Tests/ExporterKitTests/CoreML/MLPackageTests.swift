@@ -88,7 +88,7 @@ struct MLPackageTests {
         edited.files = manifest.files.map {
             $0.path == MLPackageWriter.weightsPath ? Manifest.File(path: $0.path, bytes: $0.bytes, crc32: BundleWriter.hex(crc.value)) : $0
         }
-        try Data(try BundleWriter.canonicalJSON(edited)).write(to: package.appendingPathComponent(MLPackageManifest.path))
+        try Data(try CanonicalJSON.encode(edited)).write(to: package.appendingPathComponent(MLPackageManifest.path))
         #expect(throws: CoreMLError.bundleMismatch(tensor: q.name, reason: "lut blob at \(q.blobs[0].offset) differs from byte 2")) {
             try MLPackageVerifier.verify(package: package, bundle: bundle)
         }
