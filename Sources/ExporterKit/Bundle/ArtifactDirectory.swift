@@ -68,10 +68,11 @@ public final class ArtifactDirectory {
     /// A new file at `relativePath` inside the staging folder (sub-folders are created).
     /// Errors name the file where it will be once published (`<destination>/<relativePath>`).
     /// - Throws: `BundleError.writeFailed`.
-    public func createFile(_ relativePath: String) throws -> OutputFile {
+    public func createFile(_ relativePath: String, bypassPageCache: Bool = false) throws -> OutputFile {
         let url = staging.appendingPathComponent(relativePath)
         try ArtifactDirectory.makeDirectories(url.deletingLastPathComponent(), faults: faults, reportedAs: reported)
-        return try OutputFile(url: url, faults: faults, reportedPath: reported(url.path))
+        return try OutputFile(
+            url: url, faults: faults, reportedPath: reported(url.path), bypassPageCache: bypassPageCache)
     }
 
     /// `path` inside the staging folder, as it will be once published.

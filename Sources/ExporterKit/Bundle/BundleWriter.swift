@@ -74,7 +74,7 @@ public enum BundleWriter {
         let directory = try ArtifactDirectory(
             destination: request.destination, overwrite: request.overwrite, faults: request.faults)
         let layout = plan.weightsLayout
-        let weights = try directory.createFile(weightsName)
+        let weights = try directory.createFile(weightsName, bypassPageCache: true)
         try weights.write(layout.header(tensorCount: plan.tensors.count))
 
         var manifest = Manifest(plan: plan, kind: "bundle", weights: request.source.weightsKind)

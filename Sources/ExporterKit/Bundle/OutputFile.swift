@@ -120,6 +120,11 @@ public final class FaultInjector: @unchecked Sendable {
 /// A file being written: buffered, with a running size and CRC-32, every write checked.
 /// All artifact bytes go through this type (and `ArtifactDirectory`), so a write failure is
 /// always an error naming the path.
+///
+/// A large file can bypass the page cache (`bypassPageCache`): on Linux the writes then go
+/// straight to the disk (`O_DIRECT`), which costs a tenth of the CPU time of copying nearly
+/// a gigabyte of weights into freshly allocated cache pages, and the closing sync has
+/// nothing left to flush. Where the file system refuses it, the file is written as usual.
 public final class OutputFile {
     /// The path errors name (where the file will be once its artifact is published).
     public let path: String
@@ -129,29 +134,57 @@ public final class OutputFile {
     public private(set) var crc = CRC32()
 
     private let descriptor: Int32
-    private var buffer: [UInt8] = []
-    private let bufferLimit = 4 << 20
+    /// Staging buffer, aligned and sized for direct writes (a multiple of `directAlignment`).
+    private let buffer: UnsafeMutableRawPointer
+    private var buffered = 0
+    private static let bufferLimit = 4 << 20
+    /// Offset, address and length alignment that direct writes need on every Linux file system.
+    private static let directAlignment = 4096
+    private var direct = false
     private let faults: FaultInjector?
     private var closed = false
 
     /// Creates (or truncates) the file at `url`.
-    /// - Parameter reportedPath: the path errors name (default: `url`'s).
+    /// - Parameters:
+    ///   - reportedPath: the path errors name (default: `url`'s).
+    ///   - bypassPageCache: write around the page cache where the system allows it.
     /// - Throws: `BundleError.writeFailed` naming the path.
-    public init(url: URL, faults: FaultInjector? = nil, reportedPath: String? = nil) throws {
+    public init(url: URL, faults: FaultInjector? = nil, reportedPath: String? = nil, bypassPageCache: Bool = false) throws {
         let path = reportedPath ?? url.path
         self.path = path
         self.faults = faults
         try faults?.check(path, .createFile)
         descriptor = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
-        buffer.reserveCapacity(bufferLimit)
+        buffer = UnsafeMutableRawPointer.allocate(byteCount: Self.bufferLimit, alignment: Self.directAlignment)
+        // Under injected faults a write "accepts" half its bytes, which a direct write cannot.
+        if bypassPageCache && faults == nil { direct = OutputFile.setDirect(descriptor, true) }
     }
 
     deinit {
         if !closed { _ = close(descriptor) }
+        buffer.deallocate()
     }
 
     static func errnoText() -> String { systemErrorMessage(errno) }
+
+    /// Turns direct writes on or off; returns whether the system agreed.
+    private static func setDirect(_ descriptor: Int32, _ on: Bool) -> Bool {
+        #if canImport(Darwin)
+            return fcntl(descriptor, F_NOCACHE, on ? 1 : 0) == 0
+        #else
+            #if arch(x86_64)
+                let directFlag: Int32 = 0o40000
+            #elseif arch(arm64)
+                let directFlag: Int32 = 0o200000
+            #else
+                return false
+            #endif
+            let flags = fcntl(descriptor, F_GETFL)
+            guard flags >= 0 else { return false }
+            return fcntl(descriptor, F_SETFL, on ? flags | directFlag : flags & ~directFlag) == 0
+        #endif
+    }
 
     /// Appends `bytes`.
     /// - Throws: `BundleError.writeFailed` when the system refuses the write.
@@ -168,12 +201,22 @@ public final class OutputFile {
     }
 
     private func append(_ bytes: UnsafeRawBufferPointer) throws {
+        guard let base = bytes.baseAddress else { return }
         size += bytes.count
-        if buffer.count + bytes.count > bufferLimit { try flush() }
-        if bytes.count >= bufferLimit {
+        if !direct && bytes.count >= Self.bufferLimit {
+            // Large: written from where it is rather than staged.
+            try flush()
             try writeAll(bytes)
-        } else {
-            buffer.append(contentsOf: bytes.bindMemory(to: UInt8.self))
+            return
+        }
+        // Direct writes must come from the aligned buffer in whole blocks, so everything is staged.
+        var offset = 0
+        while offset < bytes.count {
+            let take = min(bytes.count - offset, Self.bufferLimit - buffered)
+            (buffer + buffered).copyMemory(from: base + offset, byteCount: take)
+            buffered += take
+            offset += take
+            if buffered == Self.bufferLimit { try flush() }
         }
     }
 
@@ -193,6 +236,13 @@ public final class OutputFile {
     /// Flushes, syncs to disk and closes.
     /// - Throws: `BundleError.writeFailed` when any of it fails.
     public func finish() throws {
+        if direct && buffered % Self.directAlignment != 0 {
+            // The tail is not a whole block: write it through the cache.
+            direct = false
+            guard OutputFile.setDirect(descriptor, false) else {
+                throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText())
+            }
+        }
         try flush()
         try faults?.check(path, .sync)
         guard fsync(descriptor) == 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
@@ -201,9 +251,9 @@ public final class OutputFile {
     }
 
     private func flush() throws {
-        guard !buffer.isEmpty else { return }
-        try buffer.withUnsafeBytes { try writeAll($0) }
-        buffer.removeAll(keepingCapacity: true)
+        guard buffered > 0 else { return }
+        try writeAll(UnsafeRawBufferPointer(start: buffer, count: buffered))
+        buffered = 0
     }
 
     /// Writes every byte or throws: a write the system accepts only in part is continued,

@@ -121,7 +121,7 @@ enum CompiledArtifactWriter {
             throw BundleError.notABundle(path: bundle.url.path, reason: "the manifest lists no \(BundleWriter.weightsName)")
         }
         let source = try SequentialSource(url: bundle.url.appendingPathComponent(BundleWriter.weightsName))
-        let weights = try directory.createFile(Compiler.weightsName)
+        let weights = try directory.createFile(Compiler.weightsName, bypassPageCache: true)
         try weights.write(plan.header())
         for region in plan.regions {
             try weights.pad(toMultipleOf: plan.device.pageSize)

@@ -193,7 +193,6 @@ enum KMeans1D {
     /// Fills `scratch.bounds[0...clusterCount]` by greedy divisive splitting.
     /// Requires `histogram.count >= clusterCount`.
     static func divisiveBounds(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
-        var clusters = 1
         scratch.splitStarts[0] = 0
         scratch.splitEnds[0] = histogram.count
         (scratch.splitPoints[0], scratch.splitGains[0]) = bestSplit(histogram, 0, histogram.count)

@@ -67,10 +67,11 @@ public enum LinearQuantizer {
         var nonFinite = false
         weights.withMemoryRebound(to: UInt16.self) { bits in
             rowMaxima.withUnsafeMutableBufferPointer { maxima in
-                for row in 0..<rows {
+                let shared = MaximaBuffers(bits: bits, maxima: maxima)
+                WorkDispenser.perform(count: rows, workers: workers, batch: 16, setUp: { _ in () }) { _, row in
                     var largest: UInt16 = 0
-                    for column in 0..<columns { largest = max(largest, bits[row * columns + column] & 0x7FFF) }
-                    maxima[row] = largest
+                    for column in 0..<columns { largest = max(largest, shared.bits[row * columns + column] & 0x7FFF) }
+                    shared.maxima[row] = largest
                 }
             }
             nonFinite = rowMaxima.contains { $0 >= 0x7C00 }
@@ -140,25 +141,93 @@ private struct LinearJob {
     ) {
         let shared = SharedBuffers(
             bits: bits, floats: floats, scales: scales, values: values, rowErrors: rowErrors, rowSignals: rowSignals)
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
-            for row in stride(from: worker, to: rows, by: workers) {
-                let scale = shared.scales[perRow ? row : 0]
-                var squaredError = 0.0
-                var signalPower = 0.0
-                for column in 0..<columns {
-                    let index = row * columns + column
-                    let weight = shared.floats[Int(shared.bits[index])]
-                    let quantized = min(127, max(-127, (weight / scale).rounded()))
-                    shared.values[index] = Int8(quantized)
-                    let difference = Double(weight) - Double(quantized * scale)
-                    squaredError += difference * difference
-                    signalPower += Double(weight) * Double(weight)
+        // One scale for the tensor: every weight with the same bit pattern gets the same code
+        // and error, so they are computed once per pattern (65,536 at most) and looked up.
+        let table = perRow ? nil : PatternTable(scale: scales[0], floats: floats)
+        WorkDispenser.perform(count: rows, workers: workers, batch: 16, setUp: { _ in () }) { _, row in
+            let base = row * columns
+            // Four running sums break the dependency chain of one; summed in a fixed order.
+            var errors = SIMD4<Double>()
+            var signals = SIMD4<Double>()
+            var column = 0
+            if let table {
+                while column + 4 <= columns {
+                    var error = SIMD4<Double>()
+                    var signal = SIMD4<Double>()
+                    for lane in 0..<4 {
+                        let pattern = Int(shared.bits[base + column + lane])
+                        shared.values[base + column + lane] = table.codes[pattern]
+                        error[lane] = table.squaredErrors[pattern]
+                        let weight = Double(shared.floats[pattern])
+                        signal[lane] = weight * weight
+                    }
+                    errors += error
+                    signals += signal
+                    column += 4
                 }
-                shared.rowErrors[row] = squaredError
-                shared.rowSignals[row] = signalPower
+                while column < columns {
+                    let pattern = Int(shared.bits[base + column])
+                    shared.values[base + column] = table.codes[pattern]
+                    errors[0] += table.squaredErrors[pattern]
+                    let weight = Double(shared.floats[pattern])
+                    signals[0] += weight * weight
+                    column += 1
+                }
+            } else {
+                let scale = shared.scales[row]
+                while column < columns {
+                    let lane = column & 3
+                    let weight = shared.floats[Int(shared.bits[base + column])]
+                    let (code, error) = LinearQuantizer.quantize(weight, scale: scale)
+                    shared.values[base + column] = code
+                    errors[lane] += error
+                    signals[lane] += Double(weight) * Double(weight)
+                    column += 1
+                }
             }
+            shared.rowErrors[row] = (errors[0] + errors[1]) + (errors[2] + errors[3])
+            shared.rowSignals[row] = (signals[0] + signals[1]) + (signals[2] + signals[3])
         }
     }
+}
+
+extension LinearQuantizer {
+    /// `round(weight / scale)` (half away from zero) clamped to ±127, and the squared error of
+    /// that code (its product with the scale taken in Float32).
+    @inline(__always)
+    static func quantize(_ weight: Float, scale: Float) -> (code: Int8, squaredError: Double) {
+        let ratio = min(127, max(-127, weight / scale))
+        // Truncation and the exact remainder give round-half-away-from-zero without a libm call.
+        let truncated = Float(Int32(ratio))
+        let remainder = ratio - truncated
+        let rounded = abs(remainder) >= 0.5 ? truncated + (remainder < 0 ? -1 : 1) : truncated
+        let difference = Double(weight) - Double(rounded * scale)
+        return (Int8(rounded), difference * difference)
+    }
+}
+
+/// The int8 code and squared error of every finite Float16 bit pattern at one scale.
+private final class PatternTable: @unchecked Sendable {
+    let codes = UnsafeMutablePointer<Int8>.allocate(capacity: 1 << 16)
+    let squaredErrors = UnsafeMutablePointer<Double>.allocate(capacity: 1 << 16)
+
+    init(scale: Float, floats: UnsafeBufferPointer<Float>) {
+        for pattern in 0..<(1 << 16) {
+            // Non-finite patterns never reach the table (checked before quantising).
+            let weight = Float16Table.isNonFinite(UInt16(pattern)) ? 0 : floats[pattern]
+            (codes[pattern], squaredErrors[pattern]) = LinearQuantizer.quantize(weight, scale: scale)
+        }
+    }
+
+    deinit {
+        codes.deallocate()
+        squaredErrors.deallocate()
+    }
+}
+
+private struct MaximaBuffers: @unchecked Sendable {
+    let bits: UnsafeBufferPointer<UInt16>
+    let maxima: UnsafeMutableBufferPointer<UInt16>
 }
 
 private struct SharedBuffers: @unchecked Sendable {

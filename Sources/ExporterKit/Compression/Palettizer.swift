@@ -151,42 +151,44 @@ struct PaletteJob {
             squaredError: squaredErrors.reduce(0, +), signalPower: signalPowers.reduce(0, +))
     }
 
-    /// Each worker takes groups `worker, worker + workers, …` with its own workspace.
+    /// Each worker takes the next unclaimed group, with a workspace of its own.
     private func runWholeGroups(_ source: UnsafePointer<UInt16>, _ output: GroupOutputs) {
-        let workers = min(workerCount, layout.groupCount)
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
-            let workspace = PaletteWorkspace()
-            for group in stride(from: worker, to: layout.groupCount, by: workers) {
-                let first = group * layout.groupRows * layout.columns
-                let count = layout.rowCount(ofGroup: group) * layout.columns
-                workspace.accumulate(source + first, count: count)
-                guard !workspace.sawNonFinite() else {
-                    workspace.reset()
-                    output.failed[group] = true
-                    continue
-                }
-                finishGroup(group, elementCount: count, workspace: workspace, output: output)
-                let indexOfPattern = workspace.indexOfPattern
-                let groupSource = source + first
-                output.edges[group] = BitStreamWriter.write(
-                    count: count, firstElement: first, bits: bits, into: output.packed
-                ) { indexOfPattern[Int(groupSource[$0])] }
+        WorkDispenser.perform(
+            count: layout.groupCount, workers: workerCount, setUp: { _ in PaletteWorkspace.borrow() },
+            tearDown: PaletteWorkspace.giveBack
+        ) { workspace, group in
+            let first = group * layout.groupRows * layout.columns
+            let count = layout.rowCount(ofGroup: group) * layout.columns
+            workspace.accumulate(source + first, count: count)
+            guard !workspace.sawNonFinite() else {
+                workspace.reset()
+                output.failed[group] = true
+                return
             }
+            finishGroup(group, elementCount: count, workspace: workspace, output: output)
+            let indexOfPattern = workspace.indexOfPattern
+            let groupSource = source + first
+            output.edges[group] = BitStreamWriter.write(
+                count: count, firstElement: first, bits: bits, into: output.packed
+            ) { indexOfPattern[Int(groupSource[$0])] }
         }
     }
 
-    /// Groups one after another, each counted and encoded by all workers in chunks.
+    /// Groups one after another, each counted and encoded by all workers in chunks taken as
+    /// they come (more chunks than workers, so a worker slowed by other threads takes fewer).
     private func runSplittingGroups(_ source: UnsafePointer<UInt16>, _ output: GroupOutputs) {
-        let workspaces = (0..<workerCount).map { _ in PaletteWorkspace() }
-        var chunkEdges = [PackedEdges](repeating: PackedEdges(), count: workerCount)
+        let workspaces = (0..<workerCount).map { _ in PaletteWorkspace.borrow() }
+        // Every workspace is cleared again by the end: absorbed, extracted or reset.
+        defer { workspaces.forEach(PaletteWorkspace.giveBack) }
+        let chunkCount = 8 * workerCount
+        var chunkEdges = [PackedEdges](repeating: PackedEdges(), count: chunkCount)
         for group in 0..<layout.groupCount {
             let first = group * layout.groupRows * layout.columns
             let count = layout.rowCount(ofGroup: group) * layout.columns
-            let chunk = (count + workerCount - 1) / workerCount
-            DispatchQueue.concurrentPerform(iterations: workerCount) { worker in
-                let start = min(count, worker * chunk)
-                let end = min(count, start + chunk)
-                workspaces[worker].accumulate(source + first + start, count: end - start)
+            let chunk = (count + chunkCount - 1) / chunkCount
+            WorkDispenser.perform(count: chunkCount, workers: workerCount, setUp: { workspaces[$0] }) { workspace, index in
+                let start = min(count, index * chunk)
+                workspace.accumulate(source + first + start, count: min(count, start + chunk) - start)
             }
             let main = workspaces[0]
             for worker in 1..<workerCount { main.absorb(workspaces[worker]) }
@@ -199,16 +201,16 @@ struct PaletteJob {
             let indexOfPattern = main.indexOfPattern
             chunkEdges.withUnsafeMutableBufferPointer { chunkEdgeBuffer in
                 guard let chunkEdgeBase = chunkEdgeBuffer.baseAddress else { return }
-                DispatchQueue.concurrentPerform(iterations: workerCount) { worker in
-                    let start = min(count, worker * chunk)
-                    let end = min(count, start + chunk)
+                WorkDispenser.perform(count: chunkCount, workers: workerCount, setUp: { _ in () }) { _, index in
+                    let start = min(count, index * chunk)
                     let chunkSource = source + first + start
-                    chunkEdgeBase[worker] = BitStreamWriter.write(
-                        count: end - start, firstElement: first + start, bits: bits, into: output.packed
+                    chunkEdgeBase[index] = BitStreamWriter.write(
+                        count: min(count, start + chunk) - start, firstElement: first + start, bits: bits,
+                        into: output.packed
                     ) { indexOfPattern[Int(chunkSource[$0])] }
                 }
             }
-            for worker in 0..<workerCount { chunkEdges[worker].merge(into: output.packed) }
+            for index in 0..<chunkCount { chunkEdges[index].merge(into: output.packed) }
         }
     }
 

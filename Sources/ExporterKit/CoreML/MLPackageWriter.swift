@@ -97,7 +97,7 @@ public enum MLPackageWriter {
         let program = try LanguageModelProgram.build(bundle: bundle)
         let directory = try ArtifactDirectory(destination: destination, overwrite: overwrite, faults: faults)
 
-        let weights = try directory.createFile(weightsPath)
+        let weights = try directory.createFile(weightsPath, bypassPageCache: true)
         try MILBlobStorage.write(program.blobs, to: weights)
         try weights.finish()
         guard weights.size == program.blobs.fileBytes else {

@@ -48,4 +48,31 @@ struct OutputFileTests {
             try file.finish()
         }
     }
+
+    @Test(
+        "bypassing the page cache writes the same bytes, size and CRC, whatever the tail",
+        arguments: [0, 1, 4095, 4096, 4097, (4 << 20) + 3, 9 << 20])
+    func directWrites(tail: Int) throws {
+        let folder = try Fixtures.temporaryDirectory()
+        // Small, unaligned, exactly-one-buffer and larger-than-the-buffer writes, then the tail.
+        let sizes = [1, 4095, 100, 4 << 20, 5 << 20, 7, tail]
+        var expected: [UInt8] = []
+        for (index, size) in sizes.enumerated() {
+            expected += (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }
+        }
+        for bypass in [true, false] {
+            let url = folder.appendingPathComponent("data-\(bypass).bin")
+            let file = try OutputFile(url: url, bypassPageCache: bypass)
+            var offset = 0
+            for size in sizes {
+                try expected[offset..<(offset + size)].withUnsafeBytes { try file.write($0) }
+                offset += size
+            }
+            try file.finish()
+            #expect(file.size == expected.count)
+            #expect(file.crc.value == expected.withUnsafeBytes { CRC32.checksum($0) })
+            #expect(try Data(contentsOf: url) == Data(expected))
+        }
+    }
 }
+

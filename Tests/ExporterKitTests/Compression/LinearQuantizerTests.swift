@@ -12,6 +12,47 @@ extension CompressionTests {
             }
         }
 
+        @Test("the fast rounding is round-half-away-from-zero, clamped, for every Float16 at several scales")
+        func fastRounding() {
+            var mismatches: [String] = []
+            for scale: Float in [1, 0.5 / 127, 3.0 / 127, 1e-3, 65504.0 / 127] {
+                for pattern in UInt16.min...UInt16.max where !Float16Table.isNonFinite(pattern) {
+                    let weight = Float(Float16(bitPattern: pattern))
+                    let reference = min(127, max(-127, (weight / scale).rounded()))
+                    let (code, squaredError) = LinearQuantizer.quantize(weight, scale: scale)
+                    let difference = Double(weight) - Double(reference * scale)
+                    if Float(code) != reference || squaredError != difference * difference {
+                        mismatches.append("\(weight) at scale \(scale): \(code), expected \(reference)")
+                    }
+                }
+            }
+            #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
+        }
+
+        @Test("per tensor (pattern table) and per channel give the per-weight formula's codes and errors")
+        func tableMatchesFormula() throws {
+            let rows = 37
+            let columns = 53
+            let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: 11)
+            for granularity in [LinearQuantizationGranularity.perTensor, .perOutputChannel] {
+                let tensor = try quantize(weights, rows: rows, columns: columns, granularity: granularity, workers: 3)
+                var squaredError = 0.0
+                for row in 0..<rows {
+                    for column in 0..<columns {
+                        let weight = Float(weights[row * columns + column])
+                        let scale = tensor.scale(ofRow: row)
+                        let code = min(127, max(-127, (weight / scale).rounded()))
+                        #expect(Float(tensor.values[row * columns + column]) == code)
+                        let difference = Double(weight) - Double(code * scale)
+                        squaredError += difference * difference
+                    }
+                }
+                #expect(abs(tensor.squaredError - squaredError) <= 1e-12 * squaredError)
+                let single = try quantize(weights, rows: rows, columns: columns, granularity: granularity, workers: 1)
+                #expect(single == tensor)
+            }
+        }
+
         @Test("quantises per tensor with scale max|w|/127")
         func perTensorKnownAnswer() throws {
             let tensor = try quantize([127, -63.5, 0.5, -127, 1, 2], rows: 2, columns: 3, granularity: .perTensor)
