@@ -33,7 +33,32 @@ public struct CheckpointWeightSource: WeightSource {
     /// `checkpoint`.
     public var weightsKind: String { "checkpoint" }
 
+    /// Tensors at least this large are read in one part per core.
+    static let parallelReadElements = 1 << 22
+
     public func readFloat16(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float16>) throws {
+        // A large tensor (the embedding above all, read while nothing else can run) is read
+        // and converted in parts side by side. Should a part fail, the whole tensor is read
+        // again in one piece below, so the error counts all of its values.
+        let parts = min(ProcessInfo.processInfo.activeProcessorCount, buffer.count / Self.parallelReadElements)
+        if parts > 1 {
+            var clamped = [Int?](repeating: nil, count: parts)
+            clamped.withUnsafeMutableBufferPointer { results in
+                let shared = ParallelReadTarget(buffer: buffer, results: results)
+                let (name, policy, weights) = (tensor.name, outOfRange, self.weights)
+                DispatchQueue.concurrentPerform(iterations: parts) { part in
+                    let range = (buffer.count * part / parts)..<(buffer.count * (part + 1) / parts)
+                    let destination = UnsafeMutableBufferPointer(rebasing: shared.buffer[range])
+                    shared.results[part] = try? weights.readFloat16(
+                        name, elements: range, into: destination, outOfRange: policy
+                    ).clampedCount
+                }
+            }
+            if !clamped.contains(nil) {
+                clampLog.record(tensor.name, clamped.reduce(0) { $0 + ($1 ?? 0) })
+                return
+            }
+        }
         let report = try weights.readFloat16(tensor.name, into: buffer, outOfRange: outOfRange)
         clampLog.record(tensor.name, report.clampedCount)
     }
@@ -41,6 +66,12 @@ public struct CheckpointWeightSource: WeightSource {
     public func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws {
         try weights.readFloat(tensor.name, into: buffer)
     }
+}
+
+/// Where the parts of a parallel read land; each part writes its own range and result slot.
+private struct ParallelReadTarget: @unchecked Sendable {
+    let buffer: UnsafeMutableBufferPointer<Float16>
+    let results: UnsafeMutableBufferPointer<Int?>
 }
 
 /// Deterministic generated weights with the exact shapes of the plan (`--synthetic`).

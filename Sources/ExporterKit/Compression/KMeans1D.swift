@@ -46,13 +46,18 @@ final class KMeansScratch {
     /// Window of each boundary for ``KMeans1D/windowedBounds(_:clusterCount:scratch:)``.
     let windowLow = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
     let windowHigh = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+    /// How far each boundary may move down and up in the next polish round.
+    let reachBelow = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+    let reachAbove = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
     /// Dynamic-programming rows and choices, grown on demand.
     var table: [Double] = []
     var previousRow: [Double] = []
     var choices: [Int32] = []
 
     deinit {
-        for pointer in [bounds, nextBounds, splitStarts, splitEnds, splitPoints, windowLow, windowHigh] { pointer.deallocate() }
+        for pointer in [bounds, nextBounds, splitStarts, splitEnds, splitPoints, windowLow, windowHigh, reachBelow, reachAbove] {
+            pointer.deallocate()
+        }
         centroids.deallocate()
         splitGains.deallocate()
         lutValues.deallocate()
@@ -504,37 +509,55 @@ enum KMeans1D {
         windowedBounds(histogram, clusterCount: clusterCount, scratch: scratch)
     }
 
-    /// Half-width of the windows in ``polishInWindows``.
+    /// Half-width of the windows in the first round of ``polishInWindows``.
     static let polishRadius = 16
+    /// Reach, in later rounds, of a boundary that did not end on its window's edge.
+    static let settledRadius = 2
     /// Rounds of ``polishInWindows`` at most.
     static let maximumPolishRounds = 8
 
     /// Improves `scratch.bounds` by repeatedly re-solving optimally with every boundary free
-    /// to move ``polishRadius`` places, until no boundary ends on the edge of its window.
-    /// This finds coordinated moves of many boundaries that Lloyd (one midpoint at a time)
-    /// cannot, at O(k · radius · log radius) per round.
+    /// to move within a window, until no boundary ends on the edge of its window. The first
+    /// round gives every boundary ``polishRadius`` places each way; later rounds reach twice
+    /// as far past an edge a boundary ended on, and only ``settledRadius`` places otherwise,
+    /// since the rest were already optimal for their neighbourhood: most of a round's cost
+    /// goes where the solution is still moving. This finds coordinated moves of many
+    /// boundaries that Lloyd (one midpoint at a time) cannot, at O(k · w · log w) per round.
     static func polishInWindows(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
         let count = histogram.count
+        let low = scratch.windowLow
+        let high = scratch.windowHigh
+        let reachBelow = scratch.reachBelow
+        let reachAbove = scratch.reachAbove
+        for boundary in 0...clusterCount {
+            reachBelow[boundary] = polishRadius
+            reachAbove[boundary] = polishRadius
+        }
         for _ in 0..<maximumPolishRounds {
-            for boundary in 0...clusterCount {
+            low[0] = 0
+            high[0] = 0
+            low[clusterCount] = count
+            high[clusterCount] = count
+            for boundary in 1..<clusterCount {
                 let current = scratch.bounds[boundary]
-                if boundary == 0 || boundary == clusterCount {
-                    scratch.windowLow[boundary] = current
-                    scratch.windowHigh[boundary] = current
-                } else {
-                    scratch.windowLow[boundary] = max(current - polishRadius, boundary)
-                    scratch.windowHigh[boundary] = min(current + polishRadius, count - (clusterCount - boundary))
-                }
+                low[boundary] = max(current - reachBelow[boundary], boundary)
+                high[boundary] = min(current + reachAbove[boundary], count - (clusterCount - boundary))
+            }
+            // Keep both ends of the windows ascending (by widening, which never excludes the
+            // current solution).
+            for boundary in 1...clusterCount { high[boundary] = max(high[boundary], high[boundary - 1]) }
+            for boundary in stride(from: clusterCount - 1, through: 0, by: -1) {
+                low[boundary] = min(low[boundary], low[boundary + 1])
             }
             windowedBounds(histogram, clusterCount: clusterCount, scratch: scratch)
             var onEdge = false
             for boundary in 1..<clusterCount {
                 let bound = scratch.bounds[boundary]
-                let lowEdge = scratch.windowLow[boundary]
-                let highEdge = scratch.windowHigh[boundary]
-                if (bound == lowEdge && lowEdge != boundary) || (bound == highEdge && highEdge != count - (clusterCount - boundary)) {
-                    onEdge = true
-                }
+                let atLowEdge = bound == low[boundary] && low[boundary] != boundary
+                let atHighEdge = bound == high[boundary] && high[boundary] != count - (clusterCount - boundary)
+                reachBelow[boundary] = atLowEdge ? 2 * polishRadius : settledRadius
+                reachAbove[boundary] = atHighEdge ? 2 * polishRadius : settledRadius
+                onEdge = onEdge || atLowEdge || atHighEdge
             }
             guard onEdge else { return }
         }
