@@ -58,55 +58,144 @@ public enum LinearQuantizer {
             throw CompressionError.weightCountMismatch(expected: count, actual: weights.count, tensor: name)
         }
         let workers = max(1, min(workerCount, rows))
-        var values = [Int8](repeating: 0, count: count)
-        var rowErrors = [Double](repeating: 0, count: rows)
-        var rowSignals = [Double](repeating: 0, count: rows)
+        return try weights.withMemoryRebound(to: UInt16.self) { bits in
+            switch granularity {
+            case .perTensor: return try quantizePerTensor(bits, rows: rows, columns: columns, name: name, workers: workers)
+            case .perOutputChannel: return try quantizePerRow(bits, rows: rows, columns: columns, name: name, workers: workers)
+            }
+        }
+    }
+
+    /// One scale: every weight with the same bit pattern gets the same code and error, so the
+    /// weights are counted by pattern (which also gives the largest magnitude), the code and
+    /// error of each pattern present computed once, and the codes written by table lookup.
+    /// Totals are summed over patterns in ascending order: independent of the worker count.
+    private static func quantizePerTensor(
+        _ bits: UnsafeBufferPointer<UInt16>, rows: Int, columns: Int, name: String?, workers: Int
+    ) throws -> Int8QuantizedTensor {
+        let patterns = 1 << 16
+        let counts = UnsafeMutableBufferPointer<Int>.allocate(capacity: patterns)
+        counts.initialize(repeating: 0)
+        defer { counts.deallocate() }
+        let lock = NSLock()
+        let target = PatternCounts(bits: bits, counts: counts)
+        WorkDispenser.perform(
+            count: rows, workers: workers, batch: 16,
+            setUp: { _ in
+                let local = UnsafeMutableBufferPointer<Int>.allocate(capacity: patterns)
+                local.initialize(repeating: 0)
+                return local
+            },
+            tearDown: { local in
+                lock.withLock { for pattern in 0..<patterns { target.counts[pattern] += local[pattern] } }
+                local.deallocate()
+            }
+        ) { local, row in
+            for index in (row * columns)..<((row + 1) * columns) { local[Int(target.bits[index])] += 1 }
+        }
+        if (0..<patterns).contains(where: { counts[$0] > 0 && Float16Table.isNonFinite(UInt16($0)) }) {
+            let (row, column) = Palettizer.firstNonFinite(bits, columns: columns)
+            throw CompressionError.nonFiniteWeight(row: row, column: column, tensor: name)
+        }
+        // For finite values the magnitude order is the order of the pattern without its sign.
+        let largest = (0..<patterns).reduce(UInt16(0)) { counts[$1] > 0 ? max($0, UInt16($1) & 0x7FFF) : $0 }
+        let scale: Float = Float16Table.floats.withUnsafeBufferPointer { floats in
+            largest == 0 ? 1 : floats[Int(largest)] / 127
+        }
+        let codes = UnsafeMutableBufferPointer<Int8>.allocate(capacity: patterns)
+        defer { codes.deallocate() }
+        var squaredError = 0.0
+        var signalPower = 0.0
+        Float16Table.floats.withUnsafeBufferPointer { floats in
+            for pattern in 0..<patterns {
+                guard counts[pattern] > 0 else {
+                    codes[pattern] = 0
+                    continue
+                }
+                let weight = floats[pattern]
+                let (code, error) = quantize(weight, scale: scale)
+                codes[pattern] = code
+                squaredError += Double(counts[pattern]) * error
+                signalPower += Double(counts[pattern]) * (Double(weight) * Double(weight))
+            }
+        }
+        let values = [Int8](unsafeUninitializedCapacity: bits.count) { output, initialized in
+            let shared = CodeLookup(bits: bits, codes: codes, output: output)
+            WorkDispenser.perform(count: rows, workers: workers, batch: 16, setUp: { _ in () }) { _, row in
+                for index in (row * columns)..<((row + 1) * columns) {
+                    shared.output[index] = shared.codes[Int(shared.bits[index])]
+                }
+            }
+            initialized = bits.count
+        }
+        return Int8QuantizedTensor(
+            rows: rows, columns: columns, granularity: .perTensor, scales: [scale], values: values,
+            squaredError: squaredError, signalPower: signalPower)
+    }
+
+    /// One scale per row, from the row's largest magnitude.
+    private static func quantizePerRow(
+        _ bits: UnsafeBufferPointer<UInt16>, rows: Int, columns: Int, name: String?, workers: Int
+    ) throws -> Int8QuantizedTensor {
         // Largest magnitude per row, from bit patterns: for finite values the magnitude
         // order is the order of the pattern without its sign bit.
         var rowMaxima = [UInt16](repeating: 0, count: rows)
-        var nonFinite = false
-        weights.withMemoryRebound(to: UInt16.self) { bits in
-            rowMaxima.withUnsafeMutableBufferPointer { maxima in
-                let shared = MaximaBuffers(bits: bits, maxima: maxima)
-                WorkDispenser.perform(count: rows, workers: workers, batch: 16, setUp: { _ in () }) { _, row in
-                    var largest: UInt16 = 0
-                    for column in 0..<columns { largest = max(largest, shared.bits[row * columns + column] & 0x7FFF) }
-                    shared.maxima[row] = largest
-                }
+        rowMaxima.withUnsafeMutableBufferPointer { maxima in
+            let shared = MaximaBuffers(bits: bits, maxima: maxima)
+            WorkDispenser.perform(count: rows, workers: workers, batch: 16, setUp: { _ in () }) { _, row in
+                var largest: UInt16 = 0
+                for column in 0..<columns { largest = max(largest, shared.bits[row * columns + column] & 0x7FFF) }
+                shared.maxima[row] = largest
             }
-            nonFinite = rowMaxima.contains { $0 >= 0x7C00 }
         }
-        if nonFinite {
-            let (row, column) = weights.withMemoryRebound(to: UInt16.self) { Palettizer.firstNonFinite($0, columns: columns) }
+        if rowMaxima.contains(where: { $0 >= 0x7C00 }) {
+            let (row, column) = Palettizer.firstNonFinite(bits, columns: columns)
             throw CompressionError.nonFiniteWeight(row: row, column: column, tensor: name)
         }
         let scales: [Float] = Float16Table.floats.withUnsafeBufferPointer { floats in
-            func scale(_ largest: UInt16) -> Float { largest == 0 ? 1 : floats[Int(largest)] / 127 }
-            switch granularity {
-            case .perTensor: return [scale(rowMaxima.max() ?? 0)]
-            case .perOutputChannel: return rowMaxima.map(scale)
-            }
+            rowMaxima.map { $0 == 0 ? 1 : floats[Int($0)] / 127 }
         }
-        let job = LinearJob(rows: rows, columns: columns, perRow: granularity == .perOutputChannel)
-        values.withUnsafeMutableBufferPointer { valueBuffer in
+        var rowErrors = [Double](repeating: 0, count: rows)
+        var rowSignals = [Double](repeating: 0, count: rows)
+        let values = [Int8](unsafeUninitializedCapacity: bits.count) { valueBuffer, initialized in
             rowErrors.withUnsafeMutableBufferPointer { errorBuffer in
                 rowSignals.withUnsafeMutableBufferPointer { signalBuffer in
                     scales.withUnsafeBufferPointer { scaleBuffer in
                         Float16Table.floats.withUnsafeBufferPointer { floats in
-                            weights.withMemoryRebound(to: UInt16.self) { bits in
-                                job.run(
-                                    bits: bits, floats: floats, scales: scaleBuffer, values: valueBuffer,
-                                    rowErrors: errorBuffer, rowSignals: signalBuffer, workers: workers)
+                            let shared = SharedBuffers(
+                                bits: bits, floats: floats, scales: scaleBuffer, values: valueBuffer,
+                                rowErrors: errorBuffer, rowSignals: signalBuffer)
+                            WorkDispenser.perform(count: rows, workers: workers, batch: 16, setUp: { _ in () }) { _, row in
+                                quantizeRow(row, columns: columns, shared)
                             }
                         }
                     }
                 }
             }
+            initialized = bits.count
         }
         // Sum in row order so the totals do not depend on the worker count.
         return Int8QuantizedTensor(
-            rows: rows, columns: columns, granularity: granularity, scales: scales, values: values,
+            rows: rows, columns: columns, granularity: .perOutputChannel, scales: scales, values: values,
             squaredError: rowErrors.reduce(0, +), signalPower: rowSignals.reduce(0, +))
+    }
+
+    /// Quantises one row at its own scale; four running sums break the dependency chain of one.
+    private static func quantizeRow(_ row: Int, columns: Int, _ shared: SharedBuffers) {
+        let base = row * columns
+        let scale = shared.scales[row]
+        var errors = SIMD4<Double>()
+        var signals = SIMD4<Double>()
+        for column in 0..<columns {
+            let lane = column & 3
+            let weight = shared.floats[Int(shared.bits[base + column])]
+            let (code, error) = quantize(weight, scale: scale)
+            shared.values[base + column] = code
+            errors[lane] += error
+            signals[lane] += Double(weight) * Double(weight)
+        }
+        shared.rowErrors[row] = (errors[0] + errors[1]) + (errors[2] + errors[3])
+        shared.rowSignals[row] = (signals[0] + signals[1]) + (signals[2] + signals[3])
     }
 
     /// Writes `Float(q) · scale` for every weight, row-major.
@@ -128,69 +217,6 @@ public enum LinearQuantizer {
     }
 }
 
-/// Quantises rows in parallel; each row's results are written by one worker.
-private struct LinearJob {
-    let rows: Int
-    let columns: Int
-    let perRow: Bool
-
-    func run(
-        bits: UnsafeBufferPointer<UInt16>, floats: UnsafeBufferPointer<Float>, scales: UnsafeBufferPointer<Float>,
-        values: UnsafeMutableBufferPointer<Int8>, rowErrors: UnsafeMutableBufferPointer<Double>,
-        rowSignals: UnsafeMutableBufferPointer<Double>, workers: Int
-    ) {
-        let shared = SharedBuffers(
-            bits: bits, floats: floats, scales: scales, values: values, rowErrors: rowErrors, rowSignals: rowSignals)
-        // One scale for the tensor: every weight with the same bit pattern gets the same code
-        // and error, so they are computed once per pattern (65,536 at most) and looked up.
-        let table = perRow ? nil : PatternTable(scale: scales[0], floats: floats)
-        WorkDispenser.perform(count: rows, workers: workers, batch: 16, setUp: { _ in () }) { _, row in
-            let base = row * columns
-            // Four running sums break the dependency chain of one; summed in a fixed order.
-            var errors = SIMD4<Double>()
-            var signals = SIMD4<Double>()
-            var column = 0
-            if let table {
-                while column + 4 <= columns {
-                    var error = SIMD4<Double>()
-                    var signal = SIMD4<Double>()
-                    for lane in 0..<4 {
-                        let pattern = Int(shared.bits[base + column + lane])
-                        shared.values[base + column + lane] = table.codes[pattern]
-                        error[lane] = table.squaredErrors[pattern]
-                        let weight = Double(shared.floats[pattern])
-                        signal[lane] = weight * weight
-                    }
-                    errors += error
-                    signals += signal
-                    column += 4
-                }
-                while column < columns {
-                    let pattern = Int(shared.bits[base + column])
-                    shared.values[base + column] = table.codes[pattern]
-                    errors[0] += table.squaredErrors[pattern]
-                    let weight = Double(shared.floats[pattern])
-                    signals[0] += weight * weight
-                    column += 1
-                }
-            } else {
-                let scale = shared.scales[row]
-                while column < columns {
-                    let lane = column & 3
-                    let weight = shared.floats[Int(shared.bits[base + column])]
-                    let (code, error) = LinearQuantizer.quantize(weight, scale: scale)
-                    shared.values[base + column] = code
-                    errors[lane] += error
-                    signals[lane] += Double(weight) * Double(weight)
-                    column += 1
-                }
-            }
-            shared.rowErrors[row] = (errors[0] + errors[1]) + (errors[2] + errors[3])
-            shared.rowSignals[row] = (signals[0] + signals[1]) + (signals[2] + signals[3])
-        }
-    }
-}
-
 extension LinearQuantizer {
     /// `round(weight / scale)` (half away from zero) clamped to ±127, and the squared error of
     /// that code (its product with the scale taken in Float32).
@@ -206,23 +232,17 @@ extension LinearQuantizer {
     }
 }
 
-/// The int8 code and squared error of every finite Float16 bit pattern at one scale.
-private final class PatternTable: @unchecked Sendable {
-    let codes = UnsafeMutablePointer<Int8>.allocate(capacity: 1 << 16)
-    let squaredErrors = UnsafeMutablePointer<Double>.allocate(capacity: 1 << 16)
+/// The shared counts of a per-tensor pass (written under a lock).
+private struct PatternCounts: @unchecked Sendable {
+    let bits: UnsafeBufferPointer<UInt16>
+    let counts: UnsafeMutableBufferPointer<Int>
+}
 
-    init(scale: Float, floats: UnsafeBufferPointer<Float>) {
-        for pattern in 0..<(1 << 16) {
-            // Non-finite patterns never reach the table (checked before quantising).
-            let weight = Float16Table.isNonFinite(UInt16(pattern)) ? 0 : floats[pattern]
-            (codes[pattern], squaredErrors[pattern]) = LinearQuantizer.quantize(weight, scale: scale)
-        }
-    }
-
-    deinit {
-        codes.deallocate()
-        squaredErrors.deallocate()
-    }
+/// Codes written by pattern lookup; each row by one worker.
+private struct CodeLookup: @unchecked Sendable {
+    let bits: UnsafeBufferPointer<UInt16>
+    let codes: UnsafeMutableBufferPointer<Int8>
+    let output: UnsafeMutableBufferPointer<Int8>
 }
 
 private struct MaximaBuffers: @unchecked Sendable {
