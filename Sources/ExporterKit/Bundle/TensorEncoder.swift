@@ -27,6 +27,9 @@ enum LoadedValues {
     case half([Float16])
     /// Float32: what float32 and bfloat16 storage start from.
     case single([Float])
+    /// Stored bfloat16 bit patterns, all convertible to float16: what plain palettisation
+    /// counts directly (``Palettizer/palettize(bfloat16Bits:rows:columns:spec:name:workerCount:)``).
+    case bfloat16Bits([UInt16])
 }
 
 /// Reads a tensor from a source (`load`) and stores it by its scheme (`compress`): kept,
@@ -48,6 +51,9 @@ struct TensorEncoder {
                     count = spec.elementCount
                 })
         }
+        if tensor.scheme.mode == .palettize, usesPlainPalette(tensor), let bits = try source.readBFloat16Bits(spec) {
+            return .bfloat16Bits(bits)
+        }
         // Not zero-filled first: the source writes every element, and zeroing half a
         // gigabyte of embedding costs as much as reading it.
         return .half(
@@ -55,6 +61,21 @@ struct TensorEncoder {
                 try source.readFloat16(spec, into: buffer)
                 count = spec.elementCount
             })
+    }
+
+    /// Whether the tensor is palettised with a LUT per group of rows and nothing else (no
+    /// tiles, outliers or calibration): the ``Palettizer``'s job.
+    func usesPlainPalette(_ tensor: PlannedTensor) -> Bool {
+        tensor.scheme.granularity != .perBlock && tensor.scheme.outlierCount(elements: tensor.spec.elementCount) == 0
+            && importance[tensor.spec.name] == nil
+    }
+
+    /// The palette of a plainly palettised tensor.
+    private func paletteSpec(_ tensor: PlannedTensor) -> PaletteSpec {
+        let granularity: PaletteGranularity =
+            tensor.scheme.granularity == .perGroupedChannel
+            ? .perGroupedChannel(groupSize: tensor.scheme.groupSize ?? tensor.spec.matrixShape.rows) : .perTensor
+        return PaletteSpec(bits: tensor.scheme.bits ?? 4, granularity: granularity)
     }
 
     /// Stores loaded values by the tensor's scheme.
@@ -69,9 +90,7 @@ struct TensorEncoder {
                 return EncodedTensor(blobs: [Blob(values.map { PrecisionConversion.bfloat16Bits($0) })], sqnr: nil)
             }
             return EncodedTensor(blobs: [Blob(values)], sqnr: nil)
-        case (.palettize, .half(let values))
-        where tensor.scheme.granularity == .perBlock || tensor.scheme.outlierCount(elements: spec.elementCount) > 0
-            || importance[spec.name] != nil:
+        case (.palettize, .half(let values)) where !usesPlainPalette(tensor):
             let scheme = tensor.scheme
             let groupRows = scheme.granularity == .perTensor ? rows : (scheme.groupSize ?? rows)
             let blockColumns = scheme.granularity == .perBlock ? (scheme.blockSize ?? columns) : columns
@@ -87,13 +106,18 @@ struct TensorEncoder {
             }
             return EncodedTensor(blobs: blobs, sqnr: palette.sqnrDecibels)
         case (.palettize, .half(let values)):
-            let granularity: PaletteGranularity =
-                tensor.scheme.granularity == .perGroupedChannel
-                ? .perGroupedChannel(groupSize: tensor.scheme.groupSize ?? rows) : .perTensor
             let palette = try values.withUnsafeBufferPointer {
+                try Palettizer.palettize($0, rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name)
+            }
+            return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
+        case (.palettize, .bfloat16Bits(let bits)):
+            let palette = try bits.withUnsafeBufferPointer {
                 try Palettizer.palettize(
-                    $0, rows: rows, columns: columns,
-                    spec: PaletteSpec(bits: tensor.scheme.bits ?? 4, granularity: granularity), name: spec.name)
+                    bfloat16Bits: $0, rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name)
+            }
+            // `load` hands over only patterns that all convert.
+            guard let palette else {
+                throw BundleError.invalidTensor(tensor: spec.name, reason: "bfloat16 values beyond float16's range")
             }
             return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
         case (.linear, .half(let values)):
@@ -103,7 +127,7 @@ struct TensorEncoder {
                     granularity: tensor.scheme.granularity == .perChannel ? .perOutputChannel : .perTensor, name: spec.name)
             }
             return EncodedTensor(blobs: [Blob(quantized.scales), Blob(quantized.values)], sqnr: quantized.sqnrDecibels)
-        case (.palettize, .single), (.linear, .single):
+        case (.palettize, .single), (.linear, .single), (.keep, .bfloat16Bits), (.linear, .bfloat16Bits):
             throw BundleError.invalidTensor(tensor: spec.name, reason: "compressed tensors are read as float16")
         }
     }

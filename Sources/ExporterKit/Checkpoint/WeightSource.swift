@@ -11,4 +11,16 @@ public protocol WeightSource: Sendable {
     /// Fills `buffer` with `tensor`'s values as float32, row-major.
     /// - Throws: the source's errors (missing tensor, non-finite values).
     func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws
+
+    /// `tensor`'s values as their stored bfloat16 bit patterns, row-major, when the source
+    /// stores it as bfloat16 and every value converts to a finite float16; nil otherwise
+    /// (`readFloat16` then converts it, and reports or clamps what it must). Palettisation
+    /// counts these patterns directly rather than converting every weight first.
+    /// - Throws: the source's read errors.
+    func readBFloat16Bits(_ tensor: TensorSpec) throws -> [UInt16]?
+}
+
+extension WeightSource {
+    /// No stored bfloat16 patterns: the source is read through `readFloat16`.
+    public func readBFloat16Bits(_ tensor: TensorSpec) throws -> [UInt16]? { nil }
 }

@@ -33,6 +33,24 @@ public struct CheckpointWeightSource: WeightSource {
     /// `checkpoint`.
     public var weightsKind: String { "checkpoint" }
 
+    public func readBFloat16Bits(_ tensor: TensorSpec) throws -> [UInt16]? {
+        let stored = try weights.tensor(named: tensor.name)
+        guard stored.dtype == .bf16, stored.elementCount == tensor.elementCount else { return nil }
+        var largest: UInt16 = 0
+        let bits = try [UInt16](unsafeUninitializedCapacity: stored.elementCount) { buffer, initialized in
+            initialized = 0
+            try weights.readRawBytes(of: tensor.name, into: UnsafeMutableRawBufferPointer(buffer))
+            initialized = stored.elementCount
+            for index in buffer.indices {
+                #if _endian(big)
+                    buffer[index] = UInt16(littleEndian: buffer[index])
+                #endif
+                largest = max(largest, buffer[index] & 0x7FFF)
+            }
+        }
+        return largest < Float16Table.bfloat16Unconvertible ? bits : nil
+    }
+
     /// Tensors at least this large are read in one part per core.
     static let parallelReadElements = 1 << 22
 

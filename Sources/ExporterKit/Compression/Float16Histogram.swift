@@ -9,6 +9,34 @@ enum Float16Table {
     /// Whether the bit pattern is NaN or ±infinity (all exponent bits set).
     @inline(__always)
     static func isNonFinite(_ bits: UInt16) -> Bool { bits & 0x7C00 == 0x7C00 }
+
+    /// `fromBFloat16[Int(bits)]` is the float16 pattern the checkpoint reader converts the
+    /// bfloat16 pattern `bits` to (the same conversion, run once over every pattern). Only
+    /// magnitudes below ``bfloat16Unconvertible`` are finite in float16 and used.
+    static let fromBFloat16: [UInt16] = {
+        let every = (0...UInt16.max).map { $0 }
+        var converted = [Float16](repeating: 0, count: every.count)
+        every.withUnsafeBufferPointer { source in
+            converted.withUnsafeMutableBufferPointer { output in
+                _ = PrecisionConversion.toFloat16(bfloat16Bits: source, into: output, clampingOutOfRange: false)
+            }
+        }
+        return converted.map(\.bitPattern)
+    }()
+
+    /// The smallest bfloat16 magnitude pattern (sign bit clear) beyond float16's range (65,536).
+    static let bfloat16Unconvertible: UInt16 = 0x4780
+}
+
+/// How the 16-bit patterns a palettiser counts become values.
+enum SourcePatterns {
+    /// Float16 bit patterns.
+    case float16
+    /// bfloat16 bit patterns, each worth its float16 conversion (``Float16Table/fromBFloat16``).
+    case bfloat16
+
+    /// The smallest magnitude pattern that has no finite float16 value.
+    var firstUnusable: UInt16 { self == .float16 ? 0x7C00 : Float16Table.bfloat16Unconvertible }
 }
 
 /// Per-worker buffers for palettising one group at a time: a 65,536-entry count table
@@ -30,9 +58,13 @@ final class PaletteWorkspace {
     let prefixSquares = UnsafeMutablePointer<Double>.allocate(capacity: patternCount + 1)
     /// Palette index of each bit pattern of the current group (only its patterns are valid).
     let indexOfPattern = UnsafeMutablePointer<UInt8>.allocate(capacity: patternCount)
+    /// The histogram entry of each pattern in `patterns` (patterns of equal value share one).
+    let entryOfPattern = UnsafeMutablePointer<Int32>.allocate(capacity: patternCount)
+    /// Palette index of each histogram entry, while indices are assigned.
+    let indexOfEntry = UnsafeMutablePointer<UInt8>.allocate(capacity: patternCount)
+    /// Patterns counted in the last extracted histogram.
+    private var patternsSeen = 0
     let kMeans = KMeansScratch()
-    /// Whether the last extracted histogram folded −0 into +0.
-    private(set) var sawNegativeZero = false
 
     /// Workspaces kept between tensors: a fresh one costs page faults on 2.5 MB and zeroing
     /// 330 KB, once per worker per tensor.
@@ -59,6 +91,8 @@ final class PaletteWorkspace {
         prefixSum.deallocate()
         prefixSquares.deallocate()
         indexOfPattern.deallocate()
+        entryOfPattern.deallocate()
+        indexOfEntry.deallocate()
     }
 
     /// Counts `count` weights given as bit patterns.
@@ -89,10 +123,12 @@ final class PaletteWorkspace {
         }
     }
 
-    /// Whether any NaN or infinity was counted (patterns 0x7C00–0x7FFF and 0xFC00–0xFFFF:
-    /// occupancy words 496–511 and 1008–1023), checked without touching the weights again.
-    func sawNonFinite() -> Bool {
-        for word in 496..<512 where occupancy[word] != 0 || occupancy[word + 512] != 0 { return true }
+    /// Whether any pattern without a finite float16 value was counted (for float16: NaN and
+    /// infinities, 0x7C00–0x7FFF and 0xFC00–0xFFFF), checked on the occupancy words without
+    /// touching the weights again. The boundaries are multiples of 64, so whole words.
+    func sawUnusable(_ source: SourcePatterns) -> Bool {
+        let firstWord = Int(source.firstUnusable) >> 6
+        for word in firstWord..<512 where occupancy[word] != 0 || occupancy[word + 512] != 0 { return true }
         return false
     }
 
@@ -102,18 +138,12 @@ final class PaletteWorkspace {
         occupancy.update(repeating: 0, count: Self.patternCount / 64)
     }
 
-    /// Turns the counts into a ``SortedHistogram`` (ascending values, −0 folded into +0)
-    /// and clears the counts for the next group. Requires no non-finite pattern.
-    func extractHistogram() -> SortedHistogram {
-        // −0 and +0 are one value: fold them so that they never take two LUT entries.
-        sawNegativeZero = occupancy[512] & 1 != 0
-        if sawNegativeZero {
-            counts[0] &+= counts[0x8000]
-            counts[0x8000] = 0
-            occupancy[512] &= ~1
-            occupancy[0] |= 1
-        }
+    /// Turns the counts into a ``SortedHistogram`` (ascending values; patterns of equal value,
+    /// such as −0 and +0 or bfloat16 values that round to one float16, share an entry, −0
+    /// counting as +0) and clears the counts for the next group. Requires no unusable pattern.
+    func extractHistogram(_ source: SourcePatterns = .float16) -> SortedHistogram {
         var distinct = 0
+        var seen = 0
         var runningCount = 0.0
         var runningSum = 0.0
         var runningSquares = 0.0
@@ -121,42 +151,51 @@ final class PaletteWorkspace {
         prefixSum[0] = 0
         prefixSquares[0] = 0
         Float16Table.floats.withUnsafeBufferPointer { floats in
-            @inline(__always) func emit(_ pattern: Int) {
-                let weight = Double(counts[pattern])
-                counts[pattern] = 0
-                let value = Double(floats[pattern])
-                patterns[distinct] = UInt16(truncatingIfNeeded: pattern)
-                values[distinct] = value
-                runningCount += weight
-                runningSum += weight * value
-                runningSquares += weight * value * value
-                distinct += 1
-                prefixCount[distinct] = runningCount
-                prefixSum[distinct] = runningSum
-                prefixSquares[distinct] = runningSquares
-            }
-            // Negative values: larger patterns are more negative, so walk patterns downwards.
-            for word in stride(from: 1023, through: 512, by: -1) {
-                var bitsLeft = occupancy[word]
-                guard bitsLeft != 0 else { continue }
-                occupancy[word] = 0
-                while bitsLeft != 0 {
-                    let bit = 63 - bitsLeft.leadingZeroBitCount
-                    emit(word << 6 | bit)
-                    bitsLeft &= ~(1 &<< UInt64(bit))
+            Float16Table.fromBFloat16.withUnsafeBufferPointer { fromBFloat16 in
+                @inline(__always) func emit(_ pattern: Int) {
+                    let weight = Double(counts[pattern])
+                    counts[pattern] = 0
+                    let half = source == .float16 ? pattern : Int(fromBFloat16[pattern])
+                    // −0 is +0: the two never take two LUT entries, and the LUT never holds −0.
+                    let value = half == 0x8000 ? 0 : Double(floats[half])
+                    if distinct == 0 || value != values[distinct - 1] {
+                        values[distinct] = value
+                        distinct += 1
+                    }
+                    runningCount += weight
+                    runningSum += weight * value
+                    runningSquares += weight * value * value
+                    prefixCount[distinct] = runningCount
+                    prefixSum[distinct] = runningSum
+                    prefixSquares[distinct] = runningSquares
+                    patterns[seen] = UInt16(truncatingIfNeeded: pattern)
+                    entryOfPattern[seen] = Int32(truncatingIfNeeded: distinct - 1)
+                    seen += 1
                 }
-            }
-            // Non-negative values: patterns ascend with the value.
-            for word in 0..<512 {
-                var bitsLeft = occupancy[word]
-                guard bitsLeft != 0 else { continue }
-                occupancy[word] = 0
-                while bitsLeft != 0 {
-                    emit(word << 6 | bitsLeft.trailingZeroBitCount)
-                    bitsLeft &= bitsLeft &- 1
+                // Negative values: larger patterns are more negative, so walk patterns downwards.
+                for word in stride(from: 1023, through: 512, by: -1) {
+                    var bitsLeft = occupancy[word]
+                    guard bitsLeft != 0 else { continue }
+                    occupancy[word] = 0
+                    while bitsLeft != 0 {
+                        let bit = 63 - bitsLeft.leadingZeroBitCount
+                        emit(word << 6 | bit)
+                        bitsLeft &= ~(1 &<< UInt64(bit))
+                    }
+                }
+                // Non-negative values: patterns ascend with the value.
+                for word in 0..<512 {
+                    var bitsLeft = occupancy[word]
+                    guard bitsLeft != 0 else { continue }
+                    occupancy[word] = 0
+                    while bitsLeft != 0 {
+                        emit(word << 6 | bitsLeft.trailingZeroBitCount)
+                        bitsLeft &= bitsLeft &- 1
+                    }
                 }
             }
         }
+        patternsSeen = seen
         return SortedHistogram(
             count: distinct, values: values, prefixCount: prefixCount, prefixSum: prefixSum,
             prefixSquares: prefixSquares)
@@ -174,11 +213,13 @@ final class PaletteWorkspace {
             let value = histogram.values[distinct]
             // Move past every midpoint the value lies strictly above.
             while index < entryCount - 1 && value > (lut[index] + lut[index + 1]) * 0.5 { index += 1 }
-            indexOfPattern[Int(patterns[distinct])] = UInt8(truncatingIfNeeded: index)
+            indexOfEntry[distinct] = UInt8(truncatingIfNeeded: index)
             let difference = value - lut[index]
             squaredError += histogram.weight(distinct, distinct + 1) * difference * difference
         }
-        if sawNegativeZero { indexOfPattern[0x8000] = indexOfPattern[0] }
+        for seen in 0..<patternsSeen {
+            indexOfPattern[Int(patterns[seen])] = indexOfEntry[Int(entryOfPattern[seen])]
+        }
         return (squaredError, histogram.prefixSquares[histogram.count])
     }
 }

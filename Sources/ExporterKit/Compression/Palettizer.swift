@@ -34,13 +34,38 @@ public enum Palettizer {
             throw CompressionError.weightCountMismatch(expected: elementCount, actual: weights.count, tensor: name)
         }
         let job = PaletteJob(
-            layout: layout, bits: spec.bits, workerCount: max(1, workerCount), method: clustering)
+            layout: layout, bits: spec.bits, workerCount: max(1, workerCount), method: clustering, patterns: .float16)
         let result = weights.withMemoryRebound(to: UInt16.self) { job.run($0) }
         guard let result else {
             let (row, column) = weights.withMemoryRebound(to: UInt16.self) { firstNonFinite($0, columns: columns) }
             throw CompressionError.nonFiniteWeight(row: row, column: column, tensor: name)
         }
         return result
+    }
+
+    /// Palettises a `rows × columns` row-major tensor given as bfloat16 bit patterns, each
+    /// worth its float16 conversion (as the checkpoint reader converts it): the same result
+    /// as converting first and palettising the float16 weights, without the conversion pass.
+    ///
+    /// - Returns: nil when a pattern has no finite float16 value (NaN, infinity, or beyond
+    ///   ±65,504): such tensors are converted by the reader, which reports or clamps them.
+    /// - Throws: as ``palettize(_:rows:columns:spec:name:workerCount:clustering:)``.
+    static func palettize(
+        bfloat16Bits weights: UnsafeBufferPointer<UInt16>, rows: Int, columns: Int, spec: PaletteSpec,
+        name: String? = nil, workerCount: Int = defaultWorkerCount
+    ) throws -> PalettizedTensor? {
+        guard PaletteSpec.supportedBits.contains(spec.bits) else {
+            throw CompressionError.unsupportedBits(spec.bits, tensor: name)
+        }
+        let layout = try PaletteGroupLayout(rows: rows, columns: columns, granularity: spec.granularity, tensor: name)
+        let (elementCount, overflow) = rows.multipliedReportingOverflow(by: columns)
+        guard !overflow else { throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name) }
+        guard weights.count == elementCount else {
+            throw CompressionError.weightCountMismatch(expected: elementCount, actual: weights.count, tensor: name)
+        }
+        let job = PaletteJob(
+            layout: layout, bits: spec.bits, workerCount: max(1, workerCount), method: .automatic, patterns: .bfloat16)
+        return job.run(weights)
     }
 
     /// Writes the weights the tensor's indices select (its LUT values as Float), row-major.
@@ -97,11 +122,13 @@ struct PaletteJob {
     let bits: Int
     let workerCount: Int
     let method: PaletteClustering
+    /// What the counted patterns are.
+    let patterns: SourcePatterns
 
     /// Groups smaller than this are never split between workers.
     static let minimumSplitGroupElements = 1 << 16
 
-    /// The palettised tensor, or nil when a weight is NaN or infinite.
+    /// The palettised tensor, or nil when a weight has no finite float16 value.
     func run(_ source: UnsafeBufferPointer<UInt16>) -> PalettizedTensor? {
         let entryCount = 1 << bits
         let groupCount = layout.groupCount
@@ -160,7 +187,7 @@ struct PaletteJob {
             let first = group * layout.groupRows * layout.columns
             let count = layout.rowCount(ofGroup: group) * layout.columns
             workspace.accumulate(source + first, count: count)
-            guard !workspace.sawNonFinite() else {
+            guard !workspace.sawUnusable(patterns) else {
                 workspace.reset()
                 output.failed[group] = true
                 return
@@ -192,7 +219,7 @@ struct PaletteJob {
             }
             let main = workspaces[0]
             for worker in 1..<workerCount { main.absorb(workspaces[worker]) }
-            guard !main.sawNonFinite() else {
+            guard !main.sawUnusable(patterns) else {
                 main.reset()
                 output.failed[group] = true
                 continue
@@ -217,7 +244,7 @@ struct PaletteJob {
     /// Clusters the counted group, writes its LUT and fills the workspace's index table.
     private func finishGroup(_ group: Int, elementCount: Int, workspace: PaletteWorkspace, output: GroupOutputs) {
         let entryCount = 1 << bits
-        let histogram = workspace.extractHistogram()
+        let histogram = workspace.extractHistogram(patterns)
         let scratch = workspace.kMeans
         let clusters = KMeans1D.solve(
             histogram, clusterLimit: entryCount, elementCount: elementCount, scratch: scratch, method: method)

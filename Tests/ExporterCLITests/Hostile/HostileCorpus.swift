@@ -223,6 +223,20 @@ enum HostileCorpus {
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
                 error: "Error: tensor 'model.layers.0.mlp.up_proj.weight': 3 values are NaN or infinite\n")
         },
+        HostileCase(name: "safetensors: palettised weights beyond float16's range") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = directory.appendingPathComponent("model.safetensors")
+            let tensor = try SafetensorsFile(url: url).tensor(named: "model.layers.0.mlp.down_proj.weight")
+            var bytes = [UInt8](try Data(contentsOf: url))
+            // BF16 0x4780 = 65,536 and 0xC7C0 = −98,304: finite, but beyond ±65,504.
+            (bytes[tensor.byteRange.lowerBound], bytes[tensor.byteRange.lowerBound + 1]) = (0x80, 0x47)
+            (bytes[tensor.byteRange.lowerBound + 10], bytes[tensor.byteRange.lowerBound + 11]) = (0xC0, 0xC7)
+            try Data(bytes).write(to: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: tensor 'model.layers.0.mlp.down_proj.weight': 2 values exceed the float16 range "
+                    + "(largest magnitude 9.8e+04); pass --allow-clamp to clamp them\n")
+        },
         HostileCase(name: "safetensors: integer weights") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
             let url = directory.appendingPathComponent("model.safetensors")
