@@ -60,8 +60,6 @@ final class PaletteWorkspace {
     let indexOfPattern = UnsafeMutablePointer<UInt8>.allocate(capacity: patternCount)
     /// The histogram entry of each pattern in `patterns` (patterns of equal value share one).
     let entryOfPattern = UnsafeMutablePointer<Int32>.allocate(capacity: patternCount)
-    /// Palette index of each histogram entry, while indices are assigned.
-    let indexOfEntry = UnsafeMutablePointer<UInt8>.allocate(capacity: patternCount)
     /// Patterns counted in the last extracted histogram.
     private var patternsSeen = 0
     let kMeans = KMeansScratch()
@@ -92,7 +90,6 @@ final class PaletteWorkspace {
         prefixSquares.deallocate()
         indexOfPattern.deallocate()
         entryOfPattern.deallocate()
-        indexOfEntry.deallocate()
     }
 
     /// Counts `count` weights given as bit patterns.
@@ -144,6 +141,8 @@ final class PaletteWorkspace {
     func extractHistogram(_ source: SourcePatterns = .float16) -> SortedHistogram {
         var distinct = 0
         var seen = 0
+        // NaN equals nothing, so the first value always starts an entry.
+        var previousValue = Double.nan
         var runningCount = 0.0
         var runningSum = 0.0
         var runningSquares = 0.0
@@ -158,8 +157,9 @@ final class PaletteWorkspace {
                     let half = source == .float16 ? pattern : Int(fromBFloat16[pattern])
                     // −0 is +0: the two never take two LUT entries, and the LUT never holds −0.
                     let value = half == 0x8000 ? 0 : Double(floats[half])
-                    if distinct == 0 || value != values[distinct - 1] {
+                    if value != previousValue {
                         values[distinct] = value
+                        previousValue = value
                         distinct += 1
                     }
                     runningCount += weight
@@ -209,16 +209,19 @@ final class PaletteWorkspace {
     ) -> (squaredError: Double, signalPower: Double) {
         var index = 0
         var squaredError = 0.0
-        for distinct in 0..<histogram.count {
-            let value = histogram.values[distinct]
-            // Move past every midpoint the value lies strictly above.
-            while index < entryCount - 1 && value > (lut[index] + lut[index + 1]) * 0.5 { index += 1 }
-            indexOfEntry[distinct] = UInt8(truncatingIfNeeded: index)
-            let difference = value - lut[index]
-            squaredError += histogram.weight(distinct, distinct + 1) * difference * difference
-        }
+        var entry: Int32 = -1
+        // Patterns in ascending value order; each new histogram entry finds its LUT index.
         for seen in 0..<patternsSeen {
-            indexOfPattern[Int(patterns[seen])] = indexOfEntry[Int(entryOfPattern[seen])]
+            if entryOfPattern[seen] != entry {
+                entry = entryOfPattern[seen]
+                let distinct = Int(entry)
+                let value = histogram.values[distinct]
+                // Move past every midpoint the value lies strictly above.
+                while index < entryCount - 1 && value > (lut[index] + lut[index + 1]) * 0.5 { index += 1 }
+                let difference = value - lut[index]
+                squaredError += histogram.weight(distinct, distinct + 1) * difference * difference
+            }
+            indexOfPattern[Int(patterns[seen])] = UInt8(truncatingIfNeeded: index)
         }
         return (squaredError, histogram.prefixSquares[histogram.count])
     }
