@@ -24,17 +24,9 @@ public enum Palettizer {
         _ weights: UnsafeBufferPointer<Float16>, rows: Int, columns: Int, spec: PaletteSpec,
         name: String? = nil, workerCount: Int = defaultWorkerCount, clustering: PaletteClustering = .automatic
     ) throws -> PalettizedTensor {
-        guard PaletteSpec.supportedBits.contains(spec.bits) else {
-            throw CompressionError.unsupportedBits(spec.bits, tensor: name)
-        }
-        let layout = try PaletteGroupLayout(rows: rows, columns: columns, granularity: spec.granularity, tensor: name)
-        let (elementCount, overflow) = rows.multipliedReportingOverflow(by: columns)
-        guard !overflow else { throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name) }
-        guard weights.count == elementCount else {
-            throw CompressionError.weightCountMismatch(expected: elementCount, actual: weights.count, tensor: name)
-        }
-        let job = PaletteJob(
-            layout: layout, bits: spec.bits, workerCount: max(1, workerCount), method: clustering, patterns: .float16)
+        let job = try PaletteJob(
+            rows: rows, columns: columns, weightCount: weights.count, spec: spec, name: name, workerCount: workerCount,
+            method: clustering, patterns: .float16)
         let result = weights.withMemoryRebound(to: UInt16.self) { job.run($0) }
         guard let result else {
             let (row, column) = weights.withMemoryRebound(to: UInt16.self) { firstNonFinite($0, columns: columns) }
@@ -54,17 +46,9 @@ public enum Palettizer {
         bfloat16Bits weights: UnsafeBufferPointer<UInt16>, rows: Int, columns: Int, spec: PaletteSpec,
         name: String? = nil, workerCount: Int = defaultWorkerCount
     ) throws -> PalettizedTensor? {
-        guard PaletteSpec.supportedBits.contains(spec.bits) else {
-            throw CompressionError.unsupportedBits(spec.bits, tensor: name)
-        }
-        let layout = try PaletteGroupLayout(rows: rows, columns: columns, granularity: spec.granularity, tensor: name)
-        let (elementCount, overflow) = rows.multipliedReportingOverflow(by: columns)
-        guard !overflow else { throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name) }
-        guard weights.count == elementCount else {
-            throw CompressionError.weightCountMismatch(expected: elementCount, actual: weights.count, tensor: name)
-        }
-        let job = PaletteJob(
-            layout: layout, bits: spec.bits, workerCount: max(1, workerCount), method: .automatic, patterns: .bfloat16)
+        let job = try PaletteJob(
+            rows: rows, columns: columns, weightCount: weights.count, spec: spec, name: name, workerCount: workerCount,
+            method: .automatic, patterns: .bfloat16)
         return job.run(weights)
     }
 
@@ -124,6 +108,28 @@ struct PaletteJob {
     let method: PaletteClustering
     /// What the counted patterns are.
     let patterns: SourcePatterns
+
+    /// A job for `weightCount` weights in `rows × columns`, checked.
+    /// - Throws: ``CompressionError`` for an unsupported bit width, a group size below 1, an
+    ///   empty, negative or overflowing shape, or a weight count that is not the shape's.
+    init(
+        rows: Int, columns: Int, weightCount: Int, spec: PaletteSpec, name: String?, workerCount: Int,
+        method: PaletteClustering, patterns: SourcePatterns
+    ) throws {
+        guard PaletteSpec.supportedBits.contains(spec.bits) else {
+            throw CompressionError.unsupportedBits(spec.bits, tensor: name)
+        }
+        layout = try PaletteGroupLayout(rows: rows, columns: columns, granularity: spec.granularity, tensor: name)
+        let (elementCount, overflow) = rows.multipliedReportingOverflow(by: columns)
+        guard !overflow else { throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name) }
+        guard weightCount == elementCount else {
+            throw CompressionError.weightCountMismatch(expected: elementCount, actual: weightCount, tensor: name)
+        }
+        bits = spec.bits
+        self.workerCount = max(1, workerCount)
+        self.method = method
+        self.patterns = patterns
+    }
 
     /// Groups smaller than this are never split between workers.
     static let minimumSplitGroupElements = 1 << 16
