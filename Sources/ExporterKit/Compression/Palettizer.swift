@@ -193,12 +193,7 @@ struct PaletteJob {
             let first = group * layout.groupRows * layout.columns
             let count = layout.rowCount(ofGroup: group) * layout.columns
             workspace.accumulate(source + first, count: count)
-            guard !workspace.sawUnusable(patterns) else {
-                workspace.reset()
-                output.failed[group] = true
-                return
-            }
-            finishGroup(group, elementCount: count, workspace: workspace, output: output)
+            guard finishGroup(group, elementCount: count, workspace: workspace, output: output) else { return }
             let indexOfPattern = workspace.indexOfPattern
             let groupSource = source + first
             output.edges[group] = BitStreamWriter.write(
@@ -225,12 +220,7 @@ struct PaletteJob {
             }
             let main = workspaces[0]
             for worker in 1..<workerCount { main.absorb(workspaces[worker]) }
-            guard !main.sawUnusable(patterns) else {
-                main.reset()
-                output.failed[group] = true
-                continue
-            }
-            finishGroup(group, elementCount: count, workspace: main, output: output)
+            guard finishGroup(group, elementCount: count, workspace: main, output: output) else { continue }
             let indexOfPattern = main.indexOfPattern
             chunkEdges.withUnsafeMutableBufferPointer { chunkEdgeBuffer in
                 guard let chunkEdgeBase = chunkEdgeBuffer.baseAddress else { return }
@@ -247,8 +237,15 @@ struct PaletteJob {
         }
     }
 
-    /// Clusters the counted group, writes its LUT and fills the workspace's index table.
-    private func finishGroup(_ group: Int, elementCount: Int, workspace: PaletteWorkspace, output: GroupOutputs) {
+    /// Clusters the counted group, writes its LUT and fills the workspace's index table; or,
+    /// when the group holds a pattern without a finite float16 value, marks it failed, clears
+    /// the counts and returns false.
+    private func finishGroup(_ group: Int, elementCount: Int, workspace: PaletteWorkspace, output: GroupOutputs) -> Bool {
+        guard !workspace.sawUnusable(patterns) else {
+            workspace.reset()
+            output.failed[group] = true
+            return false
+        }
         let entryCount = 1 << bits
         let histogram = workspace.extractHistogram(patterns)
         let scratch = workspace.kMeans
@@ -265,6 +262,7 @@ struct PaletteJob {
             histogram, lut: scratch.lutValues, entryCount: entryCount)
         output.squaredErrors[group] = squaredError
         output.signalPowers[group] = signalPower
+        return true
     }
 }
 
