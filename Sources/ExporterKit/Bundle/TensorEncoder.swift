@@ -133,13 +133,21 @@ struct TensorEncoder {
     }
 }
 
-/// Reads tensors one ahead on a background queue, so reading overlaps compression.
+/// Reads tensors ahead on a background queue, so reading overlaps compression: always the
+/// next tensor, and those after it while they fit in ``lookAheadBytes`` (a small tensor is
+/// compressed before the large one after it could be read).
 final class TensorPrefetcher: @unchecked Sendable {
+    /// Source bytes read ahead at most beyond the next tensor.
+    static let lookAheadBytes = 32 << 20
+
     private let encoder: TensorEncoder
     private let tensors: [PlannedTensor]
     private let source: WeightSource
     private let queue = DispatchQueue(label: "exporter.prefetch")
-    private var pending: (index: Int, group: DispatchGroup, box: ResultBox)?
+    /// Loads started and not yet taken, by tensor index.
+    private var pending: [Int: (group: DispatchGroup, box: ResultBox)] = [:]
+    /// The first tensor not started yet (loads start in order).
+    private var nextToStart = 0
 
     private final class ResultBox: @unchecked Sendable {
         var result: Result<LoadedValues, Error>?
@@ -151,11 +159,20 @@ final class TensorPrefetcher: @unchecked Sendable {
         self.source = source
     }
 
-    /// The values of tensor `index` (asked for in increasing order); starts reading the next.
+    /// The values of tensor `index` (asked for in increasing order); starts reading the next ones.
     func values(of index: Int) throws -> LoadedValues {
-        let current = pending?.index == index ? pending : start(index)
-        pending = index + 1 < tensors.count ? start(index + 1) : nil
-        guard let current else { throw BundleError.invalidTensor(tensor: tensors[index].spec.name, reason: "not loaded") }
+        while nextToStart <= index { start(nextToStart) }
+        var aheadBytes = 0
+        var ahead = index + 1
+        while ahead < tensors.count {
+            aheadBytes += tensors[ahead].spec.elementCount * MemoryLayout<Float16>.stride
+            guard ahead == index + 1 || aheadBytes <= Self.lookAheadBytes else { break }
+            if ahead == nextToStart { start(ahead) }
+            ahead += 1
+        }
+        guard let current = pending.removeValue(forKey: index) else {
+            throw BundleError.invalidTensor(tensor: tensors[index].spec.name, reason: "not loaded")
+        }
         current.group.wait()
         guard let result = current.box.result else {
             throw BundleError.invalidTensor(tensor: tensors[index].spec.name, reason: "not loaded")
@@ -163,7 +180,7 @@ final class TensorPrefetcher: @unchecked Sendable {
         return try result.get()
     }
 
-    private func start(_ index: Int) -> (index: Int, group: DispatchGroup, box: ResultBox) {
+    private func start(_ index: Int) {
         let group = DispatchGroup()
         let box = ResultBox()
         let tensor = tensors[index]
@@ -173,6 +190,7 @@ final class TensorPrefetcher: @unchecked Sendable {
             box.result = Result { try encoder.load(tensor, from: source) }
             group.leave()
         }
-        return (index, group, box)
+        pending[index] = (group, box)
+        nextToStart = index + 1
     }
 }
