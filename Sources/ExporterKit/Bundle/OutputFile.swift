@@ -267,6 +267,11 @@ public final class OutputFile {
             let written = offset < accepted ? systemWrite(descriptor, base + offset, accepted - offset) : 0
             if written < 0 {
                 if errno == EINTR { continue }
+                // A file system can accept the direct flag yet refuse direct writes: write through the cache.
+                if errno == EINVAL && direct && OutputFile.setDirect(descriptor, false) {
+                    direct = false
+                    continue
+                }
                 throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText())
             }
             guard written > 0 else {
