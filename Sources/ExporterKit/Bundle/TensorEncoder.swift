@@ -139,6 +139,9 @@ struct TensorEncoder {
 final class TensorPrefetcher: @unchecked Sendable {
     /// Source bytes read ahead at most beyond the next tensor.
     static let lookAheadBytes = 32 << 20
+    /// Source bytes the system is asked to bring from the disk ahead of the reads: from a
+    /// cold cache, the disk then works while the cores do.
+    static let adviseAheadBytes = 256 << 20
 
     private let encoder: TensorEncoder
     private let tensors: [PlannedTensor]
@@ -148,6 +151,8 @@ final class TensorPrefetcher: @unchecked Sendable {
     private var pending: [Int: (group: DispatchGroup, box: ResultBox)] = [:]
     /// The first tensor not started yet (loads start in order).
     private var nextToStart = 0
+    /// The first tensor the source has not been told about yet.
+    private var nextToAdvise = 0
 
     private final class ResultBox: @unchecked Sendable {
         var result: Result<LoadedValues, Error>?
@@ -169,6 +174,16 @@ final class TensorPrefetcher: @unchecked Sendable {
             guard ahead == index + 1 || aheadBytes <= Self.lookAheadBytes else { break }
             if ahead == nextToStart { start(ahead) }
             ahead += 1
+        }
+        var adviseBytes = 0
+        nextToAdvise = max(nextToAdvise, index)
+        for upcoming in index..<tensors.count {
+            adviseBytes += tensors[upcoming].spec.elementCount * MemoryLayout<Float16>.stride
+            guard adviseBytes <= Self.adviseAheadBytes else { break }
+            if upcoming == nextToAdvise {
+                source.willRead(tensors[upcoming].spec)
+                nextToAdvise += 1
+            }
         }
         guard let current = pending.removeValue(forKey: index) else {
             throw BundleError.invalidTensor(tensor: tensors[index].spec.name, reason: "not loaded")

@@ -235,6 +235,11 @@ extension CheckpointWeights {
         Dictionary(uniqueKeysWithValues: files.map { ($0.url.lastPathComponent, $0.metadata) })
     }
 
+    /// Starts reading the tensor's bytes into the system's cache (a hint; unknown names are ignored).
+    public func willRead(_ name: String) {
+        (try? file(holding: name))?.willRead(name)
+    }
+
     /// Copies the tensor's stored bytes from `byteOffset` on into `destination`.
     /// - Throws: as `SafetensorsFile.readRawBytes(of:byteOffset:into:)`.
     public func readRawBytes(of name: String, byteOffset: Int = 0, into destination: UnsafeMutableRawBufferPointer)

@@ -53,6 +53,20 @@ final class ReadOnlyFile: @unchecked Sendable {
 
     deinit { close(descriptor) }
 
+    /// Asks the system to start reading `range` into its cache now, without waiting: a hint,
+    /// so that bytes wanted soon arrive from the disk while other work goes on.
+    func willNeed(_ range: Range<Int>) {
+        let start = max(0, min(range.lowerBound, byteCount))
+        let end = max(start, min(range.upperBound, byteCount))
+        guard end > start else { return }
+        #if os(Linux)
+            _ = posix_fadvise(descriptor, off_t(start), off_t(end - start), POSIX_FADV_WILLNEED)
+        #elseif canImport(Darwin)
+            var advice = radvisory(ra_offset: off_t(start), ra_count: Int32(clamping: end - start))
+            _ = fcntl(descriptor, F_RDADVISE, &advice)
+        #endif
+    }
+
     /// Fills `buffer` with the bytes at `offset`, or throws: a short read is an error, never
     /// a partially filled buffer.
     /// - Throws: `CheckpointError.readFailed` on a system error or when the file ends first.

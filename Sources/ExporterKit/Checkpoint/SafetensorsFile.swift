@@ -250,6 +250,12 @@ extension SafetensorsFile {
     /// read and the conversion, large enough that system calls cost nothing noticeable.
     static let readChunkBytes = 256 * 1024
 
+    /// Starts reading the tensor's bytes into the system's cache (a hint; unknown names are ignored).
+    public func willRead(_ name: String) {
+        guard let tensor = try? tensor(named: name) else { return }
+        file.willNeed(tensor.byteRange)
+    }
+
     /// Copies the tensor's stored bytes starting `byteOffset` bytes into its data, filling `destination`.
     /// - Throws: `CheckpointError.tensorNotFound`, `.byteRangeOutOfBounds`, `.readFailed`.
     public func readRawBytes(of name: String, byteOffset: Int = 0, into destination: UnsafeMutableRawBufferPointer)

@@ -18,9 +18,15 @@ public protocol WeightSource: Sendable {
     /// counts these patterns directly rather than converting every weight first.
     /// - Throws: the source's read errors.
     func readBFloat16Bits(_ tensor: TensorSpec) throws -> [UInt16]?
+
+    /// A hint that `tensor` will be read soon: a source on disk starts reading it now.
+    func willRead(_ tensor: TensorSpec)
 }
 
 extension WeightSource {
+    /// Nothing to start ahead.
+    public func willRead(_ tensor: TensorSpec) {}
+
     /// No stored bfloat16 patterns: the source is read through `readFloat16`.
     public func readBFloat16Bits(_ tensor: TensorSpec) throws -> [UInt16]? { nil }
 }

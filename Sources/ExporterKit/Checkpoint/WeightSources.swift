@@ -33,6 +33,8 @@ public struct CheckpointWeightSource: WeightSource {
     /// `checkpoint`.
     public var weightsKind: String { "checkpoint" }
 
+    public func willRead(_ tensor: TensorSpec) { weights.willRead(tensor.name) }
+
     public func readBFloat16Bits(_ tensor: TensorSpec) throws -> [UInt16]? {
         let stored = try weights.tensor(named: tensor.name)
         guard stored.dtype == .bf16, stored.elementCount == tensor.elementCount else { return nil }
