@@ -89,7 +89,7 @@ public enum BundleWriter {
         // output into the page cache costs as much as a quarter of an export.
         let writer = TensorWriteQueue(file: weights, alignment: layout.alignment)
         for (index, tensor) in plan.tensors.enumerated() {
-            let encoded = try encoder.compress(tensor, try prefetcher.values(of: index))
+            let encoded = try encoder.compress(tensor, try prefetcher.values(of: index), from: request.source)
             let parts = layout.parts[index]
             guard encoded.blobs.count == parts.count else {
                 throw BundleError.invalidTensor(tensor: tensor.spec.name, reason: "encoder produced an unexpected part count")

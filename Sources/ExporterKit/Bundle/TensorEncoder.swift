@@ -30,6 +30,10 @@ enum LoadedValues {
     /// Stored bfloat16 bit patterns, all convertible to float16: what plain palettisation
     /// counts directly (``Palettizer/palettize(bfloat16Bits:rows:columns:spec:name:workerCount:)``).
     case bfloat16Bits([UInt16])
+    /// Nothing read yet: stored as bfloat16, the tensor is quantised to int8 per tensor
+    /// while it is read, a block at a time (``LinearQuantizer/quantizeInt8PerTensor(bfloat16Rows:columns:workers:blockElements:read:)``),
+    /// so that a large embedding is never held whole.
+    case bfloat16Stream
 }
 
 /// Reads a tensor from a source (`load`) and stores it by its scheme (`compress`): kept,
@@ -51,9 +55,28 @@ struct TensorEncoder {
                     count = spec.elementCount
                 })
         }
-        if tensor.scheme.mode == .palettize, usesPlainPalette(tensor), let bits = try source.readBFloat16Bits(spec) {
-            return .bfloat16Bits(bits)
+        if source.storesBFloat16(spec) {
+            if tensor.scheme.mode == .linear && tensor.scheme.granularity != .perChannel {
+                return .bfloat16Stream
+            }
+            if tensor.scheme.mode == .palettize && usesPlainPalette(tensor) {
+                var largest: UInt16 = 0
+                let bits = try [UInt16](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
+                    count = 0
+                    try source.readBFloat16Bits(spec, elements: 0..<spec.elementCount, into: buffer)
+                    count = spec.elementCount
+                    for pattern in buffer { largest = max(largest, pattern & 0x7FFF) }
+                }
+                // Values float16 cannot hold go through the reader, which reports or clamps them.
+                if largest < SourcePatterns.bfloat16.firstUnusable { return .bfloat16Bits(bits) }
+            }
         }
+        return try loadHalf(tensor, from: source)
+    }
+
+    /// Reads `tensor` converted to float16 (what palettisation, int8 and float16 storage start from).
+    private func loadHalf(_ tensor: PlannedTensor, from source: WeightSource) throws -> LoadedValues {
+        let spec = tensor.spec
         // Not zero-filled first: the source writes every element, and zeroing half a
         // gigabyte of embedding costs as much as reading it.
         return .half(
@@ -78,8 +101,8 @@ struct TensorEncoder {
         return PaletteSpec(bits: tensor.scheme.bits ?? 4, granularity: granularity)
     }
 
-    /// Stores loaded values by the tensor's scheme.
-    func compress(_ tensor: PlannedTensor, _ loaded: LoadedValues) throws -> EncodedTensor {
+    /// Stores loaded values by the tensor's scheme; `source` is read for a ``LoadedValues/bfloat16Stream``.
+    func compress(_ tensor: PlannedTensor, _ loaded: LoadedValues, from source: WeightSource) throws -> EncodedTensor {
         let spec = tensor.spec
         let (rows, columns) = spec.matrixShape
         switch (tensor.scheme.mode, loaded) {
@@ -120,6 +143,15 @@ struct TensorEncoder {
                 throw BundleError.invalidTensor(tensor: spec.name, reason: "bfloat16 values beyond float16's range")
             }
             return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
+        case (.linear, .bfloat16Stream):
+            let quantized = try LinearQuantizer.quantizeInt8PerTensor(bfloat16Rows: rows, columns: columns) { elements, buffer in
+                try source.readBFloat16Bits(spec, elements: elements, into: buffer)
+            }
+            guard let quantized else {
+                // Values float16 cannot hold: through the reader, which reports or clamps them.
+                return try compress(tensor, try loadHalf(tensor, from: source), from: source)
+            }
+            return EncodedTensor(blobs: [Blob(quantized.scales), Blob(quantized.values)], sqnr: quantized.sqnrDecibels)
         case (.linear, .half(let values)):
             let quantized = try values.withUnsafeBufferPointer {
                 try LinearQuantizer.quantizeInt8(
@@ -127,7 +159,7 @@ struct TensorEncoder {
                     granularity: tensor.scheme.granularity == .perChannel ? .perOutputChannel : .perTensor, name: spec.name)
             }
             return EncodedTensor(blobs: [Blob(quantized.scales), Blob(quantized.values)], sqnr: quantized.sqnrDecibels)
-        case (.palettize, .single), (.linear, .single), (.keep, .bfloat16Bits), (.linear, .bfloat16Bits):
+        case (.palettize, .single), (.linear, .single), (.keep, .bfloat16Bits), (.linear, .bfloat16Bits), (_, .bfloat16Stream):
             throw BundleError.invalidTensor(tensor: spec.name, reason: "compressed tensors are read as float16")
         }
     }

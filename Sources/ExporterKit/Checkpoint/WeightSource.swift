@@ -12,21 +12,32 @@ public protocol WeightSource: Sendable {
     /// - Throws: the source's errors (missing tensor, non-finite values).
     func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws
 
-    /// `tensor`'s values as their stored bfloat16 bit patterns, row-major, when the source
-    /// stores it as bfloat16 and every value converts to a finite float16; nil otherwise
-    /// (`readFloat16` then converts it, and reports or clamps what it must). Palettisation
-    /// counts these patterns directly rather than converting every weight first.
+    /// Whether `tensor` is stored as bfloat16, so that ``readBFloat16Bits(_:elements:into:)``
+    /// can read its bit patterns: compression can then count patterns rather than convert
+    /// every weight first.
+    func storesBFloat16(_ tensor: TensorSpec) -> Bool
+
+    /// Fills `buffer` with the stored bfloat16 bit patterns of elements `elements` of
+    /// `tensor` (row-major), which must be stored as bfloat16.
     /// - Throws: the source's read errors.
-    func readBFloat16Bits(_ tensor: TensorSpec) throws -> [UInt16]?
+    func readBFloat16Bits(_ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>) throws
 
     /// A hint that `tensor` will be read soon: a source on disk starts reading it now.
     func willRead(_ tensor: TensorSpec)
 }
 
 extension WeightSource {
+    /// Not stored as bfloat16: read through `readFloat16`.
+    public func storesBFloat16(_ tensor: TensorSpec) -> Bool { false }
+
+    /// Never called when ``storesBFloat16(_:)`` is false.
+    public func readBFloat16Bits(
+        _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
+    ) throws {
+        throw CheckpointError.unsupportedDType(path: weightsKind, tensor: tensor.name, dtype: .bf16)
+    }
+
     /// Nothing to start ahead.
     public func willRead(_ tensor: TensorSpec) {}
 
-    /// No stored bfloat16 patterns: the source is read through `readFloat16`.
-    public func readBFloat16Bits(_ tensor: TensorSpec) throws -> [UInt16]? { nil }
 }

@@ -35,22 +35,20 @@ public struct CheckpointWeightSource: WeightSource {
 
     public func willRead(_ tensor: TensorSpec) { weights.willRead(tensor.name) }
 
-    public func readBFloat16Bits(_ tensor: TensorSpec) throws -> [UInt16]? {
-        let stored = try weights.tensor(named: tensor.name)
-        guard stored.dtype == .bf16, stored.elementCount == tensor.elementCount else { return nil }
-        var largest: UInt16 = 0
-        let bits = try [UInt16](unsafeUninitializedCapacity: stored.elementCount) { buffer, initialized in
-            initialized = 0
-            try weights.readRawBytes(of: tensor.name, into: UnsafeMutableRawBufferPointer(buffer))
-            initialized = stored.elementCount
-            for index in buffer.indices {
-                #if _endian(big)
-                    buffer[index] = UInt16(littleEndian: buffer[index])
-                #endif
-                largest = max(largest, buffer[index] & 0x7FFF)
-            }
-        }
-        return largest < Float16Table.bfloat16Unconvertible ? bits : nil
+    public func storesBFloat16(_ tensor: TensorSpec) -> Bool {
+        guard let stored = try? weights.tensor(named: tensor.name) else { return false }
+        return stored.dtype == .bf16 && stored.elementCount == tensor.elementCount
+    }
+
+    public func readBFloat16Bits(
+        _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
+    ) throws {
+        let elementSize = MemoryLayout<UInt16>.stride
+        try weights.readRawBytes(
+            of: tensor.name, byteOffset: elements.lowerBound * elementSize, into: UnsafeMutableRawBufferPointer(buffer))
+        #if _endian(big)
+            for index in buffer.indices { buffer[index] = UInt16(littleEndian: buffer[index]) }
+        #endif
     }
 
     /// Tensors at least this large are read in one part per core.

@@ -73,60 +73,151 @@ public enum LinearQuantizer {
     private static func quantizePerTensor(
         _ bits: UnsafeBufferPointer<UInt16>, rows: Int, columns: Int, name: String?, workers: Int
     ) throws -> Int8QuantizedTensor {
-        let patterns = 1 << 16
-        let counts = UnsafeMutableBufferPointer<Int>.allocate(capacity: patterns)
-        counts.initialize(repeating: 0)
-        defer { counts.deallocate() }
-        let lock = NSLock()
-        let target = PatternCounts(bits: bits, counts: counts)
-        WorkDispenser.perform(
-            count: rows, workers: workers, batch: 16,
-            setUp: { _ in
-                let local = UnsafeMutableBufferPointer<Int>.allocate(capacity: patterns)
-                local.initialize(repeating: 0)
-                return local
-            },
-            tearDown: { local in
-                lock.withLock { for pattern in 0..<patterns { target.counts[pattern] += local[pattern] } }
-                local.deallocate()
-            }
-        ) { local, row in
-            for index in (row * columns)..<((row + 1) * columns) { local[Int(target.bits[index])] += 1 }
-        }
-        if (0..<patterns).contains(where: { counts[$0] > 0 && Float16Table.isNonFinite(UInt16($0)) }) {
+        let shared = UnsafeSendableBits(bits: bits)
+        let tensor = try quantizePerTensor(
+            rows: rows, columns: columns, rowsPerBlock: 16, workers: workers, patterns: .float16, scratchElements: 0
+        ) { block, _ in UnsafeBufferPointer(rebasing: shared.bits[(block.lowerBound * columns)..<(block.upperBound * columns)]) }
+        guard let tensor else {
             let (row, column) = Palettizer.firstNonFinite(bits, columns: columns)
             throw CompressionError.nonFiniteWeight(row: row, column: column, tensor: name)
         }
+        return tensor
+    }
+
+    /// Per-tensor int8 of a tensor stored as bfloat16 (each value worth the checkpoint
+    /// reader's float16 conversion), read by `read` a block of rows at a time, twice: once
+    /// to count its patterns, once to code them. Only the codes and a block per worker are
+    /// in memory, never the whole tensor in float16. The same result as converting first.
+    ///
+    /// - Parameter read: fills the buffer with the patterns of an element range; called
+    ///   from several threads at once.
+    /// - Returns: nil when a value has no finite float16 (NaN, infinity, beyond ±65,504):
+    ///   such tensors are converted by the reader, which reports or clamps them.
+    /// - Throws: what `read` throws.
+    static func quantizeInt8PerTensor(
+        bfloat16Rows rows: Int, columns: Int, workers: Int = Palettizer.defaultWorkerCount,
+        blockElements: Int = streamBlockElements, read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void
+    ) throws -> Int8QuantizedTensor? {
+        guard rows > 0, columns > 0 else { return nil }
+        let rowsPerBlock = max(1, blockElements / columns)
+        return try quantizePerTensor(
+            rows: rows, columns: columns, rowsPerBlock: rowsPerBlock, workers: workers, patterns: .bfloat16,
+            scratchElements: rowsPerBlock * columns
+        ) { block, scratch in
+            let elements = (block.lowerBound * columns)..<(block.upperBound * columns)
+            let buffer = UnsafeMutableBufferPointer(rebasing: scratch[0..<elements.count])
+            try read(elements, buffer)
+            return UnsafeBufferPointer(buffer)
+        }
+    }
+
+    /// Elements per block read by ``quantizeInt8PerTensor(bfloat16Rows:columns:workers:blockElements:read:)``.
+    static let streamBlockElements = 1 << 21
+
+    /// The per-tensor pipeline over blocks of rows handed out by `patternsOf(rows, scratch)`
+    /// (the block's patterns, read into the worker's `scratch` if need be). Returns nil when a
+    /// pattern has no finite float16 value.
+    private static func quantizePerTensor(
+        rows: Int, columns: Int, rowsPerBlock: Int, workers: Int, patterns source: SourcePatterns, scratchElements: Int,
+        patternsOf: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> UnsafeBufferPointer<UInt16>
+    ) throws -> Int8QuantizedTensor? {
+        let patternCount = 1 << 16
+        let blocks = (rows + rowsPerBlock - 1) / rowsPerBlock
+        func rowRange(_ block: Int) -> Range<Int> { (block * rowsPerBlock)..<min(rows, (block + 1) * rowsPerBlock) }
+        let failure = FirstFailure()
+
+        // Pass 1: count the patterns, each worker in its own table.
+        let counts = UnsafeMutableBufferPointer<Int>.allocate(capacity: patternCount)
+        counts.initialize(repeating: 0)
+        defer { counts.deallocate() }
+        let totals = UnsafeSendableCounts(counts: counts)
+        WorkDispenser.perform(
+            count: blocks, workers: workers,
+            setUp: { _ in BlockWorkspace(patternCount: patternCount, scratchElements: scratchElements) },
+            tearDown: { workspace in
+                failure.lock.withLock { for pattern in 0..<patternCount { totals.counts[pattern] += workspace.counts[pattern] } }
+            }
+        ) { workspace, block in
+            guard !failure.happened else { return }
+            do {
+                for pattern in try patternsOf(rowRange(block), workspace.scratch) { workspace.counts[Int(pattern)] += 1 }
+            } catch {
+                failure.record(error)
+            }
+        }
+        try failure.rethrow()
+        let firstUnusable = Int(source.firstUnusable)
+        if (0..<patternCount).contains(where: { counts[$0] > 0 && $0 & 0x7FFF >= firstUnusable }) { return nil }
+
+        // The code and error of each float16 value present, from its count.
+        let halfCounts: UnsafeMutableBufferPointer<Int>
+        if source == .float16 {
+            halfCounts = counts
+        } else {
+            halfCounts = UnsafeMutableBufferPointer<Int>.allocate(capacity: patternCount)
+            halfCounts.initialize(repeating: 0)
+            Float16Table.fromBFloat16.withUnsafeBufferPointer { map in
+                for pattern in 0..<patternCount where counts[pattern] > 0 { halfCounts[Int(map[pattern])] += counts[pattern] }
+            }
+        }
+        defer { if source != .float16 { halfCounts.deallocate() } }
         // For finite values the magnitude order is the order of the pattern without its sign.
-        let largest = (0..<patterns).reduce(UInt16(0)) { counts[$1] > 0 ? max($0, UInt16($1) & 0x7FFF) : $0 }
+        let largest = (0..<patternCount).reduce(UInt16(0)) { halfCounts[$1] > 0 ? max($0, UInt16($1) & 0x7FFF) : $0 }
         let scale: Float = Float16Table.floats.withUnsafeBufferPointer { floats in
             largest == 0 ? 1 : floats[Int(largest)] / 127
         }
-        let codes = UnsafeMutableBufferPointer<Int8>.allocate(capacity: patterns)
+        let codes = UnsafeMutableBufferPointer<Int8>.allocate(capacity: patternCount)
         defer { codes.deallocate() }
         var squaredError = 0.0
         var signalPower = 0.0
         Float16Table.floats.withUnsafeBufferPointer { floats in
-            for pattern in 0..<patterns {
-                guard counts[pattern] > 0 else {
+            for pattern in 0..<patternCount {
+                guard halfCounts[pattern] > 0 else {
                     codes[pattern] = 0
                     continue
                 }
                 let weight = floats[pattern]
                 let (code, error) = quantize(weight, scale: scale)
                 codes[pattern] = code
-                squaredError += Double(counts[pattern]) * error
-                signalPower += Double(counts[pattern]) * (Double(weight) * Double(weight))
+                squaredError += Double(halfCounts[pattern]) * error
+                signalPower += Double(halfCounts[pattern]) * (Double(weight) * Double(weight))
             }
         }
-        let values = [Int8](unsafeUninitializedCapacity: bits.count) { output, initialized in
-            let shared = CodeLookup(bits: bits, codes: codes, output: output)
-            WorkDispenser.perform(count: rows, workers: workers, batch: 16, setUp: { _ in () }) { _, row in
-                for index in (row * columns)..<((row + 1) * columns) {
-                    shared.output[index] = shared.codes[Int(shared.bits[index])]
+        // Codes by stored pattern, so that the second pass looks each weight up once.
+        let sourceCodes: UnsafeMutableBufferPointer<Int8>
+        if source == .float16 {
+            sourceCodes = codes
+        } else {
+            sourceCodes = .allocate(capacity: patternCount)
+            Float16Table.fromBFloat16.withUnsafeBufferPointer { map in
+                for pattern in 0..<patternCount { sourceCodes[pattern] = counts[pattern] > 0 ? codes[Int(map[pattern])] : 0 }
+            }
+        }
+        defer { if source != .float16 { sourceCodes.deallocate() } }
+
+        // Pass 2: code every weight.
+        let lookup = UnsafeSendableCodes(codes: sourceCodes)
+        let values = try [Int8](unsafeUninitializedCapacity: rows * columns) { output, initialized in
+            initialized = 0
+            let target = UnsafeSendableOutput(output: output)
+            WorkDispenser.perform(
+                count: blocks, workers: workers,
+                setUp: { _ in BlockWorkspace(patternCount: 0, scratchElements: scratchElements) }
+            ) { workspace, block in
+                guard !failure.happened else { return }
+                do {
+                    let rowsOfBlock = rowRange(block)
+                    var index = rowsOfBlock.lowerBound * columns
+                    for pattern in try patternsOf(rowsOfBlock, workspace.scratch) {
+                        target.output[index] = lookup.codes[Int(pattern)]
+                        index += 1
+                    }
+                } catch {
+                    failure.record(error)
                 }
             }
-            initialized = bits.count
+            try failure.rethrow()
+            initialized = rows * columns
         }
         return Int8QuantizedTensor(
             rows: rows, columns: columns, granularity: .perTensor, scales: [scale], values: values,
@@ -232,18 +323,38 @@ extension LinearQuantizer {
     }
 }
 
-/// The shared counts of a per-tensor pass (written under a lock).
-private struct PatternCounts: @unchecked Sendable {
-    let bits: UnsafeBufferPointer<UInt16>
+/// A worker's pattern counts and read buffer for the per-tensor passes.
+private final class BlockWorkspace {
     let counts: UnsafeMutableBufferPointer<Int>
+    let scratch: UnsafeMutableBufferPointer<UInt16>
+
+    init(patternCount: Int, scratchElements: Int) {
+        counts = .allocate(capacity: patternCount)
+        counts.initialize(repeating: 0)
+        scratch = .allocate(capacity: scratchElements)
+    }
+
+    deinit {
+        counts.deallocate()
+        scratch.deallocate()
+    }
 }
 
-/// Codes written by pattern lookup; each row by one worker.
-private struct CodeLookup: @unchecked Sendable {
-    let bits: UnsafeBufferPointer<UInt16>
-    let codes: UnsafeMutableBufferPointer<Int8>
-    let output: UnsafeMutableBufferPointer<Int8>
+/// The first error of the workers of a pass, rethrown once they are done.
+private final class FirstFailure: @unchecked Sendable {
+    let lock = NSLock()
+    private var error: Error?
+
+    var happened: Bool { lock.withLock { error != nil } }
+    func record(_ error: Error) { lock.withLock { if self.error == nil { self.error = error } } }
+    func rethrow() throws { if let error = lock.withLock({ error }) { throw error } }
 }
+
+// Pointers the workers share; each writes only its own rows (or, for the totals, under a lock).
+private struct UnsafeSendableBits: @unchecked Sendable { let bits: UnsafeBufferPointer<UInt16> }
+private struct UnsafeSendableCounts: @unchecked Sendable { let counts: UnsafeMutableBufferPointer<Int> }
+private struct UnsafeSendableCodes: @unchecked Sendable { let codes: UnsafeMutableBufferPointer<Int8> }
+private struct UnsafeSendableOutput: @unchecked Sendable { let output: UnsafeMutableBufferPointer<Int8> }
 
 private struct MaximaBuffers: @unchecked Sendable {
     let bits: UnsafeBufferPointer<UInt16>

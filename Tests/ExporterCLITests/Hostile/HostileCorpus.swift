@@ -223,6 +223,18 @@ enum HostileCorpus {
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
                 error: "Error: tensor 'model.layers.0.mlp.up_proj.weight': 3 values are NaN or infinite\n")
         },
+        HostileCase(name: "safetensors: NaN in the int8 embedding") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = directory.appendingPathComponent("model.safetensors")
+            let tensor = try SafetensorsFile(url: url).tensor(named: "model.embed_tokens.weight")
+            var bytes = [UInt8](try Data(contentsOf: url))
+            // BF16 0x7F80 (+infinity), near the end of the tensor: the second block, if any.
+            (bytes[tensor.byteRange.upperBound - 2], bytes[tensor.byteRange.upperBound - 1]) = (0x80, 0x7F)
+            try Data(bytes).write(to: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: tensor 'model.embed_tokens.weight': 1 value is NaN or infinite\n")
+        },
         HostileCase(name: "safetensors: palettised weights beyond float16's range") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
             let url = directory.appendingPathComponent("model.safetensors")

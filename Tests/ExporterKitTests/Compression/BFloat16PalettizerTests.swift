@@ -71,3 +71,57 @@ extension CompressionTests {
         }
     }
 }
+
+extension CompressionTests {
+    @Suite("int8 per tensor, streamed from bfloat16")
+    struct StreamedInt8Tests {
+        private struct ReadFailure: Error, Equatable {}
+
+        private func stream(
+            _ bits: [UInt16], rows: Int, columns: Int, workers: Int, blockElements: Int, failAt: Int? = nil
+        ) throws -> Int8QuantizedTensor? {
+            try LinearQuantizer.quantizeInt8PerTensor(
+                bfloat16Rows: rows, columns: columns, workers: workers, blockElements: blockElements
+            ) { elements, buffer in
+                if let failAt, elements.contains(failAt) { throw ReadFailure() }
+                for (offset, index) in elements.enumerated() { buffer[offset] = bits[index] }
+            }
+        }
+
+        private func converted(_ bits: [UInt16]) -> [Float16] {
+            var output = [Float16](repeating: 0, count: bits.count)
+            bits.withUnsafeBufferPointer { source in
+                output.withUnsafeMutableBufferPointer { _ = PrecisionConversion.toFloat16(bfloat16Bits: source, into: $0, clampingOutOfRange: false) }
+            }
+            return output
+        }
+
+        @Test("equals converting first and quantising, whatever the blocks and workers", arguments: [(1, 1_000_000), (3, 700), (2, 53)])
+        func sameAsConvertingFirst(workers: Int, blockElements: Int) throws {
+            let (rows, columns) = (40, 53)
+            let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: 21)
+            var bits = weights.map { PrecisionConversion.bfloat16Bits(Float($0)) }
+            // Both zeros, and values that round to float16 subnormals or to zero.
+            bits[3] = 0x8000
+            bits[4] = 0x0000
+            bits[5] = 0x3380
+            bits[6] = 0xB300
+            let expected = try converted(bits).withUnsafeBufferPointer {
+                try LinearQuantizer.quantizeInt8($0, rows: rows, columns: columns, granularity: .perTensor, workerCount: 2)
+            }
+            let streamed = try stream(bits, rows: rows, columns: columns, workers: workers, blockElements: blockElements)
+            #expect(streamed == expected)
+        }
+
+        @Test("declines values without a finite float16, and passes read errors on")
+        func declinesAndFails() throws {
+            var bits = [UInt16](repeating: 0x3F80, count: 64)
+            bits[9] = 0x7FC0  // NaN
+            #expect(try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16) == nil)
+            bits[9] = 0xC780  // −65,536
+            #expect(try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16) == nil)
+            bits[9] = 0x3F80
+            #expect(throws: ReadFailure()) { try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16, failAt: 40) }
+        }
+    }
+}
