@@ -163,14 +163,21 @@ public enum BundleWriter {
     }
 }
 
-/// Writes tensors' parts to the weights file on a serial queue, in order, at most two tensors
-/// behind the compressor; the first failure stops the rest and is rethrown to the caller.
+/// Writes tensors' parts to the weights file on a serial queue, in order, a bounded number of
+/// bytes behind the compressor; the first failure stops the rest and is rethrown to the caller.
 final class TensorWriteQueue: @unchecked Sendable {
+    /// Bytes that may wait behind the tensor being written: after a large tensor (the
+    /// embedding), the small ones that follow are compressed while it is written rather
+    /// than waiting for it.
+    static let pendingByteLimit = 64 << 20
+
     private let file: OutputFile
     private let alignment: Int
     private let queue = DispatchQueue(label: "exporter.write")
-    private let slots = DispatchSemaphore(value: 2)
-    private let lock = NSLock()
+    /// Guards `pending` and `failure`; signalled as writes finish.
+    private let condition = NSCondition()
+    /// Sizes of the tensors queued and not yet written, oldest (the one being written) first.
+    private var pending: [Int] = []
     private var failure: Error?
 
     init(file: OutputFile, alignment: Int) {
@@ -178,27 +185,47 @@ final class TensorWriteQueue: @unchecked Sendable {
         self.alignment = alignment
     }
 
-    private var firstFailure: Error? { lock.withLock { failure } }
+    private var firstFailure: Error? {
+        condition.lock()
+        defer { condition.unlock() }
+        return failure
+    }
 
-    /// Queues `blobs` (each with its planned offset) for writing.
+    /// Queues `blobs` (each with its planned offset) for writing, once the tensors waiting
+    /// behind the one being written leave room (``pendingByteLimit`` bytes).
     /// - Throws: the failure of an earlier write, if any.
     func enqueue(_ blobs: [(Blob, Int)], tensor: String) throws {
-        if let failure = firstFailure { throw failure }
-        slots.wait()
+        let bytes = blobs.reduce(0) { $0 + $1.0.byteCount }
+        condition.lock()
+        while failure == nil && !pending.isEmpty && pending.dropFirst().reduce(bytes, +) > Self.pendingByteLimit {
+            condition.wait()
+        }
+        if let failure {
+            condition.unlock()
+            throw failure
+        }
+        pending.append(bytes)
+        condition.unlock()
         queue.async { [self] in
-            defer { slots.signal() }
-            guard firstFailure == nil else { return }
-            do {
-                for (blob, offset) in blobs {
-                    try file.pad(toMultipleOf: alignment)
-                    guard file.size == offset else {
-                        throw BundleError.invalidTensor(tensor: tensor, reason: "written at \(file.size), planned at \(offset)")
+            var error: Error?
+            if firstFailure == nil {
+                do {
+                    for (blob, offset) in blobs {
+                        try file.pad(toMultipleOf: alignment)
+                        guard file.size == offset else {
+                            throw BundleError.invalidTensor(tensor: tensor, reason: "written at \(file.size), planned at \(offset)")
+                        }
+                        try blob.write(file)
                     }
-                    try blob.write(file)
+                } catch let writeError {
+                    error = writeError
                 }
-            } catch {
-                lock.withLock { if failure == nil { failure = error } }
             }
+            condition.lock()
+            if failure == nil { failure = error }
+            pending.removeFirst()
+            condition.broadcast()
+            condition.unlock()
         }
     }
 
