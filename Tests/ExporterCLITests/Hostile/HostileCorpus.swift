@@ -31,6 +31,21 @@ enum HostileCorpus {
          scratch.appendingPathComponent("out").path] + extra
     }
 
+    /// A tiny qwen2 checkpoint with some stored BF16 values of `tensor` replaced: element
+    /// `index` (negative: from the end) gets bit pattern `pattern`.
+    static func checkpointWithValues(_ tensor: String, _ values: [(index: Int, pattern: UInt16)]) throws -> URL {
+        let directory = try Fixtures.syntheticCheckpoint()
+        let url = directory.appendingPathComponent("model.safetensors")
+        let range = try SafetensorsFile(url: url).tensor(named: tensor).byteRange
+        var bytes = [UInt8](try Data(contentsOf: url))
+        for (index, pattern) in values {
+            let offset = index >= 0 ? range.lowerBound + 2 * index : range.upperBound + 2 * index
+            (bytes[offset], bytes[offset + 1]) = (UInt8(pattern & 0xFF), UInt8(pattern >> 8))
+        }
+        try Data(bytes).write(to: url)
+        return directory
+    }
+
     /// A tiny qwen2 checkpoint whose `model.safetensors` is replaced by `bytes`.
     static func checkpointWithWeights(_ bytes: [UInt8]) throws -> (directory: URL, weights: String) {
         let directory = try Fixtures.syntheticCheckpoint()
@@ -210,40 +225,23 @@ enum HostileCorpus {
                 error: "Error: tensor 'model.embed_tokens.weight' appears in both '\(first.path)' and '\(second.path)'\n")
         },
         HostileCase(name: "safetensors: NaN weights") { scratch in
-            let directory = try Fixtures.syntheticCheckpoint()
-            let url = directory.appendingPathComponent("model.safetensors")
-            let tensor = try SafetensorsFile(url: url).tensor(named: "model.layers.0.mlp.up_proj.weight")
-            var bytes = [UInt8](try Data(contentsOf: url))
-            for offset in stride(from: tensor.byteRange.lowerBound, to: tensor.byteRange.lowerBound + 6, by: 2) {
-                bytes[offset] = 0xC0  // BF16 0x7FC0: a quiet NaN
-                bytes[offset + 1] = 0x7F
-            }
-            try Data(bytes).write(to: url)
+            // BF16 0x7FC0: a quiet NaN.
+            let directory = try checkpointWithValues(
+                "model.layers.0.mlp.up_proj.weight", [(0, 0x7FC0), (1, 0x7FC0), (2, 0x7FC0)])
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
                 error: "Error: tensor 'model.layers.0.mlp.up_proj.weight': 3 values are NaN or infinite\n")
         },
         HostileCase(name: "safetensors: NaN in the int8 embedding") { scratch in
-            let directory = try Fixtures.syntheticCheckpoint()
-            let url = directory.appendingPathComponent("model.safetensors")
-            let tensor = try SafetensorsFile(url: url).tensor(named: "model.embed_tokens.weight")
-            var bytes = [UInt8](try Data(contentsOf: url))
-            // BF16 0x7F80 (+infinity), near the end of the tensor: the second block, if any.
-            (bytes[tensor.byteRange.upperBound - 2], bytes[tensor.byteRange.upperBound - 1]) = (0x80, 0x7F)
-            try Data(bytes).write(to: url)
+            // BF16 0x7F80 (+infinity), the last value: in the last block read.
+            let directory = try checkpointWithValues("model.embed_tokens.weight", [(-1, 0x7F80)])
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
                 error: "Error: tensor 'model.embed_tokens.weight': 1 value is NaN or infinite\n")
         },
         HostileCase(name: "safetensors: palettised weights beyond float16's range") { scratch in
-            let directory = try Fixtures.syntheticCheckpoint()
-            let url = directory.appendingPathComponent("model.safetensors")
-            let tensor = try SafetensorsFile(url: url).tensor(named: "model.layers.0.mlp.down_proj.weight")
-            var bytes = [UInt8](try Data(contentsOf: url))
             // BF16 0x4780 = 65,536 and 0xC7C0 = −98,304: finite, but beyond ±65,504.
-            (bytes[tensor.byteRange.lowerBound], bytes[tensor.byteRange.lowerBound + 1]) = (0x80, 0x47)
-            (bytes[tensor.byteRange.lowerBound + 10], bytes[tensor.byteRange.lowerBound + 11]) = (0xC0, 0xC7)
-            try Data(bytes).write(to: url)
+            let directory = try checkpointWithValues("model.layers.0.mlp.down_proj.weight", [(0, 0x4780), (5, 0xC7C0)])
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
                 error: "Error: tensor 'model.layers.0.mlp.down_proj.weight': 2 values exceed the float16 range "
