@@ -299,8 +299,9 @@ public struct Manifest: Codable, Equatable, Sendable {
     public func canonicalJSON() throws -> [UInt8] { try CanonicalJSON.encode(self) }
 }
 
-/// The tool's version, recorded in every manifest.
+/// The tool's version, recorded in every manifest and part of every build key: raise it
+/// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
-    /// Semantic version of this build.
-    public static let current = "0.1.0"
+    /// Semantic version of this build (0.2.0: the palettiser's polish changed some LUTs).
+    public static let current = "0.2.0"
 }
