@@ -93,17 +93,24 @@ enum PalettizeBench {
     }
 }
 
+/// SplitMix64: the benches' seeded random numbers.
+struct SplitMix64 {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
 /// Seeded heavy-tailed weights (SplitMix64; Laplace bulk with a heavier tail and outliers).
 enum SyntheticWeights {
     static func make(rows: Int, columns: Int, seed: UInt64) -> [Float16] {
-        var state = seed
-        func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        var random = SplitMix64(state: seed)
+        func next() -> UInt64 { random.next() }
         func unit() -> Double { (Double(next() >> 11) + 0.5) / 9_007_199_254_740_992 }
         var weights = [Float16](repeating: 0, count: rows * columns)
         for row in 0..<rows {
@@ -144,14 +151,8 @@ enum ReferenceLloyd {
     }
 
     static func groupError(_ values: [Double], clusters: Int, seed: UInt64) -> Double {
-        var state = seed
-        func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        var random = SplitMix64(state: seed)
+        func next() -> UInt64 { random.next() }
         var centroids = [values[Int(next() % UInt64(values.count))]]
         var distances = values.map { ($0 - centroids[0]) * ($0 - centroids[0]) }
         while centroids.count < clusters {

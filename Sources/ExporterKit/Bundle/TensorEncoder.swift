@@ -27,8 +27,8 @@ enum LoadedValues {
     case half([Float16])
     /// Float32: what float32 and bfloat16 storage start from.
     case single([Float])
-    /// Stored bfloat16 bit patterns, all convertible to float16: what plain palettisation
-    /// counts directly (``Palettizer/palettize(bfloat16Bits:rows:columns:spec:name:workerCount:)``).
+    /// Stored bfloat16 bit patterns: what plain palettisation counts directly
+    /// (``Palettizer/palettize(bfloat16Bits:rows:columns:spec:name:workerCount:)``).
     case bfloat16Bits([UInt16])
     /// Nothing read yet: stored as bfloat16, the tensor is quantised to int8 per tensor
     /// while it is read, a block at a time (``LinearQuantizer/quantizeInt8PerTensor(bfloat16Rows:columns:workers:blockElements:read:)``),
@@ -60,15 +60,12 @@ struct TensorEncoder {
                 return .bfloat16Stream
             }
             if tensor.scheme.mode == .palettize && usesPlainPalette(tensor) {
-                var largest: UInt16 = 0
-                let bits = try [UInt16](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
-                    count = 0
-                    try source.readBFloat16Bits(spec, elements: 0..<spec.elementCount, into: buffer)
-                    count = spec.elementCount
-                    for pattern in buffer { largest = max(largest, pattern & 0x7FFF) }
-                }
-                // Values float16 cannot hold go through the reader, which reports or clamps them.
-                if largest < SourcePatterns.bfloat16.firstUnusable { return .bfloat16Bits(bits) }
+                return .bfloat16Bits(
+                    try [UInt16](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
+                        count = 0
+                        try source.readBFloat16Bits(spec, elements: 0..<spec.elementCount, into: buffer)
+                        count = spec.elementCount
+                    })
             }
         }
         return try loadHalf(tensor, from: source)
@@ -138,9 +135,9 @@ struct TensorEncoder {
                 try Palettizer.palettize(
                     bfloat16Bits: $0, rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name)
             }
-            // `load` hands over only patterns that all convert.
             guard let palette else {
-                throw BundleError.invalidTensor(tensor: spec.name, reason: "bfloat16 values beyond float16's range")
+                // Values float16 cannot hold: through the reader, which reports or clamps them.
+                return try compress(tensor, try loadHalf(tensor, from: source), from: source)
             }
             return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
         case (.linear, .bfloat16Stream):

@@ -54,6 +54,25 @@ public enum PrecisionConversion {
         return UInt16(truncatingIfNeeded: (bits &+ roundingBias) >> 16)
     }
 
+    /// The frame every conversion shares: the common length of the two buffers, their base
+    /// addresses, and the statistics the body fills; nothing is done for an empty buffer.
+    @inline(__always)
+    private static func convert<Source, Target>(
+        _ source: UnsafeBufferPointer<Source>, into destination: UnsafeMutableBufferPointer<Target>,
+        _ body: (
+            _ input: UnsafePointer<Source>, _ output: UnsafeMutablePointer<Target>, _ count: Int,
+            _ statistics: inout ConversionStatistics
+        ) -> Void
+    ) -> ConversionStatistics {
+        var statistics = ConversionStatistics()
+        let count = min(source.count, destination.count)
+        guard count > 0, let input = source.baseAddress, let output = destination.baseAddress else {
+            return statistics
+        }
+        body(input, output, count, &statistics)
+        return statistics
+    }
+
     // MARK: To float16
 
     /// Converts bfloat16 bit patterns to float16.
@@ -65,39 +84,35 @@ public enum PrecisionConversion {
         into destination: UnsafeMutableBufferPointer<Float16>,
         clampingOutOfRange: Bool
     ) -> ConversionStatistics {
-        var statistics = ConversionStatistics()
-        let count = min(source.count, destination.count)
-        guard count > 0, let input = source.baseAddress, let output = destination.baseAddress else {
-            return statistics
-        }
-        output.withMemoryRebound(to: UInt16.self, capacity: count) { output in
-            var blockStart = 0
-            while blockStart < count {
-                let blockEnd = min(blockStart + bfloat16BlockLength, count)
-                // First pass, 16-bit lanes (eight per SSE register): exponents 113...142 are
-                // float16's normal range, converted exactly by re-biasing the exponent and
-                // widening the mantissa; zero keeps its sign. Masks are all ones or zero, from
-                // arithmetic shifts, so the loop vectorises without branches.
-                var unusual: Int16 = 0
-                for index in blockStart..<blockEnd {
-                    let bits = input[index]
-                    let magnitude = Int16(bitPattern: bits & 0x7FFF)
-                    let offset = magnitude &- 0x3880
-                    let normal = ~(offset >> 15) & ((offset &- 0x0F00) >> 15)
-                    let nonZero = (0 &- magnitude) >> 15
-                    output[index] = (bits & 0x8000) | UInt16(bitPattern: ((magnitude &- 0x3800) &<< 3) & normal)
-                    unusual |= nonZero & ~normal
+        convert(source, into: destination) { input, output, count, statistics in
+            output.withMemoryRebound(to: UInt16.self, capacity: count) { output in
+                var blockStart = 0
+                while blockStart < count {
+                    let blockEnd = min(blockStart + bfloat16BlockLength, count)
+                    // First pass, 16-bit lanes (eight per SSE register): exponents 113...142 are
+                    // float16's normal range, converted exactly by re-biasing the exponent and
+                    // widening the mantissa; zero keeps its sign. Masks are all ones or zero, from
+                    // arithmetic shifts, so the loop vectorises without branches.
+                    var unusual: Int16 = 0
+                    for index in blockStart..<blockEnd {
+                        let bits = input[index]
+                        let magnitude = Int16(bitPattern: bits & 0x7FFF)
+                        let offset = magnitude &- 0x3880
+                        let normal = ~(offset >> 15) & ((offset &- 0x0F00) >> 15)
+                        let nonZero = (0 &- magnitude) >> 15
+                        output[index] = (bits & 0x8000) | UInt16(bitPattern: ((magnitude &- 0x3800) &<< 3) & normal)
+                        unusual |= nonZero & ~normal
+                    }
+                    // Subnormal results (common: about 1 weight in 200) need rounding: redo the block
+                    // in 32-bit lanes, and the few out-of-range or non-finite values one by one.
+                    if unusual != 0 {
+                        bfloat16ToFloat16Wide(
+                            input, output, blockStart..<blockEnd, clamping: clampingOutOfRange, &statistics)
+                    }
+                    blockStart = blockEnd
                 }
-                // Subnormal results (common: about 1 weight in 200) need rounding: redo the block
-                // in 32-bit lanes, and the few out-of-range or non-finite values one by one.
-                if unusual != 0 {
-                    bfloat16ToFloat16Wide(
-                        input, output, blockStart..<blockEnd, clamping: clampingOutOfRange, &statistics)
-                }
-                blockStart = blockEnd
             }
         }
-        return statistics
     }
 
     /// Elements per block of the bfloat16 fast pass: short enough that a subnormal sends few
@@ -134,21 +149,17 @@ public enum PrecisionConversion {
         float16Bits source: UnsafeBufferPointer<UInt16>,
         into destination: UnsafeMutableBufferPointer<Float16>
     ) -> ConversionStatistics {
-        var statistics = ConversionStatistics()
-        let count = min(source.count, destination.count)
-        guard count > 0, let input = source.baseAddress, let output = destination.baseAddress else {
-            return statistics
-        }
-        var nonFinite = 0
-        output.withMemoryRebound(to: UInt16.self, capacity: count) { output in
-            for index in 0..<count {
-                let bits = input[index]
-                output[index] = bits
-                nonFinite &+= bits & 0x7C00 == 0x7C00 ? 1 : 0
+        convert(source, into: destination) { input, output, count, statistics in
+            var nonFinite = 0
+            output.withMemoryRebound(to: UInt16.self, capacity: count) { output in
+                for index in 0..<count {
+                    let bits = input[index]
+                    output[index] = bits
+                    nonFinite &+= bits & 0x7C00 == 0x7C00 ? 1 : 0
+                }
             }
+            statistics.nonFiniteCount = nonFinite
         }
-        statistics.nonFiniteCount = nonFinite
-        return statistics
     }
 
     /// Converts float32 values to float16, rounding to nearest even.
@@ -160,41 +171,37 @@ public enum PrecisionConversion {
         into destination: UnsafeMutableBufferPointer<Float16>,
         clampingOutOfRange: Bool
     ) -> ConversionStatistics {
-        var statistics = ConversionStatistics()
-        let count = min(source.count, destination.count)
-        guard count > 0, let input = source.baseAddress, let output = destination.baseAddress else {
-            return statistics
-        }
-        // Magnitudes up to 65504 convert in the vector pass: from 2^-14 on by rounding the
-        // mantissa (a carry into the exponent is still correct rounding), below as subnormals.
-        @inline(__always) func isRegular(_ magnitude: UInt32) -> Bool { magnitude <= 0x477F_E000 }
-        output.withMemoryRebound(to: UInt16.self, capacity: count) { output in
-            var blockStart = 0
-            while blockStart < count {
-                let blockEnd = min(blockStart + blockLength, count)
-                var irregular: Int32 = 0
-                for index in blockStart..<blockEnd {
-                    let bits = input[index].bitPattern
-                    let magnitude = Int32(bitPattern: bits & 0x7FFF_FFFF)
-                    let offset = magnitude &- 0x3880_0000
-                    let small = offset >> 31
-                    let normal = ~small & ((offset &- (0x477F_E000 - 0x3880_0000 + 1)) >> 31)
-                    let rounded = magnitude &+ 0x0FFF &+ ((magnitude >> 13) & 1)
-                    let normalBits = ((rounded &- 0x3800_0000) >> 13) & normal
-                    let subnormalBits = float16SubnormalBits(magnitude) & small
-                    let sign = UInt16(truncatingIfNeeded: bits >> 16) & 0x8000
-                    output[index] = sign | UInt16(truncatingIfNeeded: normalBits | subnormalBits)
-                    irregular |= ~(small | normal)
-                }
-                if irregular != 0 {
-                    for index in blockStart..<blockEnd where !isRegular(input[index].bitPattern & 0x7FFF_FFFF) {
-                        output[index] = exactFloat16Bits(input[index], clamping: clampingOutOfRange, &statistics)
+        convert(source, into: destination) { input, output, count, statistics in
+            // Magnitudes up to 65504 convert in the vector pass: from 2^-14 on by rounding the
+            // mantissa (a carry into the exponent is still correct rounding), below as subnormals.
+            @inline(__always) func isRegular(_ magnitude: UInt32) -> Bool { magnitude <= 0x477F_E000 }
+            output.withMemoryRebound(to: UInt16.self, capacity: count) { output in
+                var blockStart = 0
+                while blockStart < count {
+                    let blockEnd = min(blockStart + blockLength, count)
+                    var irregular: Int32 = 0
+                    for index in blockStart..<blockEnd {
+                        let bits = input[index].bitPattern
+                        let magnitude = Int32(bitPattern: bits & 0x7FFF_FFFF)
+                        let offset = magnitude &- 0x3880_0000
+                        let small = offset >> 31
+                        let normal = ~small & ((offset &- (0x477F_E000 - 0x3880_0000 + 1)) >> 31)
+                        let rounded = magnitude &+ 0x0FFF &+ ((magnitude >> 13) & 1)
+                        let normalBits = ((rounded &- 0x3800_0000) >> 13) & normal
+                        let subnormalBits = float16SubnormalBits(magnitude) & small
+                        let sign = UInt16(truncatingIfNeeded: bits >> 16) & 0x8000
+                        output[index] = sign | UInt16(truncatingIfNeeded: normalBits | subnormalBits)
+                        irregular |= ~(small | normal)
                     }
+                    if irregular != 0 {
+                        for index in blockStart..<blockEnd where !isRegular(input[index].bitPattern & 0x7FFF_FFFF) {
+                            output[index] = exactFloat16Bits(input[index], clamping: clampingOutOfRange, &statistics)
+                        }
+                    }
+                    blockStart = blockEnd
                 }
-                blockStart = blockEnd
             }
         }
-        return statistics
     }
 
     /// The slow, exact path for one value: subnormals, out-of-range values, NaN and infinities.
@@ -230,19 +237,15 @@ public enum PrecisionConversion {
         bfloat16Bits source: UnsafeBufferPointer<UInt16>,
         into destination: UnsafeMutableBufferPointer<Float>
     ) -> ConversionStatistics {
-        var statistics = ConversionStatistics()
-        let count = min(source.count, destination.count)
-        guard count > 0, let input = source.baseAddress, let output = destination.baseAddress else {
-            return statistics
+        convert(source, into: destination) { input, output, count, statistics in
+            var nonFinite = 0
+            for index in 0..<count {
+                let bits = input[index]
+                output[index] = Float(bitPattern: UInt32(bits) << 16)
+                nonFinite &+= bits & 0x7F80 == 0x7F80 ? 1 : 0
+            }
+            statistics.nonFiniteCount = nonFinite
         }
-        var nonFinite = 0
-        for index in 0..<count {
-            let bits = input[index]
-            output[index] = Float(bitPattern: UInt32(bits) << 16)
-            nonFinite &+= bits & 0x7F80 == 0x7F80 ? 1 : 0
-        }
-        statistics.nonFiniteCount = nonFinite
-        return statistics
     }
 
     /// Widens float16 bit patterns to float32 (exact), counting NaN and infinities.
@@ -250,41 +253,37 @@ public enum PrecisionConversion {
         float16Bits source: UnsafeBufferPointer<UInt16>,
         into destination: UnsafeMutableBufferPointer<Float>
     ) -> ConversionStatistics {
-        var statistics = ConversionStatistics()
-        let count = min(source.count, destination.count)
-        guard count > 0, let input = source.baseAddress, let output = destination.baseAddress else {
-            return statistics
-        }
-        // Finite values widen in the vector pass: normals by re-biasing the exponent,
-        // subnormals m × 2^-24 as (2^-14 + m × 2^-24) − 2^-14 in float arithmetic (exact).
-        // Only infinities and NaN (exponent 31) take the scalar pass, to be counted.
-        var blockStart = 0
-        while blockStart < count {
-            let blockEnd = min(blockStart + blockLength, count)
-            var irregular: Int32 = 0
-            for index in blockStart..<blockEnd {
-                let bits = input[index]
-                let magnitude = Int32(bits & 0x7FFF)
-                let exponent = magnitude >> 10
-                let subnormal = (exponent &- 1) >> 31
-                let special = ~((exponent &- 31) >> 31)
-                let normalBits = ((magnitude &<< 13) &+ (112 << 23)) & ~subnormal
-                let offsetValue = Float(bitPattern: UInt32(bitPattern: (magnitude &<< 13) &+ (113 << 23)))
-                let subnormalValue = offsetValue - 0x1p-14
-                let subnormalBits = Int32(bitPattern: subnormalValue.bitPattern) & subnormal
-                output[index] = Float(
-                    bitPattern: UInt32(bits & 0x8000) << 16 | UInt32(bitPattern: normalBits | subnormalBits))
-                irregular |= special
-            }
-            if irregular != 0 {
-                for index in blockStart..<blockEnd where input[index] & 0x7C00 == 0x7C00 {
-                    statistics.nonFiniteCount += 1
-                    output[index] = Float(Float16(bitPattern: input[index]))
+        convert(source, into: destination) { input, output, count, statistics in
+            // Finite values widen in the vector pass: normals by re-biasing the exponent,
+            // subnormals m × 2^-24 as (2^-14 + m × 2^-24) − 2^-14 in float arithmetic (exact).
+            // Only infinities and NaN (exponent 31) take the scalar pass, to be counted.
+            var blockStart = 0
+            while blockStart < count {
+                let blockEnd = min(blockStart + blockLength, count)
+                var irregular: Int32 = 0
+                for index in blockStart..<blockEnd {
+                    let bits = input[index]
+                    let magnitude = Int32(bits & 0x7FFF)
+                    let exponent = magnitude >> 10
+                    let subnormal = (exponent &- 1) >> 31
+                    let special = ~((exponent &- 31) >> 31)
+                    let normalBits = ((magnitude &<< 13) &+ (112 << 23)) & ~subnormal
+                    let offsetValue = Float(bitPattern: UInt32(bitPattern: (magnitude &<< 13) &+ (113 << 23)))
+                    let subnormalValue = offsetValue - 0x1p-14
+                    let subnormalBits = Int32(bitPattern: subnormalValue.bitPattern) & subnormal
+                    output[index] = Float(
+                        bitPattern: UInt32(bits & 0x8000) << 16 | UInt32(bitPattern: normalBits | subnormalBits))
+                    irregular |= special
                 }
+                if irregular != 0 {
+                    for index in blockStart..<blockEnd where input[index] & 0x7C00 == 0x7C00 {
+                        statistics.nonFiniteCount += 1
+                        output[index] = Float(Float16(bitPattern: input[index]))
+                    }
+                }
+                blockStart = blockEnd
             }
-            blockStart = blockEnd
         }
-        return statistics
     }
 
     /// Copies float32 values, counting NaN and infinities.
@@ -292,18 +291,14 @@ public enum PrecisionConversion {
         float32 source: UnsafeBufferPointer<Float>,
         into destination: UnsafeMutableBufferPointer<Float>
     ) -> ConversionStatistics {
-        var statistics = ConversionStatistics()
-        let count = min(source.count, destination.count)
-        guard count > 0, let input = source.baseAddress, let output = destination.baseAddress else {
-            return statistics
+        convert(source, into: destination) { input, output, count, statistics in
+            var nonFinite = 0
+            for index in 0..<count {
+                let value = input[index]
+                output[index] = value
+                nonFinite &+= value.bitPattern & 0x7F80_0000 == 0x7F80_0000 ? 1 : 0
+            }
+            statistics.nonFiniteCount = nonFinite
         }
-        var nonFinite = 0
-        for index in 0..<count {
-            let value = input[index]
-            output[index] = value
-            nonFinite &+= value.bitPattern & 0x7F80_0000 == 0x7F80_0000 ? 1 : 0
-        }
-        statistics.nonFiniteCount = nonFinite
-        return statistics
     }
 }

@@ -16,15 +16,15 @@ extension InspectionSummary {
         }
         var facts: [(String, String)] = [
             ("model type", m.model.modelType + (m.model.registryType == m.model.modelType ? "" : " → \(m.model.registryType)")),
-            ("context", "\(grouped(m.contextLength)) tokens"),
-            ("parameters", grouped(m.parameters)),
-            ("size on disk", "\(grouped(sizeOnDisk)) bytes (\(mebibytes(sizeOnDisk))), \(String(format: "%.2f", m.sizes.bitsPerWeight)) bits per weight"),
+            ("context", "\(Format.grouped(m.contextLength)) tokens"),
+            ("parameters", Format.grouped(m.parameters)),
+            ("size on disk", "\(Format.grouped(sizeOnDisk)) bytes (\(Format.mebibytes(sizeOnDisk))), \(String(format: "%.2f", m.sizes.bitsPerWeight)) bits per weight"),
             (
                 "KV cache",
-                "\(mebibytes(m.kvCache.bytes)) = 2 × \(m.kvCache.layers) layers × \(m.kvCache.kvHeads) KV heads × "
-                    + "\(m.kvCache.headDim) × \(grouped(m.kvCache.contextLength)) × \(m.kvCache.dtype)"
+                "\(Format.mebibytes(m.kvCache.bytes)) = 2 × \(m.kvCache.layers) layers × \(m.kvCache.kvHeads) KV heads × "
+                    + "\(m.kvCache.headDim) × \(Format.grouped(m.kvCache.contextLength)) × \(m.kvCache.dtype)"
             ),
-            ("memory (est.)", mebibytes(m.memory.totalBytes)),
+            ("memory (est.)", Format.mebibytes(m.memory.totalBytes)),
             ("compression", m.compression.config),
         ]
         if let tokenizer = m.tokenizer, !tokenizer.files.isEmpty {
@@ -44,7 +44,7 @@ extension InspectionSummary {
 
         body += "<h2>Size on disk by group</h2>\n"
         body += horizontalBars(
-            groups.map { ($0.role, Double($0.bytes), "\(mebibytes($0.bytes)) · \(String(format: "%.2f", $0.bitsPerWeight)) bits/w") },
+            groups.map { ($0.role, Double($0.bytes), "\(Format.mebibytes($0.bytes)) · \(String(format: "%.2f", $0.bitsPerWeight)) bits/w") },
             id: "size")
 
         body += "<h2>Bits per weight per layer</h2>\n"
@@ -71,10 +71,10 @@ extension InspectionSummary {
         body += "<h2>Memory at load and device verdicts</h2>\n"
         body += horizontalBars(
             [
-                ("weights", Double(m.memory.weightsBytes), mebibytes(m.memory.weightsBytes)),
-                ("KV cache", Double(m.memory.kvCacheBytes), mebibytes(m.memory.kvCacheBytes)),
-                ("working", Double(m.memory.workingBytes), mebibytes(m.memory.workingBytes)),
-                ("total", Double(m.memory.totalBytes), mebibytes(m.memory.totalBytes)),
+                ("weights", Double(m.memory.weightsBytes), Format.mebibytes(m.memory.weightsBytes)),
+                ("KV cache", Double(m.memory.kvCacheBytes), Format.mebibytes(m.memory.kvCacheBytes)),
+                ("working", Double(m.memory.workingBytes), Format.mebibytes(m.memory.workingBytes)),
+                ("total", Double(m.memory.totalBytes), Format.mebibytes(m.memory.totalBytes)),
             ], id: "memory")
         if let verdicts = deviceVerdicts, !verdicts.isEmpty {
             body += "<table class=\"list\" id=\"verdicts\"><tr><th>device</th><th>verdict</th><th>detail</th></tr>\n"
@@ -186,26 +186,5 @@ extension InspectionSummary {
     private func escape(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-    }
-
-    private func grouped(_ value: Int) -> String {
-        let digits = String(value.magnitude)
-        var result = ""
-        for (index, character) in digits.enumerated() {
-            if index > 0, (digits.count - index) % 3 == 0 { result.append(",") }
-            result.append(character)
-        }
-        return value < 0 ? "-" + result : result
-    }
-
-    private func mebibytes(_ bytes: Int) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
     }
 }

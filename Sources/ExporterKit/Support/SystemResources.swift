@@ -57,26 +57,14 @@ public enum ResourceError: ExporterError, Equatable {
     public var description: String {
         switch self {
         case .notEnoughMemory(let model, let needed, let available, let tensor):
-            return "converting '\(model)' needs about \(ResourceError.size(needed)) of memory (its largest tensor, "
-                + "'\(tensor)', with working buffers) but \(ResourceError.size(available)) is available; "
+            return "converting '\(model)' needs about \(Format.mebibytes(needed)) of memory (its largest tensor, "
+                + "'\(tensor)', with working buffers) but \(Format.mebibytes(available)) is available; "
                 + "close other programs or export on a machine with more memory"
         case .notEnoughDisk(let directory, let needed, let available):
-            return "the bundle needs about \(ResourceError.size(needed)) but '\(directory)' has "
-                + "\(ResourceError.size(available)) free; free some space or choose another --output-dir"
+            return "the bundle needs about \(Format.mebibytes(needed)) but '\(directory)' has "
+                + "\(Format.mebibytes(available)) free; free some space or choose another --output-dir"
         }
     }
 
     public var exitStatus: ExitStatus { .resourceLimit }
-
-    /// `1.5 GiB`-style binary sizes.
-    static func size(_ bytes: Int) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
-    }
 }

@@ -212,17 +212,7 @@ struct FidelityBundleTests {
         #expect(report.tensorsCompared == manifest.tensors.count)
 
         // A flipped mask bit is found and named, even with the checksums updated.
-        let weights = destination.appendingPathComponent(MLPackageWriter.weightsPath)
-        var bytes = try Data(contentsOf: weights)
-        bytes[q.blobs[2].offset + 64] ^= 0x01
-        try bytes.write(to: weights)
-        var edited = manifest
-        var crc = CRC32()
-        bytes.withUnsafeBytes { crc.update($0) }
-        edited.files = manifest.files.map {
-            $0.path == MLPackageWriter.weightsPath ? Manifest.File(path: $0.path, bytes: $0.bytes, crc32: BundleWriter.hex(crc.value)) : $0
-        }
-        try Data(try CanonicalJSON.encode(edited)).write(to: destination.appendingPathComponent(MLPackageManifest.path))
+        try flipWeightBit(in: destination, atByte: q.blobs[2].offset + 64, manifest: manifest)
         #expect(throws: CoreMLError.bundleMismatch(tensor: q.name, reason: "outlier_mask blob at \(q.blobs[2].offset) differs from byte 0")) {
             try MLPackageVerifier.verify(package: destination, bundle: bundle)
         }

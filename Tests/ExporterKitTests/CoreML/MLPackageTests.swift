@@ -77,18 +77,8 @@ struct MLPackageTests {
     @Test("a LUT that differs from the bundle's is found, named, even when the checksums are updated")
     func bundleComparison() throws {
         let (bundle, package, manifest) = try package()
-        let weights = package.appendingPathComponent(MLPackageWriter.weightsPath)
-        var bytes = try Data(contentsOf: weights)
         let q = try #require(manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_proj.weight" })
-        bytes[q.blobs[0].offset + 64 + 2] ^= 0x01
-        try bytes.write(to: weights)
-        var edited = manifest
-        var crc = CRC32()
-        bytes.withUnsafeBytes { crc.update($0) }
-        edited.files = manifest.files.map {
-            $0.path == MLPackageWriter.weightsPath ? Manifest.File(path: $0.path, bytes: $0.bytes, crc32: BundleWriter.hex(crc.value)) : $0
-        }
-        try Data(try CanonicalJSON.encode(edited)).write(to: package.appendingPathComponent(MLPackageManifest.path))
+        try flipWeightBit(in: package, atByte: q.blobs[0].offset + 64 + 2, manifest: manifest)
         #expect(throws: CoreMLError.bundleMismatch(tensor: q.name, reason: "lut blob at \(q.blobs[0].offset) differs from byte 2")) {
             try MLPackageVerifier.verify(package: package, bundle: bundle)
         }
@@ -132,4 +122,20 @@ struct MLPackageTests {
         try MLPackageWriter.write(bundle: bundle, to: package, overwrite: true)
         _ = try MLPackageVerifier.verify(package: package, bundle: bundle)
     }
+}
+
+/// Flips the low bit of byte `offset` of a Core ML package's weight file and records the new
+/// CRC-32 in its manifest: damage that only the comparison with the bundle can find.
+func flipWeightBit(in package: URL, atByte offset: Int, manifest: MLPackageManifest) throws {
+    let weights = package.appendingPathComponent(MLPackageWriter.weightsPath)
+    var bytes = try Data(contentsOf: weights)
+    bytes[offset] ^= 0x01
+    try bytes.write(to: weights)
+    var crc = CRC32()
+    bytes.withUnsafeBytes { crc.update($0) }
+    var edited = manifest
+    edited.files = manifest.files.map {
+        $0.path == MLPackageWriter.weightsPath ? Manifest.File(path: $0.path, bytes: $0.bytes, crc32: BundleWriter.hex(crc.value)) : $0
+    }
+    try Data(try CanonicalJSON.encode(edited)).write(to: package.appendingPathComponent(MLPackageManifest.path))
 }

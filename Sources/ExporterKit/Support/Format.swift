@@ -1,9 +1,10 @@
 import Foundation
 
-/// Number and size formatting for human output (JSON output stays raw).
-enum Format {
+/// Number and size formatting for human output (JSON output stays raw): the command line,
+/// the HTML report and error messages all print sizes this way.
+public enum Format {
     /// `1543714304` → `1,543,714,304`.
-    static func grouped(_ value: Int) -> String {
+    public static func grouped(_ value: Int) -> String {
         let digits = String(value.magnitude)
         var result = ""
         for (index, character) in digits.enumerated() {
@@ -14,13 +15,13 @@ enum Format {
     }
 
     /// Binary size: `117440512` → `112.0 MiB`.
-    static func mebibytes(_ bytes: Int) -> String {
-        scaled(bytes, base: 1024, units: ["B", "KiB", "MiB", "GiB", "TiB"])
+    public static func mebibytes(_ bytes: Int) -> String {
+        scaled(bytes, base: 1024, units: ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"])
     }
 
     /// Decimal size: `891500000` → `891.5 MB`.
-    static func megabytes(_ bytes: Int) -> String {
-        scaled(bytes, base: 1000, units: ["B", "kB", "MB", "GB", "TB"])
+    public static func megabytes(_ bytes: Int) -> String {
+        scaled(bytes, base: 1000, units: ["B", "kB", "MB", "GB", "TB", "PB", "EB"])
     }
 
     private static func scaled(_ bytes: Int, base: Double, units: [String]) -> String {
@@ -34,12 +35,12 @@ enum Format {
     }
 
     /// Two decimals.
-    static func decimal(_ value: Double, places: Int = 2) -> String {
+    public static func decimal(_ value: Double, places: Int = 2) -> String {
         String(format: "%.\(places)f", value)
     }
 
     /// Rows aligned in columns; `rightAligned` lists the column indices aligned right.
-    static func table(_ rows: [[String]], rightAligned: Set<Int> = [], indent: String = "") -> [String] {
+    public static func table(_ rows: [[String]], rightAligned: Set<Int> = [], indent: String = "") -> [String] {
         guard let columns = rows.map(\.count).max() else { return [] }
         var widths = Array(repeating: 0, count: columns)
         for row in rows {
