@@ -25,8 +25,9 @@ let package = Package(
         .target(name: "ExporterCLI", dependencies: ["ExporterKit"]),
         .executableTarget(name: "exporter", dependencies: ["ExporterCLI"]),
         // `make bench`: release-build measurements (never run by `make test`).
-        .executableTarget(name: "exporter-bench", dependencies: ["ExporterKit"], path: "Sources/ExporterBench"),
-        // Fixture builders shared by the test targets (tiny configs and safetensors files).
+        .executableTarget(name: "exporter-bench", dependencies: ["ExporterKit", "TestSupport"], path: "Sources/ExporterBench"),
+        // Fixture builders shared by the test targets and the benches (tiny configs and
+        // safetensors files, seeded heavy-tailed weights, the reference k-means).
         .target(name: "TestSupport", dependencies: ["ExporterKit"], path: "Tests/TestSupport"),
         .testTarget(
             name: "ExporterKitTests", dependencies: ["ExporterKit", "TestSupport"], exclude: ["Checkpoint/Fixtures"]),

@@ -1,6 +1,7 @@
 import Dispatch
 import ExporterKit
 import Foundation
+import TestSupport
 
 /// Palettiser throughput and quality on synthetic heavy-tailed weights of Qwen2.5-1.5B
 /// shapes, against the exact optimum and a plain Lloyd/k-means++ baseline.
@@ -20,7 +21,7 @@ enum PalettizeBench {
         print(row(["tensor", "mode", "weights", "seconds", "ns/weight", "1-core ns/w", "GB/s fp16", "SQNR dB"]))
         let shapes = quick ? [(1536, 1536)] : [(8960, 1536), (1536, 8960), (1536, 1536)]
         for (rows, columns) in shapes {
-            let weights = SyntheticWeights.make(rows: rows, columns: columns, seed: 42)
+            let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: 42)
             for granularity in [PaletteGranularity.perTensor, .perGroupedChannel(groupSize: 8), .perGroupedChannel(groupSize: 16), .perGroupedChannel(groupSize: 32)] {
                 let spec = PaletteSpec(bits: 4, granularity: granularity)
                 // One warm-up run, then the best of three.
@@ -55,9 +56,9 @@ enum PalettizeBench {
         // Quality: heuristic (default) vs exact DP vs Lloyd/k-means++ on a smaller tensor.
         let rows = 256
         let columns = 1536
-        let weights = SyntheticWeights.make(rows: rows, columns: columns, seed: 7)
+        let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: 7)
         print("")
-        print("quality on \(rows)×\(columns), 4 bits (squared error; lower is better)")
+        print("quality on \(rows)×\(columns), 4 bits (squared error; lower is better; Lloyd: the median of \(referenceSeeds) seeds, seconds per run)")
         print(row(["mode", "method", "seconds", "squared error", "vs exact", "SQNR dB"]))
         for groupRows in [8, 32, 256] {
             let granularity: PaletteGranularity = groupRows == rows ? .perTensor : .perGroupedChannel(groupSize: groupRows)
@@ -71,8 +72,9 @@ enum PalettizeBench {
                 results.append((label, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, tensor.squaredError))
             }
             let start = DispatchTime.now().uptimeNanoseconds
-            let referenceError = ReferenceLloyd.tensorError(weights, rows: rows, columns: columns, groupRows: groupRows, bits: 4, seed: 1, workers: workers)
-            results.append(("Lloyd/k-means++", Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, referenceError))
+            let referenceError = medianReferenceError(weights, rows: rows, columns: columns, groupRows: groupRows)
+            let referenceSeconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 / Double(referenceSeeds)
+            results.append(("Lloyd/k-means++", referenceSeconds, referenceError))
             let exact = results[0].2
             let signal = weights.reduce(0.0) { $0 + Double(Float($1)) * Double(Float($1)) }
             for (label, seconds, error) in results {
@@ -92,9 +94,9 @@ enum PalettizeBench {
     /// on the same groups.
     static func bfloat16Quality(rowsPerTensor: Int) throws {
         print("")
-        print("group 8 on bfloat16 checkpoint values (first \(rowsPerTensor) rows of each tensor, one worker)")
+        print("group 8 on bfloat16 checkpoint values (first \(rowsPerTensor) rows of each tensor, one worker; Lloyd: the median of \(referenceSeeds) seeds)")
         print(row(["tensor", "µs/group", "exact µs/group", "ours vs exact", "Lloyd vs exact", "SQNR dB"]))
-        let generator = ExporterKit.SyntheticWeights(seed: 0)
+        let generator = SyntheticWeights(seed: 0)
         let spec = PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 8))
         var totalError = 0.0
         var totalExact = 0.0
@@ -131,8 +133,7 @@ enum PalettizeBench {
                     signal = tensor.signalPower
                 }
             }
-            let lloyd = ReferenceLloyd.tensorError(
-                weights, rows: rows, columns: columns, groupRows: 8, bits: 4, seed: 1, workers: Palettizer.defaultWorkerCount)
+            let lloyd = medianReferenceError(weights, rows: rows, columns: columns, groupRows: 8)
             let groups = (rows + 7) / 8
             totalLloyd += lloyd
             totalError += errors[0]
@@ -152,6 +153,21 @@ enum PalettizeBench {
         ]))
     }
 
+    /// Seeds of the Lloyd/k-means++ baseline: one run is what other converters do, but its
+    /// error varies by tens of percent with the seed on heavy-tailed weights, so the tables
+    /// show the median run of several.
+    static let referenceSeeds = 5
+
+    /// The median squared error of Lloyd/k-means++ over seeds 1...``referenceSeeds``.
+    static func medianReferenceError(_ weights: [Float16], rows: Int, columns: Int, groupRows: Int) -> Double {
+        let errors = (1...UInt64(referenceSeeds)).map { seed in
+            ReferenceKMeans.tensorError(
+                weights, rows: rows, columns: columns, groupRows: groupRows, bits: 4, seed: seed,
+                workers: Palettizer.defaultWorkerCount)
+        }
+        return errors.sorted()[referenceSeeds / 2]
+    }
+
     private static func modeName(_ granularity: PaletteGranularity) -> String {
         switch granularity {
         case .perTensor: return "per tensor"
@@ -163,110 +179,5 @@ enum PalettizeBench {
 
     private static func row(_ cells: [String]) -> String {
         "| " + cells.map { $0.padding(toLength: max(12, $0.count), withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |"
-    }
-}
-
-/// SplitMix64: the benches' seeded random numbers.
-struct SplitMix64 {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-/// Seeded heavy-tailed weights (SplitMix64; Laplace bulk with a heavier tail and outliers).
-enum SyntheticWeights {
-    static func make(rows: Int, columns: Int, seed: UInt64) -> [Float16] {
-        var random = SplitMix64(state: seed)
-        func next() -> UInt64 { random.next() }
-        func unit() -> Double { (Double(next() >> 11) + 0.5) / 9_007_199_254_740_992 }
-        var weights = [Float16](repeating: 0, count: rows * columns)
-        for row in 0..<rows {
-            let rowScale = 0.02 * (0.5 + 1.5 * Double((row &* 7919) % 13) / 12)
-            for column in 0..<columns {
-                var value: Double
-                if unit() < 0.0005 {
-                    value = (unit() < 0.5 ? -1 : 1) * (5 + 5 * unit())
-                } else {
-                    let u = unit() - 0.5
-                    value = -(u < 0 ? -1.0 : 1.0) * log(1 - 2 * abs(u)) * rowScale
-                    if unit() < 0.05 { value /= max(0.05, unit()) }
-                }
-                weights[row * columns + column] = Float16(value)
-            }
-        }
-        return weights
-    }
-}
-
-/// The plain baseline: Lloyd's k-means on the raw weights from k-means++ seeds.
-enum ReferenceLloyd {
-    static func tensorError(_ weights: [Float16], rows: Int, columns: Int, groupRows: Int, bits: Int, seed: UInt64, workers: Int) -> Double {
-        let groups = (rows + groupRows - 1) / groupRows
-        var errors = [Double](repeating: 0, count: groups)
-        errors.withUnsafeMutableBufferPointer { output in
-            guard let base = output.baseAddress else { return }
-            DispatchQueue.concurrentPerform(iterations: workers) { worker in
-                for group in stride(from: worker, to: groups, by: workers) {
-                    let start = group * groupRows * columns
-                    let end = min(rows, (group + 1) * groupRows) * columns
-                    let values = weights[start..<end].map { Double(Float($0)) }
-                    base[group] = groupError(values, clusters: 1 << bits, seed: seed &+ UInt64(group))
-                }
-            }
-        }
-        return errors.reduce(0, +)
-    }
-
-    static func groupError(_ values: [Double], clusters: Int, seed: UInt64) -> Double {
-        var random = SplitMix64(state: seed)
-        func next() -> UInt64 { random.next() }
-        var centroids = [values[Int(next() % UInt64(values.count))]]
-        var distances = values.map { ($0 - centroids[0]) * ($0 - centroids[0]) }
-        while centroids.count < clusters {
-            var target = (Double(next() >> 11) / 9_007_199_254_740_992) * distances.reduce(0, +)
-            var chosen = values.count - 1
-            for (index, distance) in distances.enumerated() {
-                target -= distance
-                if target <= 0 { chosen = index; break }
-            }
-            centroids.append(values[chosen])
-            for index in values.indices {
-                distances[index] = min(distances[index], (values[index] - values[chosen]) * (values[index] - values[chosen]))
-            }
-        }
-        var assignment = [Int](repeating: 0, count: values.count)
-        for _ in 0..<300 {
-            var changed = false
-            var sums = [Double](repeating: 0, count: clusters)
-            var counts = [Double](repeating: 0, count: clusters)
-            for (index, value) in values.enumerated() {
-                var best = 0
-                var bestDistance = Double.infinity
-                for cluster in 0..<centroids.count {
-                    let distance = (value - centroids[cluster]) * (value - centroids[cluster])
-                    if distance < bestDistance { bestDistance = distance; best = cluster }
-                }
-                if assignment[index] != best { assignment[index] = best; changed = true }
-                sums[best] += value
-                counts[best] += 1
-            }
-            for cluster in 0..<centroids.count where counts[cluster] > 0 { centroids[cluster] = sums[cluster] / counts[cluster] }
-            if !changed { break }
-        }
-        // Error as a palettiser would store it: Float16 LUT, nearest entry.
-        let lut = centroids.map { Double(Float(Float16($0))) }
-        var total = 0.0
-        for value in values {
-            var best = Double.infinity
-            for entry in lut { best = min(best, (value - entry) * (value - entry)) }
-            total += best
-        }
-        return total
     }
 }

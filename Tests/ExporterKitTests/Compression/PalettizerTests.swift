@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import ExporterKit
 
 /// Palettises an array (tests use small tensors).

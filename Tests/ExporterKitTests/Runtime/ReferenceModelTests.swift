@@ -39,8 +39,8 @@ struct ReferenceModelTests {
                 intermediateSize: try int("intermediate"), vocabularySize: try int("vocab"), heads: try int("heads"),
                 kvHeads: try int("kv_heads"), headDim: try int("head_dim"), contextLength: 16,
                 ropeTheta: try #require(c["theta"]?.doubleValue), rmsNormEpsilon: try #require(c["eps"]?.doubleValue),
-                qkvBias: try #require(c["qkv_bias"]?.boolValue), qkNorm: try #require(c["qk_norm"]?.boolValue),
-                tiedEmbeddings: try #require(c["tied"]?.boolValue), slidingWindow: c["window"]?.intValue)
+                qkvBias: try #require(c["qkv_bias"]?.boolValue as Bool?), qkNorm: try #require(c["qk_norm"]?.boolValue as Bool?),
+                tiedEmbeddings: try #require(c["tied"]?.boolValue as Bool?), slidingWindow: c["window"]?.intValue)
             let logits = try #require(model["logits"]?.arrayValue).map { row in
                 (row.arrayValue ?? []).compactMap { $0.doubleValue.map(Float.init) }
             }

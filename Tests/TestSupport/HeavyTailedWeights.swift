@@ -1,12 +1,13 @@
+import Dispatch
 import Foundation
 
-/// SplitMix64: a tiny seeded generator so test tensors are the same on every run.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
+/// SplitMix64: a tiny seeded generator so test and bench tensors are the same on every run.
+public struct SplitMix64: RandomNumberGenerator {
+    public var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -15,15 +16,15 @@ struct SplitMix64: RandomNumberGenerator {
     }
 
     /// Uniform in (0, 1).
-    mutating func nextUnit() -> Double {
+    public mutating func nextUnit() -> Double {
         (Double(next() >> 11) + 0.5) / 9_007_199_254_740_992
     }
 }
 
 /// Weights shaped like an LLM linear layer: Laplace bulk (scale 0.02), a heavier
 /// Student-t-like tail on some rows, and a few outliers of ±5–10.
-enum HeavyTailedWeights {
-    static func make(rows: Int, columns: Int, seed: UInt64, outlierRate: Double = 0.0005) -> [Float16] {
+public enum HeavyTailedWeights {
+    public static func make(rows: Int, columns: Int, seed: UInt64, outlierRate: Double = 0.0005) -> [Float16] {
         var generator = SplitMix64(seed: seed)
         var weights = [Float16]()
         weights.reserveCapacity(rows * columns)
@@ -51,9 +52,9 @@ enum HeavyTailedWeights {
 
 /// The straightforward baseline the palettiser must not lose to: Lloyd's k-means on the
 /// raw weights from a seeded k-means++ initialisation, run to a fixed point.
-enum ReferenceKMeans {
+public enum ReferenceKMeans {
     /// Centroids (ascending) for `values`.
-    static func lloydPlusPlus(_ values: [Double], clusters: Int, seed: UInt64, maximumIterations: Int = 300) -> [Double] {
+    public static func lloydPlusPlus(_ values: [Double], clusters: Int, seed: UInt64, maximumIterations: Int = 300) -> [Double] {
         var generator = SplitMix64(seed: seed)
         var centroids = [values[Int(generator.next() % UInt64(values.count))]]
         var distances = values.map { ($0 - centroids[0]) * ($0 - centroids[0]) }
@@ -109,7 +110,7 @@ enum ReferenceKMeans {
 
     /// Squared error of `values` against the nearest Float16-rounded centroid: what a
     /// palettiser using these centroids as its LUT would store.
-    static func palettizedError(_ values: [Double], centroids: [Double]) -> Double {
+    public static func palettizedError(_ values: [Double], centroids: [Double]) -> Double {
         let lut = centroids.map { Double(Float(Float16($0))) }
         var total = 0.0
         for value in values {
@@ -120,17 +121,31 @@ enum ReferenceKMeans {
         return total
     }
 
-    /// Reference error of a whole tensor palettised with `groupRows` rows per LUT.
-    static func tensorError(_ weights: [Float16], rows: Int, columns: Int, groupRows: Int, bits: Int, seed: UInt64) -> Double {
-        var total = 0.0
-        var start = 0
-        while start < rows {
-            let end = min(rows, start + groupRows)
-            let values = weights[(start * columns)..<(end * columns)].map { Double(Float($0)) }
-            let centroids = lloydPlusPlus(values, clusters: 1 << bits, seed: seed &+ UInt64(start))
-            total += palettizedError(values, centroids: centroids)
-            start = end
+    /// Reference error of a whole tensor palettised with `groupRows` rows per LUT; groups
+    /// are shared among `workers` threads and their errors summed in order, so the total does
+    /// not depend on them.
+    public static func tensorError(
+        _ weights: [Float16], rows: Int, columns: Int, groupRows: Int, bits: Int, seed: UInt64, workers: Int = 1
+    ) -> Double {
+        let groups = (rows + groupRows - 1) / groupRows
+        var errors = [Double](repeating: 0, count: groups)
+        errors.withUnsafeMutableBufferPointer { output in
+            let slots = GroupErrors(base: output.baseAddress)
+            DispatchQueue.concurrentPerform(iterations: max(1, min(workers, groups))) { worker in
+                for group in stride(from: worker, to: groups, by: max(1, min(workers, groups))) {
+                    let start = group * groupRows
+                    let end = min(rows, start + groupRows)
+                    let values = weights[(start * columns)..<(end * columns)].map { Double(Float($0)) }
+                    let centroids = lloydPlusPlus(values, clusters: 1 << bits, seed: seed &+ UInt64(start))
+                    slots.base?[group] = palettizedError(values, centroids: centroids)
+                }
+            }
         }
-        return total
+        return errors.reduce(0, +)
+    }
+
+    /// Each group's error slot, written by the one thread that takes the group.
+    private struct GroupErrors: @unchecked Sendable {
+        let base: UnsafeMutablePointer<Double>?
     }
 }
