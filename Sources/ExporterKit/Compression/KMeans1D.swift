@@ -266,6 +266,15 @@ enum KMeans1D {
         let values = histogram.values
         let count = histogram.count
         let position = min(max(hint, low), count)
+        // Most boundaries stay put or move one place between iterations: test those first.
+        if position > low && position < count {
+            if values[position - 1] <= threshold {
+                if values[position] > threshold { return position }
+                if position + 1 == count || values[position + 1] > threshold { return position + 1 }
+            } else if position - 1 == low || values[position - 2] <= threshold {
+                return position - 1
+            }
+        }
         var lower: Int
         var upper: Int
         if position < count && values[position] <= threshold {
@@ -408,21 +417,30 @@ enum KMeans1D {
         for _ in 0..<maximumLloydIterations {
             var changed = false
             var previous = 0
+            // Whether the previous boundary moved. A cluster's mean is recomputed once both its
+            // ends are placed, and only if one of them moved: the same means as recomputing all.
+            var lowerMoved = false
             for boundary in 1..<clusterCount {
                 // Ties (a value exactly at a midpoint) go to the lower cluster, as in index assignment.
                 let midpoint = (centroids[boundary - 1] + centroids[boundary]) * 0.5
                 let bound = firstIndexAbove(midpoint, in: histogram, low: previous, hint: bounds[boundary])
-                if bound != bounds[boundary] {
+                let moved = bound != bounds[boundary]
+                if moved {
                     bounds[boundary] = bound
                     changed = true
                 }
+                if lowerMoved || moved {
+                    let start = bounds[boundary - 1]
+                    if bound > start { centroids[boundary - 1] = histogram.mean(start, bound) }
+                }
+                lowerMoved = moved
                 previous = bound
             }
             guard changed else { return }
-            for cluster in 0..<clusterCount {
-                let start = bounds[cluster]
-                let end = bounds[cluster + 1]
-                if end > start { centroids[cluster] = histogram.mean(start, end) }
+            if lowerMoved {
+                let start = bounds[clusterCount - 1]
+                let end = bounds[clusterCount]
+                if end > start { centroids[clusterCount - 1] = histogram.mean(start, end) }
             }
         }
     }

@@ -96,6 +96,51 @@ extension CompressionTests {
             }
         }
     
+        @Test("the boundary search finds the first value above a threshold from any hint")
+        func boundarySearch() {
+            let histogram = TestHistogram((0..<9).map { (Double($0), 1) })
+            // Thresholds below, between, on and above the values 0...8.
+            let thresholds = [-1.0, 0, 0.5, 3, 3.5, 7.5, 8, 9]
+            for threshold in thresholds {
+                for low in 0...9 {
+                    let expected = (low...9).first { $0 == 9 || Double($0) > threshold } ?? 9
+                    for hint in -1...10 {
+                        let found = KMeans1D.firstIndexAbove(threshold, in: histogram.histogram, low: low, hint: hint)
+                        #expect(found == expected, "threshold \(threshold), low \(low), hint \(hint)")
+                    }
+                }
+            }
+        }
+
+        @Test("Lloyd stops at the fixed point a plain Lloyd (every mean recomputed) reaches")
+        func lloydMatchesPlainLloyd() {
+            for seed in UInt64(0)..<8 {
+                let test = randomHistogram(distinct: 400, seed: seed)
+                let histogram = test.histogram
+                for clusters in [3, 8, 16] {
+                    let scratch = KMeansScratch()
+                    KMeans1D.divisiveBounds(histogram, clusterCount: clusters, scratch: scratch)
+                    var bounds = (0...clusters).map { scratch.bounds[$0] }
+                    KMeans1D.lloyd(histogram, clusterCount: clusters, scratch: scratch)
+                    // Plain Lloyd: midpoints of the current means, then every mean again.
+                    var means = (0..<clusters).map { histogram.mean(bounds[$0], bounds[$0 + 1]) }
+                    for _ in 0..<KMeans1D.maximumLloydIterations {
+                        var next = bounds
+                        for boundary in 1..<clusters {
+                            let midpoint = (means[boundary - 1] + means[boundary]) * 0.5
+                            next[boundary] = max(next[boundary - 1], (0..<histogram.count).first { histogram.values[$0] > midpoint } ?? histogram.count)
+                        }
+                        if next == bounds { break }
+                        bounds = next
+                        for cluster in 0..<clusters where bounds[cluster + 1] > bounds[cluster] {
+                            means[cluster] = histogram.mean(bounds[cluster], bounds[cluster + 1])
+                        }
+                    }
+                    #expect((0...clusters).map { scratch.bounds[$0] } == bounds, "seed \(seed), k \(clusters)")
+                }
+            }
+        }
+
         @Test("the heuristic stays within 1% of the optimum on heavy-tailed weights")
         func heuristicNearOptimalOnWeights() throws {
             let weights = HeavyTailedWeights.make(rows: 32, columns: 512, seed: 21)
