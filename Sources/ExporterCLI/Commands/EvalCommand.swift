@@ -24,19 +24,8 @@ enum EvalCommand {
         guard let against = arguments.value("against") else {
             throw UsageError.validation("eval requires --against <checkpoint>")
         }
-        let tokens: [Int]
-        switch (arguments.value("tokens"), arguments.value("tokens-file")) {
-        case (.some, .some):
-            throw UsageError.validation("--tokens and --tokens-file cannot be used together")
-        case (.some(let list), nil):
-            tokens = try VerifyCommand.parseTokens(list, option: "--tokens")
-        case (nil, .some(let file)):
-            let url = URL(fileURLWithPath: file, relativeTo: context.currentDirectory)
-            guard let text = try? String(contentsOf: url, encoding: .utf8) else {
-                throw UsageError.validation("cannot read --tokens-file '\(file)'")
-            }
-            tokens = try VerifyCommand.parseTokens(text, option: "--tokens-file")
-        case (nil, nil):
+        try arguments.refuseBothTokenOptions()
+        guard let tokens = try arguments.tokenIds(relativeTo: context.currentDirectory) else {
             throw UsageError.validation("eval requires --tokens-file <file> or --tokens <ids>")
         }
         guard tokens.count >= 2 else {

@@ -56,13 +56,7 @@ enum ExportCommand {
                 fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory))
         settings.overwrite = arguments.flag("overwrite")
         settings.allowClamp = arguments.flag("allow-clamp")
-        if let file = arguments.value("calibration") {
-            let url = URL(fileURLWithPath: file, relativeTo: context.currentDirectory)
-            guard let text = try? String(contentsOf: url, encoding: .utf8) else {
-                throw UsageError.validation("cannot read --calibration '\(file)'")
-            }
-            settings.calibrationTokens = try VerifyCommand.parseTokens(text, option: "--calibration")
-        }
+        settings.calibrationTokens = try arguments.tokenIds(inFileOf: "calibration", relativeTo: context.currentDirectory)
         settings.faults = context.faults
         settings.availableMemoryBytes = context.availableMemoryBytes()
         settings.availableDiskBytes = context.availableDiskBytes(at: settings.outputDirectory)

@@ -54,24 +54,13 @@ enum VerifyCommand {
                 throw UsageError.validation("--\(option) requires --against <checkpoint>")
             }
         }
-        if arguments.isGiven("tokens") && arguments.isGiven("tokens-file") {
-            throw UsageError.validation("--tokens and --tokens-file cannot be used together")
-        }
+        try arguments.refuseBothTokenOptions()
         if !runForward {
             for option in ["tokens", "tokens-file"] where arguments.isGiven(option) {
                 throw UsageError.validation("--\(option) requires --run")
             }
         }
-        var tokens: [Int]?
-        if let list = arguments.value("tokens") {
-            tokens = try parseTokens(list, option: "--tokens")
-        } else if let file = arguments.value("tokens-file") {
-            let url = URL(fileURLWithPath: file, relativeTo: context.currentDirectory)
-            guard let text = try? String(contentsOf: url, encoding: .utf8) else {
-                throw UsageError.validation("cannot read --tokens-file '\(file)'")
-            }
-            tokens = try parseTokens(text, option: "--tokens-file")
-        }
+        let tokens = try arguments.tokenIds(relativeTo: context.currentDirectory)
 
         let artifact = try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         var checkpointURL: URL?
@@ -120,20 +109,6 @@ enum VerifyCommand {
         }
         for failure in report.failures { context.printError("Error: \(failure)") }
         return report.passed ? .success : .verificationFailed
-    }
-
-    static func parseTokens(_ text: String, option: String) throws -> [Int] {
-        let pieces = text.split(whereSeparator: { $0 == "," || $0.isWhitespace || $0 == "[" || $0 == "]" })
-        let tokens = try pieces.map { piece -> Int in
-            guard let token = Int(piece), token >= 0 else {
-                throw UsageError.invalidValue(value: String(piece), option: option, expected: "non-negative token ids")
-            }
-            return token
-        }
-        guard !tokens.isEmpty else {
-            throw UsageError.invalidValue(value: text, option: option, expected: "at least one token id")
-        }
-        return tokens
     }
 
     static func percent(_ fraction: Double) -> String { String(format: "%.1f%%", fraction * 100) }

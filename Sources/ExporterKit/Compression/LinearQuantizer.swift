@@ -73,10 +73,10 @@ public enum LinearQuantizer {
     private static func quantizePerTensor(
         _ bits: UnsafeBufferPointer<UInt16>, rows: Int, columns: Int, name: String?, workers: Int
     ) throws -> Int8QuantizedTensor {
-        let shared = UnsafeSendableBits(bits: bits)
+        let shared = WorkerShared(bits)
         let tensor = try quantizePerTensor(
             rows: rows, columns: columns, rowsPerBlock: 16, workers: workers, patterns: .float16, scratchElements: 0
-        ) { block, _ in UnsafeBufferPointer(rebasing: shared.bits[(block.lowerBound * columns)..<(block.upperBound * columns)]) }
+        ) { block, _ in UnsafeBufferPointer(rebasing: shared.value[(block.lowerBound * columns)..<(block.upperBound * columns)]) }
         guard let tensor else {
             let (row, column) = Palettizer.firstNonFinite(bits, columns: columns)
             throw CompressionError.nonFiniteWeight(row: row, column: column, tensor: name)
@@ -130,12 +130,12 @@ public enum LinearQuantizer {
         let counts = UnsafeMutableBufferPointer<Int>.allocate(capacity: patternCount)
         counts.initialize(repeating: 0)
         defer { counts.deallocate() }
-        let totals = UnsafeSendableCounts(counts: counts)
+        let totals = WorkerShared(counts)
         WorkDispenser.perform(
             count: blocks, workers: workers,
             setUp: { _ in BlockWorkspace(patternCount: patternCount, scratchElements: scratchElements) },
             tearDown: { workspace in
-                failure.lock.withLock { for pattern in 0..<patternCount { totals.counts[pattern] += workspace.counts[pattern] } }
+                failure.lock.withLock { for pattern in 0..<patternCount { totals.value[pattern] += workspace.counts[pattern] } }
             }
         ) { workspace, block in
             guard !failure.happened else { return }
@@ -196,10 +196,10 @@ public enum LinearQuantizer {
         defer { if source != .float16 { sourceCodes.deallocate() } }
 
         // Pass 2: code every weight.
-        let lookup = UnsafeSendableCodes(codes: sourceCodes)
+        let lookup = WorkerShared(sourceCodes)
         let values = try [Int8](unsafeUninitializedCapacity: rows * columns) { output, initialized in
             initialized = 0
-            let target = UnsafeSendableOutput(output: output)
+            let target = WorkerShared(output)
             WorkDispenser.perform(
                 count: blocks, workers: workers,
                 setUp: { _ in BlockWorkspace(patternCount: 0, scratchElements: scratchElements) }
@@ -209,7 +209,7 @@ public enum LinearQuantizer {
                     let rowsOfBlock = rowRange(block)
                     var index = rowsOfBlock.lowerBound * columns
                     for pattern in try patternsOf(rowsOfBlock, workspace.scratch) {
-                        target.output[index] = lookup.codes[Int(pattern)]
+                        target.value[index] = lookup.value[Int(pattern)]
                         index += 1
                     }
                 } catch {
@@ -350,12 +350,7 @@ private final class FirstFailure: @unchecked Sendable {
     func rethrow() throws { if let error = lock.withLock({ error }) { throw error } }
 }
 
-// Pointers the workers share; each writes only its own rows (or, for the totals, under a lock).
-private struct UnsafeSendableBits: @unchecked Sendable { let bits: UnsafeBufferPointer<UInt16> }
-private struct UnsafeSendableCounts: @unchecked Sendable { let counts: UnsafeMutableBufferPointer<Int> }
-private struct UnsafeSendableCodes: @unchecked Sendable { let codes: UnsafeMutableBufferPointer<Int8> }
-private struct UnsafeSendableOutput: @unchecked Sendable { let output: UnsafeMutableBufferPointer<Int8> }
-
+// Buffers the workers share; each writes only its own rows (or, for the totals, under a lock).
 private struct MaximaBuffers: @unchecked Sendable {
     let bits: UnsafeBufferPointer<UInt16>
     let maxima: UnsafeMutableBufferPointer<UInt16>

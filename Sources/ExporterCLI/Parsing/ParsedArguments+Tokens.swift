@@ -1,0 +1,40 @@
+import Foundation
+
+extension ParsedArguments {
+    /// Refuses `--tokens` together with `--tokens-file`.
+    func refuseBothTokenOptions() throws {
+        if isGiven("tokens") && isGiven("tokens-file") {
+            throw UsageError.validation("--tokens and --tokens-file cannot be used together")
+        }
+    }
+
+    /// The ids of `--tokens`, else of the file `--tokens-file` names; nil when neither is given.
+    func tokenIds(relativeTo directory: URL) throws -> [Int]? {
+        if let list = value("tokens") { return try Self.parseTokenIds(list, option: "--tokens") }
+        return try tokenIds(inFileOf: "tokens-file", relativeTo: directory)
+    }
+
+    /// The ids in the file the option names (relative to `directory`), or nil when it is absent.
+    func tokenIds(inFileOf name: String, relativeTo directory: URL) throws -> [Int]? {
+        guard let file = value(name) else { return nil }
+        guard let text = try? String(contentsOf: URL(fileURLWithPath: file, relativeTo: directory), encoding: .utf8) else {
+            throw UsageError.validation("cannot read --\(name) '\(file)'")
+        }
+        return try Self.parseTokenIds(text, option: "--\(name)")
+    }
+
+    /// Non-negative token ids separated by commas, white space or brackets (a JSON list works).
+    static func parseTokenIds(_ text: String, option: String) throws -> [Int] {
+        let pieces = text.split(whereSeparator: { $0 == "," || $0.isWhitespace || $0 == "[" || $0 == "]" })
+        let tokens = try pieces.map { piece -> Int in
+            guard let token = Int(piece), token >= 0 else {
+                throw UsageError.invalidValue(value: String(piece), option: option, expected: "non-negative token ids")
+            }
+            return token
+        }
+        guard !tokens.isEmpty else {
+            throw UsageError.invalidValue(value: text, option: option, expected: "at least one token id")
+        }
+        return tokens
+    }
+}
