@@ -40,6 +40,40 @@ struct ExportCommandTests {
         #expect(runExporter(arguments + ["--overwrite"]).status == 0)
     }
 
+    @Test("--palette-search is recorded per palettised tensor, never loses SQNR to a shorter search, and refuses other values")
+    func paletteSearch() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        func export(_ extra: [String]) throws -> [(name: String, search: String?, sqnr: Double)] {
+            let output = try Fixtures.temporaryDirectory()
+            let run = runExporter(
+                [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path] + extra)
+            #expect(run.status == 0, "\(run.error)")
+            let manifest = output.appendingPathComponent("tiny/Tiny.aimodel/manifest.json")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: manifest)) as? [String: Any])
+            let tensors = try #require(object["tensors"] as? [[String: Any]])
+            return tensors.compactMap { tensor in
+                guard let compression = tensor["compression"] as? [String: Any], compression["mode"] as? String == "palettize",
+                    let name = tensor["name"] as? String, let sqnr = tensor["sqnr_db"] as? Double
+                else { return nil }
+                return (name, compression["search"] as? String, sqnr)
+            }
+        }
+        let standard = try export([])
+        let thorough = try export(["--palette-search", "thorough"])
+        let exact = try export(["--palette-search", "exact"])
+        #expect(!standard.isEmpty)
+        #expect(standard.allSatisfy { $0.search == nil })
+        #expect(thorough.allSatisfy { $0.search == "thorough" })
+        #expect(exact.allSatisfy { $0.search == "exact" })
+        for ((short, long), best) in zip(zip(standard, thorough), exact) {
+            #expect(short.name == best.name && long.name == best.name)
+            #expect(short.sqnr <= long.sqnr && long.sqnr <= best.sqnr, "\(best.name)")
+        }
+        let refused = runExporter([checkpoint.path, "--experimental", "--palette-search", "fast"])
+        #expect(refused.status == 64)
+        #expect(refused.error.contains("invalid value 'fast' for '--palette-search'; expected one of: standard, thorough, exact"))
+    }
+
     @Test("a checkpoint whose tensor has the wrong shape names file, tensor and both shapes")
     func wrongShape() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")

@@ -23,6 +23,10 @@ enum ExportArguments {
         .flag(
             "disable-embedding-quantization-ios",
             help: "On iOS, compress the token embedding with the config instead of int8 per tensor."),
+        .option(
+            "palette-search", choices: CompressionScheme.Search.allCases.map(\.rawValue),
+            help: "How hard each LUT is searched for (default: the config's, else standard); thorough and exact "
+                + "trade time for a little less error."),
         .option("output-name", valueName: "name", help: "The artifact's name (default: the model's)."),
         .option("devices", valueName: "file", help: "A device table that extends Presets/devices.json."),
     ]
@@ -48,6 +52,7 @@ enum ExportArguments {
         options.presetOverride = arguments.value("preset")
         options.quantizeIOSEmbedding = !arguments.flag("disable-embedding-quantization-ios")
         options.outputName = arguments.value("output-name")
+        options.paletteSearch = try arguments.choice("palette-search", as: CompressionScheme.Search.self)
         if let name = options.outputName, name.isEmpty || name.contains("/") || name.hasPrefix(".") {
             throw UsageError.validation("--output-name must be a plain file name, got '\(name)'")
         }

@@ -118,7 +118,7 @@ struct TensorEncoder {
                 try BlockPalettizer.palettize(
                     $0, rows: rows, columns: columns, bits: scheme.bits ?? 4, groupRows: groupRows, blockColumns: blockColumns,
                     outlierCount: scheme.outlierCount(elements: spec.elementCount), importance: importance[spec.name],
-                    name: spec.name)
+                    name: spec.name, clustering: PaletteClustering(search: scheme.search))
             }
             var blobs = [Blob(palette.lut), Blob(palette.packedIndices)]
             if !palette.outlierIndices.isEmpty {
@@ -127,13 +127,16 @@ struct TensorEncoder {
             return EncodedTensor(blobs: blobs, sqnr: palette.sqnrDecibels)
         case (.palettize, .half(let values)):
             let palette = try values.withUnsafeBufferPointer {
-                try Palettizer.palettize($0, rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name)
+                try Palettizer.palettize(
+                    $0, rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name,
+                    clustering: PaletteClustering(search: tensor.scheme.search))
             }
             return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
         case (.palettize, .bfloat16Bits(let bits)):
             let palette = try bits.withUnsafeBufferPointer {
                 try Palettizer.palettize(
-                    bfloat16Bits: $0, rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name)
+                    bfloat16Bits: $0, rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name,
+                    clustering: PaletteClustering(search: tensor.scheme.search))
             }
             guard let palette else {
                 // Values float16 cannot hold: through the reader, which reports or clamps them.

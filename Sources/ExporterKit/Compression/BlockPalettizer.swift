@@ -67,13 +67,14 @@ public enum BlockPalettizer {
     ///   - importance: one non-negative weight per input column (activation energy), or nil
     ///     for plain k-means.
     ///   - outlierCount: how many of the largest weights to keep exactly.
+    ///   - clustering: how LUT values are chosen.
     /// - Throws: ``CompressionError`` for an unsupported bit width, a tile size below 1, an
     ///   empty shape, a buffer or importance vector of the wrong size, a NaN/infinite weight,
     ///   or a tensor too large for 32-bit outlier indices.
     public static func palettize(
         _ weights: UnsafeBufferPointer<Float16>, rows: Int, columns: Int, bits: Int, groupRows: Int, blockColumns: Int,
         outlierCount: Int = 0, importance: [Float]? = nil, name: String? = nil,
-        workerCount: Int = Palettizer.defaultWorkerCount
+        workerCount: Int = Palettizer.defaultWorkerCount, clustering: PaletteClustering = .automatic
     ) throws -> BlockPalette {
         guard PaletteSpec.supportedBits.contains(bits) else { throw CompressionError.unsupportedBits(bits, tensor: name) }
         guard groupRows >= 1 else { throw CompressionError.invalidGroupSize(groupRows, tensor: name) }
@@ -131,7 +132,7 @@ public enum BlockPalettizer {
                                             let (tileError, tileSignal) = workspace.palettize(
                                                 tile, weights: weights, isOutlier: outlierBuffer, importance: importanceBuffer,
                                                 entries: entries, lut: output.lut.baseAddress.map { $0 + lutStart },
-                                                indices: output.indices)
+                                                indices: output.indices, clustering: clustering)
                                             error += tileError
                                             signal += tileSignal
                                         }
@@ -231,7 +232,7 @@ private final class TileWorkspace {
     func palettize(
         _ tile: TileBounds, weights: UnsafeBufferPointer<Float16>, isOutlier: UnsafeBufferPointer<Bool>,
         importance: UnsafeBufferPointer<Double>, entries: Int, lut: UnsafeMutablePointer<Float16>?,
-        indices: UnsafeMutableBufferPointer<UInt8>
+        indices: UnsafeMutableBufferPointer<UInt8>, clustering: PaletteClustering
     ) -> (error: Double, signal: Double) {
         guard let lut else { return (0, 0) }
         pairs.removeAll(keepingCapacity: true)
@@ -263,7 +264,8 @@ private final class TileWorkspace {
             let histogram = SortedHistogram(
                 count: distinct, values: values, prefixCount: prefixCount, prefixSum: prefixSum,
                 prefixSquares: prefixSquares)
-            let clusters = KMeans1D.solve(histogram, clusterLimit: entries, elementCount: pairs.count, scratch: scratch)
+            let clusters = KMeans1D.solve(
+                histogram, clusterLimit: entries, elementCount: pairs.count, scratch: scratch, method: clustering)
             for entry in 0..<entries {
                 let value = Float16(scratch.centroids[min(entry, clusters - 1)])
                 lut[entry] = value

@@ -141,7 +141,7 @@ public struct CompressionConfig: Equatable, Sendable {
     {
         func invalid(_ reason: String) -> CompressionConfigError { .invalid(path: path, reason: "\(label): \(reason)") }
         var known: Set<String> = [
-            "mode", "bits", "granularity", "group_size", "uneven_groups", "block_size", "outlier_fraction",
+            "mode", "bits", "granularity", "group_size", "uneven_groups", "block_size", "outlier_fraction", "search",
         ]
         if allowPattern { known.formUnion(["match", "regex"]) }
         if let unknown = object.keys.first(where: { !known.contains($0) }) { throw invalid("unknown key '\(unknown)'") }
@@ -159,9 +159,9 @@ public struct CompressionConfig: Equatable, Sendable {
         switch mode {
         case .keep:
             if object.contains("bits") || object.contains("granularity") || object.contains("group_size")
-                || object.contains("block_size") || object.contains("outlier_fraction")
+                || object.contains("block_size") || object.contains("outlier_fraction") || object.contains("search")
             {
-                throw invalid("mode 'keep' takes no bits, granularity, group_size, block_size or outlier_fraction")
+                throw invalid("mode 'keep' takes no bits, granularity, group_size, block_size, outlier_fraction or search")
             }
             return scheme
         case .palettize:
@@ -203,6 +203,15 @@ public struct CompressionConfig: Equatable, Sendable {
                 throw invalid("'outlier_fraction' must be a number from 0 to 0.05")
             }
             scheme.outlierFraction = fraction
+        }
+        if let value = object["search"] {
+            guard mode == .palettize else { throw invalid("'search' applies to palettize only") }
+            guard let name = value.stringValue, let search = CompressionScheme.Search(rawValue: name) else {
+                let names = CompressionScheme.Search.allCases.map(\.rawValue).joined(separator: ", ")
+                throw invalid("'search' must be one of: \(names)")
+            }
+            // Spelled out or left out, the standard search is the same scheme (and the same bytes).
+            scheme.search = search == .standard ? nil : search
         }
         return scheme
     }

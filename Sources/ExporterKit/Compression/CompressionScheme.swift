@@ -31,6 +31,17 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
         case refuse
     }
 
+    /// How hard palettisation searches for each LUT (docs/COMPRESSION.md).
+    public enum Search: String, Codable, Sendable, CaseIterable {
+        /// Exact k-means where it is cheap, else a heuristic within about 1% of the optimum.
+        case standard
+        /// Exact k-means where it is cheap, else a longer heuristic search (within about 0.5%),
+        /// at about a third more time per group.
+        case thorough
+        /// Exact k-means everywhere: the least error possible, at 10–20 times the time per group.
+        case exact
+    }
+
     /// The bit widths palettisation supports.
     public static let paletteBits: Set<Int> = [2, 3, 4, 6, 8]
 
@@ -49,6 +60,8 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
     /// Fraction of a palettised tensor's weights kept exactly as sparse float16 outliers
     /// (`⌊elements × fraction⌋` of them, the largest); nil or 0 for none.
     public var outlierFraction: Double?
+    /// How hard palettisation searches (palettize only); nil means ``Search/standard``.
+    public var search: Search?
 
     /// A scheme; use the static constructors for the common ones.
     public init(
@@ -80,6 +93,7 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
         case unevenGroups = "uneven_groups"
         case blockSize = "block_size"
         case outlierFraction = "outlier_fraction"
+        case search
     }
 
     /// Number of lookup tables or scales for a tensor of `rows` output channels

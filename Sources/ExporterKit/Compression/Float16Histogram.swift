@@ -26,6 +26,13 @@ enum Float16Table {
 
     /// The smallest bfloat16 magnitude pattern (sign bit clear) beyond float16's range (65,536).
     static let bfloat16Unconvertible: UInt16 = 0x4780
+
+    /// `histogramValues[Int(bits)]`: the value a float16 pattern counts as in a palette's
+    /// histogram, −0 as +0 (the two never take two LUT entries, and a LUT never holds −0).
+    static let histogramValues: [Double] = (0...UInt16.max).map { $0 == 0x8000 ? 0 : Double(floats[Int($0)]) }
+
+    /// The same for bfloat16 patterns, through their float16 conversion (``fromBFloat16``).
+    static let bfloat16HistogramValues: [Double] = fromBFloat16.map { histogramValues[Int($0)] }
 }
 
 /// How the 16-bit patterns a palettiser counts become values.
@@ -58,10 +65,9 @@ final class PaletteWorkspace {
     let prefixSquares = UnsafeMutablePointer<Double>.allocate(capacity: patternCount + 1)
     /// Palette index of each bit pattern of the current group (only its patterns are valid).
     let indexOfPattern = UnsafeMutablePointer<UInt8>.allocate(capacity: patternCount)
-    /// The histogram entry of each pattern in `patterns` (patterns of equal value share one).
-    let entryOfPattern = UnsafeMutablePointer<Int32>.allocate(capacity: patternCount)
-    /// Patterns counted in the last extracted histogram.
-    private var patternsSeen = 0
+    /// Where each histogram entry's patterns start in `patterns` (patterns of equal value
+    /// share an entry), plus the end of the last: `count + 1` entries.
+    let entryStart = UnsafeMutablePointer<Int32>.allocate(capacity: patternCount + 1)
     let kMeans = KMeansScratch()
 
     /// Workspaces kept between tensors: a fresh one costs page faults on 2.5 MB and zeroing
@@ -89,7 +95,7 @@ final class PaletteWorkspace {
         prefixSum.deallocate()
         prefixSquares.deallocate()
         indexOfPattern.deallocate()
-        entryOfPattern.deallocate()
+        entryStart.deallocate()
     }
 
     /// Counts `count` weights given as bit patterns.
@@ -139,6 +145,10 @@ final class PaletteWorkspace {
     /// such as −0 and +0 or bfloat16 values that round to one float16, share an entry, −0
     /// counting as +0) and clears the counts for the next group. Requires no unusable pattern.
     func extractHistogram(_ source: SourcePatterns = .float16) -> SortedHistogram {
+        // Locals, not properties: stores through these pointers could alias `self` as far as
+        // the compiler knows, and it would reload every property after each one.
+        let (counts, occupancy, patterns, entryStart) = (self.counts, self.occupancy, self.patterns, self.entryStart)
+        let (values, prefixCount, prefixSum, prefixSquares) = (self.values, self.prefixCount, self.prefixSum, self.prefixSquares)
         var distinct = 0
         var seen = 0
         // NaN equals nothing, so the first value always starts an entry.
@@ -149,53 +159,50 @@ final class PaletteWorkspace {
         prefixCount[0] = 0
         prefixSum[0] = 0
         prefixSquares[0] = 0
-        Float16Table.floats.withUnsafeBufferPointer { floats in
-            Float16Table.fromBFloat16.withUnsafeBufferPointer { fromBFloat16 in
-                @inline(__always) func emit(_ pattern: Int) {
-                    let weight = Double(counts[pattern])
-                    counts[pattern] = 0
-                    let half = source == .float16 ? pattern : Int(fromBFloat16[pattern])
-                    // −0 is +0: the two never take two LUT entries, and the LUT never holds −0.
-                    let value = half == 0x8000 ? 0 : Double(floats[half])
-                    if value != previousValue {
-                        values[distinct] = value
-                        previousValue = value
-                        distinct += 1
-                    }
-                    runningCount += weight
-                    runningSum += weight * value
-                    runningSquares += weight * value * value
-                    prefixCount[distinct] = runningCount
-                    prefixSum[distinct] = runningSum
-                    prefixSquares[distinct] = runningSquares
-                    patterns[seen] = UInt16(truncatingIfNeeded: pattern)
-                    entryOfPattern[seen] = Int32(truncatingIfNeeded: distinct - 1)
-                    seen += 1
+        let table = source == .float16 ? Float16Table.histogramValues : Float16Table.bfloat16HistogramValues
+        table.withUnsafeBufferPointer { valueOf in
+            @inline(__always) func emit(_ pattern: Int) {
+                let weight = Double(counts[pattern])
+                counts[pattern] = 0
+                let value = valueOf[pattern]
+                if value != previousValue {
+                    values[distinct] = value
+                    entryStart[distinct] = Int32(truncatingIfNeeded: seen)
+                    previousValue = value
+                    distinct += 1
                 }
-                // Negative values: larger patterns are more negative, so walk patterns downwards.
-                for word in stride(from: 1023, through: 512, by: -1) {
-                    var bitsLeft = occupancy[word]
-                    guard bitsLeft != 0 else { continue }
-                    occupancy[word] = 0
-                    while bitsLeft != 0 {
-                        let bit = 63 - bitsLeft.leadingZeroBitCount
-                        emit(word << 6 | bit)
-                        bitsLeft &= ~(1 &<< UInt64(bit))
-                    }
+                runningCount += weight
+                runningSum += weight * value
+                runningSquares += weight * value * value
+                prefixCount[distinct] = runningCount
+                prefixSum[distinct] = runningSum
+                prefixSquares[distinct] = runningSquares
+                patterns[seen] = UInt16(truncatingIfNeeded: pattern)
+                seen += 1
+            }
+            // Negative values: larger patterns are more negative, so walk patterns downwards.
+            for word in stride(from: 1023, through: 512, by: -1) {
+                var bitsLeft = occupancy[word]
+                guard bitsLeft != 0 else { continue }
+                occupancy[word] = 0
+                while bitsLeft != 0 {
+                    let bit = 63 - bitsLeft.leadingZeroBitCount
+                    emit(word << 6 | bit)
+                    bitsLeft &= ~(1 &<< UInt64(bit))
                 }
-                // Non-negative values: patterns ascend with the value.
-                for word in 0..<512 {
-                    var bitsLeft = occupancy[word]
-                    guard bitsLeft != 0 else { continue }
-                    occupancy[word] = 0
-                    while bitsLeft != 0 {
-                        emit(word << 6 | bitsLeft.trailingZeroBitCount)
-                        bitsLeft &= bitsLeft &- 1
-                    }
+            }
+            // Non-negative values: patterns ascend with the value.
+            for word in 0..<512 {
+                var bitsLeft = occupancy[word]
+                guard bitsLeft != 0 else { continue }
+                occupancy[word] = 0
+                while bitsLeft != 0 {
+                    emit(word << 6 | bitsLeft.trailingZeroBitCount)
+                    bitsLeft &= bitsLeft &- 1
                 }
             }
         }
-        patternsSeen = seen
+        entryStart[distinct] = Int32(truncatingIfNeeded: seen)
         return SortedHistogram(
             count: distinct, values: values, prefixCount: prefixCount, prefixSum: prefixSum,
             prefixSquares: prefixSquares)
@@ -203,25 +210,33 @@ final class PaletteWorkspace {
 
     /// Fills `indexOfPattern` for the histogram's patterns with the nearest entry of the
     /// ascending `lut` (ties to the lower index) and returns the squared error of that
-    /// assignment and the signal power, both summed in ascending value order.
+    /// assignment and the signal power.
+    ///
+    /// Each LUT entry takes a run of histogram entries, found by searching for the midpoint
+    /// with the next entry; its error comes from the run's prefix sums in O(1)
+    /// (Σw(v − c)² = Σwv² − 2cΣwv + c²Σw), so the cost is per LUT entry and per pattern,
+    /// with no arithmetic per pattern.
     func assignIndices(
         _ histogram: SortedHistogram, lut: UnsafePointer<Double>, entryCount: Int
     ) -> (squaredError: Double, signalPower: Double) {
-        var index = 0
         var squaredError = 0.0
-        var entry: Int32 = -1
-        // Patterns in ascending value order; each new histogram entry finds its LUT index.
-        for seen in 0..<patternsSeen {
-            if entryOfPattern[seen] != entry {
-                entry = entryOfPattern[seen]
-                let distinct = Int(entry)
-                let value = histogram.values[distinct]
-                // Move past every midpoint the value lies strictly above.
-                while index < entryCount - 1 && value > (lut[index] + lut[index + 1]) * 0.5 { index += 1 }
-                let difference = value - lut[index]
-                squaredError += histogram.weight(distinct, distinct + 1) * difference * difference
-            }
-            indexOfPattern[Int(patterns[seen])] = UInt8(truncatingIfNeeded: index)
+        var start = 0
+        for index in 0..<entryCount {
+            // Values up to the midpoint with the next LUT value (inclusive) take this index.
+            let end =
+                index == entryCount - 1
+                ? histogram.count
+                : KMeans1D.firstIndexAbove((lut[index] + lut[index + 1]) * 0.5, in: histogram, low: start, hint: start)
+            guard end > start else { continue }
+            let centroid = lut[index]
+            let weight = histogram.weight(start, end)
+            let sum = histogram.sum(start, end)
+            let squares = histogram.prefixSquares[end] - histogram.prefixSquares[start]
+            // Rounding can make a near-zero error slightly negative.
+            squaredError += max(0, squares - 2 * centroid * sum + centroid * centroid * weight)
+            let code = UInt8(truncatingIfNeeded: index)
+            for seen in Int(entryStart[start])..<Int(entryStart[end]) { indexOfPattern[Int(patterns[seen])] = code }
+            start = end
         }
         return (squaredError, histogram.prefixSquares[histogram.count])
     }

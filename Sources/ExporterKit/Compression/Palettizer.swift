@@ -44,11 +44,11 @@ public enum Palettizer {
     /// - Throws: as ``palettize(_:rows:columns:spec:name:workerCount:clustering:)``.
     static func palettize(
         bfloat16Bits weights: UnsafeBufferPointer<UInt16>, rows: Int, columns: Int, spec: PaletteSpec,
-        name: String? = nil, workerCount: Int = defaultWorkerCount
+        name: String? = nil, workerCount: Int = defaultWorkerCount, clustering: PaletteClustering = .automatic
     ) throws -> PalettizedTensor? {
         let job = try PaletteJob(
             rows: rows, columns: columns, weightCount: weights.count, spec: spec, name: name, workerCount: workerCount,
-            method: .automatic, patterns: .bfloat16)
+            method: clustering, patterns: .bfloat16)
         return job.run(weights)
     }
 

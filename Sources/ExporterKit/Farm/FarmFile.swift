@@ -85,6 +85,8 @@ public struct FarmJob: Equatable, Sendable {
     public var seed: UInt64 = 0
     /// `--allow-clamp`.
     public var allowClamp = false
+    /// `--palette-search` (nil: the compression config's).
+    public var paletteSearch: CompressionScheme.Search?
 
     /// The command-line arguments of this job's export, for the child `exporter` process.
     /// - Parameter synthetic: whether this run uses generated weights (the policy, resolved).
@@ -107,6 +109,7 @@ public struct FarmJob: Equatable, Sendable {
         if let outputName { arguments += ["--output-name", outputName] }
         if synthetic { arguments += ["--synthetic", "--seed", String(seed)] }
         if allowClamp { arguments.append("--allow-clamp") }
+        if let paletteSearch { arguments += ["--palette-search", paletteSearch.rawValue] }
         return arguments
     }
 }
@@ -119,6 +122,7 @@ public struct FarmFile: Equatable, Sendable {
     static let jobKeys: Set<String> = [
         "name", "model", "platform", "context", "compression", "compression_config", "compute_precision", "experimental",
         "preset", "disable_embedding_quantization_ios", "output_name", "devices", "synthetic", "seed", "allow_clamp",
+        "palette_search",
     ]
 
     /// The file's path.
@@ -235,6 +239,13 @@ public struct FarmFile: Equatable, Sendable {
             job.seed = UInt64(seed)
         }
         job.allowClamp = try flag("allow_clamp")
+        if let search = try string("palette_search") {
+            guard let parsed = CompressionScheme.Search(rawValue: search) else {
+                let names = CompressionScheme.Search.allCases.map(\.rawValue).joined(separator: ", ")
+                throw bad("'palette_search' must be one of: \(names)")
+            }
+            job.paletteSearch = parsed
+        }
         return job
     }
 }

@@ -152,6 +152,7 @@ public struct FarmRunner {
         options.presetOverride = job.preset
         options.quantizeIOSEmbedding = !job.disableEmbeddingQuantizationIOS
         options.outputName = job.outputName
+        options.paletteSearch = job.paletteSearch
         return options
     }
 

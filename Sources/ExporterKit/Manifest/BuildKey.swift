@@ -65,7 +65,8 @@ public enum BuildKey {
                 field: "\(tensor.spec.name)|\(tensor.spec.shape)|\(scheme.mode.rawValue)|\(scheme.bits ?? 0)|"
                     + "\(scheme.granularity?.rawValue ?? "")|\(scheme.groupSize ?? 0)|\(scheme.unevenGroups.rawValue)"
                     + (scheme.blockSize.map { "|block \($0)" } ?? "")
-                    + (scheme.outlierFraction.map { "|outliers \($0)" } ?? ""))
+                    + (scheme.outlierFraction.map { "|outliers \($0)" } ?? "")
+                    + (scheme.search.map { "|search \($0.rawValue)" } ?? ""))
         }
         hash.update(field: "files")
         for file in fileFingerprints.sorted(by: { $0.name < $1.name }) {

@@ -302,6 +302,7 @@ public struct Manifest: Codable, Equatable, Sendable {
 /// The tool's version, recorded in every manifest and part of every build key: raise it
 /// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
-    /// Semantic version of this build (0.2.0: the palettiser's polish changed some LUTs).
-    public static let current = "0.2.0"
+    /// Semantic version of this build (0.3.0: the default palette search got shorter, which
+    /// changes most grouped LUTs).
+    public static let current = "0.3.0"
 }

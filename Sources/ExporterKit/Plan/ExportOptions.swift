@@ -35,6 +35,9 @@ public struct ExportOptions: Equatable, Sendable {
     public var presetOverride: String?
     /// `--output-name`.
     public var outputName: String?
+    /// `--palette-search`: overrides the compression config's `search` for every palettised
+    /// tensor; nil keeps the config's.
+    public var paletteSearch: CompressionScheme.Search?
 
     /// Options for `model` with every default.
     public init(model: String) { self.model = model }

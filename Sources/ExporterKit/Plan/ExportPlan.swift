@@ -146,8 +146,11 @@ public struct ExportPlan: Sendable {
         let specs = try ArchitectureRegistry.tensors(for: model.config, configPath: model.configURL.path)
         var warnings: [String] = []
         let tensors = try specs.map { spec -> PlannedTensor in
-            let (scheme, source) = try compression.scheme(
+            var (scheme, source) = try compression.scheme(
                 for: spec, platform: options.platform, quantizeIOSEmbedding: options.quantizeIOSEmbedding)
+            if scheme.mode == .palettize, let search = options.paletteSearch {
+                scheme.search = search == .standard ? nil : search
+            }
             let rule: String
             switch source {
             case .rule(let index): rule = "rule \(index + 1) (\(compression.rules[index].pattern))"
