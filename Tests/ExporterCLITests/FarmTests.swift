@@ -178,7 +178,7 @@ struct FarmTests {
             (#"{"schema": "exporter.farm/1", "defaults": {"platfrom": "iOS"}, "jobs": [{"name": "a", "model": "x"}]}"#,
              "defaults: unknown key 'platfrom'"),
             (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "palette_search": "fast"}]}"#,
-             "job 'a': 'palette_search' must be one of: standard, thorough, exact"),
+             "job 'a': 'palette_search' must be one of: standard, exact"),
             (#"{"schema": "exporter.farm/2", "jobs": []}"#, "schema is 'exporter.farm/2'; this version reads 'exporter.farm/1'"),
         ]
         for (text, message) in cases {
@@ -194,13 +194,13 @@ struct FarmTests {
     func paletteSearch() throws {
         let folder = try Fixtures.temporaryDirectory("farm")
         let url = folder.appendingPathComponent("farm.json")
-        let text = #"{"schema": "exporter.farm/1", "defaults": {"palette_search": "thorough"}, "jobs": [{"name": "a", "model": "qwen3-0.6b"}, {"name": "b", "model": "qwen3-0.6b", "palette_search": "standard"}]}"#
+        let text = #"{"schema": "exporter.farm/1", "defaults": {"palette_search": "exact"}, "jobs": [{"name": "a", "model": "qwen3-0.6b"}, {"name": "b", "model": "qwen3-0.6b", "palette_search": "standard"}]}"#
         try Data(text.utf8).write(to: url)
         let farm = try FarmFile(contentsOf: url)
-        #expect(farm.jobs.map(\.paletteSearch) == [.thorough, .standard])
+        #expect(farm.jobs.map(\.paletteSearch) == [.exact, .standard])
         let output = folder.appendingPathComponent("out")
         let arguments = farm.jobs.map { $0.exportArguments(outputDirectory: output, farmDirectory: folder) }
-        #expect(arguments[0].suffix(2) == ["--palette-search", "thorough"])
+        #expect(arguments[0].suffix(2) == ["--palette-search", "exact"])
         #expect(arguments[1].suffix(2) == ["--palette-search", "standard"])
     }
 

@@ -31,14 +31,12 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
         case refuse
     }
 
-    /// How hard palettisation searches for each LUT (docs/COMPRESSION.md).
+    /// How palettisation searches for each LUT (docs/FORMAT.md, compression configs).
     public enum Search: String, Codable, Sendable, CaseIterable {
-        /// Exact k-means where it is cheap, else a heuristic within about 1% of the optimum.
+        /// Exact k-means where it is cheap, else a heuristic within about 0.5% of the optimum.
         case standard
-        /// Exact k-means where it is cheap, else a longer heuristic search (within about 0.5%),
-        /// at about a third more time per group.
-        case thorough
-        /// Exact k-means everywhere: the least error possible, at 10–20 times the time per group.
+        /// Exact k-means everywhere: the least squared error possible, at 10–20 times the
+        /// palettiser's time per group.
         case exact
     }
 
@@ -60,7 +58,7 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
     /// Fraction of a palettised tensor's weights kept exactly as sparse float16 outliers
     /// (`⌊elements × fraction⌋` of them, the largest); nil or 0 for none.
     public var outlierFraction: Double?
-    /// How hard palettisation searches (palettize only); nil means ``Search/standard``.
+    /// How palettisation searches (palettize only); nil means ``Search/standard``.
     public var search: Search?
 
     /// A scheme; use the static constructors for the common ones.

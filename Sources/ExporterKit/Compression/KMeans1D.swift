@@ -74,14 +74,11 @@ final class KMeansScratch {
 /// - Otherwise (the heuristic): greedy divisive initialisation (repeatedly split the
 ///   cluster whose best two-way split removes the most error, the split found on a sample
 ///   dense towards the tails), which isolates outliers first; Lloyd iterations to a fixed
-///   point; and a polish that re-solves the DP exactly with every boundary free to move ±16
-///   places (coordinated moves Lloyd cannot make). On heavy-tailed weights this lands
-///   within about 1% of the optimum at a small fraction of the DP's time, and well below
-///   Lloyd from k-means++ seeds (6–18% above it).
-/// - The thorough heuristic repeats the polish until it settles and adds up to 8 swap rounds
-///   (merge two neighbours, split another cluster, settle, keep if better): within about
-///   0.5% of the optimum, at about a third more time per group.
-/// Deterministic: no randomness, fixed tie rules.
+///   point; a polish that re-solves the DP exactly with every boundary free to move ±16
+///   places (coordinated moves Lloyd cannot make); and up to 8 swap rounds (merge two
+///   neighbours, split another cluster, settle, keep if better). On heavy-tailed weights
+///   this lands within about 0.5% of the optimum at a small fraction of the DP's time,
+///   and well below Lloyd from k-means++ seeds. Deterministic: no randomness, fixed tie rules.
 enum KMeans1D {
     /// Lloyd iterations stop at a fixed point or after this many (each is O(k log u)).
     static let maximumLloydIterations = 300
@@ -99,21 +96,19 @@ enum KMeans1D {
             for index in 0..<distinct { scratch.centroids[index] = histogram.values[index] }
             return distinct
         }
-        let logDistinct = Int.bitWidth - distinct.leadingZeroBitCount
-        let exactIsCheap = clusterLimit * distinct * logDistinct <= max(1 << 14, 2 * elementCount)
         let useExact: Bool
         switch method {
         case .exact: useExact = true
-        case .heuristic, .thoroughHeuristic: useExact = false
-        case .automatic, .thorough: useExact = exactIsCheap
+        case .heuristic: useExact = false
+        case .automatic:
+            let logDistinct = Int.bitWidth - distinct.leadingZeroBitCount
+            useExact = clusterLimit * distinct * logDistinct <= max(1 << 14, 2 * elementCount)
         }
         if useExact {
             exactBounds(histogram, clusterCount: clusterLimit, scratch: scratch)
         } else {
             divisiveBounds(histogram, clusterCount: clusterLimit, scratch: scratch)
-            refineWithLloyd(
-                histogram, clusterCount: clusterLimit, thorough: method == .thorough || method == .thoroughHeuristic,
-                scratch: scratch)
+            refineWithLloyd(histogram, clusterCount: clusterLimit, scratch: scratch)
         }
         for cluster in 0..<clusterLimit {
             let start = scratch.bounds[cluster]
@@ -321,22 +316,16 @@ enum KMeans1D {
         return lower
     }
 
-    /// From the initial `scratch.bounds`: Lloyd to a fixed point and one round of windowed
-    /// polish; when `thorough`, the polish repeated until it settles, then swap rounds each
-    /// followed by another polish, while the error drops.
-    ///
-    /// Why one round by default: on the bench's group-8 weights the thorough search brings the
-    /// error from about 0.7% above the optimum to 0.2% (0.02 dB of SQNR) for about a third
-    /// more time per group, counting and encoding included.
-    static func refineWithLloyd(_ histogram: SortedHistogram, clusterCount: Int, thorough: Bool, scratch: KMeansScratch) {
+    /// From the initial `scratch.bounds`: Lloyd to a fixed point, windowed polish, then swap
+    /// rounds each followed by another polish, while the error drops.
+    static func refineWithLloyd(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
         settle(histogram, clusterCount: clusterCount, scratch: scratch)
-        polishInWindows(histogram, clusterCount: clusterCount, rounds: thorough ? maximumPolishRounds : 1, scratch: scratch)
-        guard thorough else { return }
+        polishInWindows(histogram, clusterCount: clusterCount, scratch: scratch)
         var currentCost = cost(histogram, clusterCount: clusterCount, scratch: scratch)
         for _ in 0..<maximumSwapRounds {
             guard let improved = swapClusters(histogram, clusterCount: clusterCount, currentCost: currentCost, scratch: scratch)
             else { return }
-            polishInWindows(histogram, clusterCount: clusterCount, rounds: maximumPolishRounds, scratch: scratch)
+            polishInWindows(histogram, clusterCount: clusterCount, scratch: scratch)
             currentCost = min(improved, cost(histogram, clusterCount: clusterCount, scratch: scratch))
         }
     }
@@ -555,15 +544,14 @@ enum KMeans1D {
     /// Rounds of ``polishInWindows`` at most.
     static let maximumPolishRounds = 8
 
-    /// Improves `scratch.bounds` by re-solving optimally with every boundary free to move
-    /// within a window, for up to `rounds` rounds or until no boundary ends on the edge of
-    /// its window. The first
+    /// Improves `scratch.bounds` by repeatedly re-solving optimally with every boundary free
+    /// to move within a window, until no boundary ends on the edge of its window. The first
     /// round gives every boundary ``polishRadius`` places each way; later rounds reach twice
     /// as far past an edge a boundary ended on, and only ``settledRadius`` places otherwise,
     /// since the rest were already optimal for their neighbourhood: most of a round's cost
     /// goes where the solution is still moving. This finds coordinated moves of many
     /// boundaries that Lloyd (one midpoint at a time) cannot, at O(k · w · log w) per round.
-    static func polishInWindows(_ histogram: SortedHistogram, clusterCount: Int, rounds: Int, scratch: KMeansScratch) {
+    static func polishInWindows(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
         let count = histogram.count
         let low = scratch.windowLow
         let high = scratch.windowHigh
@@ -573,7 +561,7 @@ enum KMeans1D {
             reachBelow[boundary] = polishRadius
             reachAbove[boundary] = polishRadius
         }
-        for _ in 0..<rounds {
+        for _ in 0..<maximumPolishRounds {
             low[0] = 0
             high[0] = 0
             low[clusterCount] = count

@@ -82,22 +82,15 @@ public enum PaletteClustering: Equatable, Sendable {
     /// Exact k-means when the group's histogram is small enough for it to be cheap,
     /// otherwise ``heuristic``. The default (`"search": "standard"`).
     case automatic
-    /// Exact k-means when cheap, otherwise ``thoroughHeuristic`` (`"search": "thorough"`).
-    case thorough
     /// Optimal k-means by dynamic programming, O(k·u·log u) for u distinct values: slow on
     /// large groups (`"search": "exact"`).
     case exact
-    /// Greedy divisive initialisation, Lloyd iterations on the histogram, one windowed polish.
+    /// Greedy divisive initialisation, Lloyd iterations on the histogram, windowed polish
+    /// and cluster swaps.
     case heuristic
-    /// ``heuristic``, then the polish repeated until it settles and cluster swaps.
-    case thoroughHeuristic
 
     /// The clustering a compression config's `search` asks for (nil: standard).
     public init(search: CompressionScheme.Search?) {
-        switch search ?? .standard {
-        case .standard: self = .automatic
-        case .thorough: self = .thorough
-        case .exact: self = .exact
-        }
+        self = search == .exact ? .exact : .automatic
     }
 }

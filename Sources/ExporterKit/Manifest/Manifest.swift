@@ -302,7 +302,6 @@ public struct Manifest: Codable, Equatable, Sendable {
 /// The tool's version, recorded in every manifest and part of every build key: raise it
 /// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
-    /// Semantic version of this build (0.3.0: the default palette search got shorter, which
-    /// changes most grouped LUTs).
+    /// Semantic version of this build (0.3.0: the initial split search changed a few LUTs).
     public static let current = "0.3.0"
 }
