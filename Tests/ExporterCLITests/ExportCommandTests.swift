@@ -66,6 +66,8 @@ struct ExportCommandTests {
         #expect(standard.map(\.name) == exact.map(\.name))
         for (heuristic, best) in zip(standard, exact) { #expect(heuristic.sqnr <= best.sqnr, "\(best.name)") }
         #expect(try export(["--palette-search", "standard"]).map(\.sqnr) == standard.map(\.sqnr))
+        let plan = runExporter(["plan", "Qwen2.5-1.5B", "--palette-search", "exact"])
+        #expect(plan.output.contains("compression     4bit_weight_palettized_group8, embedding int8 per tensor, exact LUT search\n"))
         let refused = runExporter([checkpoint.path, "--experimental", "--palette-search", "fast"])
         #expect(refused.status == 64)
         #expect(refused.error.contains("invalid value 'fast' for '--palette-search'; expected one of: standard, exact"))

@@ -10,6 +10,7 @@ enum PlanPrinter {
         let kv = plan.kvCache
         let memory = plan.memory
         let embeddingNote = plan.tensors.contains { $0.rule == "ios-embedding" } ? ", embedding int8 per tensor" : ""
+        let searchNote = plan.tensors.contains { $0.scheme.search == .exact } ? ", exact LUT search" : ""
         var lines = [
             "\(plan.outputName)  (\(presetText))",
         ]
@@ -21,7 +22,7 @@ enum PlanPrinter {
                 ["precision", plan.precision.rawValue],
                 ["context", "\(Format.grouped(plan.contextLength)) tokens (max \(Format.grouped(model.config.maxPositionEmbeddings)))"],
                 ["parameters", Format.grouped(plan.parameters)],
-                ["compression", plan.compression.name + embeddingNote],
+                ["compression", plan.compression.name + embeddingNote + searchNote],
                 [
                     "weights (est.)",
                     "\(Format.megabytes(plan.estimatedWeightsBytes)) (\(Format.mebibytes(plan.estimatedWeightsBytes))), "
