@@ -39,5 +39,4 @@ extension WeightSource {
 
     /// Nothing to start ahead.
     public func willRead(_ tensor: TensorSpec) {}
-
 }
