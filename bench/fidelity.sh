@@ -59,6 +59,7 @@ run "LUT per tensor" --compression-config "$CONFIGS/lut_per_tensor.json"
 run "LUT per tensor + 0.1% outliers" --compression-config "$CONFIGS/lut_per_tensor_outliers.json"
 run "LUT per 32 output channels (4bit_weight_palettized_group32)" --compression 4bit_weight_palettized_group32
 run "LUT per 8 output channels (4bit_weight_palettized_group8)" --compression 4bit_weight_palettized_group8
+run "LUT per 8 output channels, --palette-search thorough" --compression 4bit_weight_palettized_group8 --palette-search thorough
 run "LUT per 8 output channels, --palette-search exact" --compression 4bit_weight_palettized_group8 --palette-search exact
 run "LUT per 8 output channels, calibrated" --compression 4bit_weight_palettized_group8 --calibration "$CALIBRATION"
 run "LUT per 4x192 tile" --compression-config "$CONFIGS/lut_4x192.json"

@@ -52,6 +52,7 @@ enum ExportBench {
         let output = root.appendingPathComponent("export-out")
         let modes = [
             ("4-bit LUT group 8 (preset)", [String]()),
+            ("group 8, thorough search", ["--palette-search", "thorough"]),
             ("4-bit LUT group 32", ["--compression", "4bit_weight_palettized_group32"]),
             ("4-bit LUT per tensor", ["--compression-config", perTensorConfig.path]),
         ]

@@ -40,7 +40,7 @@ struct ExportCommandTests {
         #expect(runExporter(arguments + ["--overwrite"]).status == 0)
     }
 
-    @Test("--palette-search exact is recorded per palettised tensor, never loses SQNR to the standard search; other values are refused")
+    @Test("--palette-search thorough and exact are recorded per palettised tensor, never lose SQNR to the standard search; other values are refused")
     func paletteSearch() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
         func export(_ extra: [String]) throws -> [(name: String, search: String?, sqnr: Double)] {
@@ -59,18 +59,24 @@ struct ExportCommandTests {
             }
         }
         let standard = try export([])
+        let thorough = try export(["--palette-search", "thorough"])
         let exact = try export(["--palette-search", "exact"])
         #expect(!standard.isEmpty)
         #expect(standard.allSatisfy { $0.search == nil })
+        #expect(thorough.allSatisfy { $0.search == "thorough" })
         #expect(exact.allSatisfy { $0.search == "exact" })
-        #expect(standard.map(\.name) == exact.map(\.name))
-        for (heuristic, best) in zip(standard, exact) { #expect(heuristic.sqnr <= best.sqnr, "\(best.name)") }
+        #expect(standard.map(\.name) == exact.map(\.name) && thorough.map(\.name) == exact.map(\.name))
+        for ((short, long), best) in zip(zip(standard, thorough), exact) {
+            #expect(short.sqnr <= best.sqnr && long.sqnr <= best.sqnr, "\(best.name)")
+        }
         #expect(try export(["--palette-search", "standard"]).map(\.sqnr) == standard.map(\.sqnr))
         let plan = runExporter(["plan", "Qwen2.5-1.5B", "--palette-search", "exact"])
         #expect(plan.output.contains("compression     4bit_weight_palettized_group8, embedding int8 per tensor, exact LUT search\n"))
+        let thoroughPlan = runExporter(["plan", "Qwen2.5-1.5B", "--palette-search", "thorough"])
+        #expect(thoroughPlan.output.contains("embedding int8 per tensor, thorough LUT search\n"))
         let refused = runExporter([checkpoint.path, "--experimental", "--palette-search", "fast"])
         #expect(refused.status == 64)
-        #expect(refused.error.contains("invalid value 'fast' for '--palette-search'; expected one of: standard, exact"))
+        #expect(refused.error.contains("invalid value 'fast' for '--palette-search'; expected one of: standard, thorough, exact"))
     }
 
     @Test("a checkpoint whose tensor has the wrong shape names file, tensor and both shapes")

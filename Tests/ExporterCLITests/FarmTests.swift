@@ -178,7 +178,7 @@ struct FarmTests {
             (#"{"schema": "exporter.farm/1", "defaults": {"platfrom": "iOS"}, "jobs": [{"name": "a", "model": "x"}]}"#,
              "defaults: unknown key 'platfrom'"),
             (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "palette_search": "fast"}]}"#,
-             "job 'a': 'palette_search' must be one of: standard, exact"),
+             "job 'a': 'palette_search' must be one of: standard, thorough, exact"),
             (#"{"schema": "exporter.farm/2", "jobs": []}"#, "schema is 'exporter.farm/2'; this version reads 'exporter.farm/1'"),
         ]
         for (text, message) in cases {

@@ -10,7 +10,8 @@ enum PlanPrinter {
         let kv = plan.kvCache
         let memory = plan.memory
         let embeddingNote = plan.tensors.contains { $0.rule == "ios-embedding" } ? ", embedding int8 per tensor" : ""
-        let searchNote = plan.tensors.contains { $0.scheme.search == .exact } ? ", exact LUT search" : ""
+        let searches = CompressionScheme.Search.allCases.filter { search in plan.tensors.contains { $0.scheme.search == search } }
+        let searchNote = searches.map { ", \($0.rawValue) LUT search" }.joined()
         var lines = [
             "\(plan.outputName)  (\(presetText))",
         ]

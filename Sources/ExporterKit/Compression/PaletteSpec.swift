@@ -82,15 +82,24 @@ public enum PaletteClustering: Equatable, Sendable {
     /// Exact k-means when the group's histogram is small enough for it to be cheap,
     /// otherwise ``heuristic``. The default (`"search": "standard"`).
     case automatic
+    /// Exact k-means when cheap, otherwise ``thoroughHeuristic`` (`"search": "thorough"`).
+    case thorough
     /// Optimal k-means by dynamic programming, O(k·u·log u) for u distinct values: slow on
     /// large groups (`"search": "exact"`).
     case exact
-    /// Greedy divisive initialisation, Lloyd iterations on the histogram, windowed polish
-    /// and cluster swaps.
+    /// Greedy divisive initialisation, Lloyd iterations on the histogram and one round of
+    /// cluster swaps; the full refinement of ``thoroughHeuristic`` for groups of a million
+    /// weights or more.
     case heuristic
+    /// ``heuristic`` with the full refinement: windowed polish and up to 8 swap rounds.
+    case thoroughHeuristic
 
     /// The clustering a compression config's `search` asks for (nil: standard).
     public init(search: CompressionScheme.Search?) {
-        self = search == .exact ? .exact : .automatic
+        switch search ?? .standard {
+        case .standard: self = .automatic
+        case .thorough: self = .thorough
+        case .exact: self = .exact
+        }
     }
 }

@@ -302,6 +302,7 @@ public struct Manifest: Codable, Equatable, Sendable {
 /// The tool's version, recorded in every manifest and part of every build key: raise it
 /// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
-    /// Semantic version of this build (0.3.0: the initial split search changed a few LUTs).
-    public static let current = "0.3.0"
+    /// Semantic version of this build (0.4.0: the standard palette search no longer polishes
+    /// small groups and makes one swap round, which changes most grouped LUTs).
+    public static let current = "0.4.0"
 }

@@ -36,9 +36,9 @@ final class TestHistogram {
         prefixSquares.deallocate()
     }
 
-    func solveCost(clusters: Int, method: PaletteClustering) -> Double {
+    func solveCost(clusters: Int, method: PaletteClustering, elementCount: Int = 1) -> Double {
         let scratch = KMeansScratch()
-        _ = KMeans1D.solve(histogram, clusterLimit: clusters, elementCount: 1, scratch: scratch, method: method)
+        _ = KMeans1D.solve(histogram, clusterLimit: clusters, elementCount: elementCount, scratch: scratch, method: method)
         return KMeans1D.cost(histogram, clusterCount: clusters, scratch: scratch)
     }
 
@@ -83,17 +83,39 @@ extension CompressionTests {
             }
         }
 
-        @Test("the heuristic stays within 5% of the optimum on spiky, many-moded histograms")
-        func lloydNearOptimal() {
+        @Test("on spiky, many-moded histograms the thorough search stays within 5% of the optimum; the standard one within 15%, 3% on average")
+        func heuristicsNearOptimal() {
+            // Without the polish, the standard search misses some coordinated moves on these
+            // (measured: 2.2% above the optimum on average, 12.7% at worst).
+            var standardExcess = 0.0
             for seed in UInt64(0)..<6 {
                 let histogram = randomHistogram(distinct: 600, seed: seed)
                 for clusters in [4, 8, 16] {
                     let exact = histogram.solveCost(clusters: clusters, method: .exact)
-                    let lloyd = histogram.solveCost(clusters: clusters, method: .heuristic)
-                    #expect(lloyd >= exact * (1 - 1e-12))
-                    #expect(lloyd <= exact * 1.05, "seed \(seed), k \(clusters): \(lloyd) vs \(exact)")
+                    let standard = histogram.solveCost(clusters: clusters, method: .heuristic)
+                    let thorough = histogram.solveCost(clusters: clusters, method: .thoroughHeuristic)
+                    #expect(standard >= exact * (1 - 1e-12) && thorough >= exact * (1 - 1e-12))
+                    #expect(thorough <= exact * 1.05, "seed \(seed), k \(clusters): \(thorough) vs \(exact)")
+                    #expect(standard <= exact * 1.15, "seed \(seed), k \(clusters): \(standard) vs \(exact)")
+                    standardExcess += standard / exact - 1
                 }
             }
+            #expect(standardExcess / 18 <= 0.03)
+        }
+
+        @Test("groups of a million weights or more get the full refinement under the standard search")
+        func largeGroupsRefinedFully() {
+            var differed = false
+            for seed in UInt64(0)..<6 {
+                let histogram = randomHistogram(distinct: 600, seed: seed)
+                let thorough = histogram.solveCost(clusters: 16, method: .thoroughHeuristic)
+                let large = histogram.solveCost(clusters: 16, method: .heuristic, elementCount: KMeans1D.fullRefinementElements)
+                let small = histogram.solveCost(clusters: 16, method: .heuristic, elementCount: KMeans1D.fullRefinementElements - 1)
+                #expect(large == thorough, "seed \(seed)")
+                differed = differed || small != thorough
+            }
+            #expect(KMeans1D.fullRefinementElements == 1 << 20)
+            #expect(differed)
         }
     
         @Test("the boundary search finds the first value above a threshold from any hint")
@@ -141,14 +163,20 @@ extension CompressionTests {
             }
         }
 
-        @Test("the heuristic stays within 1% of the optimum on heavy-tailed weights")
+        @Test("on heavy-tailed weights the standard search stays within 4% of the optimum, the thorough one within 1%")
         func heuristicNearOptimalOnWeights() throws {
             let weights = HeavyTailedWeights.make(rows: 32, columns: 512, seed: 21)
             for (bits, groupRows) in [(4, 8), (4, 32), (3, 8), (2, 16)] {
                 let granularity: PaletteGranularity = groupRows == 32 ? .perTensor : .perGroupedChannel(groupSize: groupRows)
-                let exact = try palettize(weights, rows: 32, columns: 512, bits: bits, granularity: granularity, clustering: .exact)
-                let heuristic = try palettize(weights, rows: 32, columns: 512, bits: bits, granularity: granularity, clustering: .heuristic)
-                #expect(heuristic.squaredError <= exact.squaredError * 1.01, "bits \(bits), group \(groupRows)")
+                func error(_ clustering: PaletteClustering) throws -> Double {
+                    try palettize(weights, rows: 32, columns: 512, bits: bits, granularity: granularity, clustering: clustering)
+                        .squaredError
+                }
+                let exact = try error(.exact)
+                let standard = try error(.heuristic)
+                let thorough = try error(.thoroughHeuristic)
+                #expect(standard <= exact * 1.04, "bits \(bits), group \(groupRows): \(standard) vs \(exact)")
+                #expect(thorough <= exact * 1.01, "bits \(bits), group \(groupRows): \(thorough) vs \(exact)")
             }
         }
     }

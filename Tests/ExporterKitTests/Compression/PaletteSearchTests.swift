@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 @testable import ExporterKit
 
-@Suite("palette search: standard and exact")
+@Suite("palette search: standard, thorough, exact")
 struct PaletteSearchTests {
     private func parse(_ scheme: String) throws -> CompressionConfig {
         let text = #"{"schema": "exporter.compression/1", "name": "x", "default": \#(scheme)}"#
@@ -14,12 +14,14 @@ struct PaletteSearchTests {
     func configField() throws {
         let exact = try #require(try parse(#"{"mode": "palettize", "bits": 4, "search": "exact"}"#).defaultScheme)
         #expect(exact.search == .exact)
+        let thorough = try #require(try parse(#"{"mode": "palettize", "bits": 4, "search": "thorough"}"#).defaultScheme)
+        #expect(thorough.search == .thorough)
         let standard = try #require(try parse(#"{"mode": "palettize", "bits": 4, "search": "standard"}"#).defaultScheme)
         let unspecified = try #require(try parse(#"{"mode": "palettize", "bits": 4}"#).defaultScheme)
         #expect(standard == unspecified)
         #expect(standard.search == nil)
-        #expect(throws: CompressionConfigError.invalid(path: "x.json", reason: "default: 'search' must be one of: standard, exact")) {
-            _ = try parse(#"{"mode": "palettize", "bits": 4, "search": "thorough"}"#)
+        #expect(throws: CompressionConfigError.invalid(path: "x.json", reason: "default: 'search' must be one of: standard, thorough, exact")) {
+            _ = try parse(#"{"mode": "palettize", "bits": 4, "search": "fast"}"#)
         }
         #expect(throws: CompressionConfigError.invalid(path: "x.json", reason: "default: 'search' applies to palettize only")) {
             _ = try parse(#"{"mode": "linear", "search": "exact"}"#)
@@ -31,7 +33,7 @@ struct PaletteSearchTests {
         }
     }
 
-    @Test("on heavy-tailed group-8 weights the exact search has less error than the standard one, and other LUTs")
+    @Test("on heavy-tailed group-8 weights: exact < thorough < standard in error, and the three LUTs differ")
     func errorOrder() throws {
         // 8 × 1,024 weights a group take thousands of distinct values: the heuristics run.
         let rows = 32
@@ -45,10 +47,14 @@ struct PaletteSearchTests {
             }
         }
         let standard = try run(nil)
+        let thorough = try run(.thorough)
         let exact = try run(.exact)
-        #expect(exact.squaredError < standard.squaredError)
-        #expect(standard.squaredError <= exact.squaredError * 1.01)
-        #expect(standard.lut != exact.lut)
+        #expect(exact.squaredError < thorough.squaredError)
+        #expect(thorough.squaredError < standard.squaredError)
+        #expect(thorough.squaredError <= exact.squaredError * 1.005)
+        #expect(standard.squaredError <= exact.squaredError * 1.02)
+        #expect(standard.lut != thorough.lut)
+        #expect(thorough.lut != exact.lut)
         #expect(try run(.standard).packedIndices == standard.packedIndices)
     }
 
@@ -66,6 +72,7 @@ struct PaletteSearchTests {
         let standard = try error(.automatic)
         let exact = try error(.exact)
         #expect(exact < standard)
+        #expect(try error(.thorough) != standard)
     }
 
     @Test("--palette-search overrides every palettised tensor's search and leaves the others alone")
