@@ -32,11 +32,11 @@ public enum ExporterCommandLine {
     /// Has glibc's allocator keep freed memory for the next tensor's buffers instead of handing
     /// it back to the system. By default every tensor-sized buffer is mapped afresh (above the
     /// mmap threshold, or in another thread's arena) and unmapped when freed, so the system
-    /// zeroes each page again on first touch: 260,000 page faults and about 0.4 CPU seconds
+    /// zeroes each page again on first touch: 260,000 page faults and about 0.35 CPU seconds
     /// per export of the 1.5B bench, 6% of group 8's time. One arena, no mapping below 1 GiB
-    /// and no trimming below 1 GiB of free memory bring it to 88,000 faults (the peak, touched
-    /// once); peak memory does not grow. A process-wide choice, so the executable's, not the
-    /// library's; other C libraries manage their own.
+    /// and no trimming below 1 GiB of free memory bring it to 93,000 faults (the peak, touched
+    /// once), with about the same peak memory. A process-wide choice, so the executable's, not
+    /// the library's; other C libraries manage their own.
     static func keepFreedMemoryForReuse() {
         #if os(Linux)
         // `mallopt` and its parameters (glibc's malloc.h, stable values) are not in Swift's Glibc
