@@ -110,6 +110,26 @@ final class PaletteWorkspace {
         }
     }
 
+    /// Counts `count` weights without marking ``occupancy``, for large groups: this machine
+    /// stores about once per cycle, and the mark is a second store per weight, while
+    /// ``markOccupied()`` afterwards reads the 65,536 counts once.
+    @inline(__always)
+    func countOnly(_ source: UnsafePointer<UInt16>, count: Int) {
+        let counts = self.counts
+        for element in 0..<count { counts[Int(source[element])] &+= 1 }
+    }
+
+    /// Sets the ``occupancy`` bit of every pattern counted so far.
+    func markOccupied() {
+        let (counts, occupancy) = (self.counts, self.occupancy)
+        for word in 0..<(Self.patternCount / 64) {
+            var bits: UInt64 = 0
+            let base = word << 6
+            for bit in 0..<64 where counts[base | bit] != 0 { bits |= 1 &<< UInt64(bit) }
+            occupancy[word] |= bits
+        }
+    }
+
     /// Adds another worker's counts to these and clears the other's.
     func absorb(_ other: PaletteWorkspace) {
         for word in 0..<(Self.patternCount / 64) {

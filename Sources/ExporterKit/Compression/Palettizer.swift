@@ -216,8 +216,9 @@ struct PaletteJob {
             let chunk = (count + chunkCount - 1) / chunkCount
             WorkDispenser.perform(count: chunkCount, workers: workerCount, setUp: { workspaces[$0] }) { workspace, index in
                 let start = min(count, index * chunk)
-                workspace.accumulate(source + first + start, count: min(count, start + chunk) - start)
+                workspace.countOnly(source + first + start, count: min(count, start + chunk) - start)
             }
+            workspaces.forEach { $0.markOccupied() }
             let main = workspaces[0]
             for worker in 1..<workerCount { main.absorb(workspaces[worker]) }
             guard finishGroup(group, elementCount: count, workspace: main, output: output) else { continue }

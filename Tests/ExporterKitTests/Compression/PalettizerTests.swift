@@ -114,6 +114,42 @@ extension CompressionTests {
             }
         }
 
+        @Test("counting without marks, then marking, gives the histogram of counting with marks")
+        func countOnlyMatchesAccumulate() throws {
+            // Every kind of pattern: both zeros, negatives, subnormals, a run of one value, and
+            // patterns at both ends of occupancy words.
+            let weights = HeavyTailedWeights.make(rows: 1, columns: 5000, seed: 21).map(\.bitPattern)
+            let source = weights + [0x0000, 0x8000, 0x8000, 0x0001, 0x803F, 0x0040, 0x7BFF, 0xFBFF] + [UInt16](repeating: 0x3C00, count: 300)
+            func histogram(_ workspace: PaletteWorkspace) -> [[Double]] {
+                let histogram = workspace.extractHistogram()
+                let entries = 0...histogram.count
+                return [
+                    (0..<histogram.count).map { histogram.values[$0] }, entries.map { histogram.prefixCount[$0] },
+                    entries.map { histogram.prefixSum[$0] }, entries.map { histogram.prefixSquares[$0] },
+                ]
+            }
+            let marked = PaletteWorkspace()
+            let unmarked = PaletteWorkspace()
+            let other = PaletteWorkspace()
+            source.withUnsafeBufferPointer { buffer in
+                guard let base = buffer.baseAddress else { return }
+                marked.accumulate(base, count: buffer.count)
+                // Split between two workspaces, as workers count a large group.
+                unmarked.countOnly(base, count: 3001)
+                other.countOnly(base + 3001, count: buffer.count - 3001)
+            }
+            unmarked.markOccupied()
+            other.markOccupied()
+            unmarked.absorb(other)
+            let expected = histogram(marked)
+            #expect(expected[0].count > 1000)
+            // Compared whole, reported briefly: the histograms hold thousands of entries.
+            let identical = histogram(unmarked) == expected
+            #expect(identical)
+            // Both are cleared for the next group.
+            for workspace in [marked, unmarked, other] { #expect(workspace.extractHistogram().count == 0) }
+        }
+
         @Test("gives identical bytes whatever the worker count")
         func deterministic() throws {
             // 2 groups of 40,000 weights each: large enough to be split across workers.
