@@ -110,22 +110,27 @@ final class PaletteWorkspace {
         }
     }
 
-    /// Counts `count` weights without marking ``occupancy``, for large groups: this machine
-    /// stores about once per cycle, and the mark is a second store per weight, while
-    /// ``markOccupied()`` afterwards reads the 65,536 counts once.
+    /// Counts `count` weights without marking ``occupancy``; ``markOccupied()`` must follow
+    /// before the counts are read. For large groups (``PaletteJob/countOnlyElements``): the
+    /// mark is a second store per weight, and stores, about one per cycle, bound the counting.
     @inline(__always)
     func countOnly(_ source: UnsafePointer<UInt16>, count: Int) {
         let counts = self.counts
         for element in 0..<count { counts[Int(source[element])] &+= 1 }
     }
 
-    /// Sets the ``occupancy`` bit of every pattern counted so far.
+    /// Sets the ``occupancy`` bit of every pattern counted so far, from one pass over the
+    /// counts: about 20 µs, most of the 1,024 words of 64 counts being empty and skipped
+    /// after a check the compiler vectorises.
     func markOccupied() {
         let (counts, occupancy) = (self.counts, self.occupancy)
         for word in 0..<(Self.patternCount / 64) {
+            let wordCounts = counts + (word << 6)
+            var any: UInt32 = 0
+            for bit in 0..<64 { any |= wordCounts[bit] }
+            guard any != 0 else { continue }
             var bits: UInt64 = 0
-            let base = word << 6
-            for bit in 0..<64 where counts[base | bit] != 0 { bits |= 1 &<< UInt64(bit) }
+            for bit in 0..<64 where wordCounts[bit] != 0 { bits |= 1 &<< UInt64(bit) }
             occupancy[word] |= bits
         }
     }
