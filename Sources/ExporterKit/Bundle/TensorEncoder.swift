@@ -179,6 +179,9 @@ final class TensorPrefetcher: @unchecked Sendable {
     private let tensors: [PlannedTensor]
     private let source: WeightSource
     private let queue = DispatchQueue(label: "exporter.prefetch")
+    /// Where the system is told what comes next: from a cold cache, the call blocks while it
+    /// queues the disk reads (0.3 s per 1.5B export here), which the compressor must not wait for.
+    private let adviceQueue = DispatchQueue(label: "exporter.advise")
     /// Loads started and not yet taken, by tensor index.
     private var pending: [Int: (group: DispatchGroup, box: ResultBox)] = [:]
     /// The first tensor not started yet (loads start in order).
@@ -213,7 +216,8 @@ final class TensorPrefetcher: @unchecked Sendable {
             adviseBytes += tensors[upcoming].spec.elementCount * MemoryLayout<Float16>.stride
             guard adviseBytes <= Self.adviseAheadBytes else { break }
             if upcoming == nextToAdvise {
-                source.willRead(tensors[upcoming].spec)
+                let (source, tensor) = (self.source, tensors[upcoming].spec)
+                adviceQueue.async { source.willRead(tensor) }
                 nextToAdvise += 1
             }
         }
