@@ -110,9 +110,25 @@ final class PaletteWorkspace {
         }
     }
 
+    /// Groups of at least this many weights are counted without occupancy marks and marked
+    /// afterwards (``countOnly(_:count:)``). The marking pass costs as much as marking about
+    /// 16,000 weights one by one: 30 % less time counting a group of 32 rows of 1,536
+    /// bfloat16 weights, 10 % more for 8 rows.
+    static let countOnlyElements = 1 << 15
+
+    /// Counts a whole group of `count` weights, marks included, the cheaper way for its size.
+    func countGroup(_ source: UnsafePointer<UInt16>, count: Int) {
+        if count >= Self.countOnlyElements {
+            countOnly(source, count: count)
+            markOccupied()
+        } else {
+            accumulate(source, count: count)
+        }
+    }
+
     /// Counts `count` weights without marking ``occupancy``; ``markOccupied()`` must follow
-    /// before the counts are read. For large groups (``PaletteJob/countOnlyElements``): the
-    /// mark is a second store per weight, and stores, about one per cycle, bound the counting.
+    /// before the counts are read. For large groups: the mark is a second store per weight,
+    /// and stores, about one per cycle, bound the counting.
     @inline(__always)
     func countOnly(_ source: UnsafePointer<UInt16>, count: Int) {
         let counts = self.counts
