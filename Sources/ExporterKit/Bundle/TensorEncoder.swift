@@ -1,6 +1,7 @@
 import Dispatch
 
-/// One part's payload: an array of plain values written as its bytes, without a copy.
+/// One part's payload, written when its turn comes: an array of plain values (written as
+/// its bytes, without a copy), or bytes produced while they are written.
 struct Blob {
     /// Bytes it holds.
     let byteCount: Int
@@ -10,6 +11,12 @@ struct Blob {
     init<Element>(_ values: [Element]) {
         byteCount = values.count * MemoryLayout<Element>.stride
         write = { file in try values.withUnsafeBytes { try file.write($0) } }
+    }
+
+    /// A payload of `byteCount` bytes that `write` produces as it appends them.
+    init(byteCount: Int, write: @escaping (OutputFile) throws -> Void) {
+        self.byteCount = byteCount
+        self.write = write
     }
 }
 
@@ -31,8 +38,9 @@ enum LoadedValues {
     /// (``Palettizer/palettize(bfloat16Bits:rows:columns:spec:name:workerCount:)``).
     case bfloat16Bits([UInt16])
     /// Nothing read yet: stored as bfloat16, the tensor is quantised to int8 per tensor
-    /// while it is read, a block at a time (``LinearQuantizer/quantizeInt8PerTensor(bfloat16Rows:columns:workers:blockElements:read:)``),
-    /// so that a large embedding is never held whole.
+    /// while it is read, a block at a time, and its codes are produced again block by block
+    /// as they are written (``LinearQuantizer/int8PerTensorCodebook(bfloat16Rows:columns:workers:blockElements:read:)``),
+    /// so that neither a large embedding nor its codes (233 MB for Qwen2.5-1.5B) are ever held whole.
     case bfloat16Stream
 }
 
@@ -144,14 +152,21 @@ struct TensorEncoder {
             }
             return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
         case (.linear, .bfloat16Stream):
-            let quantized = try LinearQuantizer.quantizeInt8PerTensor(bfloat16Rows: rows, columns: columns) { elements, buffer in
+            let read = { (elements: Range<Int>, buffer: UnsafeMutableBufferPointer<UInt16>) in
                 try source.readBFloat16Bits(spec, elements: elements, into: buffer)
             }
-            guard let quantized else {
+            guard let codebook = try LinearQuantizer.int8PerTensorCodebook(bfloat16Rows: rows, columns: columns, read: read)
+            else {
                 // Values float16 cannot hold: through the reader, which reports or clamps them.
                 return try compress(tensor, try loadHalf(tensor, from: source), from: source)
             }
-            return EncodedTensor(blobs: [Blob(quantized.scales), Blob(quantized.values)], sqnr: quantized.sqnrDecibels)
+            // The codes are made on the write queue, a block at a time, as they are written.
+            let codes = Blob(byteCount: rows * columns) { file in
+                try LinearQuantizer.writeInt8Codes(codebook, bfloat16Rows: rows, columns: columns, read: read) {
+                    try file.write($0)
+                }
+            }
+            return EncodedTensor(blobs: [Blob([codebook.scale]), codes], sqnr: codebook.sqnrDecibels)
         case (.linear, .half(let values)):
             let quantized = try values.withUnsafeBufferPointer {
                 try LinearQuantizer.quantizeInt8(

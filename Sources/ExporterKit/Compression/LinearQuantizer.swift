@@ -37,6 +37,29 @@ public struct Int8QuantizedTensor: Equatable, Sendable {
     }
 }
 
+/// Per-tensor int8 decided from a tensor's pattern counts, before any weight is coded: its
+/// scale, the code of every stored bit pattern, and the error those codes give.
+struct Int8Codebook: Sendable {
+    /// `max|w| / 127`, or 1 when every weight is zero.
+    let scale: Float
+    /// The code of each stored pattern (65,536 entries; 0 for patterns the tensor lacks).
+    let codes: [Int8]
+    /// Σ (w − q·scale)² over all weights.
+    let squaredError: Double
+    /// Σ w² over all weights.
+    let signalPower: Double
+
+    /// Signal-to-quantisation-noise ratio in decibels.
+    var sqnrDecibels: Double { SignalToNoise.decibels(signalPower: signalPower, squaredError: squaredError) }
+
+    /// Writes the code of each pattern of `patterns` to `output`, in order.
+    func code(_ patterns: UnsafeBufferPointer<UInt16>, into output: UnsafeMutablePointer<Int8>) {
+        codes.withUnsafeBufferPointer { codes in
+            for (index, pattern) in patterns.enumerated() { output[index] = codes[Int(pattern)] }
+        }
+    }
+}
+
 /// Symmetric int8 quantisation of Float16 tensors.
 public enum LinearQuantizer {
     /// Quantises a `rows × columns` row-major tensor: `scale = max|w| / 127` (Float32) over
@@ -74,9 +97,9 @@ public enum LinearQuantizer {
         _ bits: UnsafeBufferPointer<UInt16>, rows: Int, columns: Int, name: String?, workers: Int
     ) throws -> Int8QuantizedTensor {
         let shared = WorkerShared(bits)
-        let tensor = try quantizePerTensor(
-            rows: rows, columns: columns, rowsPerBlock: 16, workers: workers, patterns: .float16, scratchElements: 0
-        ) { block, _ in UnsafeBufferPointer(rebasing: shared.value[(block.lowerBound * columns)..<(block.upperBound * columns)]) }
+        let tensor = try quantizePerTensor(rows: rows, columns: columns, rowsPerBlock: 16, workers: workers) { block in
+            UnsafeBufferPointer(rebasing: shared.value[(block.lowerBound * columns)..<(block.upperBound * columns)])
+        }
         guard let tensor else {
             let (row, column) = Palettizer.firstNonFinite(bits, columns: columns)
             throw CompressionError.nonFiniteWeight(row: row, column: column, tensor: name)
@@ -85,22 +108,24 @@ public enum LinearQuantizer {
     }
 
     /// Per-tensor int8 of a tensor stored as bfloat16 (each value worth the checkpoint
-    /// reader's float16 conversion), read by `read` a block of rows at a time, twice: once
-    /// to count its patterns, once to code them. Only the codes and a block per worker are
-    /// in memory, never the whole tensor in float16. The same result as converting first.
+    /// reader's float16 conversion), in two steps so that the codes need never be held
+    /// whole: this one reads the tensor a block of rows at a time to count its patterns and
+    /// decides every code; ``writeInt8Codes(_:bfloat16Rows:columns:blockElements:read:write:)``
+    /// reads it again and hands the codes on block by block. Only a block is in memory,
+    /// never the tensor in float16 nor its codes. The same result as converting first.
     ///
     /// - Parameter read: fills the buffer with the patterns of an element range; called
     ///   from several threads at once.
     /// - Returns: nil when a value has no finite float16 (NaN, infinity, beyond ±65,504):
     ///   such tensors are converted by the reader, which reports or clamps them.
     /// - Throws: what `read` throws.
-    static func quantizeInt8PerTensor(
+    static func int8PerTensorCodebook(
         bfloat16Rows rows: Int, columns: Int, workers: Int = Palettizer.defaultWorkerCount,
         blockElements: Int = streamBlockElements, read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void
-    ) throws -> Int8QuantizedTensor? {
+    ) throws -> Int8Codebook? {
         guard rows > 0, columns > 0 else { return nil }
         let rowsPerBlock = max(1, blockElements / columns)
-        return try quantizePerTensor(
+        return try perTensorCodebook(
             rows: rows, columns: columns, rowsPerBlock: rowsPerBlock, workers: workers, patterns: .bfloat16,
             scratchElements: rowsPerBlock * columns
         ) { block, scratch in
@@ -111,22 +136,45 @@ public enum LinearQuantizer {
         }
     }
 
-    /// Elements per block read by ``quantizeInt8PerTensor(bfloat16Rows:columns:workers:blockElements:read:)``.
+    /// The codes of a tensor stored as bfloat16, in row-major order: reads it with `read` a
+    /// block of rows at a time and passes each block's codes to `write`, in order.
+    /// - Throws: what `read` and `write` throw.
+    static func writeInt8Codes(
+        _ codebook: Int8Codebook, bfloat16Rows rows: Int, columns: Int, blockElements: Int = streamBlockElements,
+        read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void,
+        write: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        let rowsPerBlock = min(rows, max(1, blockElements / columns))
+        let patterns = UnsafeMutableBufferPointer<UInt16>.allocate(capacity: rowsPerBlock * columns)
+        defer { patterns.deallocate() }
+        let codes = UnsafeMutableBufferPointer<Int8>.allocate(capacity: rowsPerBlock * columns)
+        defer { codes.deallocate() }
+        for firstRow in stride(from: 0, to: rows, by: rowsPerBlock) {
+            let elements = (firstRow * columns)..<(min(rows, firstRow + rowsPerBlock) * columns)
+            let block = UnsafeMutableBufferPointer(rebasing: patterns[0..<elements.count])
+            try read(elements, block)
+            codebook.code(UnsafeBufferPointer(block), into: codes.baseAddress!)
+            try write(UnsafeRawBufferPointer(start: codes.baseAddress, count: elements.count))
+        }
+    }
+
+    /// Elements per block read by ``int8PerTensorCodebook(bfloat16Rows:columns:workers:blockElements:read:)``
+    /// and ``writeInt8Codes(_:bfloat16Rows:columns:blockElements:read:write:)``.
     static let streamBlockElements = 1 << 21
 
-    /// The per-tensor pipeline over blocks of rows handed out by `patternsOf(rows, scratch)`
-    /// (the block's patterns, read into the worker's `scratch` if need be). Returns nil when a
-    /// pattern has no finite float16 value.
-    private static func quantizePerTensor(
+    /// Pass 1 of the per-tensor pipeline, over blocks of rows handed out by
+    /// `patternsOf(rows, scratch)` (the block's patterns, read into the worker's `scratch` if
+    /// need be): counts the patterns and decides the scale, every pattern's code and the
+    /// error. Returns nil when a pattern has no finite float16 value.
+    private static func perTensorCodebook(
         rows: Int, columns: Int, rowsPerBlock: Int, workers: Int, patterns source: SourcePatterns, scratchElements: Int,
         patternsOf: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> UnsafeBufferPointer<UInt16>
-    ) throws -> Int8QuantizedTensor? {
+    ) throws -> Int8Codebook? {
         let patternCount = 1 << 16
         let blocks = (rows + rowsPerBlock - 1) / rowsPerBlock
         func rowRange(_ block: Int) -> Range<Int> { (block * rowsPerBlock)..<min(rows, (block + 1) * rowsPerBlock) }
         let failure = FirstFailure()
 
-        // Pass 1: count the patterns, each worker in its own table.
         let counts = UnsafeMutableBufferPointer<Int>.allocate(capacity: patternCount)
         counts.initialize(repeating: 0)
         defer { counts.deallocate() }
@@ -166,16 +214,11 @@ public enum LinearQuantizer {
         let scale: Float = Float16Table.floats.withUnsafeBufferPointer { floats in
             largest == 0 ? 1 : floats[Int(largest)] / 127
         }
-        let codes = UnsafeMutableBufferPointer<Int8>.allocate(capacity: patternCount)
-        defer { codes.deallocate() }
+        var codes = [Int8](repeating: 0, count: patternCount)
         var squaredError = 0.0
         var signalPower = 0.0
         Float16Table.floats.withUnsafeBufferPointer { floats in
-            for pattern in 0..<patternCount {
-                guard halfCounts[pattern] > 0 else {
-                    codes[pattern] = 0
-                    continue
-                }
+            for pattern in 0..<patternCount where halfCounts[pattern] > 0 {
                 let weight = floats[pattern]
                 let (code, error) = quantize(weight, scale: scale)
                 codes[pattern] = code
@@ -183,45 +226,39 @@ public enum LinearQuantizer {
                 signalPower += Double(halfCounts[pattern]) * (Double(weight) * Double(weight))
             }
         }
-        // Codes by stored pattern, so that the second pass looks each weight up once.
-        let sourceCodes: UnsafeMutableBufferPointer<Int8>
-        if source == .float16 {
-            sourceCodes = codes
-        } else {
-            sourceCodes = .allocate(capacity: patternCount)
+        // Codes by stored pattern, so that coding looks each weight up once.
+        if source != .float16 {
+            let halfCodes = codes
             Float16Table.fromBFloat16.withUnsafeBufferPointer { map in
-                for pattern in 0..<patternCount { sourceCodes[pattern] = counts[pattern] > 0 ? codes[Int(map[pattern])] : 0 }
+                for pattern in 0..<patternCount { codes[pattern] = counts[pattern] > 0 ? halfCodes[Int(map[pattern])] : 0 }
             }
         }
-        defer { if source != .float16 { sourceCodes.deallocate() } }
+        return Int8Codebook(scale: scale, codes: codes, squaredError: squaredError, signalPower: signalPower)
+    }
 
-        // Pass 2: code every weight.
-        let lookup = WorkerShared(sourceCodes)
-        let values = try [Int8](unsafeUninitializedCapacity: rows * columns) { output, initialized in
-            initialized = 0
+    /// The per-tensor pipeline for weights in memory: the codebook, then every weight coded
+    /// (pass 2, blocks shared among the workers).
+    private static func quantizePerTensor(
+        rows: Int, columns: Int, rowsPerBlock: Int, workers: Int,
+        patternsOf: (Range<Int>) -> UnsafeBufferPointer<UInt16>
+    ) throws -> Int8QuantizedTensor? {
+        guard
+            let codebook = try perTensorCodebook(
+                rows: rows, columns: columns, rowsPerBlock: rowsPerBlock, workers: workers, patterns: .float16,
+                scratchElements: 0, patternsOf: { block, _ in patternsOf(block) })
+        else { return nil }
+        let blocks = (rows + rowsPerBlock - 1) / rowsPerBlock
+        let values = [Int8](unsafeUninitializedCapacity: rows * columns) { output, initialized in
             let target = WorkerShared(output)
-            WorkDispenser.perform(
-                count: blocks, workers: workers,
-                setUp: { _ in BlockWorkspace(patternCount: 0, scratchElements: scratchElements) }
-            ) { workspace, block in
-                guard !failure.happened else { return }
-                do {
-                    let rowsOfBlock = rowRange(block)
-                    var index = rowsOfBlock.lowerBound * columns
-                    for pattern in try patternsOf(rowsOfBlock, workspace.scratch) {
-                        target.value[index] = lookup.value[Int(pattern)]
-                        index += 1
-                    }
-                } catch {
-                    failure.record(error)
-                }
+            WorkDispenser.perform(count: blocks, workers: workers, setUp: { _ in () }) { _, block in
+                let firstRow = block * rowsPerBlock
+                codebook.code(patternsOf(firstRow..<min(rows, firstRow + rowsPerBlock)), into: target.value.baseAddress! + firstRow * columns)
             }
-            try failure.rethrow()
             initialized = rows * columns
         }
         return Int8QuantizedTensor(
-            rows: rows, columns: columns, granularity: .perTensor, scales: [scale], values: values,
-            squaredError: squaredError, signalPower: signalPower)
+            rows: rows, columns: columns, granularity: .perTensor, scales: [codebook.scale], values: values,
+            squaredError: codebook.squaredError, signalPower: codebook.signalPower)
     }
 
     /// One scale per row, from the row's largest magnitude.

@@ -78,15 +78,38 @@ extension CompressionTests {
     struct StreamedInt8Tests {
         private struct ReadFailure: Error, Equatable {}
 
+        /// The codebook, then the codes as written block by block; `failAt` fails the read of
+        /// that element in the first pass, `failWritingAt` in the second.
         private func stream(
-            _ bits: [UInt16], rows: Int, columns: Int, workers: Int, blockElements: Int, failAt: Int? = nil
+            _ bits: [UInt16], rows: Int, columns: Int, workers: Int, blockElements: Int, failAt: Int? = nil,
+            failWritingAt: Int? = nil
         ) throws -> Int8QuantizedTensor? {
-            try LinearQuantizer.quantizeInt8PerTensor(
-                bfloat16Rows: rows, columns: columns, workers: workers, blockElements: blockElements
-            ) { elements, buffer in
-                if let failAt, elements.contains(failAt) { throw ReadFailure() }
-                for (offset, index) in elements.enumerated() { buffer[offset] = bits[index] }
+            func reader(failingAt: Int?) -> (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void {
+                { elements, buffer in
+                    if let failingAt, elements.contains(failingAt) { throw ReadFailure() }
+                    for (offset, index) in elements.enumerated() { buffer[offset] = bits[index] }
+                }
             }
+            guard
+                let codebook = try LinearQuantizer.int8PerTensorCodebook(
+                    bfloat16Rows: rows, columns: columns, workers: workers, blockElements: blockElements,
+                    read: reader(failingAt: failAt))
+            else { return nil }
+            var values: [Int8] = []
+            var writes = 0
+            try LinearQuantizer.writeInt8Codes(
+                codebook, bfloat16Rows: rows, columns: columns, blockElements: blockElements,
+                read: reader(failingAt: failWritingAt)
+            ) { codes in
+                writes += 1
+                values += codes.bindMemory(to: Int8.self)
+            }
+            // One write per block of whole rows.
+            let rowsPerBlock = max(1, blockElements / columns)
+            #expect(writes == (rows + rowsPerBlock - 1) / rowsPerBlock)
+            return Int8QuantizedTensor(
+                rows: rows, columns: columns, granularity: .perTensor, scales: [codebook.scale], values: values,
+                squaredError: codebook.squaredError, signalPower: codebook.signalPower)
         }
 
         private func converted(_ bits: [UInt16]) -> [Float16] {
@@ -114,7 +137,7 @@ extension CompressionTests {
             #expect(streamed == expected)
         }
 
-        @Test("declines values without a finite float16, and passes read errors on")
+        @Test("declines values without a finite float16, and passes read errors on from either pass")
         func declinesAndFails() throws {
             var bits = [UInt16](repeating: 0x3F80, count: 64)
             bits[9] = 0x7FC0  // NaN
@@ -123,6 +146,9 @@ extension CompressionTests {
             #expect(try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16) == nil)
             bits[9] = 0x3F80
             #expect(throws: ReadFailure()) { try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16, failAt: 40) }
+            #expect(throws: ReadFailure()) {
+                try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16, failWritingAt: 63)
+            }
         }
     }
 }
