@@ -73,6 +73,26 @@ extension CompressionTests {
             }
         }
 
+        @Test("a range stores only the bytes wholly inside it, and no byte past them")
+        func rangeStoresOnlyItsBytes() {
+            let bits = 4
+            for (start, count) in [(0, 1), (0, 2), (0, 5), (0, 6), (0, 7), (0, 8), (1, 2), (1, 7), (3, 9), (5, 16)] {
+                var stream = [UInt8](repeating: 0xAA, count: 16)
+                let edges = stream.withUnsafeMutableBufferPointer { output in
+                    BitStreamWriter.write(count: count, firstElement: start, bits: bits, into: output.baseAddress!) { _ in 0x5 }
+                }
+                // Bytes wholly inside the range hold two indices; partial ones are left to the edges.
+                let firstWhole = (start * bits + 7) / 8
+                let endWhole = (start + count) * bits / 8
+                for byte in 0..<16 {
+                    let expected: UInt8 = byte >= firstWhole && byte < endWhole ? 0x55 : 0xAA
+                    #expect(stream[byte] == expected, "start \(start), count \(count), byte \(byte)")
+                }
+                #expect(edges.headIndex == (start % 2 == 1 ? start / 2 : -1))
+                #expect(edges.tailIndex == ((start + count) % 2 == 1 ? (start + count) / 2 : -1))
+            }
+        }
+
         @Test("refuses indices that do not fit, unsupported widths and short streams")
         func errors() {
             #expect(throws: CompressionError.indexOutOfRange(index: 16, bits: 4)) { try pack([1, 16], bits: 4) }
