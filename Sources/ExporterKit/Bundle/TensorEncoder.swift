@@ -162,7 +162,9 @@ struct TensorEncoder {
             }
             // The codes are made on the write queue, a block at a time, as they are written.
             let codes = Blob(byteCount: rows * columns) { file in
-                try LinearQuantizer.writeInt8Codes(codebook, bfloat16Rows: rows, columns: columns, read: read) {
+                try LinearQuantizer.writeInt8Codes(
+                    codebook, bfloat16Rows: rows, columns: columns, name: spec.name, read: read
+                ) {
                     try file.write($0)
                 }
             }

@@ -25,6 +25,8 @@ public enum CompressionError: Error, Equatable, Sendable, CustomStringConvertibl
     case lutSizeMismatch(expected: Int, actual: Int, tensor: String?)
     /// An output buffer whose size differs from the tensor's weight count.
     case outputSizeMismatch(expected: Int, actual: Int, tensor: String?)
+    /// A tensor read twice (counted, then coded) held a value the first reading did not.
+    case changedWhileRead(tensor: String?)
 
     /// The message printed after `error: `.
     public var description: String {
@@ -50,6 +52,8 @@ public enum CompressionError: Error, Equatable, Sendable, CustomStringConvertibl
             return Self.prefix(tensor) + "lut holds \(actual) entries but \(expected) are needed"
         case .outputSizeMismatch(let expected, let actual, let tensor):
             return Self.prefix(tensor) + "output buffer holds \(actual) values but \(expected) are needed"
+        case .changedWhileRead(let tensor):
+            return Self.prefix(tensor) + "the checkpoint changed while it was being read (a value its first reading did not hold)"
         }
     }
 

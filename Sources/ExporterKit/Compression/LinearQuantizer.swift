@@ -42,7 +42,7 @@ public struct Int8QuantizedTensor: Equatable, Sendable {
 struct Int8Codebook: Sendable {
     /// `max|w| / 127`, or 1 when every weight is zero.
     let scale: Float
-    /// The code of each stored pattern (65,536 entries; 0 for patterns the tensor lacks).
+    /// The code of each stored pattern (65,536 entries), ``absent`` for patterns the tensor lacks.
     let codes: [Int8]
     /// Σ (w − q·scale)² over all weights.
     let squaredError: Double
@@ -52,10 +52,21 @@ struct Int8Codebook: Sendable {
     /// Signal-to-quantisation-noise ratio in decibels.
     var sqnrDecibels: Double { SignalToNoise.decibels(signalPower: signalPower, squaredError: squaredError) }
 
-    /// Writes the code of each pattern of `patterns` to `output`, in order.
-    func code(_ patterns: UnsafeBufferPointer<UInt16>, into output: UnsafeMutablePointer<Int8>) {
+    /// The code of patterns the counted tensor did not hold: no weight is coded −128.
+    static let absent = Int8.min
+
+    /// Writes the code of each pattern of `patterns` to `output`, in order; returns false if
+    /// a pattern was not among those counted (it is then coded ``absent``).
+    @discardableResult
+    func code(_ patterns: UnsafeBufferPointer<UInt16>, into output: UnsafeMutablePointer<Int8>) -> Bool {
         codes.withUnsafeBufferPointer { codes in
-            for (index, pattern) in patterns.enumerated() { output[index] = codes[Int(pattern)] }
+            var lowest = Int8.max
+            for (index, pattern) in patterns.enumerated() {
+                let code = codes[Int(pattern)]
+                output[index] = code
+                lowest = min(lowest, code)
+            }
+            return lowest != Self.absent
         }
     }
 }
@@ -138,10 +149,11 @@ public enum LinearQuantizer {
 
     /// The codes of a tensor stored as bfloat16, in row-major order: reads it with `read` a
     /// block of rows at a time and passes each block's codes to `write`, in order.
-    /// - Throws: what `read` and `write` throw.
+    /// - Throws: what `read` and `write` throw, and ``CompressionError/changedWhileRead(tensor:)``
+    ///   (before writing the block) when a value was not there when the codebook was made.
     static func writeInt8Codes(
         _ codebook: Int8Codebook, bfloat16Rows rows: Int, columns: Int, blockElements: Int = streamBlockElements,
-        read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void,
+        name: String? = nil, read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void,
         write: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
         let rowsPerBlock = min(rows, max(1, blockElements / columns))
@@ -153,7 +165,9 @@ public enum LinearQuantizer {
             let elements = (firstRow * columns)..<(min(rows, firstRow + rowsPerBlock) * columns)
             let block = UnsafeMutableBufferPointer(rebasing: patterns[0..<elements.count])
             try read(elements, block)
-            codebook.code(UnsafeBufferPointer(block), into: codes.baseAddress!)
+            guard codebook.code(UnsafeBufferPointer(block), into: codes.baseAddress!) else {
+                throw CompressionError.changedWhileRead(tensor: name)
+            }
             try write(UnsafeRawBufferPointer(start: codes.baseAddress, count: elements.count))
         }
     }
@@ -214,7 +228,7 @@ public enum LinearQuantizer {
         let scale: Float = Float16Table.floats.withUnsafeBufferPointer { floats in
             largest == 0 ? 1 : floats[Int(largest)] / 127
         }
-        var codes = [Int8](repeating: 0, count: patternCount)
+        var codes = [Int8](repeating: Int8Codebook.absent, count: patternCount)
         var squaredError = 0.0
         var signalPower = 0.0
         Float16Table.floats.withUnsafeBufferPointer { floats in
@@ -230,7 +244,9 @@ public enum LinearQuantizer {
         if source != .float16 {
             let halfCodes = codes
             Float16Table.fromBFloat16.withUnsafeBufferPointer { map in
-                for pattern in 0..<patternCount { codes[pattern] = counts[pattern] > 0 ? halfCodes[Int(map[pattern])] : 0 }
+                for pattern in 0..<patternCount {
+                    codes[pattern] = counts[pattern] > 0 ? halfCodes[Int(map[pattern])] : Int8Codebook.absent
+                }
             }
         }
         return Int8Codebook(scale: scale, codes: codes, squaredError: squaredError, signalPower: signalPower)

@@ -137,6 +137,28 @@ extension CompressionTests {
             #expect(streamed == expected)
         }
 
+        @Test("a value the counting pass did not see, when coding, is an error naming the tensor")
+        func changedBetweenReadings() throws {
+            let bits = [UInt16](repeating: 0x3F80, count: 64)  // 1.0 everywhere
+            let codebook = try #require(
+                try LinearQuantizer.int8PerTensorCodebook(bfloat16Rows: 8, columns: 8, workers: 2, blockElements: 16) {
+                    elements, buffer in for (offset, index) in elements.enumerated() { buffer[offset] = bits[index] }
+                })
+            var written = 0
+            #expect(throws: CompressionError.changedWhileRead(tensor: "embed")) {
+                try LinearQuantizer.writeInt8Codes(codebook, bfloat16Rows: 8, columns: 8, blockElements: 16, name: "embed") {
+                    elements, buffer in
+                    // The second reading finds 2.0 at element 40 (in the third block of 16).
+                    for (offset, index) in elements.enumerated() { buffer[offset] = index == 40 ? 0x4000 : bits[index] }
+                } write: { written += $0.count }
+            }
+            // The blocks before it were written; the changed one was not.
+            #expect(written == 32)
+            #expect(
+                CompressionError.changedWhileRead(tensor: "embed").description
+                    == "tensor 'embed': the checkpoint changed while it was being read (a value its first reading did not hold)")
+        }
+
         @Test("declines values without a finite float16, and passes read errors on from either pass")
         func declinesAndFails() throws {
             var bits = [UInt16](repeating: 0x3F80, count: 64)
