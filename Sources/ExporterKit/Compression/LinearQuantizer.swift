@@ -197,7 +197,7 @@ public enum LinearQuantizer {
         ) { workspace, block in
             guard !failure.happened else { return }
             do {
-                for pattern in try patternsOf(rowRange(block), workspace.scratch) { workspace.counts[Int(pattern)] += 1 }
+                for pattern in try patternsOf(rowRange(block), workspace.scratch) { workspace.counts[Int(pattern)] &+= 1 }
             } catch {
                 failure.record(error)
             }
