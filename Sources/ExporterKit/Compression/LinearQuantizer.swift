@@ -114,7 +114,7 @@ public enum LinearQuantizer {
     /// Per-tensor int8 of a tensor stored as bfloat16 (each value worth the checkpoint
     /// reader's float16 conversion), in two steps so that the codes need never be held
     /// whole: this one reads the tensor a block of rows at a time to count its patterns and
-    /// decides every code; ``writeInt8Codes(_:bfloat16Rows:columns:blockElements:read:write:)``
+    /// decides every code; ``writeInt8Codes(_:bfloat16Rows:columns:blockElements:name:read:write:)``
     /// reads it again and hands the codes on block by block. Only a block is in memory,
     /// never the tensor in float16 nor its codes. The same result as converting first.
     ///
@@ -168,7 +168,7 @@ public enum LinearQuantizer {
     }
 
     /// Elements per block read by ``int8PerTensorCodebook(bfloat16Rows:columns:workers:blockElements:read:)``
-    /// and ``writeInt8Codes(_:bfloat16Rows:columns:blockElements:read:write:)``.
+    /// and ``writeInt8Codes(_:bfloat16Rows:columns:blockElements:name:read:write:)``.
     static let streamBlockElements = 1 << 21
 
     /// Pass 1 of the per-tensor pipeline, over blocks of rows handed out by
