@@ -170,7 +170,7 @@ final class TensorWriteQueue: @unchecked Sendable {
     /// embedding), the small ones that follow are compressed while it is written rather
     /// than waiting for it. The int8 embedding's codes are made as they are written (about
     /// 0.25 s for Qwen2.5-1.5B's), in which time group 8 compresses about 90 MB: at 64 MB
-    /// both cores stood idle for a tenth of a second.
+    /// the compressor stopped and about 0.14 core-seconds were lost.
     static let pendingByteLimit = 128 << 20
 
     private let file: OutputFile
