@@ -129,7 +129,7 @@ public enum SyntheticCheckpoint {
         let elementSize = declarations.first.map { $0.dtype.bitsPerElement / 8 } ?? 2
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkElements * elementSize, alignment: 16)
         defer { scratch.deallocate() }
-        let workers = max(ProcessInfo.processInfo.activeProcessorCount, 1)
+        let workers = SystemResources.activeCores
         for declaration in writer.declarations {
             let elementCount = declaration.shape.reduce(1, *)
             var start = 0

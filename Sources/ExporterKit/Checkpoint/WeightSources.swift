@@ -58,7 +58,7 @@ public struct CheckpointWeightSource: WeightSource {
         // A large tensor (the embedding above all, read while nothing else can run) is read
         // and converted in parts side by side. Should a part fail, the whole tensor is read
         // again in one piece below, so the error counts all of its values.
-        let parts = min(ProcessInfo.processInfo.activeProcessorCount, buffer.count / Self.parallelReadElements)
+        let parts = min(SystemResources.activeCores, buffer.count / Self.parallelReadElements)
         if parts > 1 {
             var clamped = [Int?](repeating: nil, count: parts)
             clamped.withUnsafeMutableBufferPointer { results in

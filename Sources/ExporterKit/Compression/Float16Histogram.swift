@@ -288,7 +288,7 @@ private final class WorkspacePool: @unchecked Sendable {
     private let lock = NSLock()
     private var idle: [PaletteWorkspace] = []
     /// Enough for every worker of two concurrent palettisations.
-    private let limit = 2 * max(1, ProcessInfo.processInfo.activeProcessorCount)
+    private let limit = 2 * SystemResources.activeCores
 
     func take() -> PaletteWorkspace? { lock.withLock { idle.popLast() } }
 

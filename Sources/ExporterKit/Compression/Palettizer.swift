@@ -8,7 +8,7 @@ import Foundation
 /// concurrently written index ranges are merged by OR-ing their shared edge bytes.
 public enum Palettizer {
     /// Workers used when the caller does not say: one per active core.
-    public static var defaultWorkerCount: Int { ProcessInfo.processInfo.activeProcessorCount }
+    public static var defaultWorkerCount: Int { SystemResources.activeCores }
 
     /// Palettises a `rows × columns` row-major tensor.
     ///

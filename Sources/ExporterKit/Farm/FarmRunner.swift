@@ -110,7 +110,7 @@ public struct FarmSettings: Sendable {
 
     /// As many jobs as cores, but no more than available memory allows at ~2 GiB per job.
     public static func defaultConcurrentJobs() -> Int {
-        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let cores = SystemResources.activeCores
         let memory = Int(ProcessInfo.processInfo.physicalMemory >> 30)
         return max(1, min(cores, memory / 2))
     }

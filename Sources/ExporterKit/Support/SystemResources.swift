@@ -8,6 +8,10 @@ import Foundation
 
 /// What the machine can give an export: memory now available and free disk space.
 public enum SystemResources {
+    /// Cores this process may use, read once: Foundation opens and reads two cgroup files on
+    /// every `activeProcessorCount`, which each tensor's compression asked for.
+    public static let activeCores = max(1, ProcessInfo.processInfo.activeProcessorCount)
+
     /// Memory available to a new workload: `MemAvailable` of `/proc/meminfo` on Linux (what
     /// the kernel can hand out without swapping), else the physical memory.
     public static func availableMemoryBytes() -> Int? {
