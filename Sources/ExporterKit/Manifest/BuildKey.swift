@@ -15,27 +15,23 @@ public enum BuildKey {
     /// reading 4 MiB instead of gigabytes keeps a farm's no-op run in seconds.
     /// - Throws: `BundleError.readFailed` naming the file.
     public static func fingerprint(of url: URL) throws -> String {
-        guard let handle = try? FileHandle(forReadingFrom: url) else {
+        // Positioned reads into one buffer (FileHandle read each window 4 KiB at a time).
+        let file: ReadOnlyFile
+        do { file = try ReadOnlyFile(path: url.path) } catch {
             throw BundleError.readFailed(path: url.path, reason: "cannot open")
         }
-        defer { try? handle.close() }
-        let size: Int
-        do { size = Int(try handle.seekToEnd()) } catch {
-            throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
-        }
-        var crc = CRC32()
+        let size = file.byteCount
         let windows = size <= sampleBytes * sampleCount ? 1 : sampleCount
+        let windowBytes = windows == 1 ? size : sampleBytes
         let stepBytes = windows == 1 ? 0 : (size - sampleBytes) / (windows - 1)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: windowBytes, alignment: 64)
+        defer { buffer.deallocate() }
+        var crc = CRC32()
         for window in 0..<windows {
-            let offset = window * stepBytes
-            let count = windows == 1 ? size : sampleBytes
-            do {
-                try handle.seek(toOffset: UInt64(offset))
-                let data = try handle.read(upToCount: count) ?? Data()
-                data.withUnsafeBytes { crc.update($0) }
-            } catch {
-                throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
+            do { try file.read(into: buffer, at: window * stepBytes) } catch CheckpointError.readFailed(_, let reason) {
+                throw BundleError.readFailed(path: url.path, reason: reason)
             }
+            crc.update(UnsafeRawBufferPointer(buffer))
         }
         return "\(size):\(BundleWriter.hex(crc.value))"
     }
