@@ -95,7 +95,6 @@ public enum ExportRunner {
         if FileManager.default.fileExists(atPath: destination.path), !settings.overwrite {
             throw BundleError.outputExists(path: destination.path)
         }
-        try checkMemory(plan, available: settings.availableMemoryBytes)
         let source: WeightSource
         var sourceFiles: [Manifest.SourceFile] = []
         var tokenizer: TokenizerFiles?
@@ -122,6 +121,11 @@ public enum ExportRunner {
             checkpointSource = checkpoint
             source = checkpoint
         }
+        var memoryConditions = ConversionMemoryConditions()
+        memoryConditions.storesBFloat16 = source.storesBFloat16
+        memoryConditions.allowClamp = settings.allowClamp
+        memoryConditions.calibrated = settings.calibrationTokens != nil
+        try checkMemory(plan, conditions: memoryConditions, available: settings.availableMemoryBytes)
         try checkDisk(
             plan, tokenizer: tokenizer, outputDirectory: settings.outputDirectory, available: settings.availableDiskBytes)
         warnings.forEach(warn)
@@ -149,13 +153,13 @@ public enum ExportRunner {
 
     /// Refuses a plan whose conversion needs more memory than `available`.
     /// - Throws: `ResourceError.notEnoughMemory`.
-    static func checkMemory(_ plan: ExportPlan, available: Int?) throws {
+    static func checkMemory(_ plan: ExportPlan, conditions: ConversionMemoryConditions, available: Int?) throws {
         guard let available else { return }
-        let needed = plan.conversionMemory()
+        let needed = plan.conversionMemory(conditions)
         guard needed.totalBytes <= available else {
             throw ResourceError.notEnoughMemory(
                 model: plan.outputName, neededBytes: needed.totalBytes, availableBytes: available,
-                largestTensor: needed.largestTensor)
+                peakTensor: needed.peakTensor)
         }
     }
 

@@ -1,43 +1,100 @@
 import Foundation
 
-/// Peak memory of converting a plan: tensors are converted one at a time, so the peak is
-/// the largest tensor's working buffers plus what the process holds throughout.
+/// Peak memory of converting a plan, from the way an export runs (BundleWriter): tensor i is
+/// compressed while the tensors after it are read ahead (``TensorPrefetcher``) and the ones
+/// before it wait to be written (``TensorWriteQueue``), so the peak is the largest sum, over
+/// the tensors, of those three plus what the process holds throughout.
 public struct ConversionMemoryEstimate: Equatable, Sendable {
     /// The process throughout: runtime and code, plan, manifest, read buffers (256 KiB per read).
     public static let fixedOverheadBytes = 64 << 20
     /// The weights file's write buffer.
     public static let outputBufferBytes = 4 << 20
     /// One palettising worker's scratch: a float16 histogram of 65,536 patterns (about 39 bytes
-    /// each across its tables) and k-means buffers.
+    /// each across its tables) and k-means buffers; kept for the next tensor once made.
     public static let paletteWorkerBytes = 3 << 20
 
-    /// The tensor whose conversion needs the most memory.
-    public let largestTensor: String
+    /// The tensor being compressed at the peak.
+    public let peakTensor: String
     /// That tensor's working buffers.
     public let tensorBytes: Int
-    /// The peak: fixed overhead, output buffer and the largest tensor's buffers.
+    /// The peak: fixed overhead, output buffer, palette scratch, and at the worst tensor its
+    /// working buffers, the tensors read ahead of it and those waiting to be written.
     public let totalBytes: Int
+}
+
+/// How the tensors of an export are read, which decides what each holds in memory.
+public struct ConversionMemoryConditions {
+    /// Threads that compress.
+    public var workers = SystemResources.activeCores
+    /// Whether the source stores a tensor as bfloat16 (its bit patterns are then counted, and
+    /// a per-tensor int8 tensor is streamed rather than held).
+    public var storesBFloat16: (TensorSpec) -> Bool = { _ in false }
+    /// `--allow-clamp`: a bfloat16 tensor with values beyond float16's range is then converted
+    /// whole and compressed (without it, such a tensor is refused).
+    public var allowClamp = false
+    /// Calibrated: palettised tensors take the tiled palettiser, which holds more per weight.
+    public var calibrated = false
+
+    public init() {}
 }
 
 extension ExportPlan {
     /// What converting this plan needs at its peak (docs: README "Resource limits").
-    ///
-    /// Per tensor of E elements (TensorEncoder): kept in float16, its float16 copy (2E); in
-    /// float32, 4E; in bfloat16, a float32 copy and the bfloat16 result (6E). Palettised: the
-    /// float16 copy, the packed indices (E·bits/8), the LUTs and per-group statistics, and each
-    /// worker's scratch. Linear int8: the float16 copy, the int8 values (E) and the scales.
-    public func conversionMemory(
-        workers: Int = ProcessInfo.processInfo.activeProcessorCount
-    ) -> ConversionMemoryEstimate {
-        var largest = (name: "", bytes: 0)
-        for tensor in tensors {
-            let bytes = ExportPlan.workingBytes(tensor, precision: precision, workers: max(1, workers))
-            if bytes > largest.bytes { largest = (tensor.spec.name, bytes) }
-        }
-        let total = Saturating.sum([
-            ConversionMemoryEstimate.fixedOverheadBytes, ConversionMemoryEstimate.outputBufferBytes, largest.bytes,
+    public func conversionMemory(_ conditions: ConversionMemoryConditions = ConversionMemoryConditions())
+        -> ConversionMemoryEstimate
+    {
+        let workers = max(1, conditions.workers)
+        let costs = tensors.map { TensorMemory($0, precision: precision, conditions: conditions, workers: workers) }
+        let palettizes = tensors.contains { $0.scheme.mode == .palettize }
+        let base = Saturating.sum([
+            ConversionMemoryEstimate.fixedOverheadBytes, ConversionMemoryEstimate.outputBufferBytes,
+            palettizes ? Saturating.product([workers, ConversionMemoryEstimate.paletteWorkerBytes]) : 0,
         ])
-        return ConversionMemoryEstimate(largestTensor: largest.name, tensorBytes: largest.bytes, totalBytes: total)
+        let peak = Self.peak(of: costs)
+        return ConversionMemoryEstimate(
+            peakTensor: tensors.isEmpty ? "" : tensors[peak.index].spec.name,
+            tensorBytes: costs.isEmpty ? 0 : costs[peak.index].working, totalBytes: Saturating.sum([base, peak.bytes]))
+    }
+
+    /// The tensor (by index) at whose compression the pipeline holds the most, and how much:
+    /// its working buffers, the tensors read ahead of it and those waiting to be written.
+    static func peak(of costs: [TensorMemory]) -> (index: Int, bytes: Int) {
+        var peak = (index: 0, bytes: 0)
+        var readFrontier = -1
+        for index in costs.indices {
+            // Read ahead while tensor `index` is compressed (TensorPrefetcher): the next one
+            // always, then more while the float16 size from the next one on stays within the
+            // look-ahead; loads started for an earlier tensor are still held.
+            var aheadBytes = 0
+            var ahead = index + 1
+            while ahead < costs.count {
+                aheadBytes = Saturating.sum([aheadBytes, costs[ahead].lookAheadBytes])
+                guard ahead == index + 1 || aheadBytes <= TensorPrefetcher.lookAheadBytes else { break }
+                ahead += 1
+            }
+            readFrontier = max(readFrontier, ahead - 1)
+            let readAhead = index < readFrontier ? Saturating.sum(costs[(index + 1)...readFrontier].map(\.loaded)) : 0
+            let bytes = Saturating.sum([costs[index].working, readAhead, waitingToWrite(costs, before: index)])
+            if bytes > peak.bytes { peak = (index, bytes) }
+        }
+        return peak
+    }
+
+    /// What the tensors before `index` can hold while it is compressed: the one being written
+    /// and those queued behind it, whose stored bytes stay within the write queue's limit.
+    private static func waitingToWrite(_ costs: [TensorMemory], before index: Int) -> Int {
+        var largest = 0
+        var held = 0
+        var queuedBehind = 0
+        var first = index - 1
+        while first >= 0 {
+            held = Saturating.sum([held, costs[first].held])
+            largest = max(largest, held)
+            queuedBehind = Saturating.sum([queuedBehind, costs[first].stored])
+            guard queuedBehind <= TensorWriteQueue.pendingByteLimit else { break }
+            first -= 1
+        }
+        return largest
     }
 
     /// Bytes the bundle will take on disk: the weights file (exact), the tokenizer files, and
@@ -45,27 +102,81 @@ extension ExportPlan {
     public func estimatedBundleBytes(tokenizerBytes: Int) -> Int {
         Saturating.sum([estimatedWeightsBytes, tokenizerBytes, 64 << 10, Saturating.product([tensors.count, 1 << 10])])
     }
+}
 
-    static func workingBytes(_ tensor: PlannedTensor, precision: ComputePrecision, workers: Int) -> Int {
+/// One tensor's memory as TensorEncoder handles it (docs: README "Resource limits").
+struct TensorMemory {
+    /// Its values as read ahead (``LoadedValues``): none for a streamed tensor.
+    let loaded: Int
+    /// Its float16 size, what the read-ahead budget counts.
+    let lookAheadBytes: Int
+    /// Peak while it is compressed, its read values included.
+    let working: Int
+    /// What its encoded parts hold until written.
+    let held: Int
+    /// Its stored bytes, what the write queue counts.
+    let stored: Int
+
+    init(loaded: Int, lookAheadBytes: Int, working: Int, held: Int, stored: Int) {
+        (self.loaded, self.lookAheadBytes, self.working, self.held, self.stored) = (loaded, lookAheadBytes, working, held, stored)
+    }
+
+    init(_ tensor: PlannedTensor, precision: ComputePrecision, conditions: ConversionMemoryConditions, workers: Int) {
         let elements = Saturating.product(tensor.spec.shape)
-        let rows = tensor.spec.matrixShape.rows
-        let float16Copy = Saturating.product([elements, 2])
-        switch tensor.scheme.mode {
+        let half = Saturating.product([elements, 2])
+        let scheme = tensor.scheme
+        let bfloat16 = conditions.storesBFloat16(tensor.spec)
+        // A bfloat16 tensor whose values float16 cannot hold is converted whole after all.
+        let clampedCopy = bfloat16 && conditions.allowClamp ? half : 0
+        lookAheadBytes = half
+        stored = tensor.storedBytes
+        switch scheme.mode {
         case .keep:
             switch precision {
-            case .float16: return float16Copy
-            case .float32: return Saturating.product([elements, 4])
-            case .bfloat16: return Saturating.product([elements, 6])
+            case .float16:
+                (loaded, working, held) = (half, half, half)
+            case .float32:
+                let single = Saturating.product([elements, 4])
+                (loaded, working, held) = (single, single, single)
+            case .bfloat16:
+                let single = Saturating.product([elements, 4])
+                (loaded, working, held) = (single, Saturating.sum([single, half]), half)
             }
         case .palettize:
-            let bits = tensor.scheme.bits ?? 4
-            let groups = tensor.scheme.groupCount(rows: rows)
-            let packed = Saturating.product([elements, bits]) / 8 + 1
-            let perGroup = Saturating.product([groups, (1 << bits) * 2 + 64])
-            let scratch = Saturating.product([workers, ConversionMemoryEstimate.paletteWorkerBytes])
-            return Saturating.sum([float16Copy, packed, perGroup, scratch])
+            let output = tensor.storedBytes
+            let plain = scheme.granularity != .perBlock && scheme.outlierCount(elements: elements) == 0
+                && !conditions.calibrated
+            loaded = half
+            held = output
+            if plain {
+                working = Saturating.sum([half, output, clampedCopy])
+            } else {
+                // BlockPalettizer: outlier marks and an index byte per weight, each worker's
+                // tile of (value, weight) pairs and prefix sums (48 bytes per weight), and
+                // for outliers two Double scores per weight while they are chosen.
+                let (rows, columns) = tensor.spec.matrixShape
+                let tile = Saturating.product([
+                    min(scheme.groupSize ?? rows, rows), min(scheme.blockSize ?? columns, columns), 48, workers,
+                ])
+                let outliers = scheme.outlierCount(elements: elements) > 0 ? Saturating.product([elements, 16]) : 0
+                working = Saturating.sum([half, clampedCopy, Saturating.product([elements, 2]), output, tile, outliers])
+            }
         case .linear:
-            return Saturating.sum([float16Copy, elements, Saturating.product([rows, 4])])
+            let rows = tensor.spec.matrixShape.rows
+            if bfloat16 && scheme.granularity != .perChannel {
+                // Streamed (LinearQuantizer.int8PerTensorCodebook): each worker counts a block,
+                // and the writer codes a block at a time (patterns and codes).
+                let block = LinearQuantizer.streamBlockElements
+                let counting = Saturating.product([workers, Saturating.sum([block * 2, 8 << 16])])
+                loaded = 0
+                held = Saturating.sum([block * 3, 1 << 16])
+                working = conditions.allowClamp ? Saturating.sum([half, elements, counting]) : counting
+            } else {
+                let scales = Saturating.product([scheme.granularity == .perChannel ? rows : 1, 4])
+                loaded = half
+                held = Saturating.sum([elements, scales])
+                working = Saturating.sum([half, elements, scales])
+            }
         }
     }
 }

@@ -54,15 +54,15 @@ public enum SystemResources {
 /// Why an export is refused before it starts: the machine cannot hold it.
 public enum ResourceError: ExporterError, Equatable {
     /// Converting needs more memory than the machine has available.
-    case notEnoughMemory(model: String, neededBytes: Int, availableBytes: Int, largestTensor: String)
+    case notEnoughMemory(model: String, neededBytes: Int, availableBytes: Int, peakTensor: String)
     /// The bundle would not fit in the free space of its volume.
     case notEnoughDisk(directory: String, neededBytes: Int, availableBytes: Int)
 
     public var description: String {
         switch self {
         case .notEnoughMemory(let model, let needed, let available, let tensor):
-            return "converting '\(model)' needs about \(Format.mebibytes(needed)) of memory (its largest tensor, "
-                + "'\(tensor)', with working buffers) but \(Format.mebibytes(available)) is available; "
+            return "converting '\(model)' needs about \(Format.mebibytes(needed)) of memory (at its peak, while "
+                + "'\(tensor)' is compressed) but \(Format.mebibytes(available)) is available; "
                 + "close other programs or export on a machine with more memory"
         case .notEnoughDisk(let directory, let needed, let available):
             return "the bundle needs about \(Format.mebibytes(needed)) but '\(directory)' has "

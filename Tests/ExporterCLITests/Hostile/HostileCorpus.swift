@@ -451,9 +451,12 @@ enum HostileCorpus {
         },
         HostileCase(name: "resources: not enough memory") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
-            let needed = try Fixtures.plan(directory).conversionMemory()
+            // The fixture stores every tensor as bfloat16, as the export finds.
+            var conditions = ConversionMemoryConditions()
+            conditions.storesBFloat16 = { _ in true }
+            let needed = try Fixtures.plan(directory).conversionMemory(conditions)
             let message = ResourceError.notEnoughMemory(
-                model: "Tiny", neededBytes: needed.totalBytes, availableBytes: 50_000_000, largestTensor: needed.largestTensor)
+                model: "Tiny", neededBytes: needed.totalBytes, availableBytes: 50_000_000, peakTensor: needed.peakTensor)
             return .init(
                 arguments: exportArguments(directory, scratch: scratch),
                 environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "50000000"], status: 71, error: "Error: \(message)\n")

@@ -1,0 +1,136 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ExporterKit
+
+@Suite("conversion memory estimate")
+struct ConversionMemoryTests {
+    private let mebibyte = 1 << 20
+
+    private func qwen(_ configure: (inout ExportOptions) -> Void = { _ in }) throws -> ExportPlan {
+        var options = ExportOptions(model: "Qwen2.5-1.5B")
+        configure(&options)
+        return try ExportPlan.make(options: options, resolver: try Fixtures.resolver())
+    }
+
+    private func tensor(_ plan: ExportPlan, _ name: String) throws -> PlannedTensor {
+        try #require(plan.tensors.first { $0.spec.name == name })
+    }
+
+    private func conditions(bfloat16: Bool, allowClamp: Bool = false, calibrated: Bool = false) -> ConversionMemoryConditions {
+        var conditions = ConversionMemoryConditions()
+        conditions.workers = 2
+        conditions.storesBFloat16 = { _ in bfloat16 }
+        conditions.allowClamp = allowClamp
+        conditions.calibrated = calibrated
+        return conditions
+    }
+
+    @Test("an int8 per-tensor embedding stored as bfloat16 is streamed: blocks, never the tensor")
+    func streamedEmbedding() throws {
+        let plan = try qwen()
+        let embedding = try tensor(plan, "model.embed_tokens.weight")
+        let elements = 151_936 * 1_536
+        #expect(embedding.storedBytes == elements + 4)
+
+        let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(bfloat16: true), workers: 2)
+        #expect(streamed.loaded == 0)
+        // Each worker counts a block of 2^21 bfloat16 patterns with 65,536 counters.
+        #expect(streamed.working == 2 * ((1 << 22) + (1 << 19)))
+        // The writer codes a block at a time: its patterns and codes, and the 65,536 codes.
+        #expect(streamed.held == 3 * (1 << 21) + (1 << 16))
+        #expect(streamed.stored == elements + 4)
+        #expect(streamed.lookAheadBytes == 2 * elements)
+
+        // Stored as float16: the float16 copy, then the int8 values and the scale.
+        let converted = TensorMemory(embedding, precision: .float16, conditions: conditions(bfloat16: false), workers: 2)
+        #expect(converted.loaded == 2 * elements)
+        #expect(converted.working == 3 * elements + 4)
+        #expect(converted.held == elements + 4)
+
+        // With --allow-clamp, values beyond float16 send it through the float16 copy after all.
+        let clamped = TensorMemory(
+            embedding, precision: .float16, conditions: conditions(bfloat16: true, allowClamp: true), workers: 2)
+        #expect(clamped.working == 3 * elements + 2 * ((1 << 22) + (1 << 19)))
+    }
+
+    @Test("a palettised tensor holds its read values and packed indices; calibrated, the tiled palettiser's buffers too")
+    func palettized() throws {
+        let plan = try qwen()
+        let up = try tensor(plan, "model.layers.0.mlp.up_proj.weight")
+        let elements = 8_960 * 1_536
+        // 4-bit indices and a 16-entry float16 LUT per group of 8 rows.
+        #expect(up.storedBytes == elements / 2 + (8_960 / 8) * 32)
+        let plain = TensorMemory(up, precision: .float16, conditions: conditions(bfloat16: true), workers: 2)
+        #expect(plain.loaded == 2 * elements)
+        #expect(plain.working == 2 * elements + up.storedBytes)
+        #expect(plain.held == up.storedBytes)
+
+        let calibrated = TensorMemory(
+            up, precision: .float16, conditions: conditions(bfloat16: true, calibrated: true), workers: 2)
+        // The float16 copy, an outlier mark and an index byte per weight, the packed output,
+        // and each worker's 8 × 1,536 tile at 48 bytes per weight.
+        #expect(calibrated.working == 4 * elements + up.storedBytes + 2 * 8 * 1_536 * 48)
+    }
+
+    @Test("kept tensors: a float16 copy, a float32 one, or a float32 copy and its bfloat16 result")
+    func kept() throws {
+        let norm = try tensor(try qwen(), "model.norm.weight")
+        let half = TensorMemory(norm, precision: .float16, conditions: conditions(bfloat16: true), workers: 2)
+        #expect((half.loaded, half.working, half.held) == (3_072, 3_072, 3_072))
+        let bfloatNorm = try tensor(try qwen { $0.computePrecision = .bfloat16 }, "model.norm.weight")
+        let bfloat = TensorMemory(bfloatNorm, precision: .bfloat16, conditions: conditions(bfloat16: true), workers: 2)
+        #expect((bfloat.loaded, bfloat.working, bfloat.held) == (6_144, 9_216, 3_072))
+    }
+
+    @Test("the peak adds the tensors read ahead to the one compressed and those waiting to be written")
+    func pipeline() {
+        let small = TensorMemory(loaded: 10, lookAheadBytes: 10, working: 20, held: 5, stored: 5)
+        // First tensor: its 20, both others read ahead (10 + 10), nothing written yet.
+        // Second: 20, the third read ahead, the first waiting: 35. Third: 20 and two waiting: 30.
+        let peak = ExportPlan.peak(of: [small, small, small])
+        #expect(peak.index == 0)
+        #expect(peak.bytes == 40)
+    }
+
+    @Test("beyond the next tensor, reading ahead stops at the look-ahead budget (counted in float16 bytes)")
+    func readAheadBudget() {
+        let tiny = TensorMemory(loaded: 0, lookAheadBytes: 0, working: 1, held: 0, stored: 0)
+        let next = TensorMemory(loaded: 40 * mebibyte, lookAheadBytes: 40 * mebibyte, working: 1, held: 0, stored: 0)
+        let after = TensorMemory(loaded: mebibyte, lookAheadBytes: mebibyte, working: 1, held: 0, stored: 0)
+        // The next tensor is read whatever its size; the one after would pass 32 MiB.
+        #expect(ExportPlan.peak(of: [tiny, next, after]).bytes == 1 + 40 * mebibyte)
+        // A float32 read of 40 MiB counts as its 20 MiB float16 size: the one after fits.
+        let wide = TensorMemory(loaded: 40 * mebibyte, lookAheadBytes: 20 * mebibyte, working: 1, held: 0, stored: 0)
+        #expect(ExportPlan.peak(of: [tiny, wide, after]).bytes == 1 + 41 * mebibyte)
+    }
+
+    @Test("the tensors waiting to be written stay within the write queue's limit behind the one being written")
+    func writeQueueLimit() {
+        let limit = TensorWriteQueue.pendingByteLimit
+        #expect(limit == 128 * mebibyte)
+        let large = TensorMemory(loaded: 0, lookAheadBytes: 0, working: 0, held: 300 * mebibyte, stored: 300 * mebibyte)
+        let last = TensorMemory(loaded: 0, lookAheadBytes: 0, working: 0, held: 0, stored: 0)
+        // Behind a tensor of 300 MiB, one of 100 MiB fits the queue: both wait while the third is compressed.
+        let fits = TensorMemory(loaded: 0, lookAheadBytes: 0, working: 0, held: 100 * mebibyte, stored: 100 * mebibyte)
+        #expect(ExportPlan.peak(of: [large, fits, last]).bytes == 400 * mebibyte)
+        // One that stores more than the limit waits until the queue is empty: never both.
+        let over = TensorMemory(loaded: 0, lookAheadBytes: 0, working: 0, held: 100 * mebibyte, stored: limit + 1)
+        #expect(ExportPlan.peak(of: [large, over, last]).bytes == 300 * mebibyte)
+    }
+
+    @Test("Qwen2.5-1.5B's preset from bfloat16 weights: a bound above the measured peak, far below the float16 path")
+    func qwenPreset() throws {
+        let plan = try qwen()
+        let streamed = plan.conversionMemory(conditions(bfloat16: true))
+        // Peak resident memory measured for this export on two cores: 181–265 MiB.
+        #expect(streamed.totalBytes == 286_066_176)
+        #expect(streamed.totalBytes > 265 * mebibyte)
+        #expect(streamed.peakTensor == "model.layers.6.mlp.up_proj.weight")
+        // From float16 weights the embedding is converted whole: its copy and its int8 values.
+        let converted = plan.conversionMemory(conditions(bfloat16: false))
+        #expect(converted.peakTensor == "model.embed_tokens.weight")
+        #expect(converted.totalBytes == 788_736_004)
+        #expect(converted.tensorBytes == 3 * 151_936 * 1_536 + 4)
+    }
+}
