@@ -37,6 +37,28 @@ struct OutputFileTests {
         #expect(kind.canFail(.write) == (kind != .permissionDenied))
     }
 
+    @Test("a staged buffer whose write fails is reported when its buffer is needed again, and by finish")
+    func failedStagedWrite() throws {
+        let url = try Fixtures.temporaryDirectory().appendingPathComponent("data.bin")
+        // Operation 1 creates the file; operation 2 is the first write, of the first 4 MiB buffer.
+        let file = try OutputFile(url: url, faults: FaultInjector(failAtOperation: 2, kind: .ioError))
+        let chunk = [UInt8](repeating: 1, count: 1 << 20)
+        var failedAt: Int?
+        for index in 0..<12 {
+            do {
+                try file.write(chunk)
+            } catch {
+                #expect(error as? BundleError == .writeFailed(path: url.path, reason: "input/output error"))
+                failedAt = index
+                break
+            }
+        }
+        // The fourth MiB fills the first buffer, which is written while the second fills; the
+        // eighth fills the second, which must wait for the first and meets its failure.
+        #expect(failedAt == 7)
+        #expect(throws: BundleError.writeFailed(path: url.path, reason: "input/output error")) { try file.finish() }
+    }
+
     @Test("a reported path replaces the real one in every message")
     func reportedPath() throws {
         let folder = try Fixtures.temporaryDirectory()
