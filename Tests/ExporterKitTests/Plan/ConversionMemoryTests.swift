@@ -123,14 +123,14 @@ struct ConversionMemoryTests {
     func qwenPreset() throws {
         let plan = try qwen()
         let streamed = plan.conversionMemory(conditions(bfloat16: true))
-        // Peak resident memory measured for this export on two cores: 181–265 MiB.
-        #expect(streamed.totalBytes == 286_066_176)
-        #expect(streamed.totalBytes > 265 * mebibyte)
+        // Peak resident memory measured for this export on two cores: 181–274 MiB.
+        #expect(streamed.totalBytes == 323_814_912)
+        #expect(streamed.totalBytes > 274 * mebibyte)
         #expect(streamed.peakTensor == "model.layers.6.mlp.up_proj.weight")
         // From float16 weights the embedding is converted whole: its copy and its int8 values.
         let converted = plan.conversionMemory(conditions(bfloat16: false))
         #expect(converted.peakTensor == "model.embed_tokens.weight")
-        #expect(converted.totalBytes == 788_736_004)
+        #expect(converted.totalBytes == 826_484_740)
         #expect(converted.tensorBytes == 3 * 151_936 * 1_536 + 4)
     }
 }
