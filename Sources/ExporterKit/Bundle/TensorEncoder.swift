@@ -37,10 +37,12 @@ enum LoadedValues {
     /// Stored bfloat16 bit patterns: what plain palettisation counts directly
     /// (``Palettizer/palettize(bfloat16Bits:rows:columns:spec:name:workerCount:)``).
     case bfloat16Bits([UInt16])
-    /// Nothing read yet: stored as bfloat16, the tensor is quantised to int8 per tensor
-    /// while it is read, a block at a time, and its codes are produced again block by block
-    /// as they are written (``LinearQuantizer/int8PerTensorCodebook(bfloat16Rows:columns:workers:blockElements:read:)``),
-    /// so that neither a large embedding nor its codes (233 MB for Qwen2.5-1.5B) are ever held whole.
+    /// Nothing read yet: stored as bfloat16, the tensor is compressed while it is read, a
+    /// block at a time, so that a large embedding (466 MB for Qwen2.5-1.5B) is never held
+    /// whole. Quantised to int8 per tensor, its codes are produced again block by block as
+    /// they are written (``LinearQuantizer/int8PerTensorCodebook(bfloat16Rows:columns:workers:blockElements:read:)``),
+    /// and never held whole either; palettised per grouped channel, a block of groups at a
+    /// time (``Palettizer/palettize(bfloat16Rows:columns:spec:name:workerCount:clustering:blockElements:read:)``).
     case bfloat16Stream
 }
 
@@ -64,9 +66,7 @@ struct TensorEncoder {
                 })
         }
         if source.storesBFloat16(spec) {
-            if tensor.scheme.mode == .linear && tensor.scheme.granularity != .perChannel {
-                return .bfloat16Stream
-            }
+            if Self.streams(tensor, calibrated: importance[spec.name] != nil) { return .bfloat16Stream }
             if tensor.scheme.mode == .palettize && usesPlainPalette(tensor) {
                 return .bfloat16Bits(
                     try [UInt16](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
@@ -89,6 +89,28 @@ struct TensorEncoder {
                 try source.readFloat16(spec, into: buffer)
                 count = spec.elementCount
             })
+    }
+
+    /// Tensors larger than this, palettised per grouped channel from bfloat16, are read and
+    /// palettised a block at a time (in memory, the source and its indices at once: 583 MB
+    /// for Qwen2.5-1.5B's embedding at 4 bits).
+    static let streamedPaletteBytes = 64 << 20
+
+    /// Whether a tensor stored as bfloat16 is compressed while it is read, a block at a time
+    /// (``LoadedValues/bfloat16Stream``): int8 per tensor, and large plain palettes per
+    /// grouped channel. Calibrated tensors (`calibrated`) take the tiled palettiser.
+    static func streams(_ tensor: PlannedTensor, calibrated: Bool = false) -> Bool {
+        let scheme = tensor.scheme
+        switch scheme.mode {
+        case .linear:
+            return scheme.granularity != .perChannel
+        case .palettize:
+            return scheme.granularity == .perGroupedChannel && !calibrated
+                && scheme.outlierCount(elements: tensor.spec.elementCount) == 0
+                && tensor.spec.elementCount * MemoryLayout<UInt16>.stride > streamedPaletteBytes
+        case .keep:
+            return false
+        }
     }
 
     /// Whether the tensor is palettised with a LUT per group of rows and nothing else (no
@@ -151,6 +173,18 @@ struct TensorEncoder {
                 return try compress(tensor, try loadHalf(tensor, from: source), from: source)
             }
             return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
+        case (.palettize, .bfloat16Stream):
+            let palette = try Palettizer.palettize(
+                bfloat16Rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name,
+                clustering: PaletteClustering(search: tensor.scheme.search)
+            ) { elements, buffer in
+                try source.readBFloat16Bits(spec, elements: elements, into: buffer)
+            }
+            guard let palette else {
+                // Values float16 cannot hold: through the reader, which reports or clamps them.
+                return try compress(tensor, try loadHalf(tensor, from: source), from: source)
+            }
+            return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
         case (.linear, .bfloat16Stream):
             let read = { (elements: Range<Int>, buffer: UnsafeMutableBufferPointer<UInt16>) in
                 try source.readBFloat16Bits(spec, elements: elements, into: buffer)
@@ -176,7 +210,7 @@ struct TensorEncoder {
                     granularity: tensor.scheme.granularity == .perChannel ? .perOutputChannel : .perTensor, name: spec.name)
             }
             return EncodedTensor(blobs: [Blob(quantized.scales), Blob(quantized.values)], sqnr: quantized.sqnrDecibels)
-        case (.palettize, .single), (.linear, .single), (.keep, .bfloat16Bits), (.linear, .bfloat16Bits), (_, .bfloat16Stream):
+        case (.palettize, .single), (.linear, .single), (.keep, .bfloat16Bits), (.linear, .bfloat16Bits), (.keep, .bfloat16Stream):
             throw BundleError.invalidTensor(tensor: spec.name, reason: "compressed tensors are read as float16")
         }
     }

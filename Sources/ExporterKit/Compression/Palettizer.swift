@@ -52,6 +52,60 @@ public enum Palettizer {
         return job.run(weights)
     }
 
+    /// Palettises a `rows × columns` tensor stored as bfloat16 per grouped channel, reading it
+    /// with `read` a block of whole groups at a time: only a block of the source is ever in
+    /// memory, with the LUTs and packed indices (a quarter of the source at 4 bits). The same
+    /// result as ``palettize(bfloat16Bits:rows:columns:spec:name:workerCount:clustering:)``,
+    /// since every group is clustered on its own; blocks start on whole bytes of the indices.
+    ///
+    /// - Parameter read: fills the buffer with the patterns of an element range.
+    /// - Returns: nil when a pattern has no finite float16 value (as the in-memory call).
+    /// - Throws: as the in-memory call, and what `read` throws.
+    static func palettize(
+        bfloat16Rows rows: Int, columns: Int, spec: PaletteSpec, name: String? = nil,
+        workerCount: Int = defaultWorkerCount, clustering: PaletteClustering = .automatic,
+        blockElements: Int = LinearQuantizer.streamBlockElements,
+        read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void
+    ) throws -> PalettizedTensor? {
+        let (elementCount, overflow) = rows.multipliedReportingOverflow(by: columns)
+        let whole = try PaletteJob(
+            rows: rows, columns: columns, weightCount: overflow ? -1 : elementCount, spec: spec, name: name,
+            workerCount: workerCount, method: clustering, patterns: .bfloat16)
+        let blockRows = streamBlockRows(rows: rows, columns: columns, groupRows: whole.layout.groupRows, blockElements: blockElements)
+        var groups = PaletteGroups(lut: [], packed: [], squaredErrors: [], signalPowers: [])
+        groups.lut.reserveCapacity(whole.layout.groupCount << spec.bits)
+        groups.packed.reserveCapacity(BitPacking.packedByteCount(count: elementCount, bits: spec.bits))
+        var patterns = [UInt16](repeating: 0, count: blockRows * columns)
+        for firstRow in stride(from: 0, to: rows, by: blockRows) {
+            let blockRowCount = min(blockRows, rows - firstRow)
+            let count = blockRowCount * columns
+            let block = try patterns.withUnsafeMutableBufferPointer { buffer -> PaletteGroups? in
+                let part = UnsafeMutableBufferPointer(rebasing: buffer[0..<count])
+                try read((firstRow * columns)..<(firstRow * columns + count), part)
+                let job = try PaletteJob(
+                    rows: blockRowCount, columns: columns, weightCount: count, spec: spec, name: name,
+                    workerCount: workerCount, method: clustering, patterns: .bfloat16)
+                return job.runGroups(UnsafeBufferPointer(part))
+            }
+            guard let block else { return nil }
+            groups.lut += block.lut
+            groups.packed += block.packed
+            groups.squaredErrors += block.squaredErrors
+            groups.signalPowers += block.signalPowers
+        }
+        return PalettizedTensor(
+            unchecked: whole.layout, bits: spec.bits, lut: groups.lut, packedIndices: groups.packed,
+            squaredError: groups.squaredErrors.reduce(0, +), signalPower: groups.signalPowers.reduce(0, +))
+    }
+
+    /// Rows per block of ``palettize(bfloat16Rows:columns:spec:name:workerCount:clustering:blockElements:read:)``:
+    /// about `blockElements` weights, in multiples of eight groups, whose indices at any bit
+    /// width fill whole bytes.
+    static func streamBlockRows(rows: Int, columns: Int, groupRows: Int, blockElements: Int) -> Int {
+        let unit = groupRows * 8
+        return min(rows, max(unit, blockElements / max(columns, 1) / unit * unit))
+    }
+
     /// Writes the weights the tensor's indices select (its LUT values as Float), row-major.
     ///
     /// - Throws: ``CompressionError/outputSizeMismatch(expected:actual:tensor:)`` when
@@ -136,6 +190,16 @@ struct PaletteJob {
 
     /// The palettised tensor, or nil when a weight has no finite float16 value.
     func run(_ source: UnsafeBufferPointer<UInt16>) -> PalettizedTensor? {
+        guard let groups = runGroups(source) else { return nil }
+        // Sum in group order so the totals do not depend on the split.
+        return PalettizedTensor(
+            unchecked: layout, bits: bits, lut: groups.lut, packedIndices: groups.packed,
+            squaredError: groups.squaredErrors.reduce(0, +), signalPower: groups.signalPowers.reduce(0, +))
+    }
+
+    /// Every group's LUT, the packed indices and every group's squared error and signal
+    /// power; nil when a weight has no finite float16 value.
+    func runGroups(_ source: UnsafeBufferPointer<UInt16>) -> PaletteGroups? {
         let entryCount = 1 << bits
         let groupCount = layout.groupCount
         let elementCount = layout.rows * layout.columns
@@ -178,10 +242,7 @@ struct PaletteJob {
             }
         }
         guard !failed.contains(true) else { return nil }
-        // Sum in group order so the totals do not depend on the split.
-        return PalettizedTensor(
-            unchecked: layout, bits: bits, lut: lut, packedIndices: packed,
-            squaredError: squaredErrors.reduce(0, +), signalPower: signalPowers.reduce(0, +))
+        return PaletteGroups(lut: lut, packed: packed, squaredErrors: squaredErrors, signalPowers: signalPowers)
     }
 
     /// Each worker takes the next unclaimed group, with a workspace of its own.
@@ -265,6 +326,14 @@ struct PaletteJob {
         output.signalPowers[group] = signalPower
         return true
     }
+}
+
+/// A palettisation's per-group results, in group order.
+struct PaletteGroups {
+    var lut: [Float16]
+    var packed: [UInt8]
+    var squaredErrors: [Double]
+    var signalPowers: [Double]
 }
 
 /// Where workers write per-group results; each group's slots are written by one worker.

@@ -149,11 +149,22 @@ struct TensorMemory {
             let output = tensor.storedBytes
             let plain = scheme.granularity != .perBlock && scheme.outlierCount(elements: elements) == 0
                 && !conditions.calibrated
-            loaded = half
             held = output
-            if plain {
+            if plain && bfloat16 && TensorEncoder.streams(tensor) {
+                // Read and palettised a block of groups at a time (Palettizer.palettize(bfloat16Rows:)).
+                let (rows, columns) = tensor.spec.matrixShape
+                let blockRows = Palettizer.streamBlockRows(
+                    rows: rows, columns: columns, groupRows: max(1, scheme.groupSize ?? rows),
+                    blockElements: LinearQuantizer.streamBlockElements)
+                // The block's patterns, and its LUTs and indices before they join the tensor's.
+                let block = Saturating.product([blockRows, columns, 2])
+                loaded = 0
+                working = Saturating.sum([output, Saturating.product([block, 2]), clampedCopy])
+            } else if plain {
+                loaded = half
                 working = Saturating.sum([half, output, clampedCopy])
             } else {
+                loaded = half
                 // BlockPalettizer: outlier marks and an index byte per weight, each worker's
                 // tile of (value, weight) pairs and prefix sums (48 bytes per weight), and
                 // for outliers two Double scores per weight while they are chosen.
@@ -166,7 +177,7 @@ struct TensorMemory {
             }
         case .linear:
             let rows = tensor.spec.matrixShape.rows
-            if bfloat16 && scheme.granularity != .perChannel {
+            if bfloat16 && TensorEncoder.streams(tensor) {
                 // Streamed (LinearQuantizer.int8PerTensorCodebook): each worker counts a block,
                 // and the writer codes a block at a time (patterns and codes).
                 let block = LinearQuantizer.streamBlockElements

@@ -47,6 +47,53 @@ extension CompressionTests {
             #expect(!(direct?.lut.contains { $0.bitPattern == 0x8000 } ?? true))
         }
 
+        @Test(
+            "read a block of groups at a time, gives the bytes of palettising in memory, at every index width",
+            arguments: [2, 3, 4, 6, 8], [(groupSize: 4, blockElements: 1), (groupSize: 3, blockElements: 2_000), (groupSize: 5, blockElements: 1 << 21)])
+        func blocksSameAsWhole(bits: Int, blocking: (groupSize: Int, blockElements: Int)) throws {
+            // 101 rows: the last group is smaller for group sizes 3, 4 and 5; 33 columns, odd.
+            let (rows, columns) = (101, 33)
+            let patterns = patterns(count: rows * columns, seed: 21)
+            let spec = PaletteSpec(bits: bits, granularity: .perGroupedChannel(groupSize: blocking.groupSize))
+            let whole = try patterns.withUnsafeBufferPointer {
+                try Palettizer.palettize(bfloat16Bits: $0, rows: rows, columns: columns, spec: spec, workerCount: 2)
+            }
+            var reads: [Range<Int>] = []
+            let blocked = try Palettizer.palettize(
+                bfloat16Rows: rows, columns: columns, spec: spec, workerCount: 2, blockElements: blocking.blockElements
+            ) { elements, buffer in
+                reads.append(elements)
+                for (offset, element) in elements.enumerated() { buffer[offset] = patterns[element] }
+            }
+            #expect(blocked != nil)
+            #expect(blocked == whole)
+            // Whole groups, eight at a time (or the rest), in order, covering the tensor once.
+            let blockRows = Palettizer.streamBlockRows(
+                rows: rows, columns: columns, groupRows: blocking.groupSize, blockElements: blocking.blockElements)
+            #expect(reads.map(\.lowerBound) == Array(stride(from: 0, to: rows * columns, by: blockRows * columns)))
+            #expect(reads.last?.upperBound == rows * columns)
+            #expect(blockRows == min(rows, blocking.groupSize * 8 * max(1, blocking.blockElements / columns / (blocking.groupSize * 8))))
+            if blocking.blockElements < (1 << 21) { #expect(reads.count > 1) }
+        }
+
+        @Test("read a block at a time, passes on read errors and declines unconvertible patterns")
+        func blocksFailures() throws {
+            let patterns = patterns(count: 64 * 16, seed: 5)
+            let spec = PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 2))
+            struct ReadFailure: Error, Equatable {}
+            #expect(throws: ReadFailure()) {
+                _ = try Palettizer.palettize(bfloat16Rows: 64, columns: 16, spec: spec, blockElements: 256) { elements, _ in
+                    if elements.lowerBound > 0 { throw ReadFailure() }
+                }
+            }
+            var unconvertible = patterns
+            unconvertible[900] = 0x7F80
+            let result = try Palettizer.palettize(bfloat16Rows: 64, columns: 16, spec: spec, blockElements: 256) { elements, buffer in
+                for (offset, element) in elements.enumerated() { buffer[offset] = unconvertible[element] }
+            }
+            #expect(result == nil)
+        }
+
         @Test("declines patterns without a finite float16 value", arguments: [UInt16(0x4780), 0xC7A0, 0x7F80, 0x7FC1])
         func declinesUnconvertible(pattern: UInt16) throws {
             var bits = patterns(count: 64, seed: 3)

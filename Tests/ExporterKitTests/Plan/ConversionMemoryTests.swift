@@ -73,6 +73,28 @@ struct ConversionMemoryTests {
         #expect(calibrated.working == 4 * elements + up.storedBytes + 2 * 8 * 1_536 * 48)
     }
 
+    @Test("a large bfloat16 tensor palettised per grouped channel is read a block of groups at a time")
+    func streamedPalette() throws {
+        let plan = try qwen { $0.platform = .macOS }
+        let embedding = try tensor(plan, "model.embed_tokens.weight")
+        let up = try tensor(plan, "model.layers.0.mlp.up_proj.weight")
+        #expect(TensorEncoder.streams(embedding))
+        #expect(!TensorEncoder.streams(embedding, calibrated: true))
+        // 27.5 MB: read whole, ahead of its turn.
+        #expect(!TensorEncoder.streams(up))
+        // 4-bit indices and one 16-entry LUT per 8 rows.
+        #expect(embedding.storedBytes == 151_936 * 1_536 / 2 + 18_992 * 32)
+        let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(bfloat16: true), workers: 2)
+        // Blocks of 1,344 rows (21 × 64, the most whole eight-group units within 2^21 weights).
+        let block = 1_344 * 1_536 * 2
+        #expect(streamed.loaded == 0)
+        #expect(streamed.working == embedding.storedBytes + 2 * block)
+        #expect(streamed.held == embedding.storedBytes)
+        // Stored as float16: read whole, as before.
+        let whole = TensorMemory(embedding, precision: .float16, conditions: conditions(bfloat16: false), workers: 2)
+        #expect(whole.working == 2 * 151_936 * 1_536 + embedding.storedBytes)
+    }
+
     @Test("kept tensors: a float16 copy, a float32 one, or a float32 copy and its bfloat16 result")
     func kept() throws {
         let norm = try tensor(try qwen(), "model.norm.weight")
