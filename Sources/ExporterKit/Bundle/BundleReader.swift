@@ -234,7 +234,11 @@ enum TensorDecoder {
             let bytes = try part("values", bytes: elements * stored.bytesPerElement)
             return bytes.withUnsafeBytes { raw -> [Float] in
                 switch stored {
-                case .float16: return raw.bindMemory(to: Float16.self).map(Float.init)
+                case .float16:
+                    // A table lookup: Linux x86-64 builds convert float16 in software.
+                    return Float16Table.floats.withUnsafeBufferPointer { floats in
+                        raw.bindMemory(to: UInt16.self).map { floats[Int(UInt16(littleEndian: $0))] }
+                    }
                 case .float32: return Array(raw.bindMemory(to: Float.self))
                 case .bfloat16: return raw.bindMemory(to: UInt16.self).map { PrecisionConversion.float(bfloat16Bits: $0) }
                 }
@@ -256,18 +260,32 @@ enum TensorDecoder {
             let groups = (rows + groupRows - 1) / groupRows
             let blocks = (columns + blockColumns - 1) / blockColumns
             let entries = 1 << bits
-            let lut = try part("lut", bytes: groups * blocks * entries * 2).withUnsafeBytes {
-                Array($0.bindMemory(to: Float16.self))
+            // Every LUT entry as Float once (a table lookup: Linux x86-64 builds convert float16
+            // in software), then each index read straight from the packed stream.
+            let lut: [Float] = try part("lut", bytes: groups * blocks * entries * 2).withUnsafeBytes { raw in
+                Float16Table.floats.withUnsafeBufferPointer { floats in
+                    raw.bindMemory(to: UInt16.self).map { floats[Int(UInt16(littleEndian: $0))] }
+                }
             }
             let packed = try part("indices", bytes: (elements * bits + 7) / 8)
-            let indices = try packed.withUnsafeBufferPointer { try BitPacking.unpack($0, bits: bits, count: elements) }
-            var values = [Float](repeating: 0, count: elements)
-            for row in 0..<rows {
-                let rowBase = (row / groupRows) * blocks
-                for column in 0..<columns {
-                    let element = row * columns + column
-                    values[element] = Float(lut[(rowBase + column / blockColumns) * entries + Int(indices[element])])
+            var values = [Float](unsafeUninitializedCapacity: elements) { output, initialized in
+                lut.withUnsafeBufferPointer { lut in
+                    packed.withUnsafeBufferPointer { packed in
+                        var reader = BitStreamReader(bytes: packed, bits: bits, firstElement: 0)
+                        var element = 0
+                        for row in 0..<rows {
+                            let rowBase = (row / groupRows) * blocks
+                            for block in 0..<blocks {
+                                let table = lut.baseAddress! + (rowBase + block) * entries
+                                for _ in (block * blockColumns)..<min(columns, (block + 1) * blockColumns) {
+                                    output[element] = table[Int(reader.next())]
+                                    element += 1
+                                }
+                            }
+                        }
+                    }
                 }
+                initialized = elements
             }
             if outlierCount > 0 {
                 let positions = try part("outlier_indices", bytes: outlierCount * 4).withUnsafeBytes {
@@ -295,15 +313,18 @@ enum TensorDecoder {
                 Array($0.bindMemory(to: Float.self))
             }
             let quantized = try part("values", bytes: elements)
-            var values = [Float](repeating: 0, count: elements)
-            for row in 0..<rows {
-                let scale = scales[perChannel ? row : 0]
-                for column in 0..<columns {
-                    let element = row * columns + column
-                    values[element] = Float(Int8(bitPattern: quantized[element])) * scale
+            return [Float](unsafeUninitializedCapacity: elements) { output, initialized in
+                quantized.withUnsafeBufferPointer { quantized in
+                    for row in 0..<rows {
+                        let scale = scales[perChannel ? row : 0]
+                        for column in 0..<columns {
+                            let element = row * columns + column
+                            output[element] = Float(Int8(bitPattern: quantized[element])) * scale
+                        }
+                    }
                 }
+                initialized = elements
             }
-            return values
         }
     }
 }
