@@ -373,13 +373,8 @@ public enum ArtifactVerifier {
             report.tensorsCompared += 1
             let precision = ComputePrecision(rawValue: manifest.computePrecision) ?? .float16
             let exact = tensor.compression.mode == .keep
-            var signal = 0.0
-            var noise = 0.0
-            for (original, decoded) in zip(source, values) {
-                let reference = Double(ArtifactVerifier.rounded(original, to: exact ? precision : .float16))
-                signal += reference * reference
-                noise += (reference - Double(decoded)) * (reference - Double(decoded))
-            }
+            let (signal, noise) = ArtifactVerifier.signalAndNoise(
+                source, values, referencePrecision: exact ? precision : .float16)
             let measured = SignalToNoise.decibels(signalPower: signal, squaredError: noise)
             report.measuredSQNR[tensor.name] = measured
             func decibels(_ value: Double) -> String { String(format: "%.2f dB", value) }
@@ -439,6 +434,52 @@ public enum ArtifactVerifier {
     }
 
     /// `value` as the stored precision would hold it (float16 clamped to its finite range).
+    /// `Σ r²` and `Σ (r − d)²` over the source rounded to `referencePrecision` (r) and the
+    /// decoded values (d), summed in element order.
+    static func signalAndNoise(
+        _ source: [Float], _ decoded: [Float], referencePrecision: ComputePrecision
+    ) -> (signal: Double, noise: Double) {
+        var signal = 0.0
+        var noise = 0.0
+        @inline(__always) func add(_ reference: Double, _ decoded: Float) {
+            signal += reference * reference
+            noise += (reference - Double(decoded)) * (reference - Double(decoded))
+        }
+        let count = min(source.count, decoded.count)
+        guard referencePrecision == .float16 else {
+            for index in 0..<count { add(Double(rounded(source[index], to: referencePrecision)), decoded[index]) }
+            return (signal, noise)
+        }
+        // Float16 in batches with the reader's conversion and a table back (Linux x86-64 builds
+        // convert float16 in software, one call each way per weight); a batch holding NaN or
+        // infinity takes the one-by-one rounding, which clamps infinities.
+        let batch = 1 << 16
+        var halves = [Float16](repeating: 0, count: min(batch, count))
+        Float16Table.floats.withUnsafeBufferPointer { floats in
+            source.withUnsafeBufferPointer { source in
+                halves.withUnsafeMutableBufferPointer { halves in
+                    var start = 0
+                    while start < count {
+                        let end = min(count, start + batch)
+                        let converted = UnsafeMutableBufferPointer(rebasing: halves[0..<(end - start)])
+                        let statistics = PrecisionConversion.toFloat16(
+                            float32: UnsafeBufferPointer(rebasing: source[start..<end]), into: converted,
+                            clampingOutOfRange: true)
+                        if statistics.nonFiniteCount > 0 {
+                            for index in start..<end { add(Double(rounded(source[index], to: .float16)), decoded[index]) }
+                        } else {
+                            for index in start..<end {
+                                add(Double(floats[Int(converted[index - start].bitPattern)]), decoded[index])
+                            }
+                        }
+                        start = end
+                    }
+                }
+            }
+        }
+        return (signal, noise)
+    }
+
     static func rounded(_ value: Float, to precision: ComputePrecision) -> Float {
         switch precision {
         case .float32: return value
