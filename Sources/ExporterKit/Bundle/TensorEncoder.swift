@@ -107,7 +107,7 @@ struct TensorEncoder {
         case .palettize:
             return scheme.granularity == .perGroupedChannel && !calibrated
                 && scheme.outlierCount(elements: tensor.spec.elementCount) == 0
-                && tensor.spec.elementCount * MemoryLayout<UInt16>.stride > streamedPaletteBytes
+                && tensor.spec.elementCount > streamedPaletteBytes / MemoryLayout<UInt16>.stride
         case .keep:
             return false
         }
