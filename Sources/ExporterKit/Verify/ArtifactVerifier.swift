@@ -433,7 +433,6 @@ public enum ArtifactVerifier {
         return problems
     }
 
-    /// `value` as the stored precision would hold it (float16 clamped to its finite range).
     /// `Σ r²` and `Σ (r − d)²` over the source rounded to `referencePrecision` (r) and the
     /// decoded values (d), summed in element order.
     static func signalAndNoise(
@@ -480,6 +479,7 @@ public enum ArtifactVerifier {
         return (signal, noise)
     }
 
+    /// `value` as the stored precision would hold it (float16 clamped to its finite range).
     static func rounded(_ value: Float, to precision: ComputePrecision) -> Float {
         switch precision {
         case .float32: return value
