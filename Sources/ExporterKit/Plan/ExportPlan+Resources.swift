@@ -29,8 +29,9 @@ public struct ConversionMemoryEstimate: Equatable, Sendable {
 public struct ConversionMemoryConditions {
     /// Threads that compress.
     public var workers = SystemResources.activeCores
-    /// Whether the source stores a tensor as bfloat16 (its bit patterns are then counted, and
-    /// a per-tensor int8 tensor is streamed rather than held).
+    /// Whether the source stores a tensor as bfloat16: its bit patterns are then counted, and a
+    /// per-tensor int8 tensor or a large palette per grouped channel is read a block at a
+    /// time rather than held (``TensorEncoder/streams(_:calibrated:)``).
     public var storesBFloat16: (TensorSpec) -> Bool = { _ in false }
     /// `--allow-clamp`: a bfloat16 tensor with values beyond float16's range is then converted
     /// whole and compressed (without it, such a tensor is refused).
