@@ -234,11 +234,8 @@ enum TensorDecoder {
             let bytes = try part("values", bytes: elements * stored.bytesPerElement)
             return bytes.withUnsafeBytes { raw -> [Float] in
                 switch stored {
-                case .float16:
-                    // A table lookup: Linux x86-64 builds convert float16 in software.
-                    return Float16Table.floats.withUnsafeBufferPointer { floats in
-                        raw.bindMemory(to: UInt16.self).map { floats[Int(UInt16(littleEndian: $0))] }
-                    }
+                // A table lookup: Linux x86-64 builds convert float16 in software.
+                case .float16: return Float16Table.floats(littleEndian: raw)
                 case .float32: return Array(raw.bindMemory(to: Float.self))
                 case .bfloat16: return raw.bindMemory(to: UInt16.self).map { PrecisionConversion.float(bfloat16Bits: $0) }
                 }
@@ -262,11 +259,7 @@ enum TensorDecoder {
             let entries = 1 << bits
             // Every LUT entry as Float once (a table lookup: Linux x86-64 builds convert float16
             // in software), then each index read straight from the packed stream.
-            let lut: [Float] = try part("lut", bytes: groups * blocks * entries * 2).withUnsafeBytes { raw in
-                Float16Table.floats.withUnsafeBufferPointer { floats in
-                    raw.bindMemory(to: UInt16.self).map { floats[Int(UInt16(littleEndian: $0))] }
-                }
-            }
+            let lut = try part("lut", bytes: groups * blocks * entries * 2).withUnsafeBytes(Float16Table.floats(littleEndian:))
             let packed = try part("indices", bytes: (elements * bits + 7) / 8)
             var values = [Float](unsafeUninitializedCapacity: elements) { output, initialized in
                 lut.withUnsafeBufferPointer { lut in

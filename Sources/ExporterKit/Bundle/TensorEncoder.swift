@@ -105,8 +105,7 @@ struct TensorEncoder {
         case .linear:
             return scheme.granularity != .perChannel
         case .palettize:
-            return scheme.granularity == .perGroupedChannel && !calibrated
-                && scheme.outlierCount(elements: tensor.spec.elementCount) == 0
+            return scheme.granularity == .perGroupedChannel && isPlainPalette(tensor, calibrated: calibrated)
                 && tensor.spec.elementCount > streamedPaletteBytes / MemoryLayout<UInt16>.stride
         case .keep:
             return false
@@ -116,8 +115,13 @@ struct TensorEncoder {
     /// Whether the tensor is palettised with a LUT per group of rows and nothing else (no
     /// tiles, outliers or calibration): the ``Palettizer``'s job.
     func usesPlainPalette(_ tensor: PlannedTensor) -> Bool {
+        Self.isPlainPalette(tensor, calibrated: importance[tensor.spec.name] != nil)
+    }
+
+    /// ``usesPlainPalette(_:)`` for a tensor calibrated or not, before an encoder exists.
+    static func isPlainPalette(_ tensor: PlannedTensor, calibrated: Bool) -> Bool {
         tensor.scheme.granularity != .perBlock && tensor.scheme.outlierCount(elements: tensor.spec.elementCount) == 0
-            && importance[tensor.spec.name] == nil
+            && !calibrated
     }
 
     /// The palette of a plainly palettised tensor.

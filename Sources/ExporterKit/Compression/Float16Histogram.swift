@@ -10,6 +10,13 @@ enum Float16Table {
     @inline(__always)
     static func isNonFinite(_ bits: UInt16) -> Bool { bits & 0x7C00 == 0x7C00 }
 
+    /// Little-endian float16 values (as stored in a bundle) as Float, by table.
+    static func floats(littleEndian raw: UnsafeRawBufferPointer) -> [Float] {
+        floats.withUnsafeBufferPointer { floats in
+            raw.bindMemory(to: UInt16.self).map { floats[Int(UInt16(littleEndian: $0))] }
+        }
+    }
+
     /// `fromBFloat16[Int(bits)]` is the float16 pattern the checkpoint reader converts the
     /// bfloat16 pattern `bits` to (the same conversion, run once over every pattern). Only
     /// magnitudes below ``bfloat16Unconvertible`` are finite in float16 and used.

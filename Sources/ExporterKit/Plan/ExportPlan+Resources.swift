@@ -148,10 +148,9 @@ struct TensorMemory {
             }
         case .palettize:
             let output = tensor.storedBytes
-            let plain = scheme.granularity != .perBlock && scheme.outlierCount(elements: elements) == 0
-                && !conditions.calibrated
+            let plain = TensorEncoder.isPlainPalette(tensor, calibrated: conditions.calibrated)
             held = output
-            if plain && bfloat16 && TensorEncoder.streams(tensor) {
+            if bfloat16 && TensorEncoder.streams(tensor, calibrated: conditions.calibrated) {
                 // Read and palettised a block of groups at a time (Palettizer.palettize(bfloat16Rows:)).
                 let (rows, columns) = tensor.spec.matrixShape
                 let blockRows = Palettizer.streamBlockRows(
