@@ -46,7 +46,7 @@ public enum BitPacking {
         }
         var indices = [UInt8](repeating: 0, count: count)
         indices.withUnsafeMutableBufferPointer { output in
-            var reader = BitStreamReader(bytes: bytes, bits: bits, firstElement: 0)
+            var reader = BitStreamReader(bytes: bytes, bits: bits)
             for element in 0..<count { output[element] = reader.next() }
         }
         return indices
@@ -157,12 +157,12 @@ struct BitStreamReader {
     private let mask: UInt32
     private var bitPosition: Int
 
-    /// A reader positioned at element `firstElement`.
-    init(bytes: UnsafeBufferPointer<UInt8>, bits: Int, firstElement: Int) {
+    /// A reader whose first index starts at bit `bitOffset` (0 to 7) of the first byte.
+    init(bytes: UnsafeBufferPointer<UInt8>, bits: Int, bitOffset: Int = 0) {
         self.bytes = bytes
         self.bits = bits
         self.mask = (1 << UInt32(bits)) - 1
-        self.bitPosition = firstElement * bits
+        self.bitPosition = bitOffset
     }
 
     /// The next index; the caller guarantees the stream holds it.
@@ -174,5 +174,28 @@ struct BitStreamReader {
         if Int(shift) + bits > 8 { window |= UInt32(bytes[byteIndex + 1]) << 8 }
         bitPosition += bits
         return UInt8(truncatingIfNeeded: (window >> shift) & mask)
+    }
+
+    /// Writes `table[index]` for the next `count` indices to `output`; the caller guarantees
+    /// the stream holds them. Whole bytes of 4- and 8-bit indices are read a byte at a time.
+    @inline(__always)
+    mutating func lookUp(_ count: Int, in table: UnsafePointer<Float>, into output: UnsafeMutablePointer<Float>) {
+        var done = 0
+        if bitPosition & 7 == 0, bits == 4 || bits == 8 {
+            let first = bitPosition >> 3
+            if bits == 4 {
+                for pair in 0..<(count / 2) {
+                    let byte = Int(bytes[first + pair])
+                    output[2 * pair] = table[byte & 15]
+                    output[2 * pair + 1] = table[byte >> 4]
+                }
+                done = count & ~1
+            } else {
+                for index in 0..<count { output[index] = table[Int(bytes[first + index])] }
+                done = count
+            }
+            bitPosition += done * bits
+        }
+        for index in done..<count { output[index] = table[Int(next())] }
     }
 }

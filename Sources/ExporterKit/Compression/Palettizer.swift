@@ -120,17 +120,17 @@ public enum Palettizer {
             tensor.lut.withUnsafeBufferPointer { lut in
                 tensor.packedIndices.withUnsafeBufferPointer { packed in
                     var groupLUT = [Float](repeating: 0, count: entryCount)
-                    var reader = BitStreamReader(bytes: packed, bits: tensor.bits, firstElement: 0)
+                    var reader = BitStreamReader(bytes: packed, bits: tensor.bits)
                     var element = 0
                     for group in 0..<layout.groupCount {
                         for entry in 0..<entryCount {
                             groupLUT[entry] = floats[Int(lut[group * entryCount + entry].bitPattern)]
                         }
                         let count = layout.rowCount(ofGroup: group) * layout.columns
-                        for _ in 0..<count {
-                            output[element] = groupLUT[Int(reader.next())]
-                            element += 1
+                        groupLUT.withUnsafeBufferPointer {
+                            reader.lookUp(count, in: $0.baseAddress!, into: output.baseAddress! + element)
                         }
+                        element += count
                     }
                 }
             }

@@ -42,15 +42,18 @@ public struct VerificationReport: Sendable {
 /// bounds, alignment and place (parts follow each other in manifest order, each at the next
 /// multiple of 64, gaps and tail zero), every part's size and dtype against shape and scheme,
 /// LUT order, packed-index padding, int8 range, scales; then dequantises every tensor and,
-/// given the checkpoint, measures every tensor's SQNR against it. Collects every failure
-/// instead of stopping at the first.
+/// given the checkpoint, measures every tensor's SQNR against it, a block of rows at a time
+/// on both sides (a few MiB held, whatever the model). Collects every failure instead of
+/// stopping at the first.
 public enum ArtifactVerifier {
     /// Verifies `artifact`; with `checkpoint`, also compares every tensor with it and fails any
-    /// whose SQNR is below the manifest's claim or `minimumSQNR`.
+    /// whose SQNR is below the manifest's claim or `minimumSQNR`. Tensors are decoded (and
+    /// read from the checkpoint) `blockElements` at a time, or a row when a row holds more.
     public static func verify(
-        _ artifact: LoadedArtifact, against checkpoint: CheckpointWeights? = nil, minimumSQNR: Double? = nil
+        _ artifact: LoadedArtifact, against checkpoint: CheckpointWeights? = nil, minimumSQNR: Double? = nil,
+        blockElements: Int = ArtifactVerifier.blockElements
     ) -> VerificationReport {
-        var run = Run(artifact: artifact)
+        var run = Run(artifact: artifact, blockElements: max(1, blockElements))
         run.checkFiles()
         run.checkManifestSums()
         if artifact.manifest.kind == "bundle" { run.checkGraph() }
@@ -79,11 +82,16 @@ public enum ArtifactVerifier {
     /// The state of one verification.
     private struct Run {
         let artifact: LoadedArtifact
+        /// Elements decoded at a time.
+        let blockElements: Int
         var report = VerificationReport()
         /// Actual sizes of the files that exist, by manifest path.
         var sizes: [String: Int] = [:]
 
-        init(artifact: LoadedArtifact) { self.artifact = artifact }
+        init(artifact: LoadedArtifact, blockElements: Int) {
+            self.artifact = artifact
+            self.blockElements = blockElements
+        }
 
         var manifest: Manifest { artifact.manifest }
 
@@ -218,7 +226,6 @@ public enum ArtifactVerifier {
         mutating func checkTensors(against checkpoint: CheckpointWeights?, minimumSQNR: Double?) {
             guard manifest.kind != "plan" else { return }
             var files = FileReaders(folder: artifact.folder)
-            defer { files.close() }
             let weightsName = BundleWriter.weightsName
             var cursor = ExportPlan.weightsHeaderBytes
             let weightsSize = sizes[weightsName]
@@ -322,64 +329,89 @@ public enum ArtifactVerifier {
             }
         }
 
-        /// Decodes the tensor, checks the stored values, and compares them with the checkpoint.
+        /// Decodes the tensor a block of rows at a time (so memory stays a few blocks, whatever
+        /// the tensor's size), checks the stored values, and compares them with the checkpoint's.
         private mutating func checkContents(
             _ tensor: Manifest.Tensor, subject: String, files: inout FileReaders, against checkpoint: CheckpointWeights?,
             minimumSQNR: Double?
         ) {
-            let values: [Float]
+            let decoder: TensorDecoder
             do {
-                var stored: [String: [UInt8]] = [:]
-                values = try TensorDecoder.decode(tensor, precision: manifest.computePrecision) { part in
-                    let bytes = try files.read(part.file, offset: part.offset, count: part.bytes)
-                    stored[part.kind] = bytes
-                    return bytes
+                decoder = try TensorDecoder(tensor, precision: manifest.computePrecision) { part in
+                    try files.read(part.file, offset: part.offset, count: part.bytes)
                 }
-                for problem in ArtifactVerifier.storedValueProblems(tensor, stored: stored) { fail(subject, problem) }
-            } catch let error as BundleError {
-                if case .invalidTensor(_, let reason) = error { fail(subject, reason) } else { fail(subject, error.description) }
-                return
             } catch {
-                fail(subject, "\(error)")
-                return
+                return fail(subject, ArtifactVerifier.decodingFailure(error))
             }
-            report.tensorsDecoded += 1
-            if let bad = values.firstIndex(where: { !$0.isFinite }) {
-                fail(subject, "element \(bad) dequantises to \(values[bad])")
-            }
-            guard let checkpoint else { return }
-            comparing = true
-            defer { comparing = false }
-            compare(tensor, values, subject: subject, checkpoint: checkpoint, minimumSQNR: minimumSQNR)
-        }
-
-        private mutating func compare(
-            _ tensor: Manifest.Tensor, _ values: [Float], subject: String, checkpoint: CheckpointWeights, minimumSQNR: Double?
-        ) {
-            let source: [Float]
-            do {
-                source = try checkpoint.referenceTensor(tensor.name, shape: tensor.shape)
-            } catch let error as CheckpointError {
-                if case .tensorNotFound = error { return fail(subject, "not in the checkpoint") }
-                return fail(subject, error.description)
-            } catch let error as ReferenceModelError {
-                if case .shapeMismatch(_, let expected, let found) = error {
-                    return fail(subject, "shape \(expected), the checkpoint's is \(found)")
+            for problem in ArtifactVerifier.storedValueProblems(tensor, stored: decoder.smallParts) { fail(subject, problem) }
+            // Why the checkpoint's tensor cannot be compared, found before decoding and reported after.
+            var sourceFailure: String?
+            if let checkpoint {
+                do {
+                    let source = try checkpoint.tensor(named: tensor.name)
+                    if source.shape != tensor.shape { sourceFailure = "shape \(tensor.shape), the checkpoint's is \(source.shape)" }
+                } catch {
+                    sourceFailure = ArtifactVerifier.sourceFailure(error)
                 }
-                return fail(subject, error.description)
-            } catch {
-                return fail(subject, "\(error)")
             }
-            report.tensorsCompared += 1
             let precision = ComputePrecision(rawValue: manifest.computePrecision) ?? .float16
             let exact = tensor.compression.mode == .keep
-            let (signal, noise) = ArtifactVerifier.signalAndNoise(
-                source, values, referencePrecision: exact ? precision : .float16)
-            let measured = SignalToNoise.decibels(signalPower: signal, squaredError: noise)
+            let elementsPerBlock = min(decoder.elements, max(blockElements, decoder.columns))
+            var decoded = [Float](repeating: 0, count: elementsPerBlock)
+            var source = [Float](repeating: 0, count: checkpoint == nil ? 0 : elementsPerBlock)
+            var sums = SignalAndNoise()
+            var firstNonFinite: (element: Int, value: Float)?
+            var streamedProblemFound = false
+            let part = decoder.streamedPart
+            for rows in decoder.rowBlocks(elementLimit: elementsPerBlock) {
+                let firstElement = rows.lowerBound * decoder.columns
+                let elements = firstElement..<(firstElement + rows.count * decoder.columns)
+                let byteRange = decoder.streamedBytes(rows: rows)
+                let stored: [UInt8]
+                do {
+                    stored = try files.read(part.file, offset: part.offset + byteRange.lowerBound, count: byteRange.count)
+                } catch {
+                    return fail(subject, ArtifactVerifier.decodingFailure(error))
+                }
+                if !streamedProblemFound {
+                    let problems = ArtifactVerifier.storedValueProblems(tensor, stored: [part.kind: stored], firstElement: firstElement)
+                    for problem in problems { fail(subject, problem) }
+                    streamedProblemFound = !problems.isEmpty
+                }
+                let block = decoded.withUnsafeMutableBufferPointer { decoded in
+                    let block = UnsafeMutableBufferPointer(rebasing: decoded[0..<elements.count])
+                    stored.withUnsafeBytes { decoder.decode(rows: rows, from: $0, into: block) }
+                    return UnsafeBufferPointer(block)
+                }
+                if firstNonFinite == nil, ArtifactVerifier.holdsNonFinite(block), let bad = block.firstIndex(where: { !$0.isFinite }) {
+                    firstNonFinite = (firstElement + bad, block[bad])
+                }
+                guard let checkpoint, sourceFailure == nil else { continue }
+                do {
+                    try source.withUnsafeMutableBufferPointer { source in
+                        let reference = UnsafeMutableBufferPointer(rebasing: source[0..<elements.count])
+                        try checkpoint.readFloat(tensor.name, elements: elements, into: reference)
+                        ArtifactVerifier.addSignalAndNoise(
+                            UnsafeBufferPointer(reference), block, referencePrecision: exact ? precision : .float16, to: &sums)
+                    }
+                } catch {
+                    sourceFailure = ArtifactVerifier.sourceFailure(error)
+                }
+            }
+            report.tensorsDecoded += 1
+            if let firstNonFinite { fail(subject, "element \(firstNonFinite.element) dequantises to \(firstNonFinite.value)") }
+            guard checkpoint != nil else { return }
+            comparing = true
+            defer { comparing = false }
+            if let sourceFailure { return fail(subject, sourceFailure) }
+            report.tensorsCompared += 1
+            let measured = SignalToNoise.decibels(signalPower: sums.signal, squaredError: sums.noise)
             report.measuredSQNR[tensor.name] = measured
             func decibels(_ value: Double) -> String { String(format: "%.2f dB", value) }
             if exact {
-                if noise > 0 { fail(subject, "kept in \(precision.rawValue) but differs from the checkpoint (\(decibels(measured)))") }
+                if sums.noise > 0 {
+                    fail(subject, "kept in \(precision.rawValue) but differs from the checkpoint (\(decibels(measured)))")
+                }
                 return
             }
             if let claimed = tensor.sqnrDB, measured < claimed - 0.01 {
@@ -391,8 +423,36 @@ public enum ArtifactVerifier {
         }
     }
 
-    /// Problems in a tensor's stored parts that decoding alone does not catch.
-    static func storedValueProblems(_ tensor: Manifest.Tensor, stored: [String: [UInt8]]) -> [String] {
+    /// Elements decoded (and read from the checkpoint) at a time by default: 4 MiB of float32
+    /// each, so verifying holds a few MiB whatever the tensors' size.
+    public static let blockElements = 1 << 20
+
+    /// Whether any value is NaN or infinite (all exponent bits set): the largest exponent, which
+    /// vectorises, where a search tests and branches at every value.
+    static func holdsNonFinite(_ values: UnsafeBufferPointer<Float>) -> Bool {
+        var largestExponent: UInt32 = 0
+        for value in values { largestExponent = max(largestExponent, value.bitPattern & 0x7F80_0000) }
+        return largestExponent == 0x7F80_0000
+    }
+
+    /// The failure to report when a tensor's parts cannot be read or break a format rule.
+    static func decodingFailure(_ error: Error) -> String {
+        guard let error = error as? BundleError else { return "\(error)" }
+        if case .invalidTensor(_, let reason) = error { return reason }
+        return error.description
+    }
+
+    /// The failure to report when the checkpoint's tensor cannot be read.
+    static func sourceFailure(_ error: Error) -> String {
+        guard let error = error as? CheckpointError else { return "\(error)" }
+        if case .tensorNotFound = error { return "not in the checkpoint" }
+        return error.description
+    }
+
+    /// Problems in a tensor's stored parts that decoding alone does not catch. `stored` holds
+    /// whole parts by kind, except the indices or values, which may be the bytes from element
+    /// `firstElement` on.
+    static func storedValueProblems(_ tensor: Manifest.Tensor, stored: [String: [UInt8]], firstElement: Int = 0) -> [String] {
         var problems: [String] = []
         let scheme = tensor.compression
         switch scheme.mode {
@@ -412,9 +472,13 @@ public enum ArtifactVerifier {
                     }
                 }
             }
-            if let indices = stored["indices"], let last = indices.last {
-                let elements = tensor.shape.saturatingProduct
-                let usedBits = elements.saturatingMultiplying(bits).saturatingAdding(-(indices.count - 1) * 8)
+            let totalBits = tensor.shape.saturatingProduct.saturatingMultiplying(bits)
+            let totalBytes = totalBits.saturatingAdding(7) / 8
+            // Only the part's last byte has unused bits.
+            if let indices = stored["indices"], let last = indices.last,
+                firstElement.saturatingMultiplying(bits) / 8 + indices.count == totalBytes
+            {
+                let usedBits = totalBits - (totalBytes - 1) * 8
                 if usedBits < 8, last >> usedBits != 0 {
                     problems.append("the unused high bits of the last index byte are not zero")
                 }
@@ -427,19 +491,27 @@ public enum ArtifactVerifier {
                 }
             }
             if let values = stored["values"], let bad = values.firstIndex(of: 0x80) {
-                problems.append("int8 value \(bad) is -128, outside [-127, 127]")
+                problems.append("int8 value \(firstElement + bad) is -128, outside [-127, 127]")
             }
         }
         return problems
     }
 
-    /// `Σ r²` and `Σ (r − d)²` over the source rounded to `referencePrecision` (r) and the
+    /// `Σ r²` and `Σ (r − d)²` of a tensor's source rounded to the stored precision (r) and its
     /// decoded values (d), summed in element order.
-    static func signalAndNoise(
-        _ source: [Float], _ decoded: [Float], referencePrecision: ComputePrecision
-    ) -> (signal: Double, noise: Double) {
+    struct SignalAndNoise {
         var signal = 0.0
         var noise = 0.0
+    }
+
+    /// Adds the next `source` and `decoded` values, in element order, to `sums`, the source
+    /// rounded to `referencePrecision`.
+    static func addSignalAndNoise(
+        _ source: UnsafeBufferPointer<Float>, _ decoded: UnsafeBufferPointer<Float>, referencePrecision: ComputePrecision,
+        to sums: inout SignalAndNoise
+    ) {
+        var (signal, noise) = (sums.signal, sums.noise)
+        defer { sums = SignalAndNoise(signal: signal, noise: noise) }
         @inline(__always) func add(_ reference: Double, _ decoded: Float) {
             signal += reference * reference
             noise += (reference - Double(decoded)) * (reference - Double(decoded))
@@ -447,7 +519,7 @@ public enum ArtifactVerifier {
         let count = min(source.count, decoded.count)
         guard referencePrecision == .float16 else {
             for index in 0..<count { add(Double(rounded(source[index], to: referencePrecision)), decoded[index]) }
-            return (signal, noise)
+            return
         }
         // Float16 in batches with the reader's conversion and a table back (Linux x86-64 builds
         // convert float16 in software, one call each way per weight); a batch holding NaN or
@@ -455,28 +527,22 @@ public enum ArtifactVerifier {
         let batch = 1 << 16
         var halves = [Float16](repeating: 0, count: min(batch, count))
         Float16Table.floats.withUnsafeBufferPointer { floats in
-            source.withUnsafeBufferPointer { source in
-                halves.withUnsafeMutableBufferPointer { halves in
-                    var start = 0
-                    while start < count {
-                        let end = min(count, start + batch)
-                        let converted = UnsafeMutableBufferPointer(rebasing: halves[0..<(end - start)])
-                        let statistics = PrecisionConversion.toFloat16(
-                            float32: UnsafeBufferPointer(rebasing: source[start..<end]), into: converted,
-                            clampingOutOfRange: true)
-                        if statistics.nonFiniteCount > 0 {
-                            for index in start..<end { add(Double(rounded(source[index], to: .float16)), decoded[index]) }
-                        } else {
-                            for index in start..<end {
-                                add(Double(floats[Int(converted[index - start].bitPattern)]), decoded[index])
-                            }
-                        }
-                        start = end
+            halves.withUnsafeMutableBufferPointer { halves in
+                var start = 0
+                while start < count {
+                    let end = min(count, start + batch)
+                    let converted = UnsafeMutableBufferPointer(rebasing: halves[0..<(end - start)])
+                    let statistics = PrecisionConversion.toFloat16(
+                        float32: UnsafeBufferPointer(rebasing: source[start..<end]), into: converted, clampingOutOfRange: true)
+                    if statistics.nonFiniteCount > 0 {
+                        for index in start..<end { add(Double(rounded(source[index], to: .float16)), decoded[index]) }
+                    } else {
+                        for index in start..<end { add(Double(floats[Int(converted[index - start].bitPattern)]), decoded[index]) }
                     }
+                    start = end
                 }
             }
         }
-        return (signal, noise)
     }
 
     /// `value` as the stored precision would hold it (float16 clamped to its finite range).
@@ -510,38 +576,35 @@ public enum ArtifactVerifier {
     }
 }
 
-/// Open file handles of an artifact, by manifest path.
+/// Open files of an artifact, by manifest path.
 private struct FileReaders {
     let folder: URL
-    var handles: [String: FileHandle] = [:]
+    var files: [String: ReadOnlyFile] = [:]
 
     init(folder: URL) { self.folder = folder }
 
+    /// `count` bytes at `offset` of `file`.
+    /// - Throws: `BundleError.readFailed` when it cannot be opened or the range is not all there.
     mutating func read(_ file: String, offset: Int, count: Int) throws -> [UInt8] {
-        let url = folder.appendingPathComponent(file)
-        let handle: FileHandle
-        if let open = handles[file] {
-            handle = open
-        } else {
-            guard let opened = try? FileHandle(forReadingFrom: url) else {
-                throw BundleError.readFailed(path: url.path, reason: "cannot open")
-            }
-            handles[file] = opened
-            handle = opened
-        }
+        let path = folder.appendingPathComponent(file).path
         do {
-            try handle.seek(toOffset: UInt64(offset))
-            let data = try handle.read(upToCount: count) ?? Data()
-            guard data.count == count else { throw BundleError.readFailed(path: url.path, reason: "short read at offset \(offset)") }
-            return [UInt8](data)
-        } catch let error as BundleError {
-            throw error
-        } catch {
-            throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
+            let reader: ReadOnlyFile
+            if let open = files[file] {
+                reader = open
+            } else {
+                reader = try ReadOnlyFile(path: path)
+                files[file] = reader
+            }
+            return try [UInt8](unsafeUninitializedCapacity: count) { bytes, initialized in
+                try reader.read(into: UnsafeMutableRawBufferPointer(bytes), at: offset)
+                initialized = count
+            }
+        } catch let error as CheckpointError {
+            switch error {
+            case .cannotOpen: throw BundleError.readFailed(path: path, reason: "cannot open")
+            case .readFailed(_, let reason): throw BundleError.readFailed(path: path, reason: reason)
+            default: throw BundleError.readFailed(path: path, reason: error.description)
+            }
         }
-    }
-
-    func close() {
-        for handle in handles.values { try? handle.close() }
     }
 }

@@ -43,6 +43,33 @@ struct ArtifactVerifierTests {
         #expect(abs((report.measuredSQNR[tensor.name] ?? 0) - (tensor.sqnrDB ?? 0)) < 0.01)
     }
 
+    @Test("tensors read in blocks of any size give the whole-tensor report, faults named by their element")
+    func blocks() throws {
+        let (bundle, checkpointURL) = try bundle()
+        let embedding = "model.embed_tokens.weight"
+        var corrupted = 0
+        try editWeights(bundle) { bytes, manifest in
+            let tensor = try #require(manifest.tensors.first { $0.name == embedding })
+            #expect(tensor.compression == .int8PerTensor)
+            let values = try #require(tensor.parts.first { $0.kind == "values" })
+            corrupted = values.bytes - 3
+            bytes[values.offset + corrupted] = 0x80
+        }
+        let artifact = try LoadedArtifact(url: bundle)
+        let checkpoint = try CheckpointWeights(directory: checkpointURL)
+        let whole = ArtifactVerifier.verify(artifact, against: checkpoint, blockElements: 1 << 30)
+        let failures = whole.failures.map(\.description)
+        #expect(failures.first == "tensor '\(embedding)': int8 value \(corrupted) is -128, outside [-127, 127]")
+        #expect(failures.count == 2 && failures[1].hasPrefix("tensor '\(embedding)': SQNR "))
+        #expect(whole.tensorsCompared == whole.tensorsDecoded)
+        for blockElements in [1, 5, 100, ArtifactVerifier.blockElements] {
+            let blocks = ArtifactVerifier.verify(artifact, against: checkpoint, blockElements: blockElements)
+            #expect(blocks.failures == whole.failures, "blocks of \(blockElements)")
+            #expect(blocks.measuredSQNR == whole.measuredSQNR, "blocks of \(blockElements)")
+            #expect(blocks.tensorsDecoded == whole.tensorsDecoded)
+        }
+    }
+
     @Test("format rules the checksums cannot see: header, padding, LUT order")
     func formatRules() throws {
         let (bundle, _) = try bundle()
