@@ -68,17 +68,18 @@ public enum Fixtures {
 }
 
 extension Fixtures {
-    /// A tiny checkpoint folder: `config.json`, synthetic BF16 safetensors of every tensor its
-    /// architecture expects, and a small `tokenizer.json` (with `<think>` when `reasoning`).
+    /// A tiny checkpoint folder: `config.json`, synthetic safetensors (BF16 unless `dtype`
+    /// says) of every tensor its architecture expects, and a small `tokenizer.json` (with
+    /// `<think>` when `reasoning`).
     public static func syntheticCheckpoint(
         modelType: String = "qwen2", overrides: [String: Any?] = [:], seed: UInt64 = 7, shardBytes: Int = 1 << 40,
-        reasoning: Bool = false, name: String = "Tiny"
+        reasoning: Bool = false, name: String = "Tiny", dtype: TensorDType = .bf16
     ) throws -> URL {
         let directory = try checkpointDirectory(config: tinyConfig(modelType: modelType, overrides: overrides), name: name)
         let config = try ModelConfig(contentsOf: directory.appendingPathComponent("config.json"))
         let tensors = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
         try SyntheticCheckpoint.write(
-            tensors: tensors.map { ($0.name, $0.shape) }, seed: seed, to: directory, shardBytes: shardBytes)
+            tensors: tensors.map { ($0.name, $0.shape) }, dtype: dtype, seed: seed, to: directory, shardBytes: shardBytes)
         let vocabulary = reasoning ? #"{"<|im_start|>": 0, "<think>": 1}"# : #"{"<|im_start|>": 0}"#
         try Data(#"{"model": {"vocab": \#(vocabulary)}}"#.utf8).write(to: directory.appendingPathComponent("tokenizer.json"))
         return directory

@@ -122,7 +122,7 @@ public enum ExportRunner {
             source = checkpoint
         }
         var memoryConditions = ConversionMemoryConditions()
-        memoryConditions.storesBFloat16 = source.storesBFloat16
+        memoryConditions.storedPatterns = source.storedPatterns
         memoryConditions.allowClamp = settings.allowClamp
         memoryConditions.calibrated = settings.calibrationTokens != nil
         try checkMemory(plan, conditions: memoryConditions, available: settings.availableMemoryBytes)

@@ -34,16 +34,17 @@ enum LoadedValues {
     case half([Float16])
     /// Float32: what float32 and bfloat16 storage start from.
     case single([Float])
-    /// Stored bfloat16 bit patterns: what plain palettisation counts directly
-    /// (``Palettizer/palettize(bfloat16Bits:rows:columns:spec:name:workerCount:)``).
-    case bfloat16Bits([UInt16])
-    /// Nothing read yet: stored as bfloat16, the tensor is compressed while it is read, a
-    /// block at a time, so that a large embedding (466 MB for Qwen2.5-1.5B) is never held
-    /// whole. Quantised to int8 per tensor, its codes are produced again block by block as
-    /// they are written (``LinearQuantizer/int8PerTensorCodebook(bfloat16Rows:columns:workers:blockElements:read:)``),
-    /// and never held whole either; palettised per grouped channel, a block of groups at a
-    /// time (``Palettizer/palettize(bfloat16Rows:columns:spec:name:workerCount:clustering:blockElements:read:)``).
-    case bfloat16Stream
+    /// Stored bit patterns (bfloat16 or float16): what plain palettisation counts directly
+    /// (``Palettizer/palettize(patterns:kind:rows:columns:spec:name:workerCount:clustering:)``).
+    case patterns([UInt16], SourcePatterns)
+    /// Nothing read yet: stored as 16-bit patterns, the tensor is compressed (or kept) while
+    /// it is read, a block at a time, so that a large embedding (466 MB for Qwen2.5-1.5B in
+    /// float16) is never held whole. Quantised to int8 per tensor, its codes are produced
+    /// again block by block as they are written (``LinearQuantizer/int8PerTensorCodebook(streamedRows:columns:kind:workers:blockElements:read:)``);
+    /// palettised per grouped channel, a block of groups at a time
+    /// (``Palettizer/palettize(streamedRows:columns:kind:spec:name:workerCount:clustering:blockElements:read:)``);
+    /// kept in float16, converted block by block as it is written.
+    case stream(SourcePatterns)
 }
 
 /// Reads a tensor from a source (`load`) and stores it by its scheme (`compress`): kept,
@@ -65,15 +66,15 @@ struct TensorEncoder {
                     count = spec.elementCount
                 })
         }
-        if source.storesBFloat16(spec) {
-            if Self.streams(tensor, calibrated: importance[spec.name] != nil) { return .bfloat16Stream }
+        if let kind = source.storedPatterns(spec) {
+            if Self.streams(tensor, precision: precision, calibrated: importance[spec.name] != nil) { return .stream(kind) }
             if tensor.scheme.mode == .palettize && usesPlainPalette(tensor) {
-                return .bfloat16Bits(
-                    try [UInt16](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
-                        count = 0
-                        try source.readBFloat16Bits(spec, elements: 0..<spec.elementCount, into: buffer)
-                        count = spec.elementCount
-                    })
+                let patterns = try [UInt16](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
+                    count = 0
+                    try source.readStoredPatterns(spec, elements: 0..<spec.elementCount, into: buffer)
+                    count = spec.elementCount
+                }
+                return .patterns(patterns, kind)
             }
         }
         return try loadHalf(tensor, from: source)
@@ -91,24 +92,25 @@ struct TensorEncoder {
             })
     }
 
-    /// Tensors larger than this, palettised per grouped channel from bfloat16, are read and
-    /// palettised a block at a time (in memory, the source and its indices at once: 583 MB
-    /// for Qwen2.5-1.5B's embedding at 4 bits).
-    static let streamedPaletteBytes = 64 << 20
+    /// Tensors larger than this in float16, palettised per grouped channel or kept in
+    /// float16, are read and handled a block at a time (palettised whole, the source and its
+    /// indices are in memory at once: 583 MB for Qwen2.5-1.5B's embedding at 4 bits).
+    static let streamedTensorBytes = 64 << 20
 
-    /// Whether a tensor stored as bfloat16 is compressed while it is read, a block at a time
-    /// (``LoadedValues/bfloat16Stream``): int8 per tensor, and large plain palettes per
-    /// grouped channel. Calibrated tensors (`calibrated`) take the tiled palettiser.
-    static func streams(_ tensor: PlannedTensor, calibrated: Bool = false) -> Bool {
+    /// Whether a tensor stored as 16-bit patterns is handled while it is read, a block at a
+    /// time (``LoadedValues/stream(_:)``): int8 per tensor, and large plain palettes per
+    /// grouped channel or large tensors kept in float16 (`precision`). Calibrated tensors
+    /// (`calibrated`) take the tiled palettiser.
+    static func streams(_ tensor: PlannedTensor, precision: ComputePrecision, calibrated: Bool = false) -> Bool {
         let scheme = tensor.scheme
+        let large = tensor.spec.elementCount > streamedTensorBytes / MemoryLayout<UInt16>.stride
         switch scheme.mode {
         case .linear:
             return scheme.granularity != .perChannel
         case .palettize:
-            return scheme.granularity == .perGroupedChannel && isPlainPalette(tensor, calibrated: calibrated)
-                && tensor.spec.elementCount > streamedPaletteBytes / MemoryLayout<UInt16>.stride
+            return scheme.granularity == .perGroupedChannel && isPlainPalette(tensor, calibrated: calibrated) && large
         case .keep:
-            return false
+            return precision == .float16 && large
         }
     }
 
@@ -132,13 +134,30 @@ struct TensorEncoder {
         return PaletteSpec(bits: tensor.scheme.bits ?? 4, granularity: granularity)
     }
 
-    /// Stores loaded values by the tensor's scheme; `source` is read for a ``LoadedValues/bfloat16Stream``.
+    /// Stores loaded values by the tensor's scheme; `source` is read for a ``LoadedValues/stream(_:)``.
     func compress(_ tensor: PlannedTensor, _ loaded: LoadedValues, from source: WeightSource) throws -> EncodedTensor {
         let spec = tensor.spec
         let (rows, columns) = spec.matrixShape
         switch (tensor.scheme.mode, loaded) {
         case (.keep, .half(let values)):
             return EncodedTensor(blobs: [Blob(values)], sqnr: nil)
+        case (.keep, .stream(let kind)):
+            let read = { (elements: Range<Int>, buffer: UnsafeMutableBufferPointer<UInt16>) in
+                try source.readStoredPatterns(spec, elements: elements, into: buffer)
+            }
+            guard try Self.float16Blocks(of: spec.elementCount, kind: kind, converting: false, read: read, body: { _ in })
+            else {
+                // Values float16 cannot hold: through the reader, which reports or clamps them.
+                return try compress(tensor, try loadHalf(tensor, from: source), from: source)
+            }
+            // Converted on the write queue, a block at a time, as it is written.
+            let values = Blob(byteCount: spec.elementCount * MemoryLayout<Float16>.stride) { file in
+                let whole = try Self.float16Blocks(of: spec.elementCount, kind: kind, converting: true, read: read) {
+                    try file.write(UnsafeRawBufferPointer($0))
+                }
+                guard whole else { throw CompressionError.changedWhileRead(tensor: spec.name) }
+            }
+            return EncodedTensor(blobs: [values], sqnr: nil)
         case (.keep, .single(let values)):
             if precision == .bfloat16 {
                 return EncodedTensor(blobs: [Blob(values.map { PrecisionConversion.bfloat16Bits($0) })], sqnr: nil)
@@ -166,10 +185,10 @@ struct TensorEncoder {
                     clustering: PaletteClustering(search: tensor.scheme.search))
             }
             return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
-        case (.palettize, .bfloat16Bits(let bits)):
-            let palette = try bits.withUnsafeBufferPointer {
+        case (.palettize, .patterns(let patterns, let kind)):
+            let palette = try patterns.withUnsafeBufferPointer {
                 try Palettizer.palettize(
-                    bfloat16Bits: $0, rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name,
+                    patterns: $0, kind: kind, rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name,
                     clustering: PaletteClustering(search: tensor.scheme.search))
             }
             guard let palette else {
@@ -177,23 +196,25 @@ struct TensorEncoder {
                 return try compress(tensor, try loadHalf(tensor, from: source), from: source)
             }
             return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
-        case (.palettize, .bfloat16Stream):
+        case (.palettize, .stream(let kind)):
             let palette = try Palettizer.palettize(
-                bfloat16Rows: rows, columns: columns, spec: paletteSpec(tensor), name: spec.name,
+                streamedRows: rows, columns: columns, kind: kind, spec: paletteSpec(tensor), name: spec.name,
                 clustering: PaletteClustering(search: tensor.scheme.search)
             ) { elements, buffer in
-                try source.readBFloat16Bits(spec, elements: elements, into: buffer)
+                try source.readStoredPatterns(spec, elements: elements, into: buffer)
             }
             guard let palette else {
                 // Values float16 cannot hold: through the reader, which reports or clamps them.
                 return try compress(tensor, try loadHalf(tensor, from: source), from: source)
             }
             return EncodedTensor(blobs: [Blob(palette.lut), Blob(palette.packedIndices)], sqnr: palette.sqnrDecibels)
-        case (.linear, .bfloat16Stream):
+        case (.linear, .stream(let kind)):
             let read = { (elements: Range<Int>, buffer: UnsafeMutableBufferPointer<UInt16>) in
-                try source.readBFloat16Bits(spec, elements: elements, into: buffer)
+                try source.readStoredPatterns(spec, elements: elements, into: buffer)
             }
-            guard let codebook = try LinearQuantizer.int8PerTensorCodebook(bfloat16Rows: rows, columns: columns, read: read)
+            guard
+                let codebook = try LinearQuantizer.int8PerTensorCodebook(
+                    streamedRows: rows, columns: columns, kind: kind, read: read)
             else {
                 // Values float16 cannot hold: through the reader, which reports or clamps them.
                 return try compress(tensor, try loadHalf(tensor, from: source), from: source)
@@ -201,7 +222,7 @@ struct TensorEncoder {
             // The codes are made on the write queue, a block at a time, as they are written.
             let codes = Blob(byteCount: rows * columns) { file in
                 try LinearQuantizer.writeInt8Codes(
-                    codebook, bfloat16Rows: rows, columns: columns, name: spec.name, read: read
+                    codebook, streamedRows: rows, columns: columns, name: spec.name, read: read
                 ) {
                     try file.write($0)
                 }
@@ -214,9 +235,42 @@ struct TensorEncoder {
                     granularity: tensor.scheme.granularity == .perChannel ? .perOutputChannel : .perTensor, name: spec.name)
             }
             return EncodedTensor(blobs: [Blob(quantized.scales), Blob(quantized.values)], sqnr: quantized.sqnrDecibels)
-        case (.palettize, .single), (.linear, .single), (.keep, .bfloat16Bits), (.linear, .bfloat16Bits), (.keep, .bfloat16Stream):
+        case (.palettize, .single), (.linear, .single), (.keep, .patterns), (.linear, .patterns):
             throw BundleError.invalidTensor(tensor: spec.name, reason: "compressed tensors are read as float16")
         }
+    }
+
+    /// Reads `count` elements stored as patterns of `kind` with `read`, a block at a time, and
+    /// hands each block to `body`, as float16 patterns when `converting` (the reader's
+    /// conversion), else as stored. Stops and returns false at a block holding a pattern that
+    /// has no finite float16 value.
+    static func float16Blocks(
+        of count: Int, kind: SourcePatterns, converting: Bool,
+        read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void,
+        body: (UnsafeBufferPointer<UInt16>) throws -> Void
+    ) throws -> Bool {
+        let blockElements = min(count, LinearQuantizer.streamBlockElements)
+        let converts = converting && kind == .bfloat16
+        let patterns = UnsafeMutableBufferPointer<UInt16>.allocate(capacity: blockElements)
+        defer { patterns.deallocate() }
+        let halves = UnsafeMutableBufferPointer<Float16>.allocate(capacity: converts ? blockElements : 0)
+        defer { halves.deallocate() }
+        for start in stride(from: 0, to: count, by: blockElements) {
+            let block = UnsafeMutableBufferPointer(rebasing: patterns[0..<min(blockElements, count - start)])
+            try read(start..<(start + block.count), block)
+            // A largest magnitude, which vectorises, where a search branches at every pattern.
+            var largest: UInt16 = 0
+            for pattern in block { largest = max(largest, pattern & 0x7FFF) }
+            guard largest < kind.firstUnusable else { return false }
+            guard converts else {
+                try body(UnsafeBufferPointer(block))
+                continue
+            }
+            let converted = UnsafeMutableBufferPointer(rebasing: halves[0..<block.count])
+            _ = PrecisionConversion.toFloat16(bfloat16Bits: UnsafeBufferPointer(block), into: converted, clampingOutOfRange: false)
+            try converted.withMemoryRebound(to: UInt16.self) { try body(UnsafeBufferPointer($0)) }
+        }
+        return true
     }
 }
 

@@ -12,26 +12,27 @@ public protocol WeightSource: Sendable {
     /// - Throws: the source's errors (missing tensor, non-finite values).
     func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws
 
-    /// Whether `tensor` is stored as bfloat16, so that ``readBFloat16Bits(_:elements:into:)``
-    /// can read its bit patterns: compression can then count patterns rather than convert
-    /// every weight first.
-    func storesBFloat16(_ tensor: TensorSpec) -> Bool
+    /// How `tensor` is stored when it is stored as 16-bit patterns (bfloat16 or float16), so
+    /// that ``readStoredPatterns(_:elements:into:)`` can read any range of them: compression
+    /// then counts patterns rather than convert every weight first, and reads a large tensor
+    /// a block at a time. Nil for other storage (float32), read through `readFloat16`.
+    func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns?
 
-    /// Fills `buffer` with the stored bfloat16 bit patterns of elements `elements` of
-    /// `tensor` (row-major), which must be stored as bfloat16.
+    /// Fills `buffer` with the stored bit patterns of elements `elements` of `tensor`
+    /// (row-major), which must have ``storedPatterns(_:)``. Called from several threads at once.
     /// - Throws: the source's read errors.
-    func readBFloat16Bits(_ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>) throws
+    func readStoredPatterns(_ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>) throws
 
     /// A hint that `tensor` will be read soon: a source on disk starts reading it now.
     func willRead(_ tensor: TensorSpec)
 }
 
 extension WeightSource {
-    /// Not stored as bfloat16: read through `readFloat16`.
-    public func storesBFloat16(_ tensor: TensorSpec) -> Bool { false }
+    /// Not stored as 16-bit patterns: read through `readFloat16`.
+    public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? { nil }
 
-    /// Never called when ``storesBFloat16(_:)`` is false.
-    public func readBFloat16Bits(
+    /// Never called when ``storedPatterns(_:)`` is nil.
+    public func readStoredPatterns(
         _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
     ) throws {
         throw CheckpointError.unsupportedDType(path: weightsKind, tensor: tensor.name, dtype: .bf16)

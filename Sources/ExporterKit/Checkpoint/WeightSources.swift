@@ -35,12 +35,18 @@ public struct CheckpointWeightSource: WeightSource {
 
     public func willRead(_ tensor: TensorSpec) { weights.willRead(tensor.name) }
 
-    public func storesBFloat16(_ tensor: TensorSpec) -> Bool {
-        guard let stored = try? weights.tensor(named: tensor.name) else { return false }
-        return stored.dtype == .bf16 && stored.elementCount == tensor.elementCount
+    public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? {
+        guard let stored = try? weights.tensor(named: tensor.name), stored.elementCount == tensor.elementCount else {
+            return nil
+        }
+        switch stored.dtype {
+        case .bf16: return .bfloat16
+        case .f16: return .float16
+        default: return nil
+        }
     }
 
-    public func readBFloat16Bits(
+    public func readStoredPatterns(
         _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
     ) throws {
         let elementSize = MemoryLayout<UInt16>.stride
@@ -104,26 +110,50 @@ public struct SyntheticWeightSource: WeightSource {
     public var weightsKind: String { "synthetic" }
 
     public func readFloat16(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float16>) throws {
-        try generate(tensor, count: buffer.count) {
-            generator.generate(name: tensor.name, shape: tensor.shape, elements: $0, into: UnsafeMutableBufferPointer(rebasing: buffer[$0]))
+        try generate(tensor, elements: 0..<tensor.elementCount, count: buffer.count) { elements, offset in
+            generator.generate(
+                name: tensor.name, shape: tensor.shape, elements: elements,
+                into: UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + elements.count)]))
         }
     }
 
     public func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws {
-        try generate(tensor, count: buffer.count) {
-            generator.generate(name: tensor.name, shape: tensor.shape, elements: $0, into: UnsafeMutableBufferPointer(rebasing: buffer[$0]))
+        try generate(tensor, elements: 0..<tensor.elementCount, count: buffer.count) { elements, offset in
+            generator.generate(
+                name: tensor.name, shape: tensor.shape, elements: elements,
+                into: UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + elements.count)]))
         }
     }
 
-    /// Generates in chunks over both cores; values do not depend on the chunking.
-    private func generate(_ tensor: TensorSpec, count: Int, chunk body: (Range<Int>) -> Void) throws {
-        guard count == tensor.elementCount else {
-            throw CheckpointError.destinationSizeMismatch(tensor: tensor.name, expected: tensor.elementCount, actual: count)
+    /// Generated as float16, so any range can be read as float16 patterns.
+    public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? { .float16 }
+
+    public func readStoredPatterns(
+        _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
+    ) throws {
+        try generate(tensor, elements: elements, count: buffer.count) { part, offset in
+            UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + part.count)]).withMemoryRebound(to: Float16.self) {
+                generator.generate(name: tensor.name, shape: tensor.shape, elements: part, into: $0)
+            }
+        }
+    }
+
+    /// Generates `elements` in chunks over every core (`body` gets a chunk's elements and its
+    /// offset in the buffer); values do not depend on the chunking.
+    private func generate(
+        _ tensor: TensorSpec, elements: Range<Int>, count: Int, chunk body: (Range<Int>, Int) -> Void
+    ) throws {
+        guard elements.lowerBound >= 0, elements.upperBound <= tensor.elementCount else {
+            throw CheckpointError.elementRangeOutOfBounds(tensor: tensor.name, requested: elements, elementCount: tensor.elementCount)
+        }
+        guard count == elements.count else {
+            throw CheckpointError.destinationSizeMismatch(tensor: tensor.name, expected: elements.count, actual: count)
         }
         let chunkSize = 1 << 18
         let chunks = (count + chunkSize - 1) / chunkSize
         DispatchQueue.concurrentPerform(iterations: chunks) { index in
-            body(index * chunkSize..<min(count, (index + 1) * chunkSize))
+            let offset = index * chunkSize
+            body((elements.lowerBound + offset)..<(elements.lowerBound + min(count, offset + chunkSize)), offset)
         }
     }
 }

@@ -42,8 +42,8 @@ enum Float16Table {
     static let bfloat16HistogramValues: [Double] = fromBFloat16.map { histogramValues[Int($0)] }
 }
 
-/// How the 16-bit patterns a palettiser counts become values.
-enum SourcePatterns {
+/// How the 16-bit patterns a tensor is stored as (and compression counts) become values.
+public enum SourcePatterns: Sendable {
     /// Float16 bit patterns.
     case float16
     /// bfloat16 bit patterns, each worth its float16 conversion (``Float16Table/fromBFloat16``).

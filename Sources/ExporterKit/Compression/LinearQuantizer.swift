@@ -111,10 +111,10 @@ public enum LinearQuantizer {
         return tensor
     }
 
-    /// Per-tensor int8 of a tensor stored as bfloat16 (each value worth the checkpoint
-    /// reader's float16 conversion), in two steps so that the codes need never be held
-    /// whole: this one reads the tensor a block of rows at a time to count its patterns and
-    /// decides every code; ``writeInt8Codes(_:bfloat16Rows:columns:blockElements:name:read:write:)``
+    /// Per-tensor int8 of a tensor stored as bit patterns of `kind` (a bfloat16 value worth
+    /// the checkpoint reader's float16 conversion), in two steps so that the codes need never
+    /// be held whole: this one reads the tensor a block of rows at a time to count its
+    /// patterns and decides every code; ``writeInt8Codes(_:streamedRows:columns:blockElements:name:read:write:)``
     /// reads it again and hands the codes on block by block. Only a block is in memory,
     /// never the tensor in float16 nor its codes. The same result as converting first.
     ///
@@ -124,13 +124,13 @@ public enum LinearQuantizer {
     ///   such tensors are converted by the reader, which reports or clamps them.
     /// - Throws: what `read` throws.
     static func int8PerTensorCodebook(
-        bfloat16Rows rows: Int, columns: Int, workers: Int = Palettizer.defaultWorkerCount,
+        streamedRows rows: Int, columns: Int, kind: SourcePatterns, workers: Int = Palettizer.defaultWorkerCount,
         blockElements: Int = streamBlockElements, read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void
     ) throws -> Int8Codebook? {
         guard rows > 0, columns > 0 else { return nil }
         let rowsPerBlock = max(1, blockElements / columns)
         return try perTensorCodebook(
-            rows: rows, columns: columns, rowsPerBlock: rowsPerBlock, workers: workers, patterns: .bfloat16,
+            rows: rows, columns: columns, rowsPerBlock: rowsPerBlock, workers: workers, patterns: kind,
             scratchElements: rowsPerBlock * columns
         ) { block, scratch in
             let elements = (block.lowerBound * columns)..<(block.upperBound * columns)
@@ -140,12 +140,13 @@ public enum LinearQuantizer {
         }
     }
 
-    /// The codes of a tensor stored as bfloat16, in row-major order: reads it with `read` a
-    /// block of rows at a time and passes each block's codes to `write`, in order.
+    /// The codes of a tensor stored as bit patterns (of the codebook's kind), in row-major
+    /// order: reads it with `read` a block of rows at a time and passes each block's codes to
+    /// `write`, in order.
     /// - Throws: what `read` and `write` throw, and ``CompressionError/changedWhileRead(tensor:)``
     ///   (before writing the block) when a value was not there when the codebook was made.
     static func writeInt8Codes(
-        _ codebook: Int8Codebook, bfloat16Rows rows: Int, columns: Int, blockElements: Int = streamBlockElements,
+        _ codebook: Int8Codebook, streamedRows rows: Int, columns: Int, blockElements: Int = streamBlockElements,
         name: String? = nil, read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void,
         write: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
@@ -167,8 +168,8 @@ public enum LinearQuantizer {
         }
     }
 
-    /// Elements per block read by ``int8PerTensorCodebook(bfloat16Rows:columns:workers:blockElements:read:)``
-    /// and ``writeInt8Codes(_:bfloat16Rows:columns:blockElements:name:read:write:)``.
+    /// Elements per block read by ``int8PerTensorCodebook(streamedRows:columns:kind:workers:blockElements:read:)``
+    /// and ``writeInt8Codes(_:streamedRows:columns:blockElements:name:read:write:)``.
     static let streamBlockElements = 1 << 21
 
     /// Pass 1 of the per-tensor pipeline, over blocks of rows handed out by

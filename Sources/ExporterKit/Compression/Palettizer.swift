@@ -35,34 +35,35 @@ public enum Palettizer {
         return result
     }
 
-    /// Palettises a `rows × columns` row-major tensor given as bfloat16 bit patterns, each
-    /// worth its float16 conversion (as the checkpoint reader converts it): the same result
-    /// as converting first and palettising the float16 weights, without the conversion pass.
+    /// Palettises a `rows × columns` row-major tensor given as stored bit patterns of `kind`;
+    /// bfloat16 patterns are each worth their float16 conversion (as the checkpoint reader
+    /// converts them): the same result as converting first and palettising the float16
+    /// weights, without the conversion pass.
     ///
     /// - Returns: nil when a pattern has no finite float16 value (NaN, infinity, or beyond
     ///   ±65,504): such tensors are converted by the reader, which reports or clamps them.
     /// - Throws: as ``palettize(_:rows:columns:spec:name:workerCount:clustering:)``.
     static func palettize(
-        bfloat16Bits weights: UnsafeBufferPointer<UInt16>, rows: Int, columns: Int, spec: PaletteSpec,
+        patterns weights: UnsafeBufferPointer<UInt16>, kind: SourcePatterns, rows: Int, columns: Int, spec: PaletteSpec,
         name: String? = nil, workerCount: Int = defaultWorkerCount, clustering: PaletteClustering = .automatic
     ) throws -> PalettizedTensor? {
         let job = try PaletteJob(
             rows: rows, columns: columns, weightCount: weights.count, spec: spec, name: name, workerCount: workerCount,
-            method: clustering, patterns: .bfloat16)
+            method: clustering, patterns: kind)
         return job.run(weights)
     }
 
-    /// Palettises a `rows × columns` tensor stored as bfloat16 per grouped channel, reading it
-    /// with `read` a block of whole groups at a time: only a block of the source is ever in
-    /// memory, with the LUTs and packed indices (a quarter of the source at 4 bits). The same
-    /// result as ``palettize(bfloat16Bits:rows:columns:spec:name:workerCount:clustering:)``,
+    /// Palettises a `rows × columns` tensor stored as bit patterns of `kind` per grouped
+    /// channel, reading it with `read` a block of whole groups at a time: only a block of the
+    /// source is ever in memory, with the LUTs and packed indices (a quarter of the source at
+    /// 4 bits). The same result as ``palettize(patterns:kind:rows:columns:spec:name:workerCount:clustering:)``,
     /// since every group is clustered on its own; blocks start on whole bytes of the indices.
     ///
     /// - Parameter read: fills the buffer with the patterns of an element range.
     /// - Returns: nil when a pattern has no finite float16 value (as the in-memory call).
     /// - Throws: as the in-memory call, and what `read` throws.
     static func palettize(
-        bfloat16Rows rows: Int, columns: Int, spec: PaletteSpec, name: String? = nil,
+        streamedRows rows: Int, columns: Int, kind: SourcePatterns, spec: PaletteSpec, name: String? = nil,
         workerCount: Int = defaultWorkerCount, clustering: PaletteClustering = .automatic,
         blockElements: Int = LinearQuantizer.streamBlockElements,
         read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void
@@ -70,7 +71,7 @@ public enum Palettizer {
         let (elementCount, overflow) = rows.multipliedReportingOverflow(by: columns)
         let whole = try PaletteJob(
             rows: rows, columns: columns, weightCount: overflow ? -1 : elementCount, spec: spec, name: name,
-            workerCount: workerCount, method: clustering, patterns: .bfloat16)
+            workerCount: workerCount, method: clustering, patterns: kind)
         let blockRows = streamBlockRows(rows: rows, columns: columns, groupRows: whole.layout.groupRows, blockElements: blockElements)
         var groups = PaletteGroups(lut: [], packed: [], squaredErrors: [], signalPowers: [])
         groups.lut.reserveCapacity(whole.layout.groupCount << spec.bits)
@@ -84,7 +85,7 @@ public enum Palettizer {
                 try read((firstRow * columns)..<(firstRow * columns + count), part)
                 let job = try PaletteJob(
                     rows: blockRowCount, columns: columns, weightCount: count, spec: spec, name: name,
-                    workerCount: workerCount, method: clustering, patterns: .bfloat16)
+                    workerCount: workerCount, method: clustering, patterns: kind)
                 return job.runGroups(UnsafeBufferPointer(part))
             }
             guard let block else { return nil }
@@ -98,7 +99,7 @@ public enum Palettizer {
             squaredError: groups.squaredErrors.reduce(0, +), signalPower: groups.signalPowers.reduce(0, +))
     }
 
-    /// Rows per block of ``palettize(bfloat16Rows:columns:spec:name:workerCount:clustering:blockElements:read:)``:
+    /// Rows per block of ``palettize(streamedRows:columns:kind:spec:name:workerCount:clustering:blockElements:read:)``:
     /// about `blockElements` weights, in multiples of eight groups, whose indices at any bit
     /// width fill whole bytes.
     static func streamBlockRows(rows: Int, columns: Int, groupRows: Int, blockElements: Int) -> Int {

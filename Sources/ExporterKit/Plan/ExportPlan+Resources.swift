@@ -29,10 +29,11 @@ public struct ConversionMemoryEstimate: Equatable, Sendable {
 public struct ConversionMemoryConditions {
     /// Threads that compress.
     public var workers = SystemResources.activeCores
-    /// Whether the source stores a tensor as bfloat16: its bit patterns are then counted, and a
-    /// per-tensor int8 tensor or a large palette per grouped channel is read a block at a
-    /// time rather than held (``TensorEncoder/streams(_:calibrated:)``).
-    public var storesBFloat16: (TensorSpec) -> Bool = { _ in false }
+    /// How the source stores a tensor when it stores 16-bit patterns (bfloat16 or float16):
+    /// they are then counted, and a per-tensor int8 tensor, a large palette per grouped
+    /// channel or a large tensor kept in float16 is read a block at a time rather than held
+    /// (``TensorEncoder/streams(_:precision:calibrated:)``). Nil: read whole as float16.
+    public var storedPatterns: (TensorSpec) -> SourcePatterns? = { _ in nil }
     /// `--allow-clamp`: a bfloat16 tensor with values beyond float16's range is then converted
     /// whole and compressed (without it, such a tensor is refused).
     public var allowClamp = false
@@ -129,14 +130,21 @@ struct TensorMemory {
         let elements = Saturating.product(tensor.spec.shape)
         let half = Saturating.product([elements, 2])
         let scheme = tensor.scheme
-        let bfloat16 = conditions.storesBFloat16(tensor.spec)
+        let kind = conditions.storedPatterns(tensor.spec)
+        let streams = kind != nil && TensorEncoder.streams(tensor, precision: precision, calibrated: conditions.calibrated)
         // A bfloat16 tensor whose values float16 cannot hold is converted whole after all.
-        let clampedCopy = bfloat16 && conditions.allowClamp ? half : 0
+        let clampedCopy = kind == .bfloat16 && conditions.allowClamp ? half : 0
         lookAheadBytes = half
         stored = tensor.storedBytes
         switch scheme.mode {
         case .keep:
             switch precision {
+            case .float16 where streams:
+                // Checked, then converted as written, a block at a time (TensorEncoder.float16Blocks).
+                let block = Saturating.product([LinearQuantizer.streamBlockElements, 2])
+                loaded = 0
+                working = Saturating.sum([block, clampedCopy])
+                held = Saturating.sum([Saturating.product([block, 2]), clampedCopy])
             case .float16:
                 (loaded, working, held) = (half, half, half)
             case .float32:
@@ -150,8 +158,8 @@ struct TensorMemory {
             let output = tensor.storedBytes
             let plain = TensorEncoder.isPlainPalette(tensor, calibrated: conditions.calibrated)
             held = output
-            if bfloat16 && TensorEncoder.streams(tensor, calibrated: conditions.calibrated) {
-                // Read and palettised a block of groups at a time (Palettizer.palettize(bfloat16Rows:)).
+            if streams {
+                // Read and palettised a block of groups at a time (Palettizer.palettize(streamedRows:)).
                 let (rows, columns) = tensor.spec.matrixShape
                 let blockRows = Palettizer.streamBlockRows(
                     rows: rows, columns: columns, groupRows: max(1, scheme.groupSize ?? rows),
@@ -161,6 +169,7 @@ struct TensorMemory {
                 loaded = 0
                 working = Saturating.sum([output, Saturating.product([block, 2]), clampedCopy])
             } else if plain {
+                // The stored patterns, or the float16 values.
                 loaded = half
                 working = Saturating.sum([half, output, clampedCopy])
             } else {
@@ -177,14 +186,14 @@ struct TensorMemory {
             }
         case .linear:
             let rows = tensor.spec.matrixShape.rows
-            if bfloat16 && TensorEncoder.streams(tensor) {
+            if streams {
                 // Streamed (LinearQuantizer.int8PerTensorCodebook): each worker counts a block,
                 // and the writer codes a block at a time (patterns and codes).
                 let block = LinearQuantizer.streamBlockElements
                 let counting = Saturating.product([workers, Saturating.sum([block * 2, 8 << 16])])
                 loaded = 0
                 held = Saturating.sum([block * 3, 1 << 16])
-                working = conditions.allowClamp ? Saturating.sum([half, elements, counting]) : counting
+                working = Saturating.sum([clampedCopy == 0 ? 0 : Saturating.sum([half, elements]), counting])
             } else {
                 let scales = Saturating.product([scheme.granularity == .perChannel ? rows : 1, 4])
                 loaded = half

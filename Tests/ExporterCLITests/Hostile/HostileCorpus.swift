@@ -453,7 +453,7 @@ enum HostileCorpus {
             let directory = try Fixtures.syntheticCheckpoint()
             // The fixture stores every tensor as bfloat16, as the export finds.
             var conditions = ConversionMemoryConditions()
-            conditions.storesBFloat16 = { _ in true }
+            conditions.storedPatterns = { _ in .bfloat16 }
             let needed = try Fixtures.plan(directory).conversionMemory(conditions)
             let message = ResourceError.notEnoughMemory(
                 model: "Tiny", neededBytes: needed.totalBytes, availableBytes: 50_000_000, peakTensor: needed.peakTensor)

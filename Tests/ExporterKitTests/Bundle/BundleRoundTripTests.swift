@@ -128,6 +128,27 @@ struct BundleRoundTripTests {
         #expect(b.manifest.model.source.files.count > 1)
     }
 
+    @Test("a float16 checkpoint, counted as stored patterns (its int8 embedding streamed), gives the bytes a float32 one gives")
+    func float16Patterns() throws {
+        let half = try Fixtures.syntheticCheckpoint(seed: 5, dtype: .f16)
+        let single = try Fixtures.syntheticCheckpoint(seed: 5, dtype: .f32)
+        let plan = try Fixtures.plan(half)
+        let halfSource = CheckpointWeightSource(weights: try CheckpointWeights(directory: half), outOfRange: .refuse)
+        let singleSource = CheckpointWeightSource(weights: try CheckpointWeights(directory: single), outOfRange: .refuse)
+        #expect(plan.tensors.allSatisfy { halfSource.storedPatterns($0.spec) == .float16 })
+        #expect(plan.tensors.allSatisfy { singleSource.storedPatterns($0.spec) == nil })
+        let embedding = try #require(plan.tensors.first { $0.spec.name == "model.embed_tokens.weight" })
+        #expect(embedding.scheme == .int8PerTensor && TensorEncoder.streams(embedding, precision: .float16))
+        for compression in [CompressionChoice.automatic, .named("4bit_weight_palettized_group8")] {
+            let a = try export(half, to: try Fixtures.temporaryDirectory(), compression: compression)
+            let b = try export(single, to: try Fixtures.temporaryDirectory(), compression: compression)
+            let weightsA = try Data(contentsOf: a.bundleURL.appendingPathComponent("weights.bin"))
+            let weightsB = try Data(contentsOf: b.bundleURL.appendingPathComponent("weights.bin"))
+            #expect(weightsA == weightsB, "\(compression)")
+            #expect(a.manifest.tensors.map(\.sqnrDB) == b.manifest.tensors.map(\.sqnrDB))
+        }
+    }
+
     @Test("float32 and bfloat16 precisions store kept tensors exactly")
     func precisions() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

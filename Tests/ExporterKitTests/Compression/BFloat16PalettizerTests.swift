@@ -40,7 +40,7 @@ extension CompressionTests {
             let spec = PaletteSpec(bits: 4, granularity: granularity)
             let expected = try palettize(converted, rows: rows, columns: columns, bits: 4, granularity: granularity)
             let direct = try bits.withUnsafeBufferPointer {
-                try Palettizer.palettize(bfloat16Bits: $0, rows: rows, columns: columns, spec: spec, workerCount: workers)
+                try Palettizer.palettize(patterns: $0, kind: .bfloat16, rows: rows, columns: columns, spec: spec, workerCount: workers)
             }
             #expect(direct == expected)
             // The LUT never holds −0, though −0 and values rounding to it are present.
@@ -56,11 +56,11 @@ extension CompressionTests {
             let patterns = patterns(count: rows * columns, seed: 21)
             let spec = PaletteSpec(bits: bits, granularity: .perGroupedChannel(groupSize: blocking.groupSize))
             let whole = try patterns.withUnsafeBufferPointer {
-                try Palettizer.palettize(bfloat16Bits: $0, rows: rows, columns: columns, spec: spec, workerCount: 2)
+                try Palettizer.palettize(patterns: $0, kind: .bfloat16, rows: rows, columns: columns, spec: spec, workerCount: 2)
             }
             var reads: [Range<Int>] = []
             let blocked = try Palettizer.palettize(
-                bfloat16Rows: rows, columns: columns, spec: spec, workerCount: 2, blockElements: blocking.blockElements
+                streamedRows: rows, columns: columns, kind: .bfloat16, spec: spec, workerCount: 2, blockElements: blocking.blockElements
             ) { elements, buffer in
                 reads.append(elements)
                 for (offset, element) in elements.enumerated() { buffer[offset] = patterns[element] }
@@ -82,13 +82,13 @@ extension CompressionTests {
             let spec = PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 2))
             struct ReadFailure: Error, Equatable {}
             #expect(throws: ReadFailure()) {
-                _ = try Palettizer.palettize(bfloat16Rows: 64, columns: 16, spec: spec, blockElements: 256) { elements, _ in
+                _ = try Palettizer.palettize(streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, blockElements: 256) { elements, _ in
                     if elements.lowerBound > 0 { throw ReadFailure() }
                 }
             }
             var unconvertible = patterns
             unconvertible[900] = 0x7F80
-            let result = try Palettizer.palettize(bfloat16Rows: 64, columns: 16, spec: spec, blockElements: 256) { elements, buffer in
+            let result = try Palettizer.palettize(streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, blockElements: 256) { elements, buffer in
                 for (offset, element) in elements.enumerated() { buffer[offset] = unconvertible[element] }
             }
             #expect(result == nil)
@@ -100,7 +100,7 @@ extension CompressionTests {
             bits[17] = pattern
             let result = try bits.withUnsafeBufferPointer {
                 try Palettizer.palettize(
-                    bfloat16Bits: $0, rows: 4, columns: 16, spec: PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 2)))
+                    patterns: $0, kind: .bfloat16, rows: 4, columns: 16, spec: PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 2)))
             }
             #expect(result == nil)
         }
@@ -139,13 +139,13 @@ extension CompressionTests {
             }
             guard
                 let codebook = try LinearQuantizer.int8PerTensorCodebook(
-                    bfloat16Rows: rows, columns: columns, workers: workers, blockElements: blockElements,
+                    streamedRows: rows, columns: columns, kind: .bfloat16, workers: workers, blockElements: blockElements,
                     read: reader(failingAt: failAt))
             else { return nil }
             var values: [Int8] = []
             var writes = 0
             try LinearQuantizer.writeInt8Codes(
-                codebook, bfloat16Rows: rows, columns: columns, blockElements: blockElements,
+                codebook, streamedRows: rows, columns: columns, blockElements: blockElements,
                 read: reader(failingAt: failWritingAt)
             ) { codes in
                 writes += 1
@@ -188,12 +188,12 @@ extension CompressionTests {
         func changedBetweenReadings() throws {
             let bits = [UInt16](repeating: 0x3F80, count: 64)  // 1.0 everywhere
             let codebook = try #require(
-                try LinearQuantizer.int8PerTensorCodebook(bfloat16Rows: 8, columns: 8, workers: 2, blockElements: 16) {
+                try LinearQuantizer.int8PerTensorCodebook(streamedRows: 8, columns: 8, kind: .bfloat16, workers: 2, blockElements: 16) {
                     elements, buffer in for (offset, index) in elements.enumerated() { buffer[offset] = bits[index] }
                 })
             var written = 0
             #expect(throws: CompressionError.changedWhileRead(tensor: "embed")) {
-                try LinearQuantizer.writeInt8Codes(codebook, bfloat16Rows: 8, columns: 8, blockElements: 16, name: "embed") {
+                try LinearQuantizer.writeInt8Codes(codebook, streamedRows: 8, columns: 8, blockElements: 16, name: "embed") {
                     elements, buffer in
                     // The second reading finds 2.0 at element 40 (in the third block of 16).
                     for (offset, index) in elements.enumerated() { buffer[offset] = index == 40 ? 0x4000 : bits[index] }

@@ -17,10 +17,11 @@ struct ConversionMemoryTests {
         try #require(plan.tensors.first { $0.spec.name == name })
     }
 
-    private func conditions(bfloat16: Bool, allowClamp: Bool = false, calibrated: Bool = false) -> ConversionMemoryConditions {
+    /// Every tensor stored as `stored` patterns (nil: float32, read as float16 whole).
+    private func conditions(stored: SourcePatterns?, allowClamp: Bool = false, calibrated: Bool = false) -> ConversionMemoryConditions {
         var conditions = ConversionMemoryConditions()
         conditions.workers = 2
-        conditions.storesBFloat16 = { _ in bfloat16 }
+        conditions.storedPatterns = { _ in stored }
         conditions.allowClamp = allowClamp
         conditions.calibrated = calibrated
         return conditions
@@ -33,7 +34,7 @@ struct ConversionMemoryTests {
         let elements = 151_936 * 1_536
         #expect(embedding.storedBytes == elements + 4)
 
-        let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(bfloat16: true), workers: 2)
+        let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
         #expect(streamed.loaded == 0)
         // Each worker counts a block of 2^21 bfloat16 patterns with 65,536 counters.
         #expect(streamed.working == 2 * ((1 << 22) + (1 << 19)))
@@ -42,15 +43,18 @@ struct ConversionMemoryTests {
         #expect(streamed.stored == elements + 4)
         #expect(streamed.lookAheadBytes == 2 * elements)
 
-        // Stored as float16: the float16 copy, then the int8 values and the scale.
-        let converted = TensorMemory(embedding, precision: .float16, conditions: conditions(bfloat16: false), workers: 2)
+        // Stored as float16 patterns: streamed the same way.
+        let half = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .float16), workers: 2)
+        #expect((half.loaded, half.working, half.held) == (streamed.loaded, streamed.working, streamed.held))
+        // Stored as float32: the float16 copy, then the int8 values and the scale.
+        let converted = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: nil), workers: 2)
         #expect(converted.loaded == 2 * elements)
         #expect(converted.working == 3 * elements + 4)
         #expect(converted.held == elements + 4)
 
         // With --allow-clamp, values beyond float16 send it through the float16 copy after all.
         let clamped = TensorMemory(
-            embedding, precision: .float16, conditions: conditions(bfloat16: true, allowClamp: true), workers: 2)
+            embedding, precision: .float16, conditions: conditions(stored: .bfloat16, allowClamp: true), workers: 2)
         #expect(clamped.working == 3 * elements + 2 * ((1 << 22) + (1 << 19)))
     }
 
@@ -61,13 +65,13 @@ struct ConversionMemoryTests {
         let elements = 8_960 * 1_536
         // 4-bit indices and a 16-entry float16 LUT per group of 8 rows.
         #expect(up.storedBytes == elements / 2 + (8_960 / 8) * 32)
-        let plain = TensorMemory(up, precision: .float16, conditions: conditions(bfloat16: true), workers: 2)
+        let plain = TensorMemory(up, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
         #expect(plain.loaded == 2 * elements)
         #expect(plain.working == 2 * elements + up.storedBytes)
         #expect(plain.held == up.storedBytes)
 
         let calibrated = TensorMemory(
-            up, precision: .float16, conditions: conditions(bfloat16: true, calibrated: true), workers: 2)
+            up, precision: .float16, conditions: conditions(stored: .bfloat16, calibrated: true), workers: 2)
         // The float16 copy, an outlier mark and an index byte per weight, the packed output,
         // and each worker's 8 × 1,536 tile at 48 bytes per weight.
         #expect(calibrated.working == 4 * elements + up.storedBytes + 2 * 8 * 1_536 * 48)
@@ -78,30 +82,50 @@ struct ConversionMemoryTests {
         let plan = try qwen { $0.platform = .macOS }
         let embedding = try tensor(plan, "model.embed_tokens.weight")
         let up = try tensor(plan, "model.layers.0.mlp.up_proj.weight")
-        #expect(TensorEncoder.streams(embedding))
-        #expect(!TensorEncoder.streams(embedding, calibrated: true))
+        #expect(TensorEncoder.streams(embedding, precision: .float16))
+        #expect(!TensorEncoder.streams(embedding, precision: .float16, calibrated: true))
         // 27.5 MB: read whole, ahead of its turn.
-        #expect(!TensorEncoder.streams(up))
+        #expect(!TensorEncoder.streams(up, precision: .float16))
         // 4-bit indices and one 16-entry LUT per 8 rows.
         #expect(embedding.storedBytes == 151_936 * 1_536 / 2 + 18_992 * 32)
-        let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(bfloat16: true), workers: 2)
+        let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
         // Blocks of 1,344 rows (21 × 64, the most whole eight-group units within 2^21 weights).
         let block = 1_344 * 1_536 * 2
         #expect(streamed.loaded == 0)
         #expect(streamed.working == embedding.storedBytes + 2 * block)
         #expect(streamed.held == embedding.storedBytes)
-        // Stored as float16: read whole, as before.
-        let whole = TensorMemory(embedding, precision: .float16, conditions: conditions(bfloat16: false), workers: 2)
+        // Stored as float32: converted to float16 whole, then palettised.
+        let whole = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: nil), workers: 2)
         #expect(whole.working == 2 * 151_936 * 1_536 + embedding.storedBytes)
     }
 
-    @Test("kept tensors: a float16 copy, a float32 one, or a float32 copy and its bfloat16 result")
+    @Test("kept tensors: a float16 copy, a float32 one, or a float32 copy and its bfloat16 result; a large one in float16 streamed")
     func kept() throws {
+        let uncompressed = try qwen { $0.compression = .named("none") }
+        let embedding = try tensor(uncompressed, "model.embed_tokens.weight")
+        #expect(TensorEncoder.streams(embedding, precision: .float16))
+        #expect(!TensorEncoder.streams(embedding, precision: .float32))
+        // Scanned a block of 2^21 patterns at a time, then converted as written: patterns and float16 values.
+        let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
+        #expect((streamed.loaded, streamed.working, streamed.held) == (0, 1 << 22, 1 << 23))
+        // With --allow-clamp, values beyond float16 send it through the float16 copy after all.
+        let clamped = TensorMemory(
+            embedding, precision: .float16, conditions: conditions(stored: .bfloat16, allowClamp: true), workers: 2)
+        let halfBytes = 2 * 151_936 * 1_536
+        #expect((clamped.working, clamped.held) == (halfBytes + (1 << 22), halfBytes + (1 << 23)))
+        let whole = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: nil), workers: 2)
+        #expect((whole.loaded, whole.working, whole.held) == (halfBytes, halfBytes, halfBytes))
+        // Peak measured for this export from bfloat16 on two cores: 251–269 MiB (661 MiB when
+        // the embedding was held whole).
+        let estimate = uncompressed.conversionMemory(conditions(stored: .bfloat16))
+        #expect(estimate.totalBytes == 329_280_000)
+        #expect(estimate.peakTensor == "model.layers.2.mlp.up_proj.weight")
+
         let norm = try tensor(try qwen(), "model.norm.weight")
-        let half = TensorMemory(norm, precision: .float16, conditions: conditions(bfloat16: true), workers: 2)
+        let half = TensorMemory(norm, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
         #expect((half.loaded, half.working, half.held) == (3_072, 3_072, 3_072))
         let bfloatNorm = try tensor(try qwen { $0.computePrecision = .bfloat16 }, "model.norm.weight")
-        let bfloat = TensorMemory(bfloatNorm, precision: .bfloat16, conditions: conditions(bfloat16: true), workers: 2)
+        let bfloat = TensorMemory(bfloatNorm, precision: .bfloat16, conditions: conditions(stored: .bfloat16), workers: 2)
         #expect((bfloat.loaded, bfloat.working, bfloat.held) == (6_144, 9_216, 3_072))
     }
 
@@ -144,13 +168,15 @@ struct ConversionMemoryTests {
     @Test("Qwen2.5-1.5B's preset from bfloat16 weights: a bound above the measured peak, far below the float16 path")
     func qwenPreset() throws {
         let plan = try qwen()
-        let streamed = plan.conversionMemory(conditions(bfloat16: true))
+        let streamed = plan.conversionMemory(conditions(stored: .bfloat16))
         // Peak resident memory measured for this export on two cores: 181–274 MiB.
         #expect(streamed.totalBytes == 323_814_912)
         #expect(streamed.totalBytes > 274 * mebibyte)
         #expect(streamed.peakTensor == "model.layers.6.mlp.up_proj.weight")
-        // From float16 weights the embedding is converted whole: its copy and its int8 values.
-        let converted = plan.conversionMemory(conditions(bfloat16: false))
+        // From float16 weights, the same; from float32 ones the embedding is converted whole:
+        // its copy and its int8 values.
+        #expect(plan.conversionMemory(conditions(stored: .float16)) == streamed)
+        let converted = plan.conversionMemory(conditions(stored: nil))
         #expect(converted.peakTensor == "model.embed_tokens.weight")
         #expect(converted.totalBytes == 826_484_740)
         #expect(converted.tensorBytes == 3 * 151_936 * 1_536 + 4)
