@@ -195,7 +195,13 @@ public struct BundleReader {
     /// - Throws: `BundleError` when the tensor is unknown or its record breaks a format rule.
     public func dequantize(_ name: String) throws -> [Float] {
         guard let tensor = manifest.tensors.first(where: { $0.name == name }) else { throw BundleError.unknownTensor(name) }
-        return try TensorDecoder.decode(tensor, precision: manifest.computePrecision) { part in
+        return try dequantize(tensor)
+    }
+
+    /// `tensor` (or its rows `rows`) dequantised to float32, row-major.
+    /// - Throws: `BundleError` when its record breaks a format rule or the rows lie outside it.
+    func dequantize(_ tensor: Manifest.Tensor, rows: Range<Int>? = nil) throws -> [Float] {
+        try TensorDecoder.decode(tensor, precision: manifest.computePrecision, rows: rows) { part in
             try readBytes(file: part.file, offset: part.offset, count: part.bytes)
         }
     }

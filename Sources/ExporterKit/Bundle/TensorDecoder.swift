@@ -212,16 +212,30 @@ struct TensorDecoder {
         }
     }
 
-    /// The whole tensor dequantised to float32, row-major, its parts read with `read`.
-    /// - Throws: `BundleError.invalidTensor` naming the broken rule; `read`'s errors.
+    /// The tensor (or its rows `rows`) dequantised to float32, row-major, its parts read with
+    /// `read`: of the indices or values, only the bytes of those rows.
+    /// - Throws: `BundleError.invalidTensor` naming the broken rule or rows outside the tensor;
+    ///   `read`'s errors.
     static func decode(
-        _ tensor: Manifest.Tensor, precision: String, read: (Manifest.Part) throws -> [UInt8]
+        _ tensor: Manifest.Tensor, precision: String, rows: Range<Int>? = nil, read: (Manifest.Part) throws -> [UInt8]
     ) throws -> [Float] {
         let decoder = try TensorDecoder(tensor, precision: precision, read: read)
-        let stored = try read(decoder.streamedPart)
-        return [Float](unsafeUninitializedCapacity: decoder.elements) { output, initialized in
-            stored.withUnsafeBytes { decoder.decode(rows: 0..<decoder.rows, from: $0, into: output) }
-            initialized = decoder.elements
+        let rows = rows ?? 0..<decoder.rows
+        guard rows.lowerBound >= 0, rows.upperBound <= decoder.rows else {
+            throw BundleError.invalidTensor(
+                tensor: tensor.name, reason: "rows \(rows.lowerBound)..<\(rows.upperBound) are outside its \(decoder.rows)")
+        }
+        let bytes = decoder.streamedBytes(rows: rows)
+        var part = decoder.streamedPart
+        (part.offset, part.bytes) = (part.offset + bytes.lowerBound, bytes.count)
+        let stored = try read(part)
+        guard stored.count == bytes.count else {
+            throw BundleError.invalidTensor(tensor: tensor.name, reason: "\(part.kind) read \(stored.count) bytes of \(bytes.count)")
+        }
+        let count = rows.count * decoder.columns
+        return [Float](unsafeUninitializedCapacity: count) { output, initialized in
+            stored.withUnsafeBytes { decoder.decode(rows: rows, from: $0, into: output) }
+            initialized = count
         }
     }
 }

@@ -160,6 +160,8 @@ public enum ReferenceModelError: ExporterError, Equatable {
     case invalidTokens(String)
     /// The artifact's graph and the checkpoint's config describe different models.
     case architectureMismatch([String])
+    /// Rows asked of a weight that lie outside its first dimension.
+    case rowsOutOfRange(tensor: String, rows: Range<Int>, available: Int)
 
     public var description: String {
         switch self {
@@ -176,6 +178,8 @@ public enum ReferenceModelError: ExporterError, Equatable {
             return reason
         case .architectureMismatch(let differences):
             return "the artifact's graph and the checkpoint's config differ: " + differences.joined(separator: "; ")
+        case .rowsOutOfRange(let tensor, let rows, let available):
+            return "tensor '\(tensor)': rows \(rows.lowerBound)..<\(rows.upperBound) asked of its \(available)"
         }
     }
 
@@ -183,7 +187,7 @@ public enum ReferenceModelError: ExporterError, Equatable {
         switch self {
         case .unsupportedArchitecture, .unsupportedRopeScaling: return .unsupported
         case .invalidArchitecture: return .badInput
-        case .shapeMismatch, .architectureMismatch: return .verificationFailed
+        case .shapeMismatch, .architectureMismatch, .rowsOutOfRange: return .verificationFailed
         case .invalidTokens: return .usage
         }
     }

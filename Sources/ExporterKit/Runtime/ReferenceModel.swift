@@ -9,18 +9,44 @@ public protocol ReferenceWeights {
     /// - Throws: `ReferenceModelError.shapeMismatch` when its shape is not `shape`, and the
     ///   source's errors when it is missing or unreadable.
     func referenceTensor(_ name: String, shape: [Int]) throws -> [Float]
+
+    /// Rows `rows` (of the first dimension) of the tensor `name` as float32, row-major: what
+    /// the embedding lookup and the head read, so that neither holds the whole vocabulary.
+    /// - Throws: as ``referenceTensor(_:shape:)``.
+    func referenceRows(_ name: String, shape: [Int], rows: Range<Int>) throws -> [Float]
+}
+
+extension ReferenceWeights {
+    /// The rows, cut from the whole tensor.
+    public func referenceRows(_ name: String, shape: [Int], rows: Range<Int>) throws -> [Float] {
+        try ReferenceModel.rows(rows, of: try referenceTensor(name, shape: shape), shape: shape, name: name)
+    }
 }
 
 extension CheckpointWeights: ReferenceWeights {
     /// The checkpoint's tensor converted to float32.
     /// - Throws: `CheckpointError.tensorNotFound`, `ReferenceModelError.shapeMismatch`, read errors.
     public func referenceTensor(_ name: String, shape: [Int]) throws -> [Float] {
+        try referenceRows(name, shape: shape, rows: nil)
+    }
+
+    /// The rows read alone, converted to float32.
+    /// - Throws: as ``referenceTensor(_:shape:)``.
+    public func referenceRows(_ name: String, shape: [Int], rows: Range<Int>) throws -> [Float] {
+        try referenceRows(name, shape: shape, rows: Optional(rows))
+    }
+
+    /// Rows `rows` (nil: all) of the first dimension.
+    private func referenceRows(_ name: String, shape: [Int], rows: Range<Int>?) throws -> [Float] {
         let descriptor = try tensor(named: name)
         guard descriptor.shape == shape else {
             throw ReferenceModelError.shapeMismatch(tensor: name, expected: shape, found: descriptor.shape)
         }
-        var values = [Float](repeating: 0, count: descriptor.elementCount)
-        try values.withUnsafeMutableBufferPointer { try readFloat(name, into: $0) }
+        let columns = shape.dropFirst().reduce(1, *)
+        if let rows { try ReferenceModel.checkRows(rows, shape: shape, name: name) }
+        let elements = rows.map { ($0.lowerBound * columns)..<($0.upperBound * columns) } ?? 0..<descriptor.elementCount
+        var values = [Float](repeating: 0, count: elements.count)
+        try values.withUnsafeMutableBufferPointer { try readFloat(name, elements: elements, into: $0) }
         return values
     }
 }
@@ -29,11 +55,26 @@ extension BundleReader: ReferenceWeights {
     /// The bundle's tensor dequantised to float32.
     /// - Throws: `BundleError.unknownTensor`, `ReferenceModelError.shapeMismatch`, decoding errors.
     public func referenceTensor(_ name: String, shape: [Int]) throws -> [Float] {
+        try dequantize(try referenceRecord(name, shape: shape))
+    }
+
+    /// The rows of a matrix decoded alone (their indices or values, and the tensor's LUTs or
+    /// scales); of a vector, cut from the whole.
+    /// - Throws: as ``referenceTensor(_:shape:)``.
+    public func referenceRows(_ name: String, shape: [Int], rows: Range<Int>) throws -> [Float] {
+        let tensor = try referenceRecord(name, shape: shape)
+        try ReferenceModel.checkRows(rows, shape: shape, name: name)
+        guard shape.count >= 2 else { return try ReferenceModel.rows(rows, of: try dequantize(tensor), shape: shape, name: name) }
+        return try dequantize(tensor, rows: rows)
+    }
+
+    /// The record of `name`, which must have `shape`.
+    private func referenceRecord(_ name: String, shape: [Int]) throws -> Manifest.Tensor {
         guard let tensor = manifest.tensors.first(where: { $0.name == name }) else { throw BundleError.unknownTensor(name) }
         guard tensor.shape == shape else {
             throw ReferenceModelError.shapeMismatch(tensor: name, expected: shape, found: tensor.shape)
         }
-        return try dequantize(name)
+        return tensor
     }
 }
 
@@ -47,13 +88,31 @@ extension BundleReader: ReferenceWeights {
 /// It exists to prove that an artifact computes what its checkpoint computes, not to be
 /// fast: float32 throughout, matrix products split over output rows on every core, each
 /// output accumulated by one thread in a fixed order, so results do not depend on the core
-/// count. Weights are loaded one layer at a time, so a 1.5B model needs about 1 GB beyond
-/// the embedding.
+/// count. Weights are loaded one layer at a time, the embedding a token's row at a time and
+/// the head a block of rows at a time, so a 1.5B model needs about 100 MiB.
 public struct ReferenceModel {
     /// The model's shape.
     public let architecture: ReferenceArchitecture
     /// Where the weights come from.
     public let weights: ReferenceWeights
+    /// Weights of the head read at a time (16 MiB of float32): a block of vocabulary rows.
+    var headBlockElements = 1 << 22
+
+    /// Rows `rows` of the first dimension of `values`, a tensor of `shape` named `name`.
+    /// - Throws: `ReferenceModelError.rowsOutOfRange` when they lie outside it.
+    static func rows(_ rows: Range<Int>, of values: [Float], shape: [Int], name: String) throws -> [Float] {
+        try checkRows(rows, shape: shape, name: name)
+        let columns = shape.dropFirst().reduce(1, *)
+        return Array(values[(rows.lowerBound * columns)..<(rows.upperBound * columns)])
+    }
+
+    /// - Throws: `ReferenceModelError.rowsOutOfRange` when `rows` lie outside the first dimension of `shape`.
+    static func checkRows(_ rows: Range<Int>, shape: [Int], name: String) throws {
+        let available = shape.first ?? 1
+        guard rows.lowerBound >= 0, rows.upperBound <= available else {
+            throw ReferenceModelError.rowsOutOfRange(tensor: name, rows: rows, available: available)
+        }
+    }
 
     /// A model of `architecture` reading `weights`.
     public init(architecture: ReferenceArchitecture, weights: ReferenceWeights) {
@@ -87,14 +146,15 @@ public struct ReferenceModel {
         let queryWidth = a.heads * a.headDim
         let kvWidth = a.kvHeads * a.headDim
 
-        var embedding: [Float]? = try weights.referenceTensor("model.embed_tokens.weight", shape: [a.vocabularySize, hidden])
+        // The embedding and the head are read a row or a block of rows at a time: the whole
+        // vocabulary (933 MB in float32 for Qwen2.5-1.5B) is never held.
+        let embeddingName = "model.embed_tokens.weight"
+        let vocabularyShape = [a.vocabularySize, hidden]
         var x = [Float](repeating: 0, count: count * hidden)
-        if let table = embedding {
-            for (position, token) in tokens.enumerated() {
-                for column in 0..<hidden { x[position * hidden + column] = table[token * hidden + column] }
-            }
+        for (position, token) in tokens.enumerated() {
+            let row = try weights.referenceRows(embeddingName, shape: vocabularyShape, rows: token..<(token + 1))
+            x.replaceSubrange((position * hidden)..<((position + 1) * hidden), with: row)
         }
-        if !a.tiedEmbeddings { embedding = nil }
 
         // The static KV cache of one layer: [kv_heads, context_length, head_dim] for K and for V,
         // reused layer after layer (the whole sequence runs through a layer before the next).
@@ -178,10 +238,19 @@ public struct ReferenceModel {
         let final = ReferenceKernels.rmsNorm(
             x, rows: count, width: hidden, weight: try weights.referenceTensor("model.norm.weight", shape: [hidden]),
             epsilon: a.rmsNormEpsilon)
-        let head = try embedding ?? weights.referenceTensor("lm_head.weight", shape: [a.vocabularySize, hidden])
-        let logits = ReferenceKernels.linear(
-            final, rows: count, input: hidden, weight: head, output: a.vocabularySize, bias: nil)
-        return (0..<count).map { Array(logits[$0 * a.vocabularySize..<($0 + 1) * a.vocabularySize]) }
+        let headName = a.tiedEmbeddings ? embeddingName : "lm_head.weight"
+        var logits = [[Float]](repeating: [Float](repeating: 0, count: a.vocabularySize), count: count)
+        let blockRows = max(1, headBlockElements / max(hidden, 1))
+        for first in stride(from: 0, to: a.vocabularySize, by: blockRows) {
+            let rows = first..<min(a.vocabularySize, first + blockRows)
+            let head = try weights.referenceRows(headName, shape: vocabularyShape, rows: rows)
+            // Each logit is one row's dot product, whatever the block: the same values as whole.
+            let block = ReferenceKernels.linear(final, rows: count, input: hidden, weight: head, output: rows.count, bias: nil)
+            for position in 0..<count {
+                logits[position].replaceSubrange(rows, with: block[(position * rows.count)..<((position + 1) * rows.count)])
+            }
+        }
+        return logits
     }
 }
 

@@ -74,6 +74,35 @@ struct ReferenceModelTests {
         #expect(prefix == Array(first.prefix(3)))
     }
 
+    @Test("rows read alone, and the head read in blocks of rows, give what the whole tensors give", arguments: [true, false])
+    func rowsAndHeadBlocks(tied: Bool) throws {
+        let checkpointURL = try Fixtures.syntheticCheckpoint(modelType: "qwen3", overrides: ["tie_word_embeddings": tied])
+        let plan = try Fixtures.plan(checkpointURL, compression: .named("4bit_weight_palettized_group8"))
+        let bundle = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
+        let checkpoint = try CheckpointWeights(directory: checkpointURL)
+        let reader = try BundleReader(url: bundle.bundleURL)
+        let architecture = try ReferenceArchitecture(config: plan.model.config, contextLength: 16)
+        #expect(architecture.tiedEmbeddings == tied)
+        let embedding = "model.embed_tokens.weight"
+        let shape = [256, 64]
+        for weights in [checkpoint, reader] as [ReferenceWeights] {
+            // Rows 3..<7 of the int8 embedding (iOS) and of a 4-bit palette: decoded alone.
+            for (name, tensorShape) in [(embedding, shape), ("model.layers.0.mlp.up_proj.weight", [128, 64])] {
+                let whole = try weights.referenceTensor(name, shape: tensorShape)
+                #expect(try weights.referenceRows(name, shape: tensorShape, rows: 3..<7) == Array(whole[(3 * 64)..<(7 * 64)]))
+            }
+            #expect(throws: ReferenceModelError.rowsOutOfRange(tensor: embedding, rows: 250..<260, available: 256)) {
+                try weights.referenceRows(embedding, shape: shape, rows: 250..<260)
+            }
+            let tokens = [0, 5, 255, 17]
+            let model = ReferenceModel(architecture: architecture, weights: weights)
+            var blocked = model
+            // 5 rows per block: 52 blocks, the last of one row.
+            blocked.headBlockElements = 5 * 64
+            #expect(try blocked.logits(tokens: tokens) == model.logits(tokens: tokens))
+        }
+    }
+
     @Test("bad token sequences are refused with exact messages")
     func invalidTokens() throws {
         let (architecture, _) = try #require(try Self.knownAnswers().models["qwen2"])
