@@ -107,7 +107,6 @@ public enum BlockPalettizer {
         var errors = [Double](repeating: 0, count: groups)
         var signals = [Double](repeating: 0, count: groups)
         let workers = max(1, min(workerCount, groups))
-        let tileCapacity = min(groupRows, rows) * min(blockColumns, columns)
         lut.withUnsafeMutableBufferPointer { lutBuffer in
             indices.withUnsafeMutableBufferPointer { indexBuffer in
                 errors.withUnsafeMutableBufferPointer { errorBuffer in
@@ -117,7 +116,7 @@ public enum BlockPalettizer {
                                 let output = TileOutputs(
                                     lut: lutBuffer, indices: indexBuffer, errors: errorBuffer, signals: signalBuffer)
                                 DispatchQueue.concurrentPerform(iterations: workers) { worker in
-                                    let workspace = TileWorkspace(capacity: tileCapacity)
+                                    let workspace = TileWorkspace()
                                     for group in stride(from: worker, to: groups, by: workers) {
                                         let firstRow = group * groupRows
                                         let lastRow = min(rows, firstRow + groupRows)
@@ -200,77 +199,54 @@ private struct TileOutputs: @unchecked Sendable {
     let signals: UnsafeMutableBufferPointer<Double>
 }
 
-/// One worker's buffers: the tile's (value, weight) pairs, its weighted histogram, k-means scratch.
+/// One worker's buffers: a palette workspace (occupancy, histogram, k-means scratch, index of
+/// each pattern) and the tile's summed importance per float16 pattern.
 private final class TileWorkspace {
-    let capacity: Int
-    var pairs: [(value: Double, weight: Double)]
-    let values: UnsafeMutablePointer<Double>
-    let prefixCount: UnsafeMutablePointer<Double>
-    let prefixSum: UnsafeMutablePointer<Double>
-    let prefixSquares: UnsafeMutablePointer<Double>
-    let scratch = KMeansScratch()
+    let histogram = PaletteWorkspace.borrow()
+    /// Importance summed per bit pattern over the tile's non-outlier weights; all zero between tiles.
+    let patternWeights = UnsafeMutablePointer<Double>.allocate(capacity: PaletteWorkspace.patternCount)
 
-    init(capacity: Int) {
-        self.capacity = capacity
-        pairs = []
-        pairs.reserveCapacity(capacity)
-        values = .allocate(capacity: capacity + 1)
-        prefixCount = .allocate(capacity: capacity + 1)
-        prefixSum = .allocate(capacity: capacity + 1)
-        prefixSquares = .allocate(capacity: capacity + 1)
-    }
+    init() { patternWeights.initialize(repeating: 0, count: PaletteWorkspace.patternCount) }
 
     deinit {
-        values.deallocate()
-        prefixCount.deallocate()
-        prefixSum.deallocate()
-        prefixSquares.deallocate()
+        patternWeights.deallocate()
+        PaletteWorkspace.giveBack(histogram)
     }
 
-    /// Clusters the tile's non-outlier weights, writes its LUT and every index of the tile;
-    /// returns its squared error and signal power.
+    /// Clusters the tile's non-outlier weights on their importance-weighted histogram, writes
+    /// its LUT and every index of the tile; returns its squared error (outliers excluded) and
+    /// signal power. Each weight is counted once, by bit pattern (no sort), and each distinct
+    /// pattern gets its nearest entry once; outliers, absent from the histogram, search the LUT.
     func palettize(
         _ tile: TileBounds, weights: UnsafeBufferPointer<Float16>, isOutlier: UnsafeBufferPointer<Bool>,
         importance: UnsafeBufferPointer<Double>, entries: Int, lut: UnsafeMutablePointer<Float16>?,
         indices: UnsafeMutableBufferPointer<UInt8>, clustering: PaletteClustering
     ) -> (error: Double, signal: Double) {
         guard let lut else { return (0, 0) }
-        pairs.removeAll(keepingCapacity: true)
+        let (occupancy, patternWeights) = (histogram.occupancy, self.patternWeights)
+        let patterns = UnsafeRawBufferPointer(weights).bindMemory(to: UInt16.self)
+        var kept = 0
         for row in tile.rows {
             for column in tile.columns {
                 let element = row * tile.width + column
-                if !isOutlier[element] { pairs.append((Double(Float(weights[element])), importance[column])) }
+                guard !isOutlier[element] else { continue }
+                let pattern = Int(patterns[element])
+                patternWeights[pattern] += importance[column]
+                occupancy[pattern >> 6] |= 1 &<< UInt64(pattern & 63)
+                kept += 1
             }
         }
-        pairs.sort { $0.value < $1.value }
-        var distinct = 0
-        prefixCount[0] = 0
-        prefixSum[0] = 0
-        prefixSquares[0] = 0
-        for pair in pairs {
-            if distinct == 0 || values[distinct - 1] != pair.value {
-                values[distinct] = pair.value
-                prefixCount[distinct + 1] = prefixCount[distinct]
-                prefixSum[distinct + 1] = prefixSum[distinct]
-                prefixSquares[distinct + 1] = prefixSquares[distinct]
-                distinct += 1
-            }
-            prefixCount[distinct] += pair.weight
-            prefixSum[distinct] += pair.weight * pair.value
-            prefixSquares[distinct] += pair.weight * pair.value * pair.value
-        }
+        let scratch = histogram.kMeans
         let table = scratch.lutValues
-        if distinct > 0 {
-            let histogram = SortedHistogram(
-                count: distinct, values: values, prefixCount: prefixCount, prefixSum: prefixSum,
-                prefixSquares: prefixSquares)
-            let clusters = KMeans1D.solve(
-                histogram, clusterLimit: entries, elementCount: pairs.count, scratch: scratch, method: clustering)
+        if kept > 0 {
+            let sorted = histogram.extractHistogram(.float16, weights: patternWeights)
+            let clusters = KMeans1D.solve(sorted, clusterLimit: entries, elementCount: kept, scratch: scratch, method: clustering)
             for entry in 0..<entries {
                 let value = Float16(scratch.centroids[min(entry, clusters - 1)])
                 lut[entry] = value
                 table[entry] = Double(Float(value))
             }
+            _ = histogram.assignIndices(sorted, lut: table, entryCount: entries)
         } else {
             for entry in 0..<entries {
                 lut[entry] = 0
@@ -279,24 +255,32 @@ private final class TileWorkspace {
         }
         var error = 0.0
         var signal = 0.0
-        for row in tile.rows {
-            for column in tile.columns {
-                let element = row * tile.width + column
-                let value = Double(Float(weights[element]))
-                var best = 0
-                var bestDistance = abs(value - table[0])
-                for entry in 1..<entries {
-                    let distance = abs(value - table[entry])
-                    if distance < bestDistance {
-                        best = entry
-                        bestDistance = distance
-                    }
+        let indexOfPattern = histogram.indexOfPattern
+        Float16Table.histogramValues.withUnsafeBufferPointer { valueOf in
+            for row in tile.rows {
+                for column in tile.columns {
+                    let element = row * tile.width + column
+                    let pattern = Int(patterns[element])
+                    let value = valueOf[pattern]
+                    let outlier = isOutlier[element]
+                    let index = outlier || kept == 0 ? Self.nearest(value, in: table, entries: entries) : Int(indexOfPattern[pattern])
+                    indices[element] = UInt8(truncatingIfNeeded: index)
+                    signal += value * value
+                    if !outlier { error += (value - table[index]) * (value - table[index]) }
                 }
-                indices[element] = UInt8(best)
-                signal += value * value
-                if !isOutlier[element] { error += bestDistance * bestDistance }
             }
         }
         return (error, signal)
+    }
+
+    /// The entry of `table` nearest `value` (ties to the lower index).
+    static func nearest(_ value: Double, in table: UnsafeMutablePointer<Double>, entries: Int) -> Int {
+        var best = 0
+        var bestDistance = abs(value - table[0])
+        for entry in 1..<entries where abs(value - table[entry]) < bestDistance {
+            best = entry
+            bestDistance = abs(value - table[entry])
+        }
+        return best
     }
 }

@@ -192,7 +192,9 @@ final class PaletteWorkspace {
     /// Turns the counts into a ``SortedHistogram`` (ascending values; patterns of equal value,
     /// such as −0 and +0 or bfloat16 values that round to one float16, share an entry, −0
     /// counting as +0) and clears the counts for the next group. Requires no unusable pattern.
-    func extractHistogram(_ source: SourcePatterns = .float16) -> SortedHistogram {
+    /// With `weights`, each occupied pattern weighs `weights[pattern]` instead of its count
+    /// (the tiled palettiser's activation-weighted histogram), and those are cleared instead.
+    func extractHistogram(_ source: SourcePatterns = .float16, weights: UnsafeMutablePointer<Double>? = nil) -> SortedHistogram {
         // Locals, not properties: stores through these pointers could alias `self` as far as
         // the compiler knows, and it would reload every property after each one.
         let (counts, occupancy, patterns, entryStart) = (self.counts, self.occupancy, self.patterns, self.entryStart)
@@ -210,8 +212,14 @@ final class PaletteWorkspace {
         let table = source == .float16 ? Float16Table.histogramValues : Float16Table.bfloat16HistogramValues
         table.withUnsafeBufferPointer { valueOf in
             @inline(__always) func emit(_ pattern: Int) {
-                let weight = Double(counts[pattern])
-                counts[pattern] = 0
+                let weight: Double
+                if let weights {
+                    weight = weights[pattern]
+                    weights[pattern] = 0
+                } else {
+                    weight = Double(counts[pattern])
+                    counts[pattern] = 0
+                }
                 let value = valueOf[pattern]
                 if value != previousValue {
                     values[distinct] = value

@@ -175,12 +175,9 @@ struct TensorMemory {
             } else {
                 loaded = half
                 // BlockPalettizer: outlier marks and an index byte per weight, each worker's
-                // tile of (value, weight) pairs and prefix sums (48 bytes per weight), and
-                // for outliers two Double scores per weight while they are chosen.
-                let (rows, columns) = tensor.spec.matrixShape
-                let tile = Saturating.product([
-                    min(scheme.groupSize ?? rows, rows), min(scheme.blockSize ?? columns, columns), 48, workers,
-                ])
+                // importance per float16 pattern (its palette workspace is the palettisers'
+                // scratch), and for outliers two Double scores per weight while they are chosen.
+                let tile = Saturating.product([PaletteWorkspace.patternCount, MemoryLayout<Double>.stride, workers])
                 let outliers = scheme.outlierCount(elements: elements) > 0 ? Saturating.product([elements, 16]) : 0
                 working = Saturating.sum([half, clampedCopy, Saturating.product([elements, 2]), output, tile, outliers])
             }

@@ -93,6 +93,77 @@ struct BlockPalettizerTests {
         #expect(one.squaredError == three.squaredError)
     }
 
+    /// A tile palettised the plain way: its non-outlier (value, importance) pairs sorted, one
+    /// histogram entry per distinct value, k-means, then every weight's nearest entry.
+    private func referenceTile(
+        _ values: [Double], importance: [Double], outlier: [Bool], entries: Int
+    ) -> (lut: [Float16], indices: [UInt8]) {
+        let pairs = zip(values, importance).enumerated().filter { !outlier[$0.offset] }.map(\.element).sorted { $0.0 < $1.0 }
+        var distinct: [Double] = []
+        var prefix = (count: [0.0], sum: [0.0], squares: [0.0])
+        for (value, weight) in pairs {
+            if distinct.last != value {
+                distinct.append(value)
+                prefix.count.append(prefix.count.last!)
+                prefix.sum.append(prefix.sum.last!)
+                prefix.squares.append(prefix.squares.last!)
+            }
+            prefix.count[distinct.count] += weight
+            prefix.sum[distinct.count] += weight * value
+            prefix.squares[distinct.count] += weight * value * value
+        }
+        let scratch = KMeansScratch()
+        let clusters = distinct.withUnsafeMutableBufferPointer { values in
+            prefix.count.withUnsafeMutableBufferPointer { count in
+                prefix.sum.withUnsafeMutableBufferPointer { sum in
+                    prefix.squares.withUnsafeMutableBufferPointer { squares in
+                        KMeans1D.solve(
+                            SortedHistogram(
+                                count: values.count, values: values.baseAddress!, prefixCount: count.baseAddress!,
+                                prefixSum: sum.baseAddress!, prefixSquares: squares.baseAddress!),
+                            clusterLimit: entries, elementCount: pairs.count, scratch: scratch)
+                    }
+                }
+            }
+        }
+        let lut = (0..<entries).map { Float16(scratch.centroids[min($0, clusters - 1)]) }
+        let indices = values.map { value in
+            UInt8((0..<entries).min { abs(value - Double(Float(lut[$0]))) < abs(value - Double(Float(lut[$1]))) || ($0 < $1
+                && abs(value - Double(Float(lut[$0]))) == abs(value - Double(Float(lut[$1])))) }!)
+        }
+        return (lut, indices)
+    }
+
+    @Test("counted by bit pattern, each tile gets the LUT and indices of its sorted (value, importance) pairs")
+    func sameAsSortedPairs() throws {
+        let (rows, columns, groupRows, blockColumns) = (6, 48, 3, 16)
+        // Few distinct values (repeats, −0 and +0), spread by column, and two outliers.
+        var values = weights(rows: rows, columns: columns).map { Float16(Float(Int(Float($0) * 400)) / 400) }
+        values[7] = -0.0
+        values[8] = 0.0
+        let energy = (0..<columns).map { Float(1 + ($0 * 7) % 5) }
+        let palette = try palettize(
+            values, rows: rows, columns: columns, bits: 2, groupRows: groupRows, blockColumns: blockColumns, outliers: 2,
+            importance: energy)
+        let importance = BlockPalettizer.normalisedImportance(energy, columns: columns)
+        let outliers = Set(palette.outlierIndices.map(Int.init))
+        #expect(outliers.count == 2)
+        let indices = try palette.packedIndices.withUnsafeBufferPointer { try BitPacking.unpack($0, bits: 2, count: rows * columns) }
+        for group in 0..<(rows / groupRows) {
+            for block in 0..<(columns / blockColumns) {
+                let elements = (group * groupRows..<(group + 1) * groupRows).flatMap { row in
+                    (block * blockColumns..<(block + 1) * blockColumns).map { row * columns + $0 }
+                }
+                let expected = referenceTile(
+                    elements.map { Double(Float(values[$0])) }, importance: elements.map { importance[$0 % columns] },
+                    outlier: elements.map(outliers.contains), entries: 4)
+                let tile = group * (columns / blockColumns) + block
+                #expect(Array(palette.lut[(tile * 4)..<(tile * 4 + 4)]) == expected.lut, "tile \(tile)")
+                #expect(elements.map { indices[$0] } == expected.indices, "tile \(tile)")
+            }
+        }
+    }
+
     @Test("bad inputs are refused with their reasons")
     func refusals() throws {
         let values = weights(rows: 2, columns: 4)

@@ -73,8 +73,8 @@ struct ConversionMemoryTests {
         let calibrated = TensorMemory(
             up, precision: .float16, conditions: conditions(stored: .bfloat16, calibrated: true), workers: 2)
         // The float16 copy, an outlier mark and an index byte per weight, the packed output,
-        // and each worker's 8 × 1,536 tile at 48 bytes per weight.
-        #expect(calibrated.working == 4 * elements + up.storedBytes + 2 * 8 * 1_536 * 48)
+        // and each worker's importance per float16 pattern (65,536 Doubles).
+        #expect(calibrated.working == 4 * elements + up.storedBytes + 2 * (1 << 19))
     }
 
     @Test("a large bfloat16 tensor palettised per grouped channel is read a block of groups at a time")
