@@ -163,24 +163,82 @@ public enum BlockPalettizer {
     }
 
     /// The `count` weights of largest `|w| · √importance(column)`, as ascending element numbers
-    /// (ties: the lower element first).
+    /// (ties: the lower element first). The `count`-th largest score comes from a min-heap of
+    /// the largest seen so far, which almost every weight only compares with its least (a
+    /// sort of every score took most of an export's time); no score is stored.
     static func selectOutliers(
         _ weights: UnsafeBufferPointer<Float16>, columns: Int, count: Int, importance: [Double]
     ) -> [UInt32] {
-        guard count > 0 else { return [] }
+        let count = min(count, weights.count)
+        guard count > 0, columns > 0 else { return [] }
         let roots = importance.map { $0.squareRoot() }
-        var scores = [Double](repeating: 0, count: weights.count)
-        for index in 0..<weights.count { scores[index] = Double(abs(Float(weights[index]))) * roots[index % columns] }
-        var sorted = scores
-        sorted.sort(by: >)
-        let threshold = sorted[count - 1]
-        var above = scores.indices.filter { scores[$0] > threshold }
-        var remaining = count - above.count
-        for index in scores.indices where remaining > 0 && scores[index] == threshold {
-            above.append(index)
-            remaining -= 1
+        return Float16Table.floats.withUnsafeBufferPointer { floats in
+            roots.withUnsafeBufferPointer { roots in
+                /// Calls `body` with every element number and score, in element order.
+                func scores(_ body: (Int, Double) -> Void) {
+                    for first in stride(from: 0, to: weights.count, by: columns) {
+                        for column in 0..<min(columns, weights.count - first) {
+                            body(first + column, Double(abs(floats[Int(weights[first + column].bitPattern)])) * roots[column])
+                        }
+                    }
+                }
+                var heap = MinHeap(capacity: count)
+                scores { _, score in heap.offer(score) }
+                let threshold = heap.least
+                var aboveCount = 0
+                scores { _, score in aboveCount += score > threshold ? 1 : 0 }
+                var ties = count - aboveCount
+                var chosen: [UInt32] = []
+                chosen.reserveCapacity(count)
+                scores { element, score in
+                    if score > threshold {
+                        chosen.append(UInt32(element))
+                    } else if score == threshold, ties > 0 {
+                        chosen.append(UInt32(element))
+                        ties -= 1
+                    }
+                }
+                return chosen
+            }
         }
-        return above.sorted().map { UInt32($0) }
+    }
+}
+
+/// The `capacity` largest values offered, as a binary min-heap: `least` is the smallest of them.
+private struct MinHeap {
+    private var values: [Double] = []
+    private let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        values.reserveCapacity(capacity)
+    }
+
+    /// The smallest value kept (the `capacity`-th largest offered, once that many were).
+    var least: Double { values.first ?? 0 }
+
+    @inline(__always)
+    mutating func offer(_ value: Double) {
+        if values.count < capacity {
+            values.append(value)
+            var child = values.count - 1
+            while child > 0, values[(child - 1) / 2] > values[child] {
+                values.swapAt(child, (child - 1) / 2)
+                child = (child - 1) / 2
+            }
+        } else if value > values[0] {
+            values[0] = value
+            var parent = 0
+            while true {
+                var smallest = parent
+                let (left, right) = (2 * parent + 1, 2 * parent + 2)
+                if left < capacity, values[left] < values[smallest] { smallest = left }
+                if right < capacity, values[right] < values[smallest] { smallest = right }
+                guard smallest != parent else { break }
+                values.swapAt(parent, smallest)
+                parent = smallest
+            }
+        }
     }
 }
 

@@ -176,9 +176,9 @@ struct TensorMemory {
                 loaded = half
                 // BlockPalettizer: outlier marks and an index byte per weight, each worker's
                 // importance per float16 pattern (its palette workspace is the palettisers'
-                // scratch), and for outliers two Double scores per weight while they are chosen.
+                // scratch), and per outlier a Double score in the selection's heap and its index.
                 let tile = Saturating.product([PaletteWorkspace.patternCount, MemoryLayout<Double>.stride, workers])
-                let outliers = scheme.outlierCount(elements: elements) > 0 ? Saturating.product([elements, 16]) : 0
+                let outliers = Saturating.product([scheme.outlierCount(elements: elements), 12])
                 working = Saturating.sum([half, clampedCopy, Saturating.product([elements, 2]), output, tile, outliers])
             }
         case .linear:

@@ -164,6 +164,27 @@ struct BlockPalettizerTests {
         }
     }
 
+    @Test("outliers: the largest scores, ties to the lower element, as a sort of every score finds them")
+    func outlierSelection() {
+        let (rows, columns) = (40, 24)
+        // Coarse values: many equal scores, so the last places go to ties.
+        let values = weights(rows: rows, columns: columns).map { Float16(Float(Int(Float($0) * 300)) / 300) }
+        for importance in [[Double](repeating: 1, count: columns), (0..<columns).map { Double(1 + $0 % 3) }] {
+            let scores = values.enumerated().map { Double(abs(Float($0.element))) * importance[$0.offset % columns].squareRoot() }
+            // Descending score, then ascending element.
+            let ranked = scores.indices.sorted { scores[$0] != scores[$1] ? scores[$0] > scores[$1] : $0 < $1 }
+            for count in [1, 7, 50, 300, rows * columns] {
+                let expected = ranked.prefix(count).sorted().map(UInt32.init)
+                let chosen = values.withUnsafeBufferPointer {
+                    BlockPalettizer.selectOutliers($0, columns: columns, count: count, importance: importance)
+                }
+                #expect(chosen == expected, "\(count) outliers")
+            }
+            // The data puts a tie across the boundary of 300: some equal scores are left out.
+            #expect(scores[ranked[299]] == scores[ranked[300]])
+        }
+    }
+
     @Test("bad inputs are refused with their reasons")
     func refusals() throws {
         let values = weights(rows: 2, columns: 4)
