@@ -175,7 +175,7 @@ public enum BlockPalettizer {
         return Float16Table.floats.withUnsafeBufferPointer { floats in
             roots.withUnsafeBufferPointer { roots in
                 /// Calls `body` with every element number and score, in element order.
-                func scores(_ body: (Int, Double) -> Void) {
+                @inline(__always) func scores(_ body: (Int, Double) -> Void) {
                     for first in stride(from: 0, to: weights.count, by: columns) {
                         for column in 0..<min(columns, weights.count - first) {
                             body(first + column, Double(abs(floats[Int(weights[first + column].bitPattern)])) * roots[column])
@@ -185,17 +185,29 @@ public enum BlockPalettizer {
                 var heap = MinHeap(capacity: count)
                 scores { _, score in heap.offer(score) }
                 let threshold = heap.least
-                var aboveCount = 0
-                scores { _, score in aboveCount += score > threshold ? 1 : 0 }
-                var ties = count - aboveCount
-                var chosen: [UInt32] = []
-                chosen.reserveCapacity(count)
+                // Those above the threshold, and those at it (of which the first ones fill the count).
+                var above: [UInt32] = []
+                var tied: [UInt32] = []
+                above.reserveCapacity(count)
                 scores { element, score in
                     if score > threshold {
-                        chosen.append(UInt32(element))
-                    } else if score == threshold, ties > 0 {
-                        chosen.append(UInt32(element))
-                        ties -= 1
+                        above.append(UInt32(element))
+                    } else if score == threshold, tied.count < count {
+                        tied.append(UInt32(element))
+                    }
+                }
+                let ties = tied.prefix(count - above.count)
+                // Both ascending: merged in element order.
+                var chosen: [UInt32] = []
+                chosen.reserveCapacity(count)
+                var (a, t) = (above.startIndex, ties.startIndex)
+                while a < above.endIndex || t < ties.endIndex {
+                    if t == ties.endIndex || (a < above.endIndex && above[a] < ties[t]) {
+                        chosen.append(above[a])
+                        a += 1
+                    } else {
+                        chosen.append(ties[t])
+                        t += 1
                     }
                 }
                 return chosen

@@ -176,9 +176,10 @@ struct TensorMemory {
                 loaded = half
                 // BlockPalettizer: outlier marks and an index byte per weight, each worker's
                 // importance per float16 pattern (its palette workspace is the palettisers'
-                // scratch), and per outlier a Double score in the selection's heap and its index.
+                // scratch), and per outlier a Double score in the selection's heap and at most
+                // three element numbers (above the threshold, at it, chosen).
                 let tile = Saturating.product([PaletteWorkspace.patternCount, MemoryLayout<Double>.stride, workers])
-                let outliers = Saturating.product([scheme.outlierCount(elements: elements), 12])
+                let outliers = Saturating.product([scheme.outlierCount(elements: elements), 20])
                 working = Saturating.sum([half, clampedCopy, Saturating.product([elements, 2]), output, tile, outliers])
             }
         case .linear:
