@@ -249,7 +249,7 @@ struct TensorEncoder {
         read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void,
         body: (UnsafeBufferPointer<UInt16>) throws -> Void
     ) throws -> Bool {
-        let blockElements = min(count, LinearQuantizer.streamBlockElements)
+        let blockElements = max(1, min(count, LinearQuantizer.streamBlockElements))
         let converts = converting && kind == .bfloat16
         let patterns = UnsafeMutableBufferPointer<UInt16>.allocate(capacity: blockElements)
         defer { patterns.deallocate() }

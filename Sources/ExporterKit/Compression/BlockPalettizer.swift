@@ -200,14 +200,14 @@ public enum BlockPalettizer {
                 // Both ascending: merged in element order.
                 var chosen: [UInt32] = []
                 chosen.reserveCapacity(count)
-                var (a, t) = (above.startIndex, ties.startIndex)
-                while a < above.endIndex || t < ties.endIndex {
-                    if t == ties.endIndex || (a < above.endIndex && above[a] < ties[t]) {
-                        chosen.append(above[a])
-                        a += 1
+                var (nextAbove, nextTie) = (above.startIndex, ties.startIndex)
+                while nextAbove < above.endIndex || nextTie < ties.endIndex {
+                    if nextTie == ties.endIndex || (nextAbove < above.endIndex && above[nextAbove] < ties[nextTie]) {
+                        chosen.append(above[nextAbove])
+                        nextAbove += 1
                     } else {
-                        chosen.append(ties[t])
-                        t += 1
+                        chosen.append(ties[nextTie])
+                        nextTie += 1
                     }
                 }
                 return chosen

@@ -103,6 +103,9 @@ public struct ReferenceModel {
     static func rows(_ rows: Range<Int>, of values: [Float], shape: [Int], name: String) throws -> [Float] {
         try checkRows(rows, shape: shape, name: name)
         let columns = shape.dropFirst().reduce(1, *)
+        guard rows.upperBound * columns <= values.count else {
+            throw ReferenceModelError.rowsOutOfRange(tensor: name, rows: rows, available: values.count / max(columns, 1))
+        }
         return Array(values[(rows.lowerBound * columns)..<(rows.upperBound * columns)])
     }
 
