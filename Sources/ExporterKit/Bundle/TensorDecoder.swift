@@ -3,8 +3,6 @@
 /// checks at once; the large part (indices or values, `streamedPart`) is then decoded a range
 /// of rows at a time, so a reader need never hold a whole tensor.
 struct TensorDecoder {
-    /// The tensor's record.
-    let tensor: Manifest.Tensor
     /// Output channels (the first dimension; 1 for a vector).
     let rows: Int
     /// Elements per row.
@@ -122,7 +120,6 @@ struct TensorDecoder {
             streamedPart = try part("values", bytes: elements)
             layout = .linear(scales: scales, perChannel: perChannel)
         }
-        self.tensor = tensor
         self.rows = rows
         self.columns = columns
         self.smallParts = smallParts
@@ -165,11 +162,7 @@ struct TensorDecoder {
             switch precision {
             // A table lookup: Linux x86-64 builds convert float16 in software.
             case .float16:
-                Float16Table.floats.withUnsafeBufferPointer { floats in
-                    for (index, bits) in bytes.bindMemory(to: UInt16.self).enumerated() {
-                        output[index] = floats[Int(UInt16(littleEndian: bits))]
-                    }
-                }
+                Float16Table.floats(littleEndian: bytes, into: output)
             case .float32:
                 for (index, bits) in bytes.bindMemory(to: UInt32.self).enumerated() {
                     output[index] = Float(bitPattern: UInt32(littleEndian: bits))

@@ -12,8 +12,18 @@ enum Float16Table {
 
     /// Little-endian float16 values (as stored in a bundle) as Float, by table.
     static func floats(littleEndian raw: UnsafeRawBufferPointer) -> [Float] {
+        [Float](unsafeUninitializedCapacity: raw.count / 2) { output, initialized in
+            floats(littleEndian: raw, into: output)
+            initialized = raw.count / 2
+        }
+    }
+
+    /// Writes little-endian float16 values as Float to the start of `output`, by table.
+    static func floats(littleEndian raw: UnsafeRawBufferPointer, into output: UnsafeMutableBufferPointer<Float>) {
         floats.withUnsafeBufferPointer { floats in
-            raw.bindMemory(to: UInt16.self).map { floats[Int(UInt16(littleEndian: $0))] }
+            for (index, bits) in raw.bindMemory(to: UInt16.self).enumerated() {
+                output[index] = floats[Int(UInt16(littleEndian: bits))]
+            }
         }
     }
 

@@ -27,17 +27,17 @@ extension CheckpointWeights: ReferenceWeights {
     /// The checkpoint's tensor converted to float32.
     /// - Throws: `CheckpointError.tensorNotFound`, `ReferenceModelError.shapeMismatch`, read errors.
     public func referenceTensor(_ name: String, shape: [Int]) throws -> [Float] {
-        try referenceRows(name, shape: shape, rows: nil)
+        try convertedRows(name, shape: shape, rows: nil)
     }
 
     /// The rows read alone, converted to float32.
     /// - Throws: as ``referenceTensor(_:shape:)``.
     public func referenceRows(_ name: String, shape: [Int], rows: Range<Int>) throws -> [Float] {
-        try referenceRows(name, shape: shape, rows: Optional(rows))
+        try convertedRows(name, shape: shape, rows: rows)
     }
 
-    /// Rows `rows` (nil: all) of the first dimension.
-    private func referenceRows(_ name: String, shape: [Int], rows: Range<Int>?) throws -> [Float] {
+    /// Rows `rows` (nil: all) of the first dimension, converted to float32.
+    private func convertedRows(_ name: String, shape: [Int], rows: Range<Int>?) throws -> [Float] {
         let descriptor = try tensor(named: name)
         guard descriptor.shape == shape else {
             throw ReferenceModelError.shapeMismatch(tensor: name, expected: shape, found: descriptor.shape)
@@ -63,8 +63,8 @@ extension BundleReader: ReferenceWeights {
     /// - Throws: as ``referenceTensor(_:shape:)``.
     public func referenceRows(_ name: String, shape: [Int], rows: Range<Int>) throws -> [Float] {
         let tensor = try referenceRecord(name, shape: shape)
-        try ReferenceModel.checkRows(rows, shape: shape, name: name)
         guard shape.count >= 2 else { return try ReferenceModel.rows(rows, of: try dequantize(tensor), shape: shape, name: name) }
+        try ReferenceModel.checkRows(rows, shape: shape, name: name)
         return try dequantize(tensor, rows: rows)
     }
 
