@@ -49,6 +49,9 @@ final class KMeansScratch {
     /// How far each boundary may move down and up in the next polish round.
     let reachBelow = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
     let reachAbove = UnsafeMutablePointer<Int>.allocate(capacity: capacity)
+    /// Bit sets of clusters for ``KMeans1D/lloyd(_:clusterCount:scratch:)``: one bit per cluster.
+    let changedClusters = UnsafeMutablePointer<UInt64>.allocate(capacity: (capacity + 63) / 64)
+    let changingClusters = UnsafeMutablePointer<UInt64>.allocate(capacity: (capacity + 63) / 64)
     /// Dynamic-programming rows and choices, grown on demand.
     var table: [Double] = []
     var previousRow: [Double] = []
@@ -60,6 +63,8 @@ final class KMeansScratch {
         }
         centroids.deallocate()
         splitGains.deallocate()
+        changedClusters.deallocate()
+        changingClusters.deallocate()
         lutValues.deallocate()
     }
 }
@@ -430,42 +435,59 @@ enum KMeans1D {
         return nil
     }
 
+    /// Lloyd iterations to a fixed point (or ``maximumLloydIterations``): every boundary at
+    /// the midpoint of the previous iteration's means (ties to the lower cluster, as in index
+    /// assignment), then the means of the clusters whose boundaries moved.
+    ///
+    /// A boundary both of whose clusters kept their boundaries would land where it is, so
+    /// only boundaries next to a changed cluster are searched again: on group-8 bfloat16
+    /// weights, half of them over some 40 iterations a call. Same steps, same fixed point.
     static func lloyd(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
         let bounds = scratch.bounds
         let centroids = scratch.centroids
+        // Bit `c & 63` of word `c >> 6`: cluster `c` changed in the last iteration / this one.
+        let changed = scratch.changedClusters
+        let changing = scratch.changingClusters
+        let words = (clusterCount + 63) >> 6
         for cluster in 0..<clusterCount {
             let start = bounds[cluster]
             let end = bounds[cluster + 1]
             // An empty cluster keeps a centroid between its neighbours' values.
             centroids[cluster] = end > start ? histogram.mean(start, end) : histogram.values[min(start, histogram.count - 1)]
         }
+        for word in 0..<words { changed[word] = ~0 }
         for _ in 0..<maximumLloydIterations {
-            var changed = false
-            var previous = 0
-            // Whether the previous boundary moved. A cluster's mean is recomputed once both its
-            // ends are placed, and only if one of them moved: the same means as recomputing all.
-            var lowerMoved = false
-            for boundary in 1..<clusterCount {
-                // Ties (a value exactly at a midpoint) go to the lower cluster, as in index assignment.
-                let midpoint = (centroids[boundary - 1] + centroids[boundary]) * 0.5
-                let bound = firstIndexAbove(midpoint, in: histogram, low: previous, hint: bounds[boundary])
-                let moved = bound != bounds[boundary]
-                if moved {
+            var anyMoved = false
+            for word in 0..<words {
+                changing[word] = 0
+                // Boundary `b` separates clusters `b - 1` and `b`; boundary 0 never moves.
+                let carry = word > 0 ? changed[word - 1] >> 63 : 0
+                var search = (changed[word] | changed[word] << 1 | carry) & (word == 0 ? ~1 : ~0)
+                while search != 0 {
+                    let boundary = word << 6 | search.trailingZeroBitCount
+                    guard boundary < clusterCount else { break }
+                    search &= search &- 1
+                    let midpoint = (centroids[boundary - 1] + centroids[boundary]) * 0.5
+                    let bound = firstIndexAbove(midpoint, in: histogram, low: bounds[boundary - 1], hint: bounds[boundary])
+                    guard bound != bounds[boundary] else { continue }
                     bounds[boundary] = bound
-                    changed = true
+                    anyMoved = true
+                    let lower = boundary - 1
+                    changing[lower >> 6] |= 1 &<< UInt64(lower & 63)
+                    changing[word] |= 1 &<< UInt64(boundary & 63)
                 }
-                if lowerMoved || moved {
-                    let start = bounds[boundary - 1]
-                    if bound > start { centroids[boundary - 1] = histogram.mean(start, bound) }
-                }
-                lowerMoved = moved
-                previous = bound
             }
-            guard changed else { return }
-            if lowerMoved {
-                let start = bounds[clusterCount - 1]
-                let end = bounds[clusterCount]
-                if end > start { centroids[clusterCount - 1] = histogram.mean(start, end) }
+            guard anyMoved else { return }
+            for word in 0..<words {
+                var clusters = changing[word]
+                changed[word] = clusters
+                while clusters != 0 {
+                    let cluster = word << 6 | clusters.trailingZeroBitCount
+                    clusters &= clusters &- 1
+                    let start = bounds[cluster]
+                    let end = bounds[cluster + 1]
+                    if end > start { centroids[cluster] = histogram.mean(start, end) }
+                }
             }
         }
     }

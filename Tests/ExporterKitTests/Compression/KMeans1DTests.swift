@@ -137,11 +137,27 @@ extension CompressionTests {
         @Test("Lloyd stops at the fixed point a plain Lloyd (every mean recomputed) reaches")
         func lloydMatchesPlainLloyd() {
             for seed in UInt64(0)..<8 {
-                let test = randomHistogram(distinct: 400, seed: seed)
+                // Enough values that 65 and 130 clusters take many iterations to settle.
+                let test = randomHistogram(distinct: 2000, seed: seed)
                 let histogram = test.histogram
-                for clusters in [3, 8, 16] {
+                // First index whose value exceeds `threshold`, by bisection.
+                func firstAbove(_ threshold: Double) -> Int {
+                    var (low, high) = (0, histogram.count)
+                    while low < high {
+                        let middle = (low + high) / 2
+                        if histogram.values[middle] > threshold { high = middle } else { low = middle + 1 }
+                    }
+                    return low
+                }
+                // From the divisive start and from evenly spaced boundaries (far from the fixed
+                // point); over 64 clusters the changed clusters span several bit-set words.
+                for (clusters, evenStart) in [3, 8, 16, 64, 65, 130].flatMap({ [($0, false), ($0, true)] }) {
                     let scratch = KMeansScratch()
-                    KMeans1D.divisiveBounds(histogram, clusterCount: clusters, scratch: scratch)
+                    if evenStart {
+                        for boundary in 0...clusters { scratch.bounds[boundary] = boundary * histogram.count / clusters }
+                    } else {
+                        KMeans1D.divisiveBounds(histogram, clusterCount: clusters, scratch: scratch)
+                    }
                     var bounds = (0...clusters).map { scratch.bounds[$0] }
                     KMeans1D.lloyd(histogram, clusterCount: clusters, scratch: scratch)
                     // Plain Lloyd: midpoints of the current means, then every mean again.
@@ -150,7 +166,7 @@ extension CompressionTests {
                         var next = bounds
                         for boundary in 1..<clusters {
                             let midpoint = (means[boundary - 1] + means[boundary]) * 0.5
-                            next[boundary] = max(next[boundary - 1], (0..<histogram.count).first { histogram.values[$0] > midpoint } ?? histogram.count)
+                            next[boundary] = max(next[boundary - 1], firstAbove(midpoint))
                         }
                         if next == bounds { break }
                         bounds = next
@@ -158,7 +174,7 @@ extension CompressionTests {
                             means[cluster] = histogram.mean(bounds[cluster], bounds[cluster + 1])
                         }
                     }
-                    #expect((0...clusters).map { scratch.bounds[$0] } == bounds, "seed \(seed), k \(clusters)")
+                    #expect((0...clusters).map { scratch.bounds[$0] } == bounds, "seed \(seed), k \(clusters), even \(evenStart)")
                 }
             }
         }
