@@ -58,6 +58,23 @@ struct CheckpointSyntheticWeightsTests {
         #expect(SyntheticWeights.mix(1) == 0x5692_161D_100B_05E5)
     }
 
+    @Test("a whole tensor is pinned, outliers included, and each element is the same alone as in a range")
+    func wholeTensorPinned() {
+        let whole = values(generator, name, shape)
+        let checksum = whole.withUnsafeBytes { CRC32.checksum($0) }
+        #expect(checksum == KnownAnswers.upProjChecksum, "\(checksum)")
+        let outliers = whole.indices.filter { abs(whole[$0]) >= 1 }
+        #expect(outliers.contains { $0 % 2 == 0 } && outliers.contains { $0 % 2 == 1 })
+        for index in outliers + [0, 1, whole.count - 1] {
+            // Alone, first and last of a range.
+            for elements in [index..<(index + 1), index..<min(index + 2, whole.count), max(index - 1, 0)..<(index + 1)] {
+                var part = [Float](repeating: 0, count: elements.count)
+                part.withUnsafeMutableBufferPointer { generator.generate(name: name, shape: shape, elements: elements, into: $0) }
+                #expect(part[index - elements.lowerBound].bitPattern == whole[index].bitPattern, "element \(index) of \(elements)")
+            }
+        }
+    }
+
     @Test("the own logarithm agrees with libm")
     func logarithm() {
         for x in [1.0, 0.5, 1e-16, 0x1p-53, 0.999_999, 0.3, 0.70710678, 0.7071068] {
@@ -200,4 +217,6 @@ struct CheckpointSyntheticCheckpointTests {
 /// Pinned outputs of the generator; a change here changes every synthetic checkpoint.
 enum KnownAnswers {
     static let upProj: [UInt32] = [3_156_320_054, 977_483_442, 3_154_487_532, 3_114_350_708]
+    /// CRC-32 of the float32 bytes of the whole 256×1536 up_proj (seed 2024).
+    static let upProjChecksum: UInt32 = 3_784_993_867
 }
