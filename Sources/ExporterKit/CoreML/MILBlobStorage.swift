@@ -260,17 +260,36 @@ public struct MILBlobFile {
     /// The data of the blob whose metadata record is at `metadataOffset`.
     /// - Throws: `CoreMLError.invalidPackage` when no blob starts there or the read fails.
     public func data(atMetadataOffset metadataOffset: Int) throws -> (entry: Entry, bytes: [UInt8]) {
+        let entry = try entry(atMetadataOffset: metadataOffset)
+        return (entry, try bytes(of: entry, range: 0..<entry.byteCount))
+    }
+
+    /// The blob whose metadata record is at `metadataOffset`.
+    /// - Throws: `CoreMLError.invalidPackage` when no blob starts there.
+    public func entry(atMetadataOffset metadataOffset: Int) throws -> Entry {
         guard let entry = entries.first(where: { $0.metadataOffset == metadataOffset }) else {
             throw CoreMLError.invalidPackage(path: path, reason: "no blob at offset \(metadataOffset)")
         }
+        return entry
+    }
+
+    /// Bytes `range` of the blob `entry`'s data: a large blob can be read a piece at a time.
+    /// - Throws: `CoreMLError.invalidPackage` when the range lies outside the blob or the read fails.
+    public func bytes(of entry: Entry, range: Range<Int>) throws -> [UInt8] {
+        guard range.lowerBound >= 0, range.upperBound <= entry.byteCount else {
+            throw CoreMLError.invalidPackage(
+                path: path, reason: "bytes \(range) lie outside the \(entry.byteCount)-byte blob at \(entry.metadataOffset)")
+        }
+        guard !range.isEmpty else { return [] }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw CoreMLError.invalidPackage(path: path, reason: "cannot open")
         }
         defer { try? handle.close() }
-        try? handle.seek(toOffset: UInt64(entry.dataOffset))
-        guard let data = try? handle.read(upToCount: entry.byteCount), data.count == entry.byteCount else {
-            throw CoreMLError.invalidPackage(path: path, reason: "short read at \(entry.dataOffset)")
+        let offset = entry.dataOffset + range.lowerBound
+        try? handle.seek(toOffset: UInt64(offset))
+        guard let data = try? handle.read(upToCount: range.count), data.count == range.count else {
+            throw CoreMLError.invalidPackage(path: path, reason: "short read at \(offset)")
         }
-        return (entry, [UInt8](data))
+        return [UInt8](data)
     }
 }

@@ -44,6 +44,11 @@ public enum MLPackageVerifier {
     /// - Throws: `CoreMLError` or `BundleError` naming the first file, blob or tensor that is
     ///   not as it should be.
     public static func verify(package url: URL, bundle bundleURL: URL? = nil) throws -> Report {
+        try verify(package: url, bundle: bundleURL, pieceBytes: comparedPieceBytes)
+    }
+
+    /// As ``verify(package:bundle:)``, comparing blobs that copy a bundle part `pieceBytes` at a time.
+    static func verify(package url: URL, bundle bundleURL: URL?, pieceBytes: Int) throws -> Report {
         let manifest = try readManifest(package: url)
         for file in manifest.files {
             guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
@@ -68,7 +73,7 @@ public enum MLPackageVerifier {
         if let bundleURL {
             let bundle = try BundleReader(url: bundleURL)
             for tensor in manifest.tensors {
-                try compare(tensor, blobs: blobs, bundle: bundle)
+                try compare(tensor, blobs: blobs, bundle: bundle, pieceBytes: pieceBytes)
                 compared += 1
             }
             let missing = Set(bundle.tensorNames).subtracting(manifest.tensors.map(\.name))
@@ -79,18 +84,31 @@ public enum MLPackageVerifier {
         return Report(manifest: manifest, filesChecked: manifest.files.count, blobsChecked: blobs.entries.count, tensorsCompared: compared)
     }
 
-    private static func compare(_ tensor: MLPackageTensor, blobs: MILBlobFile, bundle: BundleReader) throws {
+    private static func compare(_ tensor: MLPackageTensor, blobs: MILBlobFile, bundle: BundleReader, pieceBytes: Int) throws {
         guard let record = bundle.manifest.tensors.first(where: { $0.name == tensor.name }) else {
             throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "not in the bundle")
         }
-        func bundlePart(_ kind: String) throws -> [UInt8] {
+        func bundlePartRecord(_ kind: String) throws -> Manifest.Part {
             guard let part = record.parts.first(where: { $0.kind == kind }) else {
                 throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "the bundle has no \(kind) part")
             }
+            return part
+        }
+        func bundlePart(_ kind: String) throws -> [UInt8] {
+            let part = try bundlePartRecord(kind)
             return try bundle.readBytes(file: part.file, offset: part.offset, count: part.bytes)
         }
         for blob in tensor.blobs {
-            let stored = try blobs.data(atMetadataOffset: blob.offset).bytes
+            let entry = try blobs.entry(atMetadataOffset: blob.offset)
+            func differs(fromByte byte: Int) -> CoreMLError {
+                .bundleMismatch(tensor: tensor.name, reason: "\(blob.kind) blob at \(blob.offset) differs from byte \(byte)")
+            }
+            /// Throws unless `stored` equals `expected`, bytes from `start` of the blob.
+            func check(_ stored: [UInt8], _ expected: [UInt8], from start: Int = 0) throws {
+                guard stored != expected else { return }
+                let first = zip(stored, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(stored.count, expected.count)
+                throw differs(fromByte: start + first)
+            }
             let expected: [UInt8]
             switch blob.kind {
             case "lut":
@@ -130,13 +148,24 @@ public enum MLPackageVerifier {
             case "outlier_flags":
                 expected = [UInt8](repeating: 1, count: try bundlePart("outlier_values").count / 2)
             default:
-                expected = try bundlePart(blob.kind)
+                // The bundle's part as it is: compared a piece at a time, since the embedding's
+                // codes alone are 233 MB for Qwen2.5-1.5B (whole, the comparison held four copies).
+                let part = try bundlePartRecord(blob.kind)
+                let common = min(entry.byteCount, part.bytes)
+                for start in stride(from: 0, to: common, by: pieceBytes) {
+                    let end = min(common, start + pieceBytes)
+                    try check(
+                        try blobs.bytes(of: entry, range: start..<end),
+                        try bundle.readBytes(file: part.file, offset: part.offset + start, count: end - start), from: start)
+                }
+                // Equal as far as both go: a longer one differs where the shorter ends.
+                guard entry.byteCount == part.bytes else { throw differs(fromByte: common) }
+                continue
             }
-            guard stored == expected else {
-                let first = zip(stored, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(stored.count, expected.count)
-                throw CoreMLError.bundleMismatch(
-                    tensor: tensor.name, reason: "\(blob.kind) blob at \(blob.offset) differs from byte \(first)")
-            }
+            try check(try blobs.bytes(of: entry, range: 0..<entry.byteCount), expected)
         }
     }
+
+    /// Bytes of a blob and of its bundle part compared at a time.
+    static let comparedPieceBytes = 8 << 20
 }

@@ -84,6 +84,23 @@ struct MLPackageTests {
         }
     }
 
+    @Test("a blob copied from the bundle is compared a piece at a time, the first differing byte named from any piece")
+    func piecewiseComparison() throws {
+        let (bundle, package, manifest) = try package()
+        let q = try #require(manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_proj.weight" })
+        let indices = q.blobs[1]
+        #expect(indices.kind == "indices" && indices.bytes > 1000)
+        for pieceBytes in [500, 999, 1000, 1 << 20] {
+            #expect(try MLPackageVerifier.verify(package: package, bundle: bundle, pieceBytes: pieceBytes).tensorsCompared == manifest.tensors.count)
+        }
+        try flipWeightBit(in: package, atByte: indices.offset + 64 + 999, manifest: manifest)
+        for pieceBytes in [500, 999, 1000, 1 << 20] {
+            #expect(throws: CoreMLError.bundleMismatch(tensor: q.name, reason: "indices blob at \(indices.offset) differs from byte 999")) {
+                try MLPackageVerifier.verify(package: package, bundle: bundle, pieceBytes: pieceBytes)
+            }
+        }
+    }
+
     @Test("the same bundle gives a byte-identical package")
     func reproducible() throws {
         let first = try package()
