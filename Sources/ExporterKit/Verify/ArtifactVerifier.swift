@@ -48,12 +48,13 @@ public struct VerificationReport: Sendable {
 public enum ArtifactVerifier {
     /// Verifies `artifact`; with `checkpoint`, also compares every tensor with it and fails any
     /// whose SQNR is below the manifest's claim or `minimumSQNR`. Tensors are decoded (and
-    /// read from the checkpoint) `blockElements` at a time, or a row when a row holds more.
+    /// read from the checkpoint) `blockElements` at a time, or a row when a row holds more, by
+    /// `workers` threads; the report is the same for any number.
     public static func verify(
         _ artifact: LoadedArtifact, against checkpoint: CheckpointWeights? = nil, minimumSQNR: Double? = nil,
-        blockElements: Int = ArtifactVerifier.blockElements
+        blockElements: Int = ArtifactVerifier.blockElements, workers: Int = SystemResources.activeCores
     ) -> VerificationReport {
-        var run = Run(artifact: artifact, blockElements: max(1, blockElements))
+        var run = Run(artifact: artifact, blockElements: max(1, blockElements), workers: max(1, workers))
         run.checkFiles()
         run.checkManifestSums()
         if artifact.manifest.kind == "bundle" { run.checkGraph() }
@@ -84,13 +85,16 @@ public enum ArtifactVerifier {
         let artifact: LoadedArtifact
         /// Elements decoded at a time.
         let blockElements: Int
+        /// Threads decoding tensors.
+        let workers: Int
         var report = VerificationReport()
         /// Actual sizes of the files that exist, by manifest path.
         var sizes: [String: Int] = [:]
 
-        init(artifact: LoadedArtifact, blockElements: Int) {
+        init(artifact: LoadedArtifact, blockElements: Int, workers: Int) {
             self.artifact = artifact
             self.blockElements = blockElements
+            self.workers = workers
         }
 
         var manifest: Manifest { artifact.manifest }
@@ -225,26 +229,24 @@ public enum ArtifactVerifier {
 
         mutating func checkTensors(against checkpoint: CheckpointWeights?, minimumSQNR: Double?) {
             guard manifest.kind != "plan" else { return }
-            var files = FileReaders(folder: artifact.folder)
+            let files = FileReaders(folder: artifact.folder)
             let weightsName = BundleWriter.weightsName
             var cursor = ExportPlan.weightsHeaderBytes
             let weightsSize = sizes[weightsName]
-            if let weightsSize { checkWeightsHeader(&files, size: weightsSize) }
-            for tensor in manifest.tensors {
+            if let weightsSize { checkWeightsHeader(files, size: weightsSize) }
+            let contents = contentsOfReadableTensors(against: checkpoint, minimumSQNR: minimumSQNR)
+            for (index, tensor) in manifest.tensors.enumerated() {
                 let subject = "tensor '\(tensor.name)'"
-                var readable = true
                 for part in tensor.parts {
                     guard let size = sizes[part.file] else {
                         fail(subject, "\(part.kind) is in '\(part.file)', which is missing or not listed")
-                        readable = false
                         continue
                     }
-                    if part.offset < 0 || part.bytes < 0 || part.offset + part.bytes > size {
+                    guard isReadable(part) else {
                         fail(
                             subject,
                             "\(part.kind) at offset \(part.offset), \(part.bytes) bytes, runs past the end of '\(part.file)' "
                                 + "(\(size) bytes)")
-                        readable = false
                         continue
                     }
                     if part.offset % ExportPlan.blobAlignment != 0 {
@@ -257,26 +259,68 @@ public enum ArtifactVerifier {
                             subject,
                             "\(part.kind) at offset \(part.offset), expected \(expected): parts follow each other in manifest "
                                 + "order, each at the next multiple of \(ExportPlan.blobAlignment)")
-                    } else if expected > cursor, !checkZero(&files, file: part.file, from: cursor, to: expected) {
+                    } else if expected > cursor, !checkZero(files, file: part.file, from: cursor, to: expected) {
                         failFile(weightsName, "padding before \(tensor.name) \(part.kind) (bytes \(cursor)..<\(expected)) is not zero")
                     }
                     cursor = max(cursor, part.offset + part.bytes)
                 }
                 checkRecord(tensor, subject: subject)
-                guard readable else { continue }
-                checkContents(tensor, subject: subject, files: &files, against: checkpoint, minimumSQNR: minimumSQNR)
+                guard let found = contents[index] else { continue }
+                record(found, of: tensor)
             }
             if let weightsSize, manifest.tensors.contains(where: { $0.parts.contains { $0.file == weightsName } }) {
                 let end = ArtifactVerifier.aligned(cursor)
                 if weightsSize != end {
                     failFile(weightsName, "\(weightsSize) bytes; its parts end at \(cursor), so the file should be \(end) bytes")
-                } else if end > cursor, !checkZero(&files, file: weightsName, from: cursor, to: end) {
+                } else if end > cursor, !checkZero(files, file: weightsName, from: cursor, to: end) {
                     failFile(weightsName, "the padding after the last part is not zero")
                 }
             }
         }
 
-        private mutating func checkWeightsHeader(_ files: inout FileReaders, size: Int) {
+        /// Whether the part lies within its file, which exists: then its tensor can be decoded.
+        private func isReadable(_ part: Manifest.Part) -> Bool {
+            guard let size = sizes[part.file] else { return false }
+            return part.offset >= 0 && part.bytes >= 0 && part.offset <= size - part.bytes
+        }
+
+        /// The contents of every tensor whose parts are all readable (nil for the others), checked
+        /// by the workers a tensor at a time, each with its own open files; each tensor's sums
+        /// run in one order, so the report does not depend on the number of workers.
+        private func contentsOfReadableTensors(against checkpoint: CheckpointWeights?, minimumSQNR: Double?) -> [TensorContents?] {
+            let tensors = manifest.tensors
+            var contents = [TensorContents?](repeating: nil, count: tensors.count)
+            let (folder, precision, blockElements) = (artifact.folder, manifest.computePrecision, blockElements)
+            let readable = tensors.map { $0.parts.allSatisfy(isReadable) }
+            contents.withUnsafeMutableBufferPointer { buffer in
+                let results = TensorContentsSlots(slots: buffer)
+                WorkDispenser.perform(
+                    count: tensors.count, workers: workers, setUp: { _ in FileReaders(folder: folder) }
+                ) { files, index in
+                    guard readable[index] else { return }
+                    results.slots[index] = Run.contents(
+                        of: tensors[index], precision: precision, blockElements: blockElements, files: files,
+                        against: checkpoint, minimumSQNR: minimumSQNR)
+                }
+            }
+            return contents
+        }
+
+        /// Adds what checking a tensor's contents found to the report.
+        private mutating func record(_ found: TensorContents, of tensor: Manifest.Tensor) {
+            if found.decoded { report.tensorsDecoded += 1 }
+            if let measured = found.measuredSQNR {
+                report.tensorsCompared += 1
+                report.measuredSQNR[tensor.name] = measured
+            }
+            for (failure, fromComparison) in found.failures {
+                comparing = fromComparison
+                fail(failure.subject, failure.reason)
+            }
+            comparing = false
+        }
+
+        private mutating func checkWeightsHeader(_ files: FileReaders, size: Int) {
             let name = BundleWriter.weightsName
             guard size >= ExportPlan.weightsHeaderBytes, let header = try? files.read(name, offset: 0, count: 64) else {
                 return failFile(name, "shorter than its \(ExportPlan.weightsHeaderBytes)-byte header")
@@ -298,7 +342,7 @@ public enum ArtifactVerifier {
             if header[32..<64].contains(where: { $0 != 0 }) { failFile(name, "header bytes 32..<64 are not zero") }
         }
 
-        private mutating func checkZero(_ files: inout FileReaders, file: String, from start: Int, to end: Int) -> Bool {
+        private mutating func checkZero(_ files: FileReaders, file: String, from start: Int, to end: Int) -> Bool {
             guard let bytes = try? files.read(file, offset: start, count: end - start) else { return false }
             return bytes.allSatisfy { $0 == 0 }
         }
@@ -331,17 +375,24 @@ public enum ArtifactVerifier {
 
         /// Decodes the tensor a block of rows at a time (so memory stays a few blocks, whatever
         /// the tensor's size), checks the stored values, and compares them with the checkpoint's.
-        private mutating func checkContents(
-            _ tensor: Manifest.Tensor, subject: String, files: inout FileReaders, against checkpoint: CheckpointWeights?,
-            minimumSQNR: Double?
-        ) {
+        private static func contents(
+            of tensor: Manifest.Tensor, precision computePrecision: String, blockElements: Int, files: FileReaders,
+            against checkpoint: CheckpointWeights?, minimumSQNR: Double?
+        ) -> TensorContents {
+            let subject = "tensor '\(tensor.name)'"
+            var found = TensorContents()
+            var comparing = false
+            func fail(_ subject: String, _ reason: String) {
+                found.failures.append((VerificationFailure(subject, reason), comparing))
+            }
             let decoder: TensorDecoder
             do {
-                decoder = try TensorDecoder(tensor, precision: manifest.computePrecision) { part in
+                decoder = try TensorDecoder(tensor, precision: computePrecision) { part in
                     try files.read(part.file, offset: part.offset, count: part.bytes)
                 }
             } catch {
-                return fail(subject, ArtifactVerifier.decodingFailure(error))
+                fail(subject, ArtifactVerifier.decodingFailure(error))
+                return found
             }
             for problem in ArtifactVerifier.storedValueProblems(tensor, stored: decoder.smallParts) { fail(subject, problem) }
             // Why the checkpoint's tensor cannot be compared, found before decoding and reported after.
@@ -354,7 +405,7 @@ public enum ArtifactVerifier {
                     sourceFailure = ArtifactVerifier.sourceFailure(error)
                 }
             }
-            let precision = ComputePrecision(rawValue: manifest.computePrecision) ?? .float16
+            let precision = ComputePrecision(rawValue: computePrecision) ?? .float16
             let exact = tensor.compression.mode == .keep
             let elementsPerBlock = min(decoder.elements, max(blockElements, decoder.columns))
             var decoded = [Float](repeating: 0, count: elementsPerBlock)
@@ -371,7 +422,8 @@ public enum ArtifactVerifier {
                 do {
                     stored = try files.read(part.file, offset: part.offset + byteRange.lowerBound, count: byteRange.count)
                 } catch {
-                    return fail(subject, ArtifactVerifier.decodingFailure(error))
+                    fail(subject, ArtifactVerifier.decodingFailure(error))
+                    return found
                 }
                 if !streamedProblemFound {
                     let problems = ArtifactVerifier.storedValueProblems(tensor, stored: [part.kind: stored], firstElement: firstElement)
@@ -398,21 +450,22 @@ public enum ArtifactVerifier {
                     sourceFailure = ArtifactVerifier.sourceFailure(error)
                 }
             }
-            report.tensorsDecoded += 1
+            found.decoded = true
             if let firstNonFinite { fail(subject, "element \(firstNonFinite.element) dequantises to \(firstNonFinite.value)") }
-            guard checkpoint != nil else { return }
+            guard checkpoint != nil else { return found }
             comparing = true
-            defer { comparing = false }
-            if let sourceFailure { return fail(subject, sourceFailure) }
-            report.tensorsCompared += 1
+            if let sourceFailure {
+                fail(subject, sourceFailure)
+                return found
+            }
             let measured = SignalToNoise.decibels(signalPower: sums.signal, squaredError: sums.noise)
-            report.measuredSQNR[tensor.name] = measured
+            found.measuredSQNR = measured
             func decibels(_ value: Double) -> String { String(format: "%.2f dB", value) }
             if exact {
                 if sums.noise > 0 {
                     fail(subject, "kept in \(precision.rawValue) but differs from the checkpoint (\(decibels(measured)))")
                 }
-                return
+                return found
             }
             if let claimed = tensor.sqnrDB, measured < claimed - 0.01 {
                 fail(subject, "SQNR \(decibels(measured)) against the checkpoint, the manifest claims \(decibels(claimed))")
@@ -420,7 +473,23 @@ public enum ArtifactVerifier {
             if let minimumSQNR, measured < minimumSQNR {
                 fail(subject, "SQNR \(decibels(measured)) against the checkpoint is below --min-sqnr \(decibels(minimumSQNR))")
             }
+            return found
         }
+    }
+
+    /// What checking one tensor's contents found, added to the report in manifest order.
+    private struct TensorContents {
+        /// Failures in the order found, each marked when it comes from the comparison with the checkpoint.
+        var failures: [(failure: VerificationFailure, fromComparison: Bool)] = []
+        /// Whether every block was read and dequantised.
+        var decoded = false
+        /// The SQNR measured against the checkpoint, when it was compared.
+        var measuredSQNR: Double?
+    }
+
+    /// Where the workers put each tensor's contents; each slot is written by one worker.
+    private struct TensorContentsSlots: @unchecked Sendable {
+        let slots: UnsafeMutableBufferPointer<TensorContents?>
     }
 
     /// Elements decoded (and read from the checkpoint) at a time by default: 4 MiB of float32
@@ -576,8 +645,8 @@ public enum ArtifactVerifier {
     }
 }
 
-/// Open files of an artifact, by manifest path.
-private struct FileReaders {
+/// Open files of an artifact, by manifest path; one per thread.
+private final class FileReaders {
     let folder: URL
     var files: [String: ReadOnlyFile] = [:]
 
@@ -585,7 +654,7 @@ private struct FileReaders {
 
     /// `count` bytes at `offset` of `file`.
     /// - Throws: `BundleError.readFailed` when it cannot be opened or the range is not all there.
-    mutating func read(_ file: String, offset: Int, count: Int) throws -> [UInt8] {
+    func read(_ file: String, offset: Int, count: Int) throws -> [UInt8] {
         let path = folder.appendingPathComponent(file).path
         do {
             let reader: ReadOnlyFile

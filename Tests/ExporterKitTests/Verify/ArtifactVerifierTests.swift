@@ -70,6 +70,36 @@ struct ArtifactVerifierTests {
         }
     }
 
+    @Test("tensors checked by any number of workers give the same report, failures in manifest order")
+    func workers() throws {
+        let (bundle, checkpointURL) = try bundle()
+        let names = ["model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight", "model.layers.1.self_attn.o_proj.weight"]
+        try editWeights(bundle) { bytes, manifest in
+            // An int8 -128, and two LUTs out of order: faults found while decoding.
+            let values = try #require(manifest.tensors.first { $0.name == names[0] }?.parts.first { $0.kind == "values" })
+            bytes[values.offset + 7] = 0x80
+            for name in names.dropFirst() {
+                let lut = try #require(manifest.tensors.first { $0.name == name }?.parts[0])
+                for k in 0..<2 { bytes.swapAt(lut.offset + k, lut.offset + 2 + k) }
+            }
+        }
+        let artifact = try LoadedArtifact(url: bundle)
+        let checkpoint = try CheckpointWeights(directory: checkpointURL)
+        let one = ArtifactVerifier.verify(artifact, against: checkpoint, workers: 1)
+        let failed = one.failures.map(\.subject)
+        #expect(failed.first == "tensor '\(names[0])'" && failed.last == "tensor '\(names[2])'", "\(failed)")
+        let order = try manifest(bundle).tensors.map { "tensor '\($0.name)'" }
+        #expect(failed.map { order.firstIndex(of: $0) ?? -1 } == failed.map { order.firstIndex(of: $0) ?? -1 }.sorted())
+        #expect(one.structuralFailures == 3)
+        for workers in [2, 3, 8] {
+            let many = ArtifactVerifier.verify(artifact, against: checkpoint, workers: workers)
+            #expect(many.failures == one.failures, "\(workers) workers")
+            #expect(many.structuralFailures == one.structuralFailures)
+            #expect(many.measuredSQNR == one.measuredSQNR)
+            #expect(many.tensorsDecoded == one.tensorsDecoded && many.tensorsCompared == one.tensorsCompared)
+        }
+    }
+
     @Test("format rules the checksums cannot see: header, padding, LUT order")
     func formatRules() throws {
         let (bundle, _) = try bundle()
