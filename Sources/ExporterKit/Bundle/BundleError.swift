@@ -52,3 +52,19 @@ public enum BundleError: ExporterError, Equatable {
         }
     }
 }
+
+extension BundleError {
+    /// Runs `body`, which opens and reads the file at `path` with ``ReadOnlyFile``, reporting
+    /// the reader's failures as ``readFailed(path:reason:)`` of that path; other errors pass.
+    static func readingFile<Result>(_ path: String, _ body: () throws -> Result) throws -> Result {
+        do {
+            return try body()
+        } catch let error as CheckpointError {
+            switch error {
+            case .cannotOpen: throw BundleError.readFailed(path: path, reason: "cannot open")
+            case .readFailed(_, let reason): throw BundleError.readFailed(path: path, reason: reason)
+            default: throw BundleError.readFailed(path: path, reason: error.description)
+            }
+        }
+    }
+}

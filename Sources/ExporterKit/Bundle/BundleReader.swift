@@ -86,20 +86,14 @@ public struct BundleReader {
     /// - Throws: `BundleError.fileMismatch` naming the file.
     static func verify(_ file: Manifest.File, in folder: URL) throws {
         let url = folder.appendingPathComponent(file.path)
-        guard let handle = try? FileHandle(forReadingFrom: url) else {
+        guard FileManager.default.fileExists(atPath: url.path) else {
             throw BundleError.fileMismatch(path: file.path, reason: "missing")
         }
-        defer { try? handle.close() }
         var crc = CRC32()
-        var size = 0
-        while true {
-            let chunk: Data
-            do { chunk = try handle.read(upToCount: 4 << 20) ?? Data() } catch {
-                throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
-            }
-            if chunk.isEmpty { break }
-            size += chunk.count
-            chunk.withUnsafeBytes { crc.update($0) }
+        let size = try BundleError.readingFile(url.path) {
+            let reader = try ReadOnlyFile(path: url.path)
+            if reader.byteCount == file.bytes { try reader.forEachPiece(of: 0..<reader.byteCount) { crc.update($0) } }
+            return reader.byteCount
         }
         guard size == file.bytes else {
             throw BundleError.fileMismatch(path: file.path, reason: "size is \(size) bytes, the manifest says \(file.bytes)")
@@ -172,23 +166,8 @@ public struct BundleReader {
             throw BundleError.fileMismatch(
                 path: file, reason: "\(count) bytes at offset \(offset) lie outside the file's \(size) bytes")
         }
-        let url = self.url.appendingPathComponent(file)
-        guard let handle = try? FileHandle(forReadingFrom: url) else {
-            throw BundleError.readFailed(path: url.path, reason: "cannot open")
-        }
-        defer { try? handle.close() }
-        do {
-            try handle.seek(toOffset: UInt64(offset))
-            let data = try handle.read(upToCount: count) ?? Data()
-            guard data.count == count else {
-                throw BundleError.readFailed(path: url.path, reason: "short read at offset \(offset)")
-            }
-            return [UInt8](data)
-        } catch let error as BundleError {
-            throw error
-        } catch {
-            throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
-        }
+        let path = self.url.appendingPathComponent(file).path
+        return try BundleError.readingFile(path) { try ReadOnlyFile(path: path).bytes(at: offset, count: count) }
     }
 
     /// The tensor `name` dequantised to float32, row-major.

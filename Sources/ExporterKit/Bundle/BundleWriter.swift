@@ -148,17 +148,9 @@ public enum BundleWriter {
 
 
     private static func copyContents(of source: URL, to output: OutputFile) throws {
-        guard let handle = try? FileHandle(forReadingFrom: source) else {
-            throw BundleError.readFailed(path: source.path, reason: "cannot open")
-        }
-        defer { try? handle.close() }
-        while true {
-            let chunk: Data
-            do { chunk = try handle.read(upToCount: 1 << 20) ?? Data() } catch {
-                throw BundleError.readFailed(path: source.path, reason: error.localizedDescription)
-            }
-            if chunk.isEmpty { break }
-            try chunk.withUnsafeBytes { try output.write($0) }
+        try BundleError.readingFile(source.path) {
+            let reader = try ReadOnlyFile(path: source.path)
+            try reader.forEachPiece(of: 0..<reader.byteCount) { try output.write($0) }
         }
     }
 }

@@ -67,6 +67,34 @@ final class ReadOnlyFile: @unchecked Sendable {
         #endif
     }
 
+    /// `count` bytes at `offset`.
+    /// - Throws: `CheckpointError.readFailed` on a system error or when the file ends first.
+    func bytes(at offset: Int, count: Int) throws -> [UInt8] {
+        try [UInt8](unsafeUninitializedCapacity: max(0, count)) { bytes, initialized in
+            try read(into: UnsafeMutableRawBufferPointer(bytes), at: offset)
+            initialized = bytes.count
+        }
+    }
+
+    /// Passes the bytes of `range` to `body` in order, a piece of at most `pieceBytes` at a
+    /// time read into one buffer: how whole files are checksummed and copied. (Foundation's
+    /// `FileHandle.read(upToCount:)` on Linux reads 4 KiB per system call, 220,000 calls for
+    /// a 900 MB file.)
+    /// - Throws: `CheckpointError.readFailed`, and what `body` throws.
+    func forEachPiece(
+        of range: Range<Int>, pieceBytes: Int = 4 << 20, _ body: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, min(pieceBytes, range.count)), alignment: 64)
+        defer { buffer.deallocate() }
+        var start = range.lowerBound
+        while start < range.upperBound {
+            let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<min(buffer.count, range.upperBound - start)])
+            try read(into: piece, at: start)
+            try body(UnsafeRawBufferPointer(piece))
+            start += piece.count
+        }
+    }
+
     /// Fills `buffer` with the bytes at `offset`, or throws: a short read is an error, never
     /// a partially filled buffer.
     /// - Throws: `CheckpointError.readFailed` on a system error or when the file ends first.

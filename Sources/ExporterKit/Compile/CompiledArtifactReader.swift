@@ -136,21 +136,8 @@ public struct CompiledArtifactReader {
     /// Reads `count` bytes at `offset` of an artifact file.
     /// - Throws: `BundleError.readFailed` on a short read.
     func read(offset: Int, count: Int, file: String = Compiler.weightsName) throws -> [UInt8] {
-        let fileURL = url.appendingPathComponent(file)
-        guard let handle = try? FileHandle(forReadingFrom: fileURL) else {
-            throw BundleError.readFailed(path: fileURL.path, reason: "cannot open")
-        }
-        defer { try? handle.close() }
-        do {
-            try handle.seek(toOffset: UInt64(offset))
-            let data = try handle.read(upToCount: count) ?? Data()
-            guard data.count == count else { throw BundleError.readFailed(path: fileURL.path, reason: "short read at offset \(offset)") }
-            return [UInt8](data)
-        } catch let error as BundleError {
-            throw error
-        } catch {
-            throw BundleError.readFailed(path: fileURL.path, reason: error.localizedDescription)
-        }
+        let path = url.appendingPathComponent(file).path
+        return try BundleError.readingFile(path) { try ReadOnlyFile(path: path).bytes(at: offset, count: count) }
     }
 }
 

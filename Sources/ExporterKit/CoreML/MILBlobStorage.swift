@@ -112,8 +112,7 @@ public enum MILBlobStorage {
         put(UInt64(layout.blobs.count), at: 0, bytes: 4, into: &header)
         put(UInt64(version), at: 4, bytes: 4, into: &header)
         try file.write(header)
-        var handles: [String: FileHandle] = [:]
-        defer { handles.values.forEach { try? $0.close() } }
+        var readers: [String: ReadOnlyFile] = [:]
         for (blob, metadataOffset) in zip(layout.blobs, layout.metadataOffsets) {
             try file.pad(toMultipleOf: alignment)
             guard file.size == metadataOffset else {
@@ -134,35 +133,12 @@ public enum MILBlobStorage {
                 }
                 try file.write(bytes)
             case .fileRange(let path, let offset):
-                let handle: FileHandle
-                if let open = handles[path] {
-                    handle = open
-                } else {
-                    guard let opened = FileHandle(forReadingAtPath: path) else {
-                        throw BundleError.readFailed(path: path, reason: "cannot open")
-                    }
-                    handles[path] = opened
-                    handle = opened
+                try BundleError.readingFile(path) {
+                    let reader = try readers[path] ?? ReadOnlyFile(path: path)
+                    readers[path] = reader
+                    try reader.forEachPiece(of: offset..<(offset + blob.byteCount)) { try file.write($0) }
                 }
-                try copy(from: handle, path: path, offset: offset, count: blob.byteCount, to: file)
             }
-        }
-    }
-
-    private static func copy(from handle: FileHandle, path: String, offset: Int, count: Int, to file: OutputFile) throws {
-        do {
-            try handle.seek(toOffset: UInt64(offset))
-            var remaining = count
-            while remaining > 0 {
-                let chunk = try handle.read(upToCount: min(remaining, 4 << 20)) ?? Data()
-                guard !chunk.isEmpty else { throw BundleError.readFailed(path: path, reason: "short read at offset \(offset)") }
-                try chunk.withUnsafeBytes { try file.write($0) }
-                remaining -= chunk.count
-            }
-        } catch let error as ExporterError {
-            throw error
-        } catch {
-            throw BundleError.readFailed(path: path, reason: error.localizedDescription)
         }
     }
 
@@ -202,22 +178,19 @@ public struct MILBlobFile {
     /// - Throws: `CoreMLError.invalidPackage` naming the rule broken.
     public init(url: URL) throws {
         path = url.path
-        guard let handle = FileHandle(forReadingAtPath: url.path) else {
-            throw CoreMLError.invalidPackage(path: url.path, reason: "cannot open")
-        }
-        defer { try? handle.close() }
-        let fileSize = Int((try? handle.seekToEnd()) ?? 0)
+        let reader: ReadOnlyFile
+        do { reader = try ReadOnlyFile(path: url.path) } catch { throw CoreMLError.invalidPackage(path: url.path, reason: "cannot open") }
+        let fileSize = reader.byteCount
         size = fileSize
         func fail(_ reason: String) -> CoreMLError { .invalidPackage(path: url.path, reason: reason) }
         func record(at offset: Int) throws -> [UInt8] {
             guard offset >= 0, offset + MILBlobStorage.recordBytes <= fileSize else {
                 throw fail("record at \(offset) runs past the end of the file (\(fileSize) bytes)")
             }
-            try? handle.seek(toOffset: UInt64(offset))
-            guard let data = try? handle.read(upToCount: MILBlobStorage.recordBytes), data.count == MILBlobStorage.recordBytes else {
+            guard let bytes = try? reader.bytes(at: offset, count: MILBlobStorage.recordBytes) else {
                 throw fail("short read at \(offset)")
             }
-            return [UInt8](data)
+            return bytes
         }
         let header = try record(at: 0)
         let count = Int(MILBlobStorage.get(header, at: 0, bytes: 4))
@@ -280,16 +253,13 @@ public struct MILBlobFile {
             throw CoreMLError.invalidPackage(
                 path: path, reason: "bytes \(range) lie outside the \(entry.byteCount)-byte blob at \(entry.metadataOffset)")
         }
-        guard !range.isEmpty else { return [] }
-        guard let handle = FileHandle(forReadingAtPath: path) else {
+        let offset = entry.dataOffset + range.lowerBound
+        guard let reader = try? ReadOnlyFile(path: path) else {
             throw CoreMLError.invalidPackage(path: path, reason: "cannot open")
         }
-        defer { try? handle.close() }
-        let offset = entry.dataOffset + range.lowerBound
-        try? handle.seek(toOffset: UInt64(offset))
-        guard let data = try? handle.read(upToCount: range.count), data.count == range.count else {
+        guard let bytes = try? reader.bytes(at: offset, count: range.count) else {
             throw CoreMLError.invalidPackage(path: path, reason: "short read at \(offset)")
         }
-        return [UInt8](data)
+        return bytes
     }
 }

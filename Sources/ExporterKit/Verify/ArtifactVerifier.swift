@@ -656,7 +656,7 @@ private final class FileReaders {
     /// - Throws: `BundleError.readFailed` when it cannot be opened or the range is not all there.
     func read(_ file: String, offset: Int, count: Int) throws -> [UInt8] {
         let path = folder.appendingPathComponent(file).path
-        do {
+        return try BundleError.readingFile(path) {
             let reader: ReadOnlyFile
             if let open = files[file] {
                 reader = open
@@ -664,16 +664,7 @@ private final class FileReaders {
                 reader = try ReadOnlyFile(path: path)
                 files[file] = reader
             }
-            return try [UInt8](unsafeUninitializedCapacity: count) { bytes, initialized in
-                try reader.read(into: UnsafeMutableRawBufferPointer(bytes), at: offset)
-                initialized = count
-            }
-        } catch let error as CheckpointError {
-            switch error {
-            case .cannotOpen: throw BundleError.readFailed(path: path, reason: "cannot open")
-            case .readFailed(_, let reason): throw BundleError.readFailed(path: path, reason: reason)
-            default: throw BundleError.readFailed(path: path, reason: error.description)
-            }
+            return try reader.bytes(at: offset, count: count)
         }
     }
 }
