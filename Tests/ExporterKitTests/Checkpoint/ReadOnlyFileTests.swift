@@ -1,0 +1,55 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import ExporterKit
+
+@Suite("Checkpoint: positioned reads")
+struct ReadOnlyFileTests {
+    /// A file of `count` bytes, byte `i` being `i % 251`.
+    private func file(_ count: Int) throws -> (ReadOnlyFile, [UInt8]) {
+        let bytes = (0..<count).map { UInt8($0 % 251) }
+        let url = try Fixtures.temporaryDirectory().appendingPathComponent("bytes.bin")
+        try Data(bytes).write(to: url)
+        return (try ReadOnlyFile(path: url.path), bytes)
+    }
+
+    @Test("pieces of any size cover exactly the range asked, in order")
+    func pieces() throws {
+        let (reader, bytes) = try file(10_000)
+        for range in [0..<10_000, 3..<9_999, 4096..<8192, 5..<5, 9_999..<10_000] {
+            for pieceBytes in [1, 7, 4096, 1 << 22] {
+                var seen: [UInt8] = []
+                var largest = 0
+                try reader.forEachPiece(of: range, pieceBytes: pieceBytes) { piece in
+                    seen.append(contentsOf: piece)
+                    largest = max(largest, piece.count)
+                }
+                #expect(seen == Array(bytes[range]), "\(range) in pieces of \(pieceBytes)")
+                #expect(largest <= pieceBytes)
+            }
+        }
+        #expect(try reader.bytes(at: 250, count: 3) == [250, 0, 1])
+        #expect(try reader.bytes(at: 10_000, count: 0) == [])
+    }
+
+    @Test("a range past the end is refused, naming the file")
+    func pastTheEnd() throws {
+        let (reader, _) = try file(100)
+        let reason = "8 bytes at offset 96 are past the end of the 100-byte file"
+        #expect(throws: CheckpointError.readFailed(path: reader.path, reason: reason)) {
+            try reader.bytes(at: 96, count: 8)
+        }
+        var pieces = 0
+        #expect(throws: CheckpointError.readFailed(path: reader.path, reason: reason)) {
+            try reader.forEachPiece(of: 96..<104) { _ in pieces += 1 }
+        }
+        #expect(pieces == 0)
+        #expect(throws: BundleError.readFailed(path: "f", reason: reason)) {
+            try BundleError.readingFile("f") { try reader.bytes(at: 96, count: 8) }
+        }
+        #expect(throws: BundleError.readFailed(path: "missing", reason: "cannot open")) {
+            try BundleError.readingFile("missing") { try ReadOnlyFile(path: "/nonexistent/file") }
+        }
+    }
+}
