@@ -89,16 +89,14 @@ public struct BundleReader {
         guard FileManager.default.fileExists(atPath: url.path) else {
             throw BundleError.fileMismatch(path: file.path, reason: "missing")
         }
-        var crc = CRC32()
-        let size = try BundleError.readingFile(url.path) {
+        let (size, crc) = try BundleError.readingFile(url.path) {
             let reader = try ReadOnlyFile(path: url.path)
-            if reader.byteCount == file.bytes { try reader.forEachPiece(of: 0..<reader.byteCount) { crc.update($0) } }
-            return reader.byteCount
+            return (reader.byteCount, reader.byteCount == file.bytes ? try CRC32.checksum(of: reader) : 0)
         }
         guard size == file.bytes else {
             throw BundleError.fileMismatch(path: file.path, reason: "size is \(size) bytes, the manifest says \(file.bytes)")
         }
-        let actual = BundleWriter.hex(crc.value)
+        let actual = BundleWriter.hex(crc)
         guard actual == file.crc32 else {
             throw BundleError.fileMismatch(path: file.path, reason: "CRC-32 is \(actual), the manifest says \(file.crc32)")
         }

@@ -84,7 +84,9 @@ final class ReadOnlyFile: @unchecked Sendable {
     func forEachPiece(
         of range: Range<Int>, pieceBytes: Int = 4 << 20, _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, min(pieceBytes, range.count)), alignment: 64)
+        // Malloc's own alignment: a larger one pads the request, and a freed buffer no longer
+        // fits the next, so the heap grew by a piece per call.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, min(pieceBytes, range.count)), alignment: 16)
         defer { buffer.deallocate() }
         var start = range.lowerBound
         while start < range.upperBound {

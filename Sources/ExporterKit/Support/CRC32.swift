@@ -37,3 +37,50 @@ public struct CRC32: Sendable {
         return crc.value
     }
 }
+
+extension CRC32 {
+    /// Bytes of a file checksummed by one worker at a time in ``checksum(of:workers:)``.
+    static let filePieceBytes = 64 << 20
+
+    /// The checksum of the whole file, its pieces of ``filePieceBytes`` checksummed on
+    /// `workers` threads and joined in order (`crc32_combine`): the same value as one pass,
+    /// at a fraction of the time on a multi-core machine (zlib's CRC-32 runs at about 2 GB/s).
+    /// - Throws: `CheckpointError.readFailed`, the first in file order.
+    static func checksum(
+        of file: ReadOnlyFile, workers: Int = SystemResources.activeCores, pieceBytes: Int = filePieceBytes
+    ) throws -> UInt32 {
+        let size = file.byteCount
+        let pieceCount = max(1, (size + pieceBytes - 1) / pieceBytes)
+        func range(_ piece: Int) -> Range<Int> { (piece * pieceBytes)..<min(size, (piece + 1) * pieceBytes) }
+        let results = PieceChecksums(count: pieceCount)
+        WorkDispenser.perform(count: pieceCount, workers: workers, setUp: { _ in () }) { _, piece in
+            results.set(piece, Result {
+                var crc = CRC32()
+                try file.forEachPiece(of: range(piece)) { crc.update($0) }
+                return crc.value
+            })
+        }
+        var whole = CRC32()
+        for piece in 0..<pieceCount { whole.append(checksum: try results.get(piece), length: range(piece).count) }
+        return whole.value
+    }
+}
+
+/// Each piece's checksum or failure; each slot is written by one worker.
+private final class PieceChecksums: @unchecked Sendable {
+    private let slots: UnsafeMutableBufferPointer<Result<UInt32, Error>>
+
+    init(count: Int) {
+        slots = .allocate(capacity: count)
+        slots.initialize(repeating: .success(0))
+    }
+
+    deinit {
+        slots.deinitialize()
+        slots.deallocate()
+    }
+
+    func set(_ piece: Int, _ result: Result<UInt32, Error>) { slots[piece] = result }
+
+    func get(_ piece: Int) throws -> UInt32 { try slots[piece].get() }
+}

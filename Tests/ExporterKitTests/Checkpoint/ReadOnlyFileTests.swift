@@ -33,6 +33,20 @@ struct ReadOnlyFileTests {
         #expect(try reader.bytes(at: 10_000, count: 0) == [])
     }
 
+    @Test("a file's CRC-32 from pieces checksummed on several workers is the one-pass CRC-32")
+    func pieceChecksums() throws {
+        for count in [0, 1, 10_000] {
+            let (reader, bytes) = try file(count)
+            let expected = bytes.withUnsafeBytes { CRC32.checksum($0) }
+            for pieceBytes in [1, 7, 4096, CRC32.filePieceBytes] {
+                for workers in [1, 2, 5] {
+                    let crc = try CRC32.checksum(of: reader, workers: workers, pieceBytes: pieceBytes)
+                    #expect(crc == expected, "\(count) bytes in pieces of \(pieceBytes) on \(workers) workers")
+                }
+            }
+        }
+    }
+
     @Test("a range past the end is refused, naming the file")
     func pastTheEnd() throws {
         let (reader, _) = try file(100)
