@@ -16,24 +16,21 @@ public enum BuildKey {
     /// - Throws: `BundleError.readFailed` naming the file.
     public static func fingerprint(of url: URL) throws -> String {
         // Positioned reads into one buffer (FileHandle read each window 4 KiB at a time).
-        let file: ReadOnlyFile
-        do { file = try ReadOnlyFile(path: url.path) } catch {
-            throw BundleError.readFailed(path: url.path, reason: "cannot open")
-        }
-        let size = file.byteCount
-        let windows = size <= sampleBytes * sampleCount ? 1 : sampleCount
-        let windowBytes = windows == 1 ? size : sampleBytes
-        let stepBytes = windows == 1 ? 0 : (size - sampleBytes) / (windows - 1)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: windowBytes, alignment: 64)
-        defer { buffer.deallocate() }
-        var crc = CRC32()
-        for window in 0..<windows {
-            do { try file.read(into: buffer, at: window * stepBytes) } catch CheckpointError.readFailed(_, let reason) {
-                throw BundleError.readFailed(path: url.path, reason: reason)
+        try BundleError.readingFile(url.path) {
+            let file = try ReadOnlyFile(path: url.path)
+            let size = file.byteCount
+            let windows = size <= sampleBytes * sampleCount ? 1 : sampleCount
+            let windowBytes = windows == 1 ? size : sampleBytes
+            let stepBytes = windows == 1 ? 0 : (size - sampleBytes) / (windows - 1)
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: windowBytes, alignment: 16)
+            defer { buffer.deallocate() }
+            var crc = CRC32()
+            for window in 0..<windows {
+                try file.read(into: buffer, at: window * stepBytes)
+                crc.update(UnsafeRawBufferPointer(buffer))
             }
-            crc.update(UnsafeRawBufferPointer(buffer))
+            return "\(size):\(BundleWriter.hex(crc.value))"
         }
-        return "\(size):\(BundleWriter.hex(crc.value))"
     }
 
     /// The key of an export of `plan` from files with the given fingerprints
