@@ -39,7 +39,7 @@ public struct CRC32: Sendable {
 }
 
 extension CRC32 {
-    /// Bytes of a file checksummed by one worker at a time in ``checksum(of:workers:)``.
+    /// Bytes of a file checksummed by one worker at a time in ``checksum(of:workers:pieceBytes:)``.
     static let filePieceBytes = 64 << 20
 
     /// The checksum of the whole file, its pieces of ``filePieceBytes`` checksummed on
@@ -52,35 +52,16 @@ extension CRC32 {
         let size = file.byteCount
         let pieceCount = max(1, (size + pieceBytes - 1) / pieceBytes)
         func range(_ piece: Int) -> Range<Int> { (piece * pieceBytes)..<min(size, (piece + 1) * pieceBytes) }
-        let results = PieceChecksums(count: pieceCount)
+        let results = WorkerResults<Result<UInt32, Error>>(count: pieceCount, initial: .success(0))
         WorkDispenser.perform(count: pieceCount, workers: workers, setUp: { _ in () }) { _, piece in
-            results.set(piece, Result {
+            results[piece] = Result {
                 var crc = CRC32()
                 try file.forEachPiece(of: range(piece)) { crc.update($0) }
                 return crc.value
-            })
+            }
         }
         var whole = CRC32()
-        for piece in 0..<pieceCount { whole.append(checksum: try results.get(piece), length: range(piece).count) }
+        for piece in 0..<pieceCount { whole.append(checksum: try results[piece].get(), length: range(piece).count) }
         return whole.value
     }
-}
-
-/// Each piece's checksum or failure; each slot is written by one worker.
-private final class PieceChecksums: @unchecked Sendable {
-    private let slots: UnsafeMutableBufferPointer<Result<UInt32, Error>>
-
-    init(count: Int) {
-        slots = .allocate(capacity: count)
-        slots.initialize(repeating: .success(0))
-    }
-
-    deinit {
-        slots.deinitialize()
-        slots.deallocate()
-    }
-
-    func set(_ piece: Int, _ result: Result<UInt32, Error>) { slots[piece] = result }
-
-    func get(_ piece: Int) throws -> UInt32 { try slots[piece].get() }
 }

@@ -44,3 +44,29 @@ final class WorkDispenser: @unchecked Sendable {
         }
     }
 }
+
+/// One result per index of a ``WorkDispenser/perform(count:workers:batch:setUp:tearDown:body:)``:
+/// each slot is written by the one worker that took its index, and read once all are done.
+final class WorkerResults<Value>: @unchecked Sendable {
+    // @unchecked: workers write distinct slots, and nothing reads until `perform` returns.
+    private let slots: UnsafeMutableBufferPointer<Value>
+
+    /// `count` slots holding `initial`.
+    init(count: Int, initial: Value) {
+        slots = .allocate(capacity: count)
+        slots.initialize(repeating: initial)
+    }
+
+    deinit {
+        slots.deinitialize()
+        slots.deallocate()
+    }
+
+    subscript(index: Int) -> Value {
+        get { slots[index] }
+        set { slots[index] = newValue }
+    }
+
+    /// Every slot, in index order.
+    var values: [Value] { Array(slots) }
+}

@@ -289,21 +289,17 @@ public enum ArtifactVerifier {
         /// run in one order, so the report does not depend on the number of workers.
         private func contentsOfReadableTensors(against checkpoint: CheckpointWeights?, minimumSQNR: Double?) -> [TensorContents?] {
             let tensors = manifest.tensors
-            var contents = [TensorContents?](repeating: nil, count: tensors.count)
+            let contents = WorkerResults<TensorContents?>(count: tensors.count, initial: nil)
             let (folder, precision, blockElements) = (artifact.folder, manifest.computePrecision, blockElements)
             let readable = tensors.map { $0.parts.allSatisfy(isReadable) }
-            contents.withUnsafeMutableBufferPointer { buffer in
-                let results = TensorContentsSlots(slots: buffer)
-                WorkDispenser.perform(
-                    count: tensors.count, workers: workers, setUp: { _ in FileReaders(folder: folder) }
-                ) { files, index in
-                    guard readable[index] else { return }
-                    results.slots[index] = Run.contents(
-                        of: tensors[index], precision: precision, blockElements: blockElements, files: files,
-                        against: checkpoint, minimumSQNR: minimumSQNR)
-                }
+            WorkDispenser.perform(count: tensors.count, workers: workers, setUp: { _ in FileReaders(folder: folder) }) {
+                files, index in
+                guard readable[index] else { return }
+                contents[index] = Run.contents(
+                    of: tensors[index], precision: precision, blockElements: blockElements, files: files,
+                    against: checkpoint, minimumSQNR: minimumSQNR)
             }
-            return contents
+            return contents.values
         }
 
         /// Adds what checking a tensor's contents found to the report.
@@ -342,7 +338,7 @@ public enum ArtifactVerifier {
             if header[32..<64].contains(where: { $0 != 0 }) { failFile(name, "header bytes 32..<64 are not zero") }
         }
 
-        private mutating func checkZero(_ files: FileReaders, file: String, from start: Int, to end: Int) -> Bool {
+        private func checkZero(_ files: FileReaders, file: String, from start: Int, to end: Int) -> Bool {
             guard let bytes = try? files.read(file, offset: start, count: end - start) else { return false }
             return bytes.allSatisfy { $0 == 0 }
         }
@@ -485,11 +481,6 @@ public enum ArtifactVerifier {
         var decoded = false
         /// The SQNR measured against the checkpoint, when it was compared.
         var measuredSQNR: Double?
-    }
-
-    /// Where the workers put each tensor's contents; each slot is written by one worker.
-    private struct TensorContentsSlots: @unchecked Sendable {
-        let slots: UnsafeMutableBufferPointer<TensorContents?>
     }
 
     /// Elements decoded (and read from the checkpoint) at a time by default: 4 MiB of float32
