@@ -60,8 +60,7 @@ public struct BundleReader {
             throw BundleError.notABundle(
                 path: url.path, reason: "\(file.byteCount) bytes is more than the limit of \(largestDocumentBytes)")
         }
-        var bytes = [UInt8](repeating: 0, count: file.byteCount)
-        guard (try? bytes.withUnsafeMutableBytes { try file.read(into: $0, at: 0) }) != nil else { return nil }
+        guard let bytes = try? file.bytes(at: 0, count: file.byteCount) else { return nil }
         return Data(bytes)
     }
 

@@ -143,8 +143,7 @@ public final class CheckpointWeights: Sendable {
                 path: path,
                 reason: "\(file.byteCount) bytes exceeds the limit of \(SafetensorsFile.maximumHeaderLength)")
         }
-        var bytes = [UInt8](repeating: 0, count: file.byteCount)
-        try bytes.withUnsafeMutableBytes { try file.read(into: $0, at: 0) }
+        let bytes = try file.bytes(at: 0, count: file.byteCount)
         let json: JSONValue
         do {
             json = try JSONParser.parse(bytes)
