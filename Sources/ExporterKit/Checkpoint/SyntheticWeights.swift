@@ -39,19 +39,65 @@ public struct SyntheticWeights: Sendable {
 
         @inline(__always)
         func value(at index: Int) -> Double {
+            let (first, second) = hashes(at: index)
+            return isOutlier(second) ? outlier(second) : laplace(first, second)
+        }
+
+        /// The two random words behind element `index`: the first drives the Laplace core,
+        /// the second the sign, the outlier draw and the outlier's magnitude.
+        @inline(__always)
+        func hashes(at index: Int) -> (first: UInt64, second: UInt64) {
             let first = SyntheticWeights.mix(key &+ (UInt64(truncatingIfNeeded: index) &+ 1) &* 0x9E37_79B9_7F4A_7C15)
-            let second = SyntheticWeights.mix(first ^ 0xD1B5_4A32_D192_ED03)
-            let negative = second & 1 == 1
-            if second >> 40 < outlierThreshold {
-                // Magnitude 1 / (1 - 0.9u) lies in [1, 10) with density ∝ 1/m².
-                let uniform = Double(Int64(bitPattern: (second >> 8) & 0xFFFFF)) * 0x1p-20
-                let magnitude = 1 / (1 - 0.9 * uniform)
-                return negative ? -magnitude : magnitude
-            }
-            // Inverse CDF of the Laplace distribution on a uniform in (0, 1).
+            return (first, SyntheticWeights.mix(first ^ 0xD1B5_4A32_D192_ED03))
+        }
+
+        @inline(__always)
+        func isOutlier(_ second: UInt64) -> Bool { second >> 40 < outlierThreshold }
+
+        /// Magnitude 1 / (1 - 0.9u) lies in [1, 10) with density ∝ 1/m²; random sign.
+        @inline(__always)
+        func outlier(_ second: UInt64) -> Double {
+            let uniform = Double(Int64(bitPattern: (second >> 8) & 0xFFFFF)) * 0x1p-20
+            let magnitude = 1 / (1 - 0.9 * uniform)
+            return second & 1 == 1 ? -magnitude : magnitude
+        }
+
+        /// Inverse CDF of the Laplace distribution on a uniform in (0, 1); random sign.
+        @inline(__always)
+        func laplace(_ first: UInt64, _ second: UInt64) -> Double {
             let uniform = (Double(Int64(bitPattern: first >> 11)) + 0.5) * 0x1p-53
             let magnitude = -laplaceScale * SyntheticWeights.naturalLogarithm(uniform)
-            return center + (negative ? -magnitude : magnitude)
+            return center + (second & 1 == 1 ? -magnitude : magnitude)
+        }
+
+        /// Elements `start ..< start + destination.count` as float32, the same as `value(at:)`
+        /// one by one. In passes over the batch (the hashes, then every value as a Laplace
+        /// one, then the rare outliers): one element's work is a long chain of dependent
+        /// multiplications and a division, and split this way the processor overlaps many
+        /// elements' chains instead of two or three (1.4× faster).
+        func fill(_ destination: UnsafeMutableBufferPointer<Float>, from start: Int) {
+            guard let output = destination.baseAddress else { return }
+            let count = destination.count
+            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 3 * count) { words in
+                guard let firsts = words.baseAddress else { return }
+                let seconds = firsts + count
+                let outliers = seconds + count
+                var outlierCount = 0
+                for offset in 0..<count {
+                    let (first, second) = hashes(at: start + offset)
+                    firsts[offset] = first
+                    seconds[offset] = second
+                    if isOutlier(second) {
+                        outliers[outlierCount] = UInt64(truncatingIfNeeded: offset)
+                        outlierCount += 1
+                    }
+                }
+                for offset in 0..<count { output[offset] = Float(laplace(firsts[offset], seconds[offset])) }
+                for slot in 0..<outlierCount {
+                    let offset = Int(truncatingIfNeeded: outliers[slot])
+                    output[offset] = Float(outlier(seconds[offset]))
+                }
+            }
         }
     }
 
@@ -80,10 +126,15 @@ public struct SyntheticWeights: Sendable {
         name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float>
     ) {
         let profile = profile(name: name, shape: shape)
-        for (offset, index) in zip(destination.indices, elements) {
-            destination[offset] = Float(profile.value(at: index))
+        let count = min(destination.count, elements.count)
+        for done in stride(from: 0, to: count, by: Self.batch) {
+            let size = min(Self.batch, count - done)
+            profile.fill(UnsafeMutableBufferPointer(rebasing: destination[done..<(done + size)]), from: elements.lowerBound + done)
         }
     }
+
+    /// Elements generated per pass of ``Profile/fill(_:from:)``.
+    static let batch = 1024
 
     /// As `generate(name:shape:elements:into:)`, rounded to float16 (values stay within ±10).
     public func generate(
@@ -94,16 +145,14 @@ public struct SyntheticWeights: Sendable {
         // Linux x86-64 builds convert one Float16 at a time in software, a third of a
         // synthetic export's time.
         let count = min(destination.count, elements.count)
-        let batch = 4096
-        withUnsafeTemporaryAllocation(of: Float.self, capacity: batch) { floats in
-            var done = 0
-            while done < count {
-                let size = min(batch, count - done)
-                for offset in 0..<size { floats[offset] = Float(profile.value(at: elements.lowerBound + done + offset)) }
+        withUnsafeTemporaryAllocation(of: Float.self, capacity: Self.batch) { floats in
+            for done in stride(from: 0, to: count, by: Self.batch) {
+                let size = min(Self.batch, count - done)
+                let batch = UnsafeMutableBufferPointer(rebasing: floats[0..<size])
+                profile.fill(batch, from: elements.lowerBound + done)
                 _ = PrecisionConversion.toFloat16(
-                    float32: UnsafeBufferPointer(rebasing: floats[0..<size]),
+                    float32: UnsafeBufferPointer(batch),
                     into: UnsafeMutableBufferPointer(rebasing: destination[done..<(done + size)]), clampingOutOfRange: false)
-                done += size
             }
         }
     }
@@ -113,8 +162,13 @@ public struct SyntheticWeights: Sendable {
         name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<UInt16>
     ) {
         let profile = profile(name: name, shape: shape)
-        for (offset, index) in zip(destination.indices, elements) {
-            destination[offset] = PrecisionConversion.bfloat16Bits(Float(profile.value(at: index)))
+        let count = min(destination.count, elements.count)
+        withUnsafeTemporaryAllocation(of: Float.self, capacity: Self.batch) { floats in
+            for done in stride(from: 0, to: count, by: Self.batch) {
+                let size = min(Self.batch, count - done)
+                profile.fill(UnsafeMutableBufferPointer(rebasing: floats[0..<size]), from: elements.lowerBound + done)
+                for offset in 0..<size { destination[done + offset] = PrecisionConversion.bfloat16Bits(floats[offset]) }
+            }
         }
     }
 

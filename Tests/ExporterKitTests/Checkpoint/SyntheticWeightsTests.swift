@@ -75,6 +75,27 @@ struct CheckpointSyntheticWeightsTests {
         }
     }
 
+    @Test("batches of every width and start give each element's own value, outliers included")
+    func batchesEqualElements() {
+        let profile = generator.profile(name: name, shape: shape)
+        // Three batches, off their alignment, around the tensor's first outlier.
+        let firstOutlier = (0..<(1 << 20)).first { abs(profile.value(at: $0)) >= 1 } ?? 0
+        let start = max(0, firstOutlier - SyntheticWeights.batch - 17)
+        let reference = (start..<(start + 3 * SyntheticWeights.batch)).map { Float(profile.value(at: $0)) }
+        #expect(reference.contains { abs($0) >= 1 }, "the range holds an outlier")
+        for width in [1, 2, 3, 5, 1023, SyntheticWeights.batch, reference.count] {
+            var batched = [Float](repeating: .nan, count: reference.count)
+            batched.withUnsafeMutableBufferPointer { buffer in
+                for offset in stride(from: 0, to: buffer.count, by: width) {
+                    let end = min(offset + width, buffer.count)
+                    profile.fill(UnsafeMutableBufferPointer(rebasing: buffer[offset..<end]), from: start + offset)
+                }
+            }
+            let mismatch = reference.indices.first { batched[$0].bitPattern != reference[$0].bitPattern }
+            #expect(mismatch == nil, "width \(width): element \(start + (mismatch ?? 0))")
+        }
+    }
+
     @Test("the own logarithm agrees with libm")
     func logarithm() {
         for x in [1.0, 0.5, 1e-16, 0x1p-53, 0.999_999, 0.3, 0.70710678, 0.7071068] {
