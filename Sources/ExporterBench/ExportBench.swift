@@ -23,11 +23,18 @@ enum ExportBench {
             guard let preset = catalog.preset(named: "qwen2.5-1.5b-instruct") else { throw ReadBenchError("no preset") }
             try FileManager.default.copyItem(at: preset.configURL, to: config)
         }
-        let perTensorConfig = root.appendingPathComponent("4bit_per_tensor.json")
-        try Data(
-            #"{"schema": "exporter.compression/1", "name": "4bit_per_tensor", "rules": [], "default": {"mode": "palettize", "bits": 4, "granularity": "per_tensor"}}"#
-                .utf8
-        ).write(to: perTensorConfig)
+        // Compression configs the presets do not ship: every tensor palettised (norms and
+        // biases stay as they are in any config), the embedding as the preset says.
+        func benchConfig(_ name: String, _ scheme: String) throws -> URL {
+            let url = root.appendingPathComponent(name + ".json")
+            try Data(
+                #"{"schema": "exporter.compression/1", "name": "\#(name)", "rules": [], "default": \#(scheme)}"#.utf8
+            ).write(to: url)
+            return url
+        }
+        let perTensorConfig = try benchConfig("4bit_per_tensor", #"{"mode": "palettize", "bits": 4, "granularity": "per_tensor"}"#)
+        let group16Config = try benchConfig(
+            "4bit_group16", #"{"mode": "palettize", "bits": 4, "granularity": "per_grouped_channel", "group_size": 16}"#)
         let resolver = ModelResolver(
             catalog: catalog, locateInCache: { _ in nil }, cacheDescription: { $0 })
         let files = try CheckpointWeights(directory: checkpoint).files.map(\.url.path)
@@ -53,6 +60,7 @@ enum ExportBench {
         let modes = [
             ("4-bit LUT group 8 (preset)", [String]()),
             ("group 8, thorough search", ["--palette-search", "thorough"]),
+            ("4-bit LUT group 16", ["--compression-config", group16Config.path]),
             ("4-bit LUT group 32", ["--compression", "4bit_weight_palettized_group32"]),
             ("4-bit LUT per tensor", ["--compression-config", perTensorConfig.path]),
         ]
