@@ -16,8 +16,9 @@ final class TextSink: @unchecked Sendable {
     func append(_ piece: String) { text += piece }
 }
 
+/// - Parameter terminal: whether standard error counts as a terminal (progress is drawn).
 func runExporter(
-    _ arguments: [String], environment: [String: String] = [:], faults: FaultInjector? = nil
+    _ arguments: [String], environment: [String: String] = [:], faults: FaultInjector? = nil, terminal: Bool = false
 ) -> CommandLineRun {
     let output = TextSink()
     let error = TextSink()
@@ -28,7 +29,7 @@ func runExporter(
         arguments: arguments, environment: fullEnvironment,
         currentDirectory: URL(fileURLWithPath: FileManager.default.currentDirectoryPath),
         executable: URL(fileURLWithPath: "/nonexistent/exporter"),
-        writeOutput: output.append, writeError: error.append, errorIsTerminal: false)
+        writeOutput: output.append, writeError: error.append, errorIsTerminal: terminal)
     context.faults = faults
     let status = ExporterCommandLine.run(context)
     return CommandLineRun(status: status, output: output.text, error: error.text)

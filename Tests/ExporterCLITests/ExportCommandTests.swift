@@ -97,6 +97,45 @@ struct ExportCommandTests {
                 + "[128, 64], the config implies [96, 64]\n")
     }
 
+    @Test("progress: on a terminal, tensors, megabytes of the weights file, rate and ETA, cleared at the end; silent in a pipe")
+    func progressBar() throws {
+        let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "qwen3"), name: "Small")
+        for terminal in [true, false] {
+            let output = try Fixtures.temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: output) }
+            let run = runExporter(
+                [config.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir", output.path],
+                terminal: terminal)
+            #expect(run.status == 0, "\(run.error)")
+            guard terminal else {
+                #expect(run.error.isEmpty, "\(run.error)")
+                continue
+            }
+            let bundle = output.appendingPathComponent("small/Small.aimodel")
+            let tensors = try BundleReader(url: bundle).manifest.tensors.count
+            let weightsBytes = try #require(
+                try FileManager.default.attributesOfItem(atPath: bundle.appendingPathComponent("weights.bin").path)[.size]
+                    as? Int)
+            let lines = run.error.split(separator: "\r", omittingEmptySubsequences: true).map(String.init)
+            let last = try #require(lines.last { $0.contains("tensors") })
+            #expect(
+                last.contains("100%  \(tensors)/\(tensors) tensors  \(ProgressBar.bytes(weightsBytes, of: weightsBytes))  "),
+                "\(last)")
+            #expect(last.contains("M params/s  ETA 0s"), "\(last)")
+            #expect(run.error.hasSuffix("\r\u{1B}[K"), "the bar is cleared before the summary")
+        }
+    }
+
+    @Test("progress sizes: the unit keeps the total under 1,000, one decimal below 100")
+    func progressBytes() {
+        #expect(ProgressBar.bytes(412_000_000, of: 891_594_527) == "412/892 MB")
+        #expect(ProgressBar.bytes(1_234_000_000, of: 3_900_000_000) == "1.2/3.9 GB")
+        #expect(ProgressBar.bytes(512, of: 4096) == "0.5/4.1 kB")
+        #expect(ProgressBar.bytes(10, of: 999) == "10/999 B")
+        #expect(ProgressBar.bytes(0, of: 0) == "0/0 B")
+        #expect(ProgressBar.bytes(150_000_000_000, of: 150_000_000_000) == "150/150 GB")
+    }
+
     @Test("--synthetic exports a preset's exact shapes, marked synthetic in the manifest")
     func syntheticPreset() throws {
         let output = try Fixtures.temporaryDirectory()

@@ -10,6 +10,11 @@ public struct ExportProgress: Sendable {
     public let parametersDone: Int
     /// Parameters in all.
     public let parameterCount: Int
+    /// Bytes of the weights file laid out up to the next tensor (its alignment padding
+    /// included): the whole file once the last tensor is done.
+    public let bytesDone: Int
+    /// Bytes of the weights file.
+    public let byteCount: Int
     /// The tensor just written.
     public let tensorName: String
 }
@@ -104,10 +109,12 @@ public enum BundleWriter {
             }
             manifest.tensors[index].sqnrDB = encoded.sqnr.flatMap { $0.isFinite ? Manifest.rounded($0) : nil }
             parametersDone += tensor.spec.elementCount
+            let nextStart = layout.parts.dropFirst(index + 1).first?.first?.offset
             progress(
                 ExportProgress(
                     tensorsDone: index + 1, tensorCount: plan.tensors.count, parametersDone: parametersDone,
-                    parameterCount: plan.parameters, tensorName: tensor.spec.name))
+                    parameterCount: plan.parameters, bytesDone: nextStart ?? layout.fileBytes, byteCount: layout.fileBytes,
+                    tensorName: tensor.spec.name))
         }
         try writer.drain()
         try weights.pad(toMultipleOf: layout.alignment)
