@@ -97,6 +97,31 @@ struct ExportCommandTests {
                 + "[128, 64], the config implies [96, 64]\n")
     }
 
+    @Test("--synthetic generates what a checkpoint of the config's dtype stores: the same weights as exporting `synth`'s")
+    func syntheticFollowsDType() throws {
+        for (torchDType, dtype) in [("bfloat16", "BF16"), ("float16", "F16")] {
+            let config = try Fixtures.checkpointDirectory(
+                config: Fixtures.tinyConfig(modelType: "qwen3", overrides: ["torch_dtype": torchDType]), name: "Small")
+            let root = try Fixtures.temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: root) }
+            let flags = ["--experimental", "--compute-precision", "float16", "--seed", "7"]
+            let direct = runExporter(
+                [config.path, "--synthetic", "--output-dir", root.appendingPathComponent("direct").path] + flags)
+            #expect(direct.status == 0, "\(direct.error)")
+            let checkpoint = root.appendingPathComponent("checkpoint/Small")
+            let synth = runExporter(["synth", config.path, "--out", checkpoint.path, "--dtype", dtype, "--seed", "7"])
+            #expect(synth.status == 0, "\(synth.error)")
+            let exported = runExporter([checkpoint.path, "--output-dir", root.appendingPathComponent("exported").path] + flags)
+            #expect(exported.status == 0, "\(exported.error)")
+            let bundles = ["direct", "exported"].map { root.appendingPathComponent("\($0)/small/Small.aimodel") }
+            let weights = try bundles.map { try Data(contentsOf: $0.appendingPathComponent("weights.bin")) }
+            #expect(weights[0] == weights[1], "\(torchDType)")
+            let manifests = try bundles.map { try BundleReader(url: $0).manifest }
+            #expect(manifests[0].tensors.map(\.sqnrDB) == manifests[1].tensors.map(\.sqnrDB))
+            #expect(manifests.map(\.model.weights) == ["synthetic", "checkpoint"])
+        }
+    }
+
     @Test("progress: on a terminal, tensors, megabytes of the weights file, rate and ETA, cleared at the end; silent in a pipe")
     func progressBar() throws {
         let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "qwen3"), name: "Small")

@@ -102,7 +102,7 @@ public enum ExportRunner {
         var checkpointSource: CheckpointWeightSource?
         var fingerprints: [(name: String, fingerprint: String)] = []
         if let seed = settings.syntheticSeed {
-            source = SyntheticWeightSource(seed: seed)
+            source = SyntheticWeightSource(seed: seed, storage: SyntheticWeightSource.storage(for: plan.model.config))
         } else {
             guard let directory = plan.model.source.checkpointDirectory, let root = plan.model.source.containmentRoot else {
                 let repoID: String

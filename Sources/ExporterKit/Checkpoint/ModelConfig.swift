@@ -30,7 +30,7 @@ public struct ModelConfig: Equatable, Sendable {
     public var rmsNormEpsilon: Double
     /// `tie_word_embeddings` (false when absent, the transformers default for these families).
     public var tieWordEmbeddings: Bool
-    /// `torch_dtype`, e.g. `bfloat16` (nil when absent).
+    /// `torch_dtype` (or `dtype`, its name in newer transformers), e.g. `bfloat16`; nil when absent.
     public var torchDType: String?
     /// `attention_bias` (nil when absent: the architecture decides).
     public var attentionBias: Bool?
@@ -70,7 +70,7 @@ public struct ModelConfig: Equatable, Sendable {
         ropeScaling = object["rope_scaling"] ?? .null
         rmsNormEpsilon = try fields.optionalDouble("rms_norm_eps") ?? 1e-6
         tieWordEmbeddings = try fields.optionalBool("tie_word_embeddings") ?? false
-        torchDType = try fields.optionalString("torch_dtype")
+        torchDType = try fields.optionalString("torch_dtype") ?? fields.optionalString("dtype")
         attentionBias = try fields.optionalBool("attention_bias")
         slidingWindow = try fields.optionalPositiveInt("sliding_window")
         useSlidingWindow = try fields.optionalBool("use_sliding_window")

@@ -49,9 +49,9 @@ public enum PrecisionConversion {
     @inlinable
     public static func bfloat16Bits(_ value: Float) -> UInt16 {
         let bits = value.bitPattern
-        if value.isNaN { return UInt16(truncatingIfNeeded: bits >> 16) | 0x0040 }
-        let roundingBias = 0x7FFF + ((bits >> 16) & 1)
-        return UInt16(truncatingIfNeeded: (bits &+ roundingBias) >> 16)
+        let rounded = UInt16(truncatingIfNeeded: (bits &+ 0x7FFF &+ ((bits >> 16) & 1)) >> 16)
+        // A select, not a branch, so that loops over many values vectorise.
+        return value.isNaN ? UInt16(truncatingIfNeeded: bits >> 16) | 0x0040 : rounded
     }
 
     /// The frame every conversion shares: the common length of the two buffers, their base

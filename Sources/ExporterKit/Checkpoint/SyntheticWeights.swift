@@ -163,11 +163,15 @@ public struct SyntheticWeights: Sendable {
     ) {
         let profile = profile(name: name, shape: shape)
         let count = min(destination.count, elements.count)
+        guard let output = destination.baseAddress else { return }
         withUnsafeTemporaryAllocation(of: Float.self, capacity: Self.batch) { floats in
+            guard let values = floats.baseAddress else { return }
             for done in stride(from: 0, to: count, by: Self.batch) {
                 let size = min(Self.batch, count - done)
-                profile.fill(UnsafeMutableBufferPointer(rebasing: floats[0..<size]), from: elements.lowerBound + done)
-                for offset in 0..<size { destination[done + offset] = PrecisionConversion.bfloat16Bits(floats[offset]) }
+                profile.fill(UnsafeMutableBufferPointer(start: values, count: size), from: elements.lowerBound + done)
+                // Plain pointers: the compiler vectorises this loop.
+                let batchOutput = output + done
+                for offset in 0..<size { batchOutput[offset] = PrecisionConversion.bfloat16Bits(values[offset]) }
             }
         }
     }

@@ -98,42 +98,75 @@ private struct ParallelReadTarget: @unchecked Sendable {
     let results: UnsafeMutableBufferPointer<Int?>
 }
 
-/// Deterministic generated weights with the exact shapes of the plan (`--synthetic`).
+/// Deterministic generated weights with the exact shapes of the plan (`--synthetic`), as
+/// the 16-bit patterns a checkpoint of the config's `torch_dtype` would store: bfloat16
+/// patterns for a bfloat16 model, which then takes the same path through the export as its
+/// real checkpoint (the same bytes as exporting `exporter synth --dtype BF16`), float16 ones
+/// otherwise.
 public struct SyntheticWeightSource: WeightSource {
     /// The generator.
     public let generator: SyntheticWeights
+    /// The patterns the weights are generated as.
+    public let storage: SourcePatterns
 
-    /// A source seeded with `seed`.
-    public init(seed: UInt64) { generator = SyntheticWeights(seed: seed) }
+    /// A source seeded with `seed`, generating `storage` patterns.
+    public init(seed: UInt64, storage: SourcePatterns = .float16) {
+        generator = SyntheticWeights(seed: seed)
+        self.storage = storage
+    }
+
+    /// bfloat16 for a config whose `torch_dtype` is `bfloat16`, float16 for any other.
+    public static func storage(for config: ModelConfig) -> SourcePatterns {
+        config.torchDType == "bfloat16" ? .bfloat16 : .float16
+    }
 
     /// `synthetic`.
     public var weightsKind: String { "synthetic" }
 
     public func readFloat16(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float16>) throws {
         try generate(tensor, elements: 0..<tensor.elementCount, count: buffer.count) { elements, offset in
-            generator.generate(
-                name: tensor.name, shape: tensor.shape, elements: elements,
-                into: UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + elements.count)]))
+            let part = UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + elements.count)])
+            switch storage {
+            case .float16:
+                generator.generate(name: tensor.name, shape: tensor.shape, elements: elements, into: part)
+            case .bfloat16:
+                // Converted as the checkpoint reader converts bfloat16 (the values stay within ±10).
+                withUnsafeTemporaryAllocation(of: UInt16.self, capacity: elements.count) { bits in
+                    generator.generateBFloat16Bits(name: tensor.name, shape: tensor.shape, elements: elements, into: bits)
+                    _ = PrecisionConversion.toFloat16(
+                        bfloat16Bits: UnsafeBufferPointer(bits), into: part, clampingOutOfRange: false)
+                }
+            }
         }
     }
 
     public func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws {
         try generate(tensor, elements: 0..<tensor.elementCount, count: buffer.count) { elements, offset in
-            generator.generate(
-                name: tensor.name, shape: tensor.shape, elements: elements,
-                into: UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + elements.count)]))
+            let part = UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + elements.count)])
+            generator.generate(name: tensor.name, shape: tensor.shape, elements: elements, into: part)
+            if storage == .bfloat16 {
+                for index in part.indices {
+                    part[index] = PrecisionConversion.float(bfloat16Bits: PrecisionConversion.bfloat16Bits(part[index]))
+                }
+            }
         }
     }
 
-    /// Generated as float16, so any range can be read as float16 patterns.
-    public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? { .float16 }
+    /// Any range can be read as `storage` patterns.
+    public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? { storage }
 
     public func readStoredPatterns(
         _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
     ) throws {
         try generate(tensor, elements: elements, count: buffer.count) { part, offset in
-            UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + part.count)]).withMemoryRebound(to: Float16.self) {
-                generator.generate(name: tensor.name, shape: tensor.shape, elements: part, into: $0)
+            let slice = UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + part.count)])
+            switch storage {
+            case .float16:
+                slice.withMemoryRebound(to: Float16.self) {
+                    generator.generate(name: tensor.name, shape: tensor.shape, elements: part, into: $0)
+                }
+            case .bfloat16:
+                generator.generateBFloat16Bits(name: tensor.name, shape: tensor.shape, elements: part, into: slice)
             }
         }
     }

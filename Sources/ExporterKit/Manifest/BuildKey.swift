@@ -49,7 +49,9 @@ public enum BuildKey {
         hash.update(field: plan.model.preset?.id ?? "")
         hash.update(field: allowClamp ? "clamp" : "refuse")
         if let calibration { hash.update(field: "calibration:\(calibration)") }
-        hash.update(field: syntheticSeed.map { "synthetic:\($0)" } ?? "checkpoint")
+        // "synthetic/2": generated as the config's torch_dtype stores weights (float16 before),
+        // so artifacts from the earlier generator are built again.
+        hash.update(field: syntheticSeed.map { "synthetic/2:\($0)" } ?? "checkpoint")
         if let config = try? Data(contentsOf: plan.model.configURL) { hash.update(config) }
         hash.update(field: "tensors")
         for tensor in plan.tensors {

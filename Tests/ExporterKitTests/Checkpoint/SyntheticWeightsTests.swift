@@ -96,6 +96,37 @@ struct CheckpointSyntheticWeightsTests {
         }
     }
 
+    @Test("--synthetic's source stores what torch_dtype (or dtype, newer transformers) says: bfloat16, else float16")
+    func sourceStorage() throws {
+        func storage(_ field: String) throws -> SourcePatterns {
+            let json =
+                #"{"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "#
+                + #""num_attention_heads": 4, "vocab_size": 256, "max_position_embeddings": 512"# + field + "}"
+            return SyntheticWeightSource.storage(for: try ModelConfig(bytes: Array(json.utf8), path: "config.json"))
+        }
+        #expect(try storage(#", "torch_dtype": "bfloat16""#) == .bfloat16)
+        #expect(try storage(#", "dtype": "bfloat16""#) == .bfloat16)
+        #expect(try storage(#", "torch_dtype": "float16""#) == .float16)
+        #expect(try storage(#", "torch_dtype": "float32""#) == .float16)
+        #expect(try storage("") == .float16)
+        // Every read agrees with the patterns: the float16 of a bfloat16 pattern, its float32.
+        let source = SyntheticWeightSource(seed: 3, storage: .bfloat16)
+        let spec = TensorSpec(name: name, shape: [16, 64], role: .mlp, layer: 0)
+        var patterns = [UInt16](repeating: 0, count: 1024)
+        var halves = [Float16](repeating: 0, count: 1024)
+        var floats = [Float](repeating: 0, count: 1024)
+        try patterns.withUnsafeMutableBufferPointer { try source.readStoredPatterns(spec, elements: 0..<1024, into: $0) }
+        try halves.withUnsafeMutableBufferPointer { try source.readFloat16(spec, into: $0) }
+        try floats.withUnsafeMutableBufferPointer { try source.readFloat(spec, into: $0) }
+        #expect(source.storedPatterns(spec) == .bfloat16)
+        #expect(patterns.map { Float16(PrecisionConversion.float(bfloat16Bits: $0)) } == halves)
+        #expect(patterns.map { PrecisionConversion.float(bfloat16Bits: $0) } == floats)
+        let expected = (0..<1024).map {
+            PrecisionConversion.bfloat16Bits(SyntheticWeights(seed: 3).value(name: name, shape: [16, 64], index: $0))
+        }
+        #expect(patterns == expected)
+    }
+
     @Test("the own logarithm agrees with libm")
     func logarithm() {
         for x in [1.0, 0.5, 1e-16, 0x1p-53, 0.999_999, 0.3, 0.70710678, 0.7071068] {
