@@ -32,7 +32,8 @@ enum ExportBench {
             ).write(to: url)
             return url
         }
-        let perTensorConfig = try benchConfig("4bit_per_tensor", #"{"mode": "palettize", "bits": 4, "granularity": "per_tensor"}"#)
+        let perTensorConfig = try benchConfig(
+            "4bit_per_tensor", #"{"mode": "palettize", "bits": 4, "granularity": "per_tensor"}"#)
         let group16Config = try benchConfig(
             "4bit_group16", #"{"mode": "palettize", "bits": 4, "granularity": "per_grouped_channel", "group_size": 16}"#)
         let resolver = ModelResolver(

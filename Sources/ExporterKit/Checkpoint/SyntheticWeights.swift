@@ -129,7 +129,8 @@ public struct SyntheticWeights: Sendable {
         let count = min(destination.count, elements.count)
         for done in stride(from: 0, to: count, by: Self.batch) {
             let size = min(Self.batch, count - done)
-            profile.fill(UnsafeMutableBufferPointer(rebasing: destination[done..<(done + size)]), from: elements.lowerBound + done)
+            profile.fill(
+                UnsafeMutableBufferPointer(rebasing: destination[done..<(done + size)]), from: elements.lowerBound + done)
         }
     }
 
@@ -148,10 +149,10 @@ public struct SyntheticWeights: Sendable {
         withUnsafeTemporaryAllocation(of: Float.self, capacity: Self.batch) { floats in
             for done in stride(from: 0, to: count, by: Self.batch) {
                 let size = min(Self.batch, count - done)
-                let batch = UnsafeMutableBufferPointer(rebasing: floats[0..<size])
-                profile.fill(batch, from: elements.lowerBound + done)
+                let values = UnsafeMutableBufferPointer(rebasing: floats[0..<size])
+                profile.fill(values, from: elements.lowerBound + done)
                 _ = PrecisionConversion.toFloat16(
-                    float32: UnsafeBufferPointer(batch),
+                    float32: UnsafeBufferPointer(values),
                     into: UnsafeMutableBufferPointer(rebasing: destination[done..<(done + size)]), clampingOutOfRange: false)
             }
         }
