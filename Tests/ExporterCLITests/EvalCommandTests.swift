@@ -27,6 +27,26 @@ struct EvalCommandTests {
         #expect(again.output == json.output)
     }
 
+    @Test("on a terminal a progress line follows both passes layer by layer and is cleared; in a pipe, nothing")
+    func progress() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
+        let bundle = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "TinyEvalProgress")
+        let arguments = ["eval", bundle.path, "--against", checkpoint.path, "--tokens", "1,5,9,200,33,17"]
+        let piped = runExporter(arguments)
+        #expect(piped.status == 0, "\(piped.error)")
+        #expect(piped.error.isEmpty, "\(piped.error)")
+        let shown = runExporter(arguments, terminal: true)
+        #expect(shown.status == 0, "\(shown.error)")
+        #expect(shown.output == piped.output)
+        let lines = shown.error.split(separator: "\r").map(String.init).filter { $0.contains("%") }
+        // The tiny model has 2 layers: each pass draws before its first layer, after each
+        // layer and after the head (the bar redraws at most ten times a second, so the
+        // last one, which always draws, is what is certain).
+        #expect(lines.first?.contains("  0%  checkpoint pass, layer 1 of 2  ETA") == true, "\(lines)")
+        #expect(lines.last?.contains("100%  artifact pass, done  ETA 0s") == true, "\(lines)")
+        #expect(shown.error.hasSuffix("\r\u{1B}[K"))
+    }
+
     @Test("missing inputs are usage errors")
     func usage() throws {
         let noCheckpoint = runExporter(["eval", "x.aimodel", "--tokens", "1,2"])

@@ -151,6 +151,28 @@ struct ExportCommandTests {
         }
     }
 
+    @Test("synth: on a terminal, bytes and tensors written, cleared at the end; silent in a pipe")
+    func synthProgress() throws {
+        let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "qwen3"), name: "Small")
+        for terminal in [true, false] {
+            let out = try Fixtures.temporaryDirectory().appendingPathComponent("Small")
+            defer { try? FileManager.default.removeItem(at: out) }
+            let run = runExporter(["synth", config.path, "--out", out.path], terminal: terminal)
+            #expect(run.status == 0, "\(run.error)")
+            guard terminal else {
+                #expect(run.error.isEmpty, "\(run.error)")
+                continue
+            }
+            let weights = try CheckpointWeights(directory: out)
+            let bytes = weights.tensors.values.reduce(0) { $0 + $1.byteRange.count }
+            let tensors = weights.tensorNames.count
+            let last = try #require(run.error.split(separator: "\r").map(String.init).last { $0.contains("%") })
+            #expect(
+                last.contains("100%  \(ProgressBar.bytes(bytes, of: bytes))  \(tensors)/\(tensors) tensors  ETA 0s"), "\(last)")
+            #expect(run.error.hasSuffix("\r\u{1B}[K"))
+        }
+    }
+
     @Test("progress sizes: the unit keeps the total under 1,000, one decimal below 100")
     func progressBytes() {
         #expect(ProgressBar.bytes(412_000_000, of: 891_594_527) == "412/892 MB")

@@ -122,7 +122,19 @@ struct ForwardAgreementTests {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
         let eight = try LoadedArtifact(url: try TinyArtifacts.export(checkpoint, bits: 8, name: "Tiny8"))
         let four = try LoadedArtifact(url: try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
-        let a = try ArtifactVerifier.compareForward(artifact: eight, checkpoint: checkpoint, tokens: TinyArtifacts.tokens)
+        var steps: [WorkProgress] = []
+        let a = try ArtifactVerifier.compareForward(artifact: eight, checkpoint: checkpoint, tokens: TinyArtifacts.tokens) {
+            steps.append($0)
+        }
+        // Two passes of a 2-layer model: before the first layer, after each layer, after the head.
+        #expect(steps.map(\.done) == [0, 1, 2, 3, 3, 4, 5, 6])
+        #expect(steps.allSatisfy { $0.total == 6 && !$0.countsBytes })
+        #expect(
+            steps.map(\.stage) == [
+                "checkpoint pass, layer 1 of 2", "checkpoint pass, layer 2 of 2", "checkpoint pass, the head",
+                "checkpoint pass, done", "artifact pass, layer 1 of 2", "artifact pass, layer 2 of 2",
+                "artifact pass, the head", "artifact pass, done",
+            ])
         let b = try ArtifactVerifier.compareForward(artifact: four, checkpoint: checkpoint, tokens: TinyArtifacts.tokens)
         #expect(a.top1Agreement == 1)
         #expect(a.meanKL < 0.01)

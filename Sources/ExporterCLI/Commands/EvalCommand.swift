@@ -33,7 +33,9 @@ enum EvalCommand {
         }
         let artifact = try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         let checkpoint = URL(fileURLWithPath: against, relativeTo: context.currentDirectory).standardizedFileURL
-        let result = try FidelityEvaluation.evaluate(artifact: artifact, checkpoint: checkpoint, tokens: tokens)
+        let bar = ProgressBar(context: context)
+        let result = try FidelityEvaluation.evaluate(
+            artifact: artifact, checkpoint: checkpoint, tokens: tokens, progress: bar.update)
         if arguments.flag("json") {
             context.writeOutput(JSONWriter.string(json(result, artifact: path)))
         } else {

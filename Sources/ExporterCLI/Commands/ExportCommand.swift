@@ -67,8 +67,10 @@ enum ExportCommand {
             settings.syntheticSeed = seed
         }
         let bar = ProgressBar(context: context)
+        let calibrationBar = ProgressBar(context: context)
         let result = try ExportRunner.run(
-            plan, settings: settings, warn: { context.printError("warning: \($0)") }, progress: bar.update)
+            plan, settings: settings, warn: { context.printError("warning: \($0)") }, progress: bar.update,
+            stepProgress: calibrationBar.update)
         ExportSummary.lines(result).forEach { context.print($0) }
         if arguments.flag("compile") {
             let platform: DevicePlatform = plan.platform == .macOS ? .macOS : .iOS

@@ -30,7 +30,7 @@ enum SynthCommand {
         let directory = URL(fileURLWithPath: out, relativeTo: context.currentDirectory).standardizedFileURL
         let result = try SyntheticCheckpoint.write(
             model: resolved, dtype: dtype, seed: seed, to: directory, shardBytes: shardBytes,
-            replacingExisting: arguments.flag("overwrite"))
+            replacingExisting: arguments.flag("overwrite"), progress: ProgressBar(context: context).update)
         context.print(
             "wrote \(directory.path): \(result.files.count) safetensors file(s), \(Format.megabytes(result.totalTensorBytes)) of "
                 + "synthetic \(dtype.rawValue) weights (seed \(seed))")

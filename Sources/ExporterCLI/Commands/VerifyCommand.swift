@@ -78,7 +78,8 @@ enum VerifyCommand {
                 report.failures.append(VerificationFailure("forward pass", "not run: the artifact failed the checks above"))
             } else {
                 let sequence = tokens ?? defaultTokens(vocabularySize: artifact.manifest.tensors.first?.shape.first ?? 1)
-                let result = try ArtifactVerifier.compareForward(artifact: artifact, checkpoint: checkpointURL, tokens: sequence)
+                let result = try ArtifactVerifier.compareForward(
+                    artifact: artifact, checkpoint: checkpointURL, tokens: sequence, progress: ProgressBar(context: context).update)
                 comparison = result
                 if !(result.logitSNR >= minimumLogitSNR) {
                     report.failures.append(

@@ -1,33 +1,52 @@
 import Foundation
 import ExporterKit
 
-/// A one-line progress bar on standard error, drawn only on a terminal: tensors done,
-/// megabytes of the weights file done, parameters per second and time left. In a pipe it
-/// stays silent.
+/// A one-line progress bar on standard error, drawn only on a terminal: the share done, what
+/// is under way and the time left, redrawn at most ten times a second and cleared when done.
+/// In a pipe it stays silent.
 final class ProgressBar {
     private let context: CommandContext
-    private let start = Date()
+    /// When the first update came: rates and time left count from there.
+    private var start: Date?
     private var lastDraw = Date.distantPast
 
     init(context: CommandContext) { self.context = context }
 
+    /// An export: tensors done, megabytes of the weights file done, parameters per second.
     func update(_ progress: ExportProgress) {
+        let fraction = Double(progress.parametersDone) / Double(max(progress.parameterCount, 1))
+        let rate = Double(progress.parametersDone) / max(elapsed(), 1e-3)
+        draw(
+            fraction: fraction, finished: progress.tensorsDone == progress.tensorCount,
+            detail: "\(progress.tensorsDone)/\(progress.tensorCount) tensors  "
+                + "\(Self.bytes(progress.bytesDone, of: progress.byteCount))  "
+                + String(format: "%.0fM params/s", rate / 1e6))
+    }
+
+    /// Any other long step: its stage, and the bytes done when it counts bytes.
+    func update(_ progress: WorkProgress) {
+        draw(
+            fraction: Double(progress.done) / Double(max(progress.total, 1)), finished: progress.done >= progress.total,
+            detail: progress.countsBytes ? "\(Self.bytes(progress.done, of: progress.total))  \(progress.stage)" : progress.stage)
+    }
+
+    /// Seconds since the first update (which starts the clock).
+    private func elapsed() -> TimeInterval {
+        let now = Date()
+        if start == nil { start = now }
+        return now.timeIntervalSince(start ?? now)
+    }
+
+    private func draw(fraction: Double, finished: Bool, detail: String) {
         guard context.errorIsTerminal else { return }
         let now = Date()
-        let finished = progress.tensorsDone == progress.tensorCount
         guard finished || now.timeIntervalSince(lastDraw) >= 0.1 else { return }
         lastDraw = now
-        let fraction = Double(progress.parametersDone) / Double(max(progress.parameterCount, 1))
         let width = 24
-        let filled = Int(fraction * Double(width))
+        let filled = Int(min(max(fraction, 0), 1) * Double(width))
         let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
-        let elapsed = now.timeIntervalSince(start)
-        let rate = Double(progress.parametersDone) / max(elapsed, 1e-3)
-        let remaining = fraction > 0 ? elapsed * (1 - fraction) / fraction : 0
-        let line = String(
-            format: "\r%@ %3.0f%%  %d/%d tensors  %@  %.0fM params/s  ETA %.0fs ", bar, fraction * 100,
-            progress.tensorsDone, progress.tensorCount, Self.bytes(progress.bytesDone, of: progress.byteCount),
-            rate / 1e6, remaining)
+        let remaining = fraction > 0 ? elapsed() * (1 - fraction) / fraction : 0
+        let line = String(format: "\r%@ %3.0f%%  %@  ETA %.0fs ", bar, fraction * 100, detail, remaining)
         context.writeError(line + (finished ? "\r\u{1B}[K" : ""))
     }
 

@@ -15,7 +15,7 @@ public struct ExportProgress: Sendable {
     public let bytesDone: Int
     /// Bytes of the weights file.
     public let byteCount: Int
-    /// The tensor just written.
+    /// The tensor just written (empty before the first).
     public let tensorName: String
 }
 
@@ -93,6 +93,10 @@ public enum BundleWriter {
         // Tensor i is written on its own queue while tensor i+1 is compressed: copying the
         // output into the page cache costs as much as a quarter of an export.
         let writer = TensorWriteQueue(file: weights, alignment: layout.alignment)
+        progress(
+            ExportProgress(
+                tensorsDone: 0, tensorCount: plan.tensors.count, parametersDone: 0, parameterCount: plan.parameters,
+                bytesDone: 0, byteCount: layout.fileBytes, tensorName: ""))
         for (index, tensor) in plan.tensors.enumerated() {
             let encoded = try encoder.compress(tensor, try prefetcher.values(of: index), from: request.source)
             let parts = layout.parts[index]

@@ -84,12 +84,15 @@ public enum ExportRunner {
     }
 
     /// Exports `plan`.
-    /// - Parameter warn: receives warnings as they arise (unexpected tensors, clamped values).
+    /// - Parameters:
+    ///   - warn: receives warnings as they arise (unexpected tensors, clamped values).
+    ///   - progress: told before the first tensor and after every tensor.
+    ///   - stepProgress: told the progress of the calibration pass, which runs first.
     /// - Throws: `ExportError.noWeights` when there is nothing to read, then the reader's,
     ///   validator's, compressor's and writer's errors.
     public static func run(
         _ plan: ExportPlan, settings: ExportSettings, warn: (String) -> Void = { _ in },
-        progress: (ExportProgress) -> Void = { _ in }
+        progress: (ExportProgress) -> Void = { _ in }, stepProgress: (WorkProgress) -> Void = { _ in }
     ) throws -> ExportResult {
         let destination = bundleURL(for: plan, in: settings.outputDirectory)
         if FileManager.default.fileExists(atPath: destination.path), !settings.overwrite {
@@ -133,7 +136,8 @@ public enum ExportRunner {
         if let tokens = settings.calibrationTokens {
             guard let checkpointSource else { throw ExportError.calibrationNeedsCheckpoint }
             let architecture = try ReferenceArchitecture(config: plan.model.config, contextLength: max(tokens.count, 1))
-            calibration = try Calibration(architecture: architecture, weights: checkpointSource.weights, tokens: tokens)
+            calibration = try Calibration(
+                architecture: architecture, weights: checkpointSource.weights, tokens: tokens, progress: stepProgress)
         }
         var request = BundleRequest(
             plan: plan, source: source, sourceFiles: sourceFiles, tokenizer: tokenizer, destination: destination,

@@ -28,13 +28,14 @@ public enum SyntheticCheckpoint {
     ///   - dtype: `.bf16`, `.f16` or `.f32`.
     ///   - replacingExisting: remove an earlier `model.safetensors`, index and
     ///     `model-*-of-*.safetensors` first; otherwise their presence is an error.
+    ///   - progress: told the tensor bytes written after every chunk.
     /// - Throws: `CheckpointError.unsupportedSyntheticDType`, `.invalidShardSize`,
     ///   `.writeFailed` (also when earlier weights exist and `replacingExisting` is false),
     ///   and the writer's declaration errors.
     @discardableResult
     public static func write(
         tensors: [(name: String, shape: [Int])], dtype: TensorDType = .bf16, seed: UInt64, to directory: URL,
-        shardBytes: Int = 5_000_000_000, replacingExisting: Bool = false
+        shardBytes: Int = 5_000_000_000, replacingExisting: Bool = false, progress: (WorkProgress) -> Void = { _ in }
     ) throws -> Result {
         guard [.bf16, .f16, .f32].contains(dtype) else { throw CheckpointError.unsupportedSyntheticDType(dtype) }
         guard shardBytes > 0 else { throw CheckpointError.invalidShardSize(shardBytes) }
@@ -79,9 +80,19 @@ public enum SyntheticCheckpoint {
 
         let generator = SyntheticWeights(seed: seed)
         let metadata = ["format": "pt"]
+        var bytesWritten = 0
+        var tensorsWritten = 0
+        let written = { (bytes: Int, tensorDone: Bool) in
+            bytesWritten += bytes
+            if tensorDone { tensorsWritten += 1 }
+            progress(
+                WorkProgress(
+                    done: bytesWritten, total: totalBytes, countsBytes: true,
+                    stage: "\(tensorsWritten)/\(declarations.count) tensors"))
+        }
         if totalBytes <= shardBytes || shards.count == 1 {
             let url = directory.appendingPathComponent(CheckpointWeights.singleFileName)
-            try writeFile(url, declarations: declarations, metadata: metadata, generator: generator)
+            try writeFile(url, declarations: declarations, metadata: metadata, generator: generator, written: written)
             return Result(files: [url], indexURL: nil, totalTensorBytes: totalBytes)
         }
 
@@ -91,7 +102,7 @@ public enum SyntheticCheckpoint {
             let name = String(format: "model-%05d-of-%05d.safetensors", number + 1, shards.count)
             let url = directory.appendingPathComponent(name)
             let shardDeclarations = shard.map { declarations[$0] }
-            try writeFile(url, declarations: shardDeclarations, metadata: metadata, generator: generator)
+            try writeFile(url, declarations: shardDeclarations, metadata: metadata, generator: generator, written: written)
             files.append(url)
             weightMap += shardDeclarations.map { ($0.name, name) }
         }
@@ -121,9 +132,10 @@ public enum SyntheticCheckpoint {
         }
     }
 
+    /// - Parameter written: told the bytes of every chunk written, and whether it ended its tensor.
     private static func writeFile(
         _ url: URL, declarations: [SafetensorsWriter.TensorDeclaration], metadata: [String: String],
-        generator: SyntheticWeights
+        generator: SyntheticWeights, written: (Int, Bool) -> Void
     ) throws {
         let writer = try SafetensorsWriter(url: url, tensors: declarations, metadata: metadata)
         let elementSize = declarations.first.map { $0.dtype.bitsPerElement / 8 } ?? 2
@@ -132,6 +144,7 @@ public enum SyntheticCheckpoint {
         let workers = SystemResources.activeCores
         for declaration in writer.declarations {
             let elementCount = declaration.shape.reduce(1, *)
+            if elementCount == 0 { written(0, true) }
             var start = 0
             while start < elementCount {
                 let count = min(chunkElements, elementCount - start)
@@ -147,6 +160,7 @@ public enum SyntheticCheckpoint {
                 try writer.write(
                     declaration.name, bytes: UnsafeRawBufferPointer(rebasing: scratch[0..<(count * elementSize)]))
                 start += count
+                written(count * elementSize, start == elementCount)
             }
         }
         try writer.finish()

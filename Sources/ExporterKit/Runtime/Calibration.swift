@@ -13,10 +13,15 @@ public struct Calibration: Sendable {
     public let energy: [String: [Float]]
 
     /// Runs `tokens` through `weights` and gathers the energies.
+    /// - Parameter progress: told before the first layer and after every layer and the head.
     /// - Throws: `ReferenceModelError` for unusable tokens, the weights' read errors.
-    public init(architecture: ReferenceArchitecture, weights: ReferenceWeights, tokens: [Int]) throws {
+    public init(
+        architecture: ReferenceArchitecture, weights: ReferenceWeights, tokens: [Int],
+        progress: (WorkProgress) -> Void = { _ in }
+    ) throws {
         var sums: [String: [Double]] = [:]
-        _ = try ReferenceModel(architecture: architecture, weights: weights).logits(tokens: tokens) { name, x, rows, width in
+        let model = ReferenceModel(architecture: architecture, weights: weights)
+        let observe = { (name: String, x: [Float], rows: Int, width: Int) in
             var total = sums[name] ?? [Double](repeating: 0, count: width)
             for row in 0..<rows {
                 for column in 0..<width {
@@ -25,6 +30,11 @@ public struct Calibration: Sendable {
                 }
             }
             sums[name] = total
+        }
+        _ = try model.logits(tokens: tokens, observe: observe) { done in
+            progress(
+                WorkProgress(
+                    done: done, total: model.stepCount, stage: "calibration pass, " + ReferenceModel.stage(done, of: architecture)))
         }
         energy = sums.mapValues { $0.map { Float($0 / Double(max(tokens.count, 1))) } }
         tokenCount = tokens.count

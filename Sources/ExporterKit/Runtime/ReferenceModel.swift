@@ -133,9 +133,12 @@ public struct ReferenceModel {
 
     /// The logits of every position, calling `observe` with the input of every decoder linear
     /// layer before it is applied: the weight's name, the `[positions, width]` activations, and
-    /// `positions` and `width` (what calibration measures).
+    /// `positions` and `width` (what calibration measures); and `progress` with the steps done,
+    /// 0 first, then after every layer and the head (``stepCount`` in all).
     /// - Throws: as ``logits(tokens:)``.
-    public func logits(tokens: [Int], observe: ((String, [Float], Int, Int) -> Void)?) throws -> [[Float]] {
+    public func logits(
+        tokens: [Int], observe: ((String, [Float], Int, Int) -> Void)?, progress: (Int) -> Void = { _ in }
+    ) throws -> [[Float]] {
         let a = architecture
         let count = tokens.count
         guard count > 0 else { throw ReferenceModelError.invalidTokens("no tokens to run") }
@@ -164,6 +167,7 @@ public struct ReferenceModel {
         var keyCache = [Float](repeating: 0, count: a.kvHeads * a.contextLength * a.headDim)
         var valueCache = keyCache
         let rotary = RotaryTable(architecture: a, positions: count)
+        progress(0)
 
         for layer in 0..<a.layers {
             let prefix = "model.layers.\(layer)."
@@ -236,6 +240,7 @@ public struct ReferenceModel {
                 gate, rows: count, input: width, weight: try tensor("mlp.down_proj.weight", [hidden, width]), output: hidden,
                 bias: nil)
             for index in x.indices { x[index] += down[index] }
+            progress(layer + 1)
         }
 
         let final = ReferenceKernels.rmsNorm(
@@ -253,7 +258,17 @@ public struct ReferenceModel {
                 logits[position].replaceSubrange(rows, with: block[(position * rows.count)..<((position + 1) * rows.count)])
             }
         }
+        progress(stepCount)
         return logits
+    }
+
+    /// Steps of a forward pass for ``logits(tokens:observe:progress:)``: the layers and the head.
+    public var stepCount: Int { architecture.layers + 1 }
+
+    /// What a pass is at once `done` steps are: `layer 3 of 28`, `the head`, `done`.
+    static func stage(_ done: Int, of architecture: ReferenceArchitecture) -> String {
+        done < architecture.layers
+            ? "layer \(done + 1) of \(architecture.layers)" : done == architecture.layers ? "the head" : "done"
     }
 }
 

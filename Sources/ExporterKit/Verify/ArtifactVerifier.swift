@@ -67,7 +67,10 @@ public enum ArtifactVerifier {
     /// `config.json`, the bundle's `graph.json`.
     /// - Throws: `ReferenceModelError` (architecture not covered or mismatched, bad tokens),
     ///   the checkpoint's and bundle's errors.
-    public static func compareForward(artifact: LoadedArtifact, checkpoint: URL, tokens: [Int]) throws -> ForwardComparison {
+    /// - Parameter progress: told after every layer and head of each pass, the checkpoint's first.
+    public static func compareForward(
+        artifact: LoadedArtifact, checkpoint: URL, tokens: [Int], progress: (WorkProgress) -> Void = { _ in }
+    ) throws -> ForwardComparison {
         let reader = try BundleReader(url: artifact.folder, verifyFiles: false)
         let artifactArchitecture = try ReferenceArchitecture(graph: reader.graph)
         let config = try ModelConfig(contentsOf: checkpoint.appendingPathComponent("config.json"))
@@ -75,9 +78,24 @@ public enum ArtifactVerifier {
         let differences = artifactArchitecture.differences(from: sourceArchitecture)
         guard differences.isEmpty else { throw ReferenceModelError.architectureMismatch(differences) }
         let weights = try CheckpointWeights(directory: checkpoint)
-        let source = try ReferenceModel(architecture: sourceArchitecture, weights: weights).logits(tokens: tokens)
-        let computed = try ReferenceModel(architecture: artifactArchitecture, weights: reader).logits(tokens: tokens)
-        return ForwardComparison(tokens: tokens, source: source, artifact: computed)
+        let passes = [
+            ("checkpoint", ReferenceModel(architecture: sourceArchitecture, weights: weights)),
+            ("artifact", ReferenceModel(architecture: artifactArchitecture, weights: reader)),
+        ]
+        let steps = passes.reduce(0) { $0 + $1.1.stepCount }
+        var stepsBefore = 0
+        var logits: [[[Float]]] = []
+        for (name, model) in passes {
+            logits.append(
+                try model.logits(tokens: tokens, observe: nil) { done in
+                    progress(
+                        WorkProgress(
+                            done: stepsBefore + done, total: steps,
+                            stage: "\(name) pass, " + ReferenceModel.stage(done, of: model.architecture)))
+                })
+            stepsBefore += model.stepCount
+        }
+        return ForwardComparison(tokens: tokens, source: logits[0], artifact: logits[1])
     }
 
     /// The state of one verification.

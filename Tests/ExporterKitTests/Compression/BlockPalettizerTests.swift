@@ -240,11 +240,13 @@ struct FidelityBundleTests {
         return url
     }
 
-    private func export(_ checkpoint: URL, calibration: [Int]? = nil, blockSize: Int = 48) throws -> ExportResult {
+    private func export(
+        _ checkpoint: URL, calibration: [Int]? = nil, blockSize: Int = 48, stepProgress: (WorkProgress) -> Void = { _ in }
+    ) throws -> ExportResult {
         let plan = try Fixtures.plan(checkpoint, compression: .file(try configFile(blockSize: blockSize)))
         var settings = ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
         settings.calibrationTokens = calibration
-        return try ExportRunner.run(plan, settings: settings)
+        return try ExportRunner.run(plan, settings: settings, stepProgress: stepProgress)
     }
 
     @Test("per-block LUTs with outliers verify, decode within their SQNR and rerun byte for byte")
@@ -273,7 +275,11 @@ struct FidelityBundleTests {
     func calibration() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "mistral")
         let plain = try export(checkpoint)
-        let calibrated = try export(checkpoint, calibration: [3, 1, 4, 1, 5, 9, 2, 6])
+        var steps: [WorkProgress] = []
+        let calibrated = try export(checkpoint, calibration: [3, 1, 4, 1, 5, 9, 2, 6]) { steps.append($0) }
+        // The calibration pass reports its layers (the fixture has 2) before any tensor is written.
+        #expect(steps.map(\.done) == [0, 1, 2, 3])
+        #expect(steps.map(\.stage).last == "calibration pass, done")
         let record = try #require(calibrated.manifest.compression.calibration)
         #expect(record.weighting == "activation_energy")
         #expect(record.tokens == 8)
