@@ -42,7 +42,7 @@ struct EvalCommandTests {
         // The tiny model has 2 layers: each pass draws before its first layer, after each
         // layer and after the head (the bar redraws at most ten times a second, so the
         // last one, which always draws, is what is certain).
-        #expect(lines.first?.contains("  0%  checkpoint pass, layer 1 of 2  ETA") == true, "\(lines)")
+        #expect(lines.first?.contains("  0%  checkpoint pass, layer 1 of 2  ETA -- ") == true, "\(lines)")
         #expect(lines.last?.contains("100%  artifact pass, done  ETA 0s") == true, "\(lines)")
         #expect(shown.error.hasSuffix("\r\u{1B}[K"))
     }

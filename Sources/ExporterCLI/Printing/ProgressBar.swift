@@ -45,8 +45,9 @@ final class ProgressBar {
         let width = 24
         let filled = Int(min(max(fraction, 0), 1) * Double(width))
         let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
-        let remaining = fraction > 0 ? elapsed() * (1 - fraction) / fraction : 0
-        let line = String(format: "\r%@ %3.0f%%  %@  ETA %.0fs ", bar, fraction * 100, detail, remaining)
+        // Nothing done yet: no estimate.
+        let remaining = fraction > 0 ? String(format: "%.0fs", elapsed() * (1 - fraction) / fraction) : "--"
+        let line = String(format: "\r%@ %3.0f%%  %@  ETA %@ ", bar, fraction * 100, detail, remaining)
         context.writeError(line + (finished ? "\r\u{1B}[K" : ""))
     }
 
