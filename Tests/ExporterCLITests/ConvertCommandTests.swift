@@ -29,6 +29,31 @@ struct ConvertCommandTests {
         #expect(again.error == "Error: '\(package.path)' already exists; pass --overwrite to replace it\n")
     }
 
+    @Test("convert draws the weights written, then the tensors compared, on a terminal; nothing in a pipe")
+    func progress() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let output = try Fixtures.temporaryDirectory()
+        let export = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "64", "--output-dir", output.path,
+        ])
+        #expect(export.status == 0, "\(export.error)")
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let piped = runExporter(["convert", bundle.path])
+        #expect(piped.status == 0 && piped.error.isEmpty, "\(piped.error)")
+        let shown = runExporter(["convert", bundle.path, "--overwrite"], terminal: true)
+        #expect(shown.status == 0, "\(shown.error)")
+        let package = output.appendingPathComponent("tiny/Tiny.mlpackage")
+        let manifest = try MLPackageVerifier.verify(package: package).manifest
+        let weightBytes = try #require(manifest.files.first { $0.path == MLPackageWriter.weightsPath }?.bytes)
+        let lines = shown.error.split(separator: "\r").map(String.init).filter { $0.contains("%") }
+        let written = "100%  \(ProgressBar.bytes(weightBytes, of: weightBytes))  weights written  ETA 0s"
+        let compared = "100%  \(manifest.tensors.count)/\(manifest.tensors.count) tensors compared with the bundle  ETA 0s"
+        let writtenLine = try #require(lines.firstIndex { $0.contains(written) }, "\(lines)")
+        let comparedLine = try #require(lines.firstIndex { $0.contains(compared) }, "\(lines)")
+        #expect(writtenLine < comparedLine)
+        #expect(shown.error.hasSuffix("\r\u{1B}[K"))
+    }
+
     @Test("convert refuses an unknown target and a folder that is not a bundle")
     func refusals() throws {
         let folder = try Fixtures.temporaryDirectory()

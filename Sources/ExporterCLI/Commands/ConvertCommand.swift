@@ -35,8 +35,10 @@ enum ConvertCommand {
     /// Writes the package, reads it back against the bundle, and prints what it holds.
     /// - Throws: the writer's and the verifier's errors.
     static func write(bundle: URL, to destination: URL, overwrite: Bool, context: CommandContext) throws {
-        try MLPackageWriter.write(bundle: bundle, to: destination, overwrite: overwrite)
-        let report = try MLPackageVerifier.verify(package: destination, bundle: bundle)
+        try MLPackageWriter.write(
+            bundle: bundle, to: destination, overwrite: overwrite, progress: ProgressBar(context: context).update)
+        let report = try MLPackageVerifier.verify(
+            package: destination, bundle: bundle, progress: ProgressBar(context: context).update)
         summary(report, at: destination).forEach { context.print($0) }
     }
 

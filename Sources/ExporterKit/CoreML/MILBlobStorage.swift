@@ -105,9 +105,10 @@ public enum MILBlobStorage {
     }
 
     /// Writes `layout` to `file` (positioned at 0), copying file ranges in bounded chunks.
+    /// - Parameter progress: told the bytes written after every blob.
     /// - Throws: `BundleError` when a write or a source read fails, `CoreMLError` when a source
     ///   does not hold the bytes its blob needs.
-    public static func write(_ layout: Layout, to file: OutputFile) throws {
+    public static func write(_ layout: Layout, to file: OutputFile, progress: (Int) -> Void = { _ in }) throws {
         var header = [UInt8](repeating: 0, count: recordBytes)
         put(UInt64(layout.blobs.count), at: 0, bytes: 4, into: &header)
         put(UInt64(version), at: 4, bytes: 4, into: &header)
@@ -139,6 +140,7 @@ public enum MILBlobStorage {
                     try reader.forEachPiece(of: offset..<(offset + blob.byteCount)) { try file.write($0) }
                 }
             }
+            progress(file.size)
         }
     }
 

@@ -43,12 +43,17 @@ public enum MLPackageVerifier {
     /// Verifies the package at `url`, and compares it with the bundle at `bundle` when given.
     /// - Throws: `CoreMLError` or `BundleError` naming the first file, blob or tensor that is
     ///   not as it should be.
-    public static func verify(package url: URL, bundle bundleURL: URL? = nil) throws -> Report {
-        try verify(package: url, bundle: bundleURL, pieceBytes: comparedPieceBytes)
+    /// - Parameter progress: told the tensors compared with the bundle, before the first and after each.
+    public static func verify(
+        package url: URL, bundle bundleURL: URL? = nil, progress: (WorkProgress) -> Void = { _ in }
+    ) throws -> Report {
+        try verify(package: url, bundle: bundleURL, pieceBytes: comparedPieceBytes, progress: progress)
     }
 
-    /// As ``verify(package:bundle:)``, comparing blobs that copy a bundle part `pieceBytes` at a time.
-    static func verify(package url: URL, bundle bundleURL: URL?, pieceBytes: Int) throws -> Report {
+    /// As ``verify(package:bundle:progress:)``, comparing blobs that copy a bundle part `pieceBytes` at a time.
+    static func verify(
+        package url: URL, bundle bundleURL: URL?, pieceBytes: Int, progress: (WorkProgress) -> Void = { _ in }
+    ) throws -> Report {
         let manifest = try readManifest(package: url)
         for file in manifest.files {
             guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
@@ -72,10 +77,13 @@ public enum MLPackageVerifier {
         var compared = 0
         if let bundleURL {
             let bundle = try BundleReader(url: bundleURL)
+            let count = manifest.tensors.count
             for tensor in manifest.tensors {
+                progress(WorkProgress(done: compared, total: count, stage: "\(compared)/\(count) tensors compared with the bundle"))
                 try compare(tensor, blobs: blobs, bundle: bundle, pieceBytes: pieceBytes)
                 compared += 1
             }
+            progress(WorkProgress(done: compared, total: count, stage: "\(compared)/\(count) tensors compared with the bundle"))
             let missing = Set(bundle.tensorNames).subtracting(manifest.tensors.map(\.name))
             if let name = missing.sorted().first {
                 throw CoreMLError.bundleMismatch(tensor: name, reason: "not in the package")

@@ -86,19 +86,26 @@ public enum MLPackageWriter {
         return bundleURL.deletingLastPathComponent().appendingPathComponent(name + ".mlpackage", isDirectory: true)
     }
 
-    /// Converts the bundle at `bundleURL` (verified first) into a package at `destination`.
+    /// Converts the bundle at `bundleURL` (verified first) into a package at `destination`,
+    /// telling `progress` the weight bytes written, before the first blob and after each.
     /// - Throws: `BundleError` when the bundle does not read or an output cannot be written,
     ///   `CoreMLError` when the bundle cannot be expressed as a Core ML program.
     @discardableResult
     public static func write(
-        bundle bundleURL: URL, to destination: URL, overwrite: Bool, faults: FaultInjector? = nil
+        bundle bundleURL: URL, to destination: URL, overwrite: Bool, faults: FaultInjector? = nil,
+        progress: (WorkProgress) -> Void = { _ in }
     ) throws -> MLPackageManifest {
         let bundle = try BundleReader(url: bundleURL)
         let program = try LanguageModelProgram.build(bundle: bundle)
         let directory = try ArtifactDirectory(destination: destination, overwrite: overwrite, faults: faults)
 
         let weights = try directory.createFile(weightsPath, bypassPageCache: true)
-        try MILBlobStorage.write(program.blobs, to: weights)
+        let weightBytes = program.blobs.fileBytes
+        progress(WorkProgress(done: 0, total: weightBytes, countsBytes: true, stage: "weights written"))
+        try MILBlobStorage.write(program.blobs, to: weights) {
+            progress(WorkProgress(done: min($0, weightBytes - 1), total: weightBytes, countsBytes: true, stage: "weights written"))
+        }
+        progress(WorkProgress(done: weightBytes, total: weightBytes, countsBytes: true, stage: "weights written"))
         try weights.finish()
         guard weights.size == program.blobs.fileBytes else {
             throw CoreMLError.invalidPackage(path: weightsPath, reason: "\(weights.size) bytes written, \(program.blobs.fileBytes) planned")
