@@ -173,6 +173,24 @@ struct ExportCommandTests {
         }
     }
 
+    @Test("a progress line draws nothing once finished and cleared, and nothing at all off a terminal")
+    func progressAfterFinish() {
+        for terminal in [true, false] {
+            let error = TextSink()
+            let context = CommandContext(
+                arguments: [], environment: [:], currentDirectory: URL(fileURLWithPath: "/"),
+                executable: URL(fileURLWithPath: "/nonexistent/exporter"), writeOutput: { _ in }, writeError: error.append,
+                errorIsTerminal: terminal)
+            let bar = ProgressBar(context: context)
+            bar.update(WorkProgress(done: 0, total: 4, stage: "step"))
+            bar.update(WorkProgress(done: 4, total: 4, stage: "step"))
+            bar.update(WorkProgress(done: 4, total: 4, stage: "again"))
+            let expected =
+                "\r░░░░░░░░░░░░░░░░░░░░░░░░   0%  step  ETA -- " + "\r████████████████████████ 100%  step  ETA 0s \r\u{1B}[K"
+            #expect(error.text == (terminal ? expected : ""))
+        }
+    }
+
     @Test("progress sizes: the unit keeps the total under 1,000, one decimal below 100")
     func progressBytes() {
         #expect(ProgressBar.bytes(412_000_000, of: 891_594_527) == "412/892 MB")

@@ -9,6 +9,8 @@ final class ProgressBar {
     /// When the first update came: rates and time left count from there.
     private var start: Date?
     private var lastDraw = Date.distantPast
+    /// Set once the line is finished and cleared: later updates draw nothing.
+    private var cleared = false
 
     init(context: CommandContext) { self.context = context }
 
@@ -38,7 +40,7 @@ final class ProgressBar {
     }
 
     private func draw(fraction: Double, finished: Bool, detail: String) {
-        guard context.errorIsTerminal else { return }
+        guard context.errorIsTerminal, !cleared else { return }
         let now = Date()
         guard finished || now.timeIntervalSince(lastDraw) >= 0.1 else { return }
         lastDraw = now
@@ -49,6 +51,7 @@ final class ProgressBar {
         let remaining = fraction > 0 ? String(format: "%.0fs", elapsed() * (1 - fraction) / fraction) : "--"
         let line = String(format: "\r%@ %3.0f%%  %@  ETA %@ ", bar, fraction * 100, detail, remaining)
         context.writeError(line + (finished ? "\r\u{1B}[K" : ""))
+        cleared = finished
     }
 
     /// `done/total unit` in the decimal unit that keeps the total under 1,000 (412/892 MB,

@@ -103,9 +103,8 @@ public enum MLPackageWriter {
         let weightBytes = program.blobs.fileBytes
         progress(WorkProgress(done: 0, total: weightBytes, countsBytes: true, stage: "weights written"))
         try MILBlobStorage.write(program.blobs, to: weights) {
-            progress(WorkProgress(done: min($0, weightBytes - 1), total: weightBytes, countsBytes: true, stage: "weights written"))
+            progress(WorkProgress(done: $0, total: weightBytes, countsBytes: true, stage: "weights written"))
         }
-        progress(WorkProgress(done: weightBytes, total: weightBytes, countsBytes: true, stage: "weights written"))
         try weights.finish()
         guard weights.size == program.blobs.fileBytes else {
             throw CoreMLError.invalidPackage(path: weightsPath, reason: "\(weights.size) bytes written, \(program.blobs.fileBytes) planned")
