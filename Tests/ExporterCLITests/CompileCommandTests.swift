@@ -76,6 +76,32 @@ struct CompileCommandTests {
         _ = try CompiledArtifactReader(url: output.appendingPathComponent("Tiny.h17p.aimodelc"))
     }
 
+    @Test("compile draws the weight bytes written over every device's artifact on a terminal; nothing in a pipe")
+    func progress() throws {
+        let bundleURL = try bundle()
+        let output = try Fixtures.temporaryDirectory()
+        let arguments = ["compile", bundleURL.path, "--platform", "iOS", "--min-deployment-version", "27.0", "--output", output.path]
+        let piped = runExporter(arguments)
+        #expect(piped.status == 0 && piped.error.isEmpty, "\(piped.error)")
+        let shown = runExporter(arguments + ["--overwrite"], terminal: true)
+        #expect(shown.status == 0, "\(shown.error)")
+        #expect(shown.output == piped.output)
+        let sizes = try ["h16p", "h17p"].map {
+            try #require(
+                try FileManager.default.attributesOfItem(
+                    atPath: output.appendingPathComponent("Tiny.\($0).aimodelc/weights.bin").path)[.size] as? Int)
+        }
+        let lines = shown.error.split(separator: "\r").map(String.init).filter { $0.contains("%") }
+        let total = sizes[0] + sizes[1]
+        #expect(
+            lines.first?.contains("  0%  \(ProgressBar.bytes(0, of: total))  h16p (1 of 2): weights written  ETA -- ") == true,
+            "\(lines)")
+        #expect(
+            lines.last?.contains("100%  \(ProgressBar.bytes(total, of: total))  h17p (2 of 2): weights written  ETA 0s") == true,
+            "\(lines)")
+        #expect(shown.error.hasSuffix("\r\u{1B}[K"))
+    }
+
     @Test("exporter <model> --compile exports, then compiles beside the bundle")
     func exportAndCompile() throws {
         let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())

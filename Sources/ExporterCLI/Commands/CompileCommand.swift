@@ -53,7 +53,7 @@ enum CompileCommand {
 
     /// Compiles and prints each artifact's summary (shared with `exporter <model> --compile`).
     static func compile(_ bundleURL: URL, request: CompileRequest, json: Bool, context: CommandContext) throws {
-        let results = try Compiler.compile(bundleURL: bundleURL, request: request)
+        let results = try Compiler.compile(bundleURL: bundleURL, request: request, progress: ProgressBar(context: context).update)
         if json {
             let sections = results.compactMap(\.manifest.compiled)
             context.writeOutput(try CanonicalJSON.string(sections))

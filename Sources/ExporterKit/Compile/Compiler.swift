@@ -80,22 +80,30 @@ public enum Compiler {
     }
 
     /// Compiles the bundle at `bundleURL` for every device of `request`, one after the other.
+    /// - Parameter progress: told the weight bytes written over all the devices' artifacts,
+    ///   before the first region and after each.
     /// - Throws: `CompileError` refusals before anything is written, then `BundleError` for the
     ///   bundle and the outputs; an artifact is in place only when whole.
     public static func compile(
-        bundleURL: URL, request: CompileRequest, progress: (DeviceArchitecture) -> Void = { _ in }
+        bundleURL: URL, request: CompileRequest, progress: (WorkProgress) -> Void = { _ in }
     ) throws -> [CompileResult] {
         let bundle = try openBundle(bundleURL)
         try checkPlatform(bundle: bundleURL, bundlePlatform: bundle.manifest.platform, platform: request.platform)
         let subject = try CompileSubject(bundle: bundle)
         _ = try RopeTables.make(bundle.graph)  // refuse an unsupported scaling before writing anything
+        let plans = request.devices.map { CompilePlan(subject: subject, device: $0) }
+        let totalBytes = plans.reduce(0) { $0 + $1.memory.weightsBytes }
+        var bytesBefore = 0
         var results: [CompileResult] = []
-        for device in request.devices {
-            progress(device)
-            let plan = CompilePlan(subject: subject, device: device)
-            let destination = artifactURL(name: subject.name, device: device, in: request.outputDirectory)
+        for (index, plan) in plans.enumerated() {
+            let stage = "\(plan.device.id) (\(index + 1) of \(plans.count)): weights written"
+            let destination = artifactURL(name: subject.name, device: plan.device, in: request.outputDirectory)
             let manifest = try CompiledArtifactWriter.write(
-                plan, bundle: bundle, destination: destination, request: request)
+                plan, bundle: bundle, destination: destination, request: request
+            ) { written in
+                progress(WorkProgress(done: bytesBefore + written, total: totalBytes, countsBytes: true, stage: stage))
+            }
+            bytesBefore += plan.memory.weightsBytes
             results.append(CompileResult(url: destination, manifest: manifest))
         }
         return results
@@ -105,8 +113,10 @@ public enum Compiler {
 /// Writes one `.aimodelc` (docs/FORMAT.md): `weights.bin` region by region, the static tables,
 /// `static.json`, the bundle's graph and tokenizer files, and last the manifest.
 enum CompiledArtifactWriter {
+    /// - Parameter written: told the bytes of `weights.bin` written, before the first region and after each.
     static func write(
-        _ plan: CompilePlan, bundle: BundleReader, destination: URL, request: CompileRequest
+        _ plan: CompilePlan, bundle: BundleReader, destination: URL, request: CompileRequest,
+        written: (Int) -> Void = { _ in }
     ) throws -> Manifest {
         let directory = try ArtifactDirectory(
             destination: destination, overwrite: request.overwrite, faults: request.faults)
@@ -123,6 +133,7 @@ enum CompiledArtifactWriter {
         let source = try SequentialSource(url: bundle.url.appendingPathComponent(BundleWriter.weightsName))
         let weights = try directory.createFile(Compiler.weightsName, bypassPageCache: true)
         try weights.write(plan.header())
+        written(0)
         for region in plan.regions {
             try weights.pad(toMultipleOf: plan.device.pageSize)
             guard weights.size == region.offset else {
@@ -139,8 +150,10 @@ enum CompiledArtifactWriter {
                     try source.copy(offset: sourcePart.offset, count: sourcePart.bytes, to: weights)
                 }
             }
+            written(weights.size)
         }
         try weights.pad(toMultipleOf: plan.device.pageSize)
+        written(weights.size)
         try source.finish(expected: sourceRecord)
         try weights.finish()
         record(Compiler.weightsName, weights)
