@@ -84,11 +84,16 @@ public enum ExporterCommandLine {
             context.printError(invocation.usageErrorText(for: error))
             return UsageError.exitCode
         } catch let error as ExporterError {
-            context.printError("Error: \(TerminalText.sanitized(error.description))")
+            printFailure("Error: \(TerminalText.sanitized(error.description))", context: context)
             return error.exitStatus.rawValue
         } catch {
-            context.printError("Error: \(TerminalText.sanitized("\(error)"))")
+            printFailure("Error: \(TerminalText.sanitized("\(error)"))", context: context)
             return ExitStatus.internalError.rawValue
         }
+    }
+
+    /// Prints a failure; on a terminal, first clears a progress line the failed step left.
+    private static func printFailure(_ text: String, context: CommandContext) {
+        context.printError((context.errorIsTerminal ? "\r\u{1B}[K" : "") + text)
     }
 }

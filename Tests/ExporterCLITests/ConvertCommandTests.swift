@@ -63,5 +63,7 @@ struct ConvertCommandTests {
         let notBundle = runExporter(["convert", folder.path])
         #expect(notBundle.status == 65)
         #expect(notBundle.error.hasPrefix("Error: '\(folder.path)' is not an exporter artifact"))
+        // On a terminal an error first clears whatever progress line the failed step left.
+        #expect(runExporter(["convert", folder.path], terminal: true).error == "\r\u{1B}[K" + notBundle.error)
     }
 }
