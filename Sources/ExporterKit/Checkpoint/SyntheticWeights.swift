@@ -141,20 +141,13 @@ public struct SyntheticWeights: Sendable {
     public func generate(
         name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<Float16>
     ) {
-        let profile = profile(name: name, shape: shape)
         // Converted in batches by the reader's conversion (the same rounding to nearest even):
         // Linux x86-64 builds convert one Float16 at a time in software, a third of a
         // synthetic export's time.
-        let count = min(destination.count, elements.count)
-        withUnsafeTemporaryAllocation(of: Float.self, capacity: Self.batch) { floats in
-            for done in stride(from: 0, to: count, by: Self.batch) {
-                let size = min(Self.batch, count - done)
-                let values = UnsafeMutableBufferPointer(rebasing: floats[0..<size])
-                profile.fill(values, from: elements.lowerBound + done)
-                _ = PrecisionConversion.toFloat16(
-                    float32: UnsafeBufferPointer(values),
-                    into: UnsafeMutableBufferPointer(rebasing: destination[done..<(done + size)]), clampingOutOfRange: false)
-            }
+        forEachBatch(name: name, shape: shape, elements: elements, count: destination.count) { values, done in
+            _ = PrecisionConversion.toFloat16(
+                float32: values, into: UnsafeMutableBufferPointer(rebasing: destination[done..<(done + values.count)]),
+                clampingOutOfRange: false)
         }
     }
 
@@ -162,17 +155,28 @@ public struct SyntheticWeights: Sendable {
     public func generateBFloat16Bits(
         name: String, shape: [Int], elements: Range<Int>, into destination: UnsafeMutableBufferPointer<UInt16>
     ) {
-        let profile = profile(name: name, shape: shape)
-        let count = min(destination.count, elements.count)
         guard let output = destination.baseAddress else { return }
+        forEachBatch(name: name, shape: shape, elements: elements, count: destination.count) { values, done in
+            guard let input = values.baseAddress else { return }
+            // Plain pointers: the compiler vectorises this loop.
+            let batchOutput = output + done
+            for offset in 0..<values.count { batchOutput[offset] = PrecisionConversion.bfloat16Bits(input[offset]) }
+        }
+    }
+
+    /// Generates the first `min(count, elements.count)` of `elements` a batch at a time into
+    /// one scratch buffer and hands each to `body` with its offset from the first: the loop of
+    /// the forms that convert the float32 values.
+    private func forEachBatch(
+        name: String, shape: [Int], elements: Range<Int>, count: Int, _ body: (UnsafeBufferPointer<Float>, Int) -> Void
+    ) {
+        let profile = profile(name: name, shape: shape)
+        let total = min(count, elements.count)
         withUnsafeTemporaryAllocation(of: Float.self, capacity: Self.batch) { floats in
-            guard let values = floats.baseAddress else { return }
-            for done in stride(from: 0, to: count, by: Self.batch) {
-                let size = min(Self.batch, count - done)
-                profile.fill(UnsafeMutableBufferPointer(start: values, count: size), from: elements.lowerBound + done)
-                // Plain pointers: the compiler vectorises this loop.
-                let batchOutput = output + done
-                for offset in 0..<size { batchOutput[offset] = PrecisionConversion.bfloat16Bits(values[offset]) }
+            for done in stride(from: 0, to: total, by: Self.batch) {
+                let values = UnsafeMutableBufferPointer(rebasing: floats[0..<min(Self.batch, total - done)])
+                profile.fill(values, from: elements.lowerBound + done)
+                body(UnsafeBufferPointer(values), done)
             }
         }
     }
