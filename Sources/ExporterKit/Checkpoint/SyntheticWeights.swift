@@ -65,7 +65,7 @@ public struct SyntheticWeights: Sendable {
         /// Inverse CDF of the Laplace distribution on a uniform in (0, 1); random sign.
         @inline(__always)
         func laplace(_ first: UInt64, _ second: UInt64) -> Double {
-            let uniform = (Double(Int64(bitPattern: first >> 11)) + 0.5) * 0x1p-53
+            let uniform = (SyntheticWeights.exactDouble(first >> 11) + 0.5) * 0x1p-53
             let magnitude = -laplaceScale * SyntheticWeights.naturalLogarithm(uniform)
             return center + (second & 1 == 1 ? -magnitude : magnitude)
         }
@@ -206,14 +206,16 @@ public struct SyntheticWeights: Sendable {
     /// multiplications and one division: libm's `log` may differ between platforms in the last bit.
     @inline(__always)
     static func naturalLogarithm(_ x: Double) -> Double {
-        // x = m · 2^e with m in [1, 2), halved (e one up) above √2: chosen by bit arithmetic, not
-        // a branch, which went either way at random and, mispredicted, cost over a quarter of the
-        // generator's time. Positive doubles order as their bit patterns.
+        // x = m · 2^e with m in [1, 2), halved (e one up) above √2, without a branch (it went
+        // either way at random and, mispredicted, cost over a quarter of the generator's time)
+        // and without 64-bit integer comparisons or conversions, which SSE2 lacks: the
+        // compiler would handle such lanes one at a time. Positive doubles order as their bit
+        // patterns, so the comparison is a floating-point one; halving m is exact.
         let bits = x.bitPattern
-        let mantissaBits = (bits & 0x000F_FFFF_FFFF_FFFF) | 0x3FF0_0000_0000_0000
-        let halve: UInt64 = mantissaBits > 1.4142135623730951.bitPattern ? 1 : 0
-        let exponent = Int(truncatingIfNeeded: (bits >> 52) & 0x7FF) - 1023 + Int(truncatingIfNeeded: halve)
-        let mantissa = Double(bitPattern: mantissaBits &- (halve << 52))
+        let unhalved = Double(bitPattern: (bits & 0x000F_FFFF_FFFF_FFFF) | 0x3FF0_0000_0000_0000)
+        let halve = unhalved > 1.4142135623730951
+        let mantissa = halve ? unhalved * 0.5 : unhalved
+        let exponent = exactDouble(bits >> 52) - (halve ? 1022 : 1023)
         // ln(m) = 2 atanh(t), t = (m - 1) / (m + 1), |t| ≤ 0.172: the odd series converges fast.
         let t = (mantissa - 1) / (mantissa + 1)
         let t2 = t * t
@@ -225,6 +227,15 @@ public struct SyntheticWeights: Sendable {
         let low = (2.0 + (2.0 / 3) * t2) + (2.0 / 5 + (2.0 / 7) * t2) * t4
         let high = (2.0 / 9 + (2.0 / 11) * t2) + (2.0 / 13) * t4
         let series = low + high * t8
-        return Double(exponent) * 0.6931471805599453 + t * series
+        return exponent * 0.6931471805599453 + t * series
+    }
+
+    /// `Double(value)` for `value < 2^53` (exact), from bit operations and additions: the two
+    /// halves below and from 2^52 each become a double exactly, and so does their sum.
+    @inline(__always)
+    static func exactDouble(_ value: UInt64) -> Double {
+        let twoTo52: UInt64 = 0x4330_0000_0000_0000  // 2^52 as a double
+        let low = Double(bitPattern: twoTo52 | (value & 0x000F_FFFF_FFFF_FFFF)) - 0x1p52
+        return low + Double(bitPattern: (0 &- (value >> 52)) & twoTo52)
     }
 }

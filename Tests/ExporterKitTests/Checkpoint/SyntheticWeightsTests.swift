@@ -135,6 +135,19 @@ struct CheckpointSyntheticWeightsTests {
         }
     }
 
+    @Test("the integer-to-double conversion without conversion instructions is exact below 2^53")
+    func exactDouble() {
+        var values: [UInt64] = [0, 1, 2, 0x000F_FFFF_FFFF_FFFF, 1 << 52, (1 << 52) + 1, (1 << 53) - 1, 2047]
+        var state: UInt64 = 7
+        for _ in 0..<1000 {
+            state = SyntheticWeights.mix(state &+ 0x9E37_79B9_7F4A_7C15)
+            values.append(state >> 11)
+        }
+        for value in values {
+            #expect(SyntheticWeights.exactDouble(value) == Double(value), "\(value)")
+        }
+    }
+
     @Test("matrices are heavy-tailed with outliers, like real weights")
     func heavyTail() {
         let values = values(generator, name, shape).map(Double.init)
