@@ -101,6 +101,50 @@ struct FarmTests {
         #expect(compiled.manifest.buildKey != job.buildKey)
     }
 
+    @Test("a no-op run reads each artifact in full once it has settled, then trusts it while unchanged; damage still rebuilds")
+    func verifiedRecord() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out")
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        try Data(text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#).utf8)
+            .write(to: farm)
+        let recordURL = output.appendingPathComponent(".farm-verified.json")
+        func recorded() throws -> [String] {
+            let record = try JSONSerialization.jsonObject(with: Data(contentsOf: recordURL)) as? [String: Any]
+            return ((record?["files"] as? [String: Any])?.keys).map { $0.sorted() } ?? []
+        }
+        func run(_ extra: [String] = []) throws -> [String] {
+            let result = try BuiltExporter.run(["batch", farm.path, "--output", output.path] + extra)
+            #expect(result.status == 0, "\(result.error)")
+            let job = try #require(try report(folder).jobs.first)
+            return [job.status] + job.devices.map(\.status)
+        }
+        #expect(try run() == ["built", "built"])
+        // Just written: verified in full, but too recent to be trusted later.
+        #expect(try run() == ["skipped", "skipped"])
+        #expect(try recorded() == [])
+        Thread.sleep(forTimeInterval: 2.2)
+        #expect(try run() == ["skipped", "skipped"])
+        let bundle = try BundleReader(url: output.appendingPathComponent("m0/M0.aimodel"))
+        let compiled = try CompiledArtifactReader(url: output.appendingPathComponent("m0/M0.h17p.aimodelc"))
+        let expected = (bundle.manifest.files.map { "m0/M0.aimodel/" + $0.path }
+            + compiled.manifest.files.map { "m0/M0.h17p.aimodelc/" + $0.path }).sorted()
+        #expect(try recorded() == expected)
+        #expect(try run() == ["skipped", "skipped"])
+        #expect(try run(["--reverify"]) == ["skipped", "skipped"])
+        #expect(try recorded() == expected)
+        // One bit flipped in place, the size unchanged: the record no longer vouches for the file.
+        let weights = output.appendingPathComponent("m0/M0.aimodel/weights.bin")
+        let handle = try FileHandle(forUpdating: weights)
+        try handle.seek(toOffset: 200)
+        let byte = try #require(try handle.read(upToCount: 1)).first ?? 0
+        try handle.seek(toOffset: 200)
+        try handle.write(contentsOf: Data([byte ^ 1]))
+        try handle.close()
+        #expect(try run() == ["built", "skipped"])
+        _ = try BundleReader(url: output.appendingPathComponent("m0/M0.aimodel"))
+    }
+
     @Test("shards cover every job once, and their collected report equals an unsharded run's")
     func shards() throws {
         let (farm, folder) = try makeFarm(count: 5)

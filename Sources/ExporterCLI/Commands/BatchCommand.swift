@@ -7,13 +7,17 @@ enum BatchCommand {
         name: "batch",
         abstract: "Run a farm file's jobs: incremental, isolated, shardable across machines.",
         discussion: "Each job runs as its own 'exporter' process, N at a time. A job whose inputs are unchanged "
-            + "(same build key) and whose artifact still verifies is skipped. The run ends with a table and "
+            + "(same build key) and whose artifact still verifies (files read in full once, then trusted while unchanged) is skipped. The run ends with a table and "
             + "<output>/farm-report.json; the exit status is non-zero if any job failed. See docs/FARM.md.",
         arguments: [
             .positional("farm", help: "The farm file (JSON, schema exporter.farm/1)."),
             .option("jobs", valueName: "n", help: "Jobs at once (default: cores, within memory)."),
             .option("output", valueName: "dir", defaultValue: "Artifacts", help: "Where every job's artifacts go."),
             .flag("force", help: "Rebuild every job, even unchanged ones."),
+            .flag(
+                "reverify",
+                help: "Read every existing artifact in full to check it, even files earlier runs read and that "
+                    + "have not changed since (size, times, inode: <output>/.farm-verified.json)."),
             .option("shard", valueName: "i/n", help: "Run only shard i of n (balanced by estimated cost)."),
             .flag("matrix", help: "Print the shard list as a CI matrix (JSON) and exit."),
             .option("shards", valueName: "n", defaultValue: "4", help: "Shards in --matrix."),
@@ -32,6 +36,7 @@ enum BatchCommand {
             concurrentJobs: try arguments.int("jobs", range: 1...) ?? FarmSettings.defaultConcurrentJobs(),
             executable: context.executable, environment: context.environment)
         settings.force = arguments.flag("force")
+        settings.reverify = arguments.flag("reverify")
         settings.waitForLock = arguments.flag("wait")
         if let text = arguments.value("shard") {
             let parts = text.split(separator: "/").compactMap { Int($0) }

@@ -10,9 +10,10 @@ public struct BundleReader {
     /// Its graph description.
     public let graph: GraphDescription
 
-    /// Opens the bundle at `url`; with `verifyFiles`, recomputes every file's size and CRC-32.
+    /// Opens the bundle at `url`; with `verifyFiles`, recomputes every file's size and CRC-32
+    /// (except those `verified` vouches for, unchanged since read in full; those read are recorded there).
     /// - Throws: `BundleError` naming the file that is missing, unreadable or not as the manifest says.
-    public init(url: URL, verifyFiles: Bool = true) throws {
+    public init(url: URL, verifyFiles: Bool = true, verified: VerifiedFiles? = nil) throws {
         self.url = url
         let manifestURL = url.appendingPathComponent(BundleWriter.manifestName)
         guard let manifestData = try BundleReader.readDocument(manifestURL) else {
@@ -26,7 +27,7 @@ public struct BundleReader {
             guard file.bytes >= 0 else {
                 throw BundleError.fileMismatch(path: file.path, reason: "the manifest gives a negative size \(file.bytes)")
             }
-            if verifyFiles { try BundleReader.verify(file, in: url) }
+            if verifyFiles { try BundleReader.verify(file, in: url, verified: verified) }
         }
         let listed = Set(manifest.files.map(\.path))
         for tensor in manifest.tensors {
@@ -81,13 +82,16 @@ public struct BundleReader {
         }
     }
 
-    /// Recomputes a file's size and CRC-32 and compares them with the manifest.
+    /// Recomputes a file's size and CRC-32 and compares them with the manifest, unless
+    /// `verified` vouches for the file; a file found as the manifest says is recorded there.
     /// - Throws: `BundleError.fileMismatch` naming the file.
-    static func verify(_ file: Manifest.File, in folder: URL) throws {
+    static func verify(_ file: Manifest.File, in folder: URL, verified: VerifiedFiles? = nil) throws {
         let url = folder.appendingPathComponent(file.path)
+        if let verified, verified.vouches(for: url, bytes: file.bytes, crc32: file.crc32) { return }
         guard FileManager.default.fileExists(atPath: url.path) else {
             throw BundleError.fileMismatch(path: file.path, reason: "missing")
         }
+        let before = verified.flatMap { _ in VerifiedFiles.stamp(of: url, crc32: file.crc32) }
         let (size, crc) = try BundleError.readingFile(url.path) {
             let reader = try ReadOnlyFile(path: url.path)
             return (reader.byteCount, reader.byteCount == file.bytes ? try CRC32.checksum(of: reader) : 0)
@@ -99,6 +103,7 @@ public struct BundleReader {
         guard actual == file.crc32 else {
             throw BundleError.fileMismatch(path: file.path, reason: "CRC-32 is \(actual), the manifest says \(file.crc32)")
         }
+        verified?.record(url, before: before, bytes: file.bytes, crc32: file.crc32)
     }
 
     /// A manifest path must stay below the bundle folder: relative, no `..`, no empty parts.

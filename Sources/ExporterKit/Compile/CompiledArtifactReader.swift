@@ -14,9 +14,10 @@ public struct CompiledArtifactReader {
     /// Its static description.
     public let staticDescription: StaticDescription
 
-    /// Opens the artifact at `url`; with `verifyFiles`, recomputes every file's size and CRC-32.
+    /// Opens the artifact at `url`; with `verifyFiles`, recomputes every file's size and CRC-32
+    /// (except those `verified` vouches for, unchanged since read in full; those read are recorded there).
     /// - Throws: `CompileError.notACompiledArtifact`, `BundleError` naming what does not hold.
-    public init(url: URL, verifyFiles: Bool = true) throws {
+    public init(url: URL, verifyFiles: Bool = true, verified: VerifiedFiles? = nil) throws {
         self.url = url
         func invalid(_ reason: String) -> CompileError { .notACompiledArtifact(path: url.path, reason: reason) }
         let manifestURL = url.appendingPathComponent(BundleWriter.manifestName)
@@ -30,7 +31,7 @@ public struct CompiledArtifactReader {
             guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
                 throw BundleError.fileMismatch(path: file.path, reason: "the manifest names a file outside the artifact")
             }
-            if verifyFiles { try BundleReader.verify(file, in: url) }
+            if verifyFiles { try BundleReader.verify(file, in: url, verified: verified) }
         }
         func decode<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {
             guard let data = try? Data(contentsOf: url.appendingPathComponent(name)) else { throw invalid("no readable \(name)") }

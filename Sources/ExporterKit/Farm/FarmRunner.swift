@@ -90,6 +90,9 @@ public struct FarmSettings: Sendable {
     public var concurrentJobs: Int
     /// Rebuild even when a job's key and artifact are unchanged.
     public var force = false
+    /// Read every existing artifact in full, ignoring the record of files read before and
+    /// unchanged since (``VerifiedFiles``).
+    public var reverify = false
     /// Run only shard `index` of `count` (1-based).
     public var shard: (index: Int, count: Int)?
     /// Wait for another farm run holding the output folder instead of giving up.
@@ -186,6 +189,7 @@ public struct FarmRunner {
         let lock = try FarmLock(directory: settings.outputDirectory, wait: settings.waitForLock, log: log)
         defer { lock.release() }
         removeLeftovers()
+        let verified = VerifiedFiles(root: settings.outputDirectory, trusting: !settings.reverify)
         let jobs = settings.shard.map { shardJobs(index: $0.index, count: $0.count) } ?? farm.jobs
         let collected = Collected(count: jobs.count)
         let slots = DispatchSemaphore(value: max(1, settings.concurrentJobs))
@@ -195,7 +199,7 @@ public struct FarmRunner {
             group.enter()
             DispatchQueue.global().async {
                 let start = Date()
-                let result = self.run(job)
+                let result = self.run(job, verified: verified)
                 let elapsed = (Date().timeIntervalSince(start) * 100).rounded() / 100
                 collected.record(index: index, name: job.name, result: result, seconds: elapsed)
                 log("\(job.name): \(result.status)" + (result.error.map { " — \($0)" } ?? ""))
@@ -204,6 +208,12 @@ public struct FarmRunner {
             }
         }
         group.wait()
+        do {
+            try verified.save()
+        } catch {
+            // Only the next run's speed depends on it: it reads the artifacts in full again.
+            log("warning: \(error)")
+        }
         let report = FarmReport(
             schema: FarmReport.currentSchema, farm: farm.path.lastPathComponent,
             shard: settings.shard.map { "\($0.index)/\($0.count)" }, jobs: collected.results.compactMap { $0 },
@@ -228,8 +238,9 @@ public struct FarmRunner {
         }
     }
 
-    /// Plans the job, skips it when its artifact is current, else exports it in a child process.
-    func run(_ job: FarmJob) -> FarmJobResult {
+    /// Plans the job, skips it when its artifact is current (checked against its files, or
+    /// `verified`'s record of them), else exports it in a child process.
+    func run(_ job: FarmJob, verified: VerifiedFiles? = nil) -> FarmJobResult {
         var result = FarmJobResult(name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
         let plan: ExportPlan
         let synthetic: Bool
@@ -245,13 +256,13 @@ public struct FarmRunner {
         }
         let bundle = ExportRunner.bundleURL(for: plan, in: settings.outputDirectory)
         let relative = String(bundle.path.dropFirst(settings.outputDirectory.path.count + 1))
-        if !settings.force, let reader = try? BundleReader(url: bundle, verifyFiles: true),
+        if !settings.force, let reader = try? BundleReader(url: bundle, verifyFiles: true, verified: verified),
             reader.manifest.buildKey == result.buildKey
         {
             result.status = "skipped"
             result.bundle = relative
             result.bundleBytes = reader.manifest.sizes.bundleBytes
-            result.devices = compile(job, bundle: bundle, manifest: reader.manifest)
+            result.devices = compile(job, bundle: bundle, manifest: reader.manifest, verified: verified)
             return result
         }
         let arguments =
@@ -273,14 +284,14 @@ public struct FarmRunner {
         result.bundle = relative
         result.bundleBytes = reader.manifest.sizes.bundleBytes
         result.buildKey = reader.manifest.buildKey
-        result.devices = compile(job, bundle: bundle, manifest: reader.manifest)
+        result.devices = compile(job, bundle: bundle, manifest: reader.manifest, verified: verified)
         return result
     }
 
     /// Compiles the job's bundle for each of its devices whose artifact is missing, invalid or
     /// built from other inputs (another bundle, another device entry): a new device compiles,
     /// nothing is re-exported.
-    func compile(_ job: FarmJob, bundle: URL, manifest: Manifest) -> [FarmDeviceResult] {
+    func compile(_ job: FarmJob, bundle: URL, manifest: Manifest, verified: VerifiedFiles? = nil) -> [FarmDeviceResult] {
         guard !job.devices.isEmpty else { return [] }
         let table: DeviceTable
         do {
@@ -306,7 +317,7 @@ public struct FarmRunner {
             let expected = manifest.buildKey.map {
                 BuildKey.compiled(bundleKey: $0, device: device, minimumDeploymentVersion: DeploymentVersion.minimum.description)
             }
-            if !settings.force, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: true),
+            if !settings.force, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: true, verified: verified),
                 expected != nil, reader.manifest.buildKey == expected, let verdict = reader.manifest.compiled?.verdict
             {
                 result.status = "skipped"
@@ -373,7 +384,10 @@ public struct FarmRunner {
         guard let jobFolders = try? manager.contentsOfDirectory(atPath: settings.outputDirectory.path) else { return }
         for folder in jobFolders {
             let url = settings.outputDirectory.appendingPathComponent(folder)
-            if folder.hasPrefix(ArtifactDirectory.stagingPrefix) || folder.hasPrefix(".farm-report-") {
+            // Also the temporary files of an interrupted report or record write (`writeAtomically`).
+            if folder.hasPrefix(ArtifactDirectory.stagingPrefix) || folder.hasPrefix(".farm-report")
+                || folder.hasPrefix("." + VerifiedFiles.fileName + ".")
+            {
                 try? manager.removeItem(at: url)
                 continue
             }
