@@ -86,6 +86,29 @@ extension Fixtures {
     }
 
     /// The plan of an experimental float16 export of the checkpoint at `directory`.
+    /// Overwrites elements of `tensor` in a single-file checkpoint (`model.safetensors`) with
+    /// `values`, stored in the tensor's dtype (bfloat16 rounded to nearest even, float16 by
+    /// Swift's conversion, float32 exactly); a negative index counts from the end.
+    public static func setValues(_ values: [(index: Int, value: Float)], of tensor: String, in directory: URL) throws {
+        let url = directory.appendingPathComponent("model.safetensors")
+        let descriptor = try SafetensorsFile(url: url).tensor(named: tensor)
+        var bytes = [UInt8](try Data(contentsOf: url))
+        let size = descriptor.dtype == .f32 ? 4 : 2
+        for (index, value) in values {
+            let element = index >= 0 ? index : descriptor.elementCount + index
+            let pattern: UInt32
+            switch descriptor.dtype {
+            case .f32: pattern = value.bitPattern
+            case .f16: pattern = UInt32(Float16(value).bitPattern)
+            default: pattern = UInt32(PrecisionConversion.bfloat16Bits(value))
+            }
+            for byte in 0..<size {
+                bytes[descriptor.byteRange.lowerBound + element * size + byte] = UInt8(truncatingIfNeeded: pattern >> (8 * byte))
+            }
+        }
+        try Data(bytes).write(to: url)
+    }
+
     public static func plan(
         _ directory: URL, platform: Platform = .iOS, compression: CompressionChoice = .automatic,
         precision: ComputePrecision = .float16

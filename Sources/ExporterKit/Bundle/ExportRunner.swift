@@ -126,6 +126,7 @@ public enum ExportRunner {
         }
         var memoryConditions = ConversionMemoryConditions()
         memoryConditions.storedPatterns = source.storedPatterns
+        memoryConditions.mayExceedFloat16 = source.mayExceedFloat16
         memoryConditions.allowClamp = settings.allowClamp
         memoryConditions.calibrated = settings.calibrationTokens != nil
         try checkMemory(plan, conditions: memoryConditions, available: settings.availableMemoryBytes)
@@ -149,7 +150,7 @@ public enum ExportRunner {
         request.calibration = calibration
         let manifest = try BundleWriter.write(request, extraWarnings: {
             warnings + (checkpointSource?.clampLog.entries ?? []).map {
-                "tensor '\($0.tensor)': \($0.count) values clamped to the float16 range (--allow-clamp)"
+                "tensor '\($0.tensor)': \($0.count) \($0.count == 1 ? "value" : "values") clamped to the float16 range (--allow-clamp)"
             }
         }, progress: progress)
         return ExportResult(bundleURL: destination, manifest: manifest)

@@ -247,6 +247,14 @@ extension CheckpointWeights {
         try file(holding: name).readRawBytes(of: name, byteOffset: byteOffset, into: destination)
     }
 
+    /// Reads a range of a float32 tensor's elements as unchecked float16 bit patterns.
+    /// - Throws: as `SafetensorsFile.readFloat16Patterns(_:elements:into:)`.
+    public func readFloat16Patterns(
+        _ name: String, elements: Range<Int>, into destination: UnsafeMutableBufferPointer<UInt16>
+    ) throws {
+        try file(holding: name).readFloat16Patterns(name, elements: elements, into: destination)
+    }
+
     /// Reads the whole tensor as float16.
     /// - Throws: as `SafetensorsFile.readFloat16(_:into:outOfRange:)`.
     @discardableResult

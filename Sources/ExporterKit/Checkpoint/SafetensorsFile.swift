@@ -325,6 +325,28 @@ extension SafetensorsFile {
         return Float16ReadReport(clampedCount: statistics.outOfRangeCount)
     }
 
+    /// Reads elements `elements` of a float32 tensor as float16 bit patterns, rounded as
+    /// ``readFloat16(_:elements:into:outOfRange:)`` rounds, without checking them: a value
+    /// float16 cannot hold comes out as an infinity or NaN, for the caller to find. Lets
+    /// compression count and stream a float32 tensor as it does a float16 one.
+    /// - Throws: `CheckpointError.unsupportedDType` for another dtype, `.elementRangeOutOfBounds`,
+    ///   `.destinationSizeMismatch`, `.readFailed`.
+    public func readFloat16Patterns(
+        _ name: String, elements: Range<Int>, into destination: UnsafeMutableBufferPointer<UInt16>
+    ) throws {
+        let tensor = try tensor(named: name)
+        guard tensor.dtype == .f32 else {
+            throw CheckpointError.unsupportedDType(path: url.path, tensor: name, dtype: tensor.dtype)
+        }
+        try destination.withMemoryRebound(to: Float16.self) { halves in
+            _ = try readConverted(tensor, elements: elements, into: halves, sourceType: UInt32.self) { source, output in
+                source.withMemoryRebound(to: Float.self) {
+                    PrecisionConversion.toFloat16(float32: $0, into: output, clampingOutOfRange: false)
+                }
+            }
+        }
+    }
+
     /// Reads the whole tensor as float32 into `destination`, which must hold `elementCount` values.
     /// - Throws: `CheckpointError.unsupportedDType`, `.destinationSizeMismatch`,
     ///   `.nonFiniteValues`, `.readFailed`.

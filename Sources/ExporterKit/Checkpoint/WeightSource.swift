@@ -12,14 +12,21 @@ public protocol WeightSource: Sendable {
     /// - Throws: the source's errors (missing tensor, non-finite values).
     func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws
 
-    /// How `tensor` is stored when it is stored as 16-bit patterns (bfloat16 or float16), so
-    /// that ``readStoredPatterns(_:elements:into:)`` can read any range of them: compression
-    /// then counts patterns rather than convert every weight first, and reads a large tensor
-    /// a block at a time. Nil for other storage (float32), read through `readFloat16`.
+    /// The 16-bit patterns `tensor` is read as by ``readStoredPatterns(_:elements:into:)``,
+    /// which reads any range of them: as stored (bfloat16 or float16), or float32 converted
+    /// to float16 as it is read (values float16 cannot hold come out as patterns without a
+    /// finite value). Compression then counts patterns rather than convert every weight
+    /// first, and reads a large tensor a block at a time; a pattern without a finite float16
+    /// value sends the tensor through `readFloat16`, which reports or clamps. Nil for other
+    /// storage, read through `readFloat16`.
     func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns?
 
-    /// Fills `buffer` with the stored bit patterns of elements `elements` of `tensor`
-    /// (row-major), which must have ``storedPatterns(_:)``. Called from several threads at once.
+    /// Whether `tensor`'s stored values can lie beyond float16's range (bfloat16, float32):
+    /// with clamping allowed, such a tensor may be converted whole after all.
+    func mayExceedFloat16(_ tensor: TensorSpec) -> Bool
+
+    /// Fills `buffer` with the patterns of elements `elements` of `tensor` (row-major), which
+    /// must have ``storedPatterns(_:)``. Called from several threads at once.
     /// - Throws: the source's read errors.
     func readStoredPatterns(_ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>) throws
 
@@ -30,6 +37,9 @@ public protocol WeightSource: Sendable {
 extension WeightSource {
     /// Not stored as 16-bit patterns: read through `readFloat16`.
     public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? { nil }
+
+    /// bfloat16 patterns can exceed float16's range.
+    public func mayExceedFloat16(_ tensor: TensorSpec) -> Bool { storedPatterns(tensor) == .bfloat16 }
 
     /// Never called when ``storedPatterns(_:)`` is nil.
     public func readStoredPatterns(

@@ -35,20 +35,34 @@ public struct CheckpointWeightSource: WeightSource {
 
     public func willRead(_ tensor: TensorSpec) { weights.willRead(tensor.name) }
 
+    /// bfloat16 and float16 as stored; float32 as float16, converted as it is read.
     public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? {
+        switch storedDType(tensor) {
+        case .bf16: return .bfloat16
+        case .f16, .f32: return .float16
+        default: return nil
+        }
+    }
+
+    public func mayExceedFloat16(_ tensor: TensorSpec) -> Bool {
+        let dtype = storedDType(tensor)
+        return dtype == .bf16 || dtype == .f32
+    }
+
+    private func storedDType(_ tensor: TensorSpec) -> TensorDType? {
         guard let stored = try? weights.tensor(named: tensor.name), stored.elementCount == tensor.elementCount else {
             return nil
         }
-        switch stored.dtype {
-        case .bf16: return .bfloat16
-        case .f16: return .float16
-        default: return nil
-        }
+        return stored.dtype
     }
 
     public func readStoredPatterns(
         _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
     ) throws {
+        if storedDType(tensor) == .f32 {
+            try weights.readFloat16Patterns(tensor.name, elements: elements, into: buffer)
+            return
+        }
         let elementSize = MemoryLayout<UInt16>.stride
         try weights.readRawBytes(
             of: tensor.name, byteOffset: elements.lowerBound * elementSize, into: UnsafeMutableRawBufferPointer(buffer))

@@ -29,11 +29,14 @@ public struct ConversionMemoryEstimate: Equatable, Sendable {
 public struct ConversionMemoryConditions {
     /// Threads that compress.
     public var workers = SystemResources.activeCores
-    /// How the source stores a tensor when it stores 16-bit patterns (bfloat16 or float16):
+    /// The 16-bit patterns the source reads a tensor as (``WeightSource/storedPatterns(_:)``):
     /// they are then counted, and a per-tensor int8 tensor, a large palette per grouped
     /// channel or a large tensor kept in float16 is read a block at a time rather than held
     /// (``TensorEncoder/streams(_:precision:calibrated:)``). Nil: read whole as float16.
     public var storedPatterns: (TensorSpec) -> SourcePatterns? = { _ in nil }
+    /// Whether a tensor's stored values can exceed float16's range (``WeightSource/mayExceedFloat16(_:)``);
+    /// nil: those read as bfloat16 patterns.
+    public var mayExceedFloat16: ((TensorSpec) -> Bool)?
     /// `--allow-clamp`: a bfloat16 tensor with values beyond float16's range is then converted
     /// whole and compressed (without it, such a tensor is refused).
     public var allowClamp = false
@@ -132,8 +135,9 @@ struct TensorMemory {
         let scheme = tensor.scheme
         let kind = conditions.storedPatterns(tensor.spec)
         let streams = kind != nil && TensorEncoder.streams(tensor, precision: precision, calibrated: conditions.calibrated)
-        // A bfloat16 tensor whose values float16 cannot hold is converted whole after all.
-        let clampedCopy = kind == .bfloat16 && conditions.allowClamp ? half : 0
+        // A bfloat16 or float32 tensor whose values float16 cannot hold is converted whole after all.
+        let exceeds = conditions.mayExceedFloat16?(tensor.spec) ?? (kind == .bfloat16)
+        let clampedCopy = kind != nil && exceeds && conditions.allowClamp ? half : 0
         lookAheadBytes = half
         stored = tensor.storedBytes
         switch scheme.mode {

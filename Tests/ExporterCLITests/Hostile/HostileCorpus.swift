@@ -247,6 +247,23 @@ enum HostileCorpus {
                 error: "Error: tensor 'model.layers.0.mlp.down_proj.weight': 2 values exceed the float16 range "
                     + "(largest magnitude 9.8e+04); pass --allow-clamp to clamp them\n")
         },
+        HostileCase(name: "safetensors: float32 int8 embedding beyond float16's range") { scratch in
+            // Read as float16 patterns a block at a time, then, at the first value float16 cannot
+            // hold, through the reader, which counts every such value of the tensor.
+            let directory = try Fixtures.syntheticCheckpoint(dtype: .f32)
+            try Fixtures.setValues([(0, 70_000), (5, -1e6), (-1, 65_520)], of: "model.embed_tokens.weight", in: directory)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: tensor 'model.embed_tokens.weight': 3 values exceed the float16 range "
+                    + "(largest magnitude 1.0e+06); pass --allow-clamp to clamp them\n")
+        },
+        HostileCase(name: "safetensors: float32 NaN and infinity in a palettised weight") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint(dtype: .f32)
+            try Fixtures.setValues([(3, .nan), (-1, -.infinity)], of: "model.layers.1.mlp.up_proj.weight", in: directory)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: tensor 'model.layers.1.mlp.up_proj.weight': 2 values are NaN or infinite\n")
+        },
         HostileCase(name: "safetensors: integer weights") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
             let url = directory.appendingPathComponent("model.safetensors")

@@ -128,7 +128,7 @@ struct BundleRoundTripTests {
         #expect(b.manifest.model.source.files.count > 1)
     }
 
-    @Test("a float16 checkpoint, counted as stored patterns (its int8 embedding streamed), gives the bytes a float32 one gives")
+    @Test("float16 and float32 checkpoints, counted as float16 patterns (the int8 embedding streamed), give the same bytes")
     func float16Patterns() throws {
         let half = try Fixtures.syntheticCheckpoint(seed: 5, dtype: .f16)
         let single = try Fixtures.syntheticCheckpoint(seed: 5, dtype: .f32)
@@ -136,7 +136,9 @@ struct BundleRoundTripTests {
         let halfSource = CheckpointWeightSource(weights: try CheckpointWeights(directory: half), outOfRange: .refuse)
         let singleSource = CheckpointWeightSource(weights: try CheckpointWeights(directory: single), outOfRange: .refuse)
         #expect(plan.tensors.allSatisfy { halfSource.storedPatterns($0.spec) == .float16 })
-        #expect(plan.tensors.allSatisfy { singleSource.storedPatterns($0.spec) == nil })
+        // float32: converted to float16 patterns as it is read, never held whole.
+        #expect(plan.tensors.allSatisfy { singleSource.storedPatterns($0.spec) == .float16 })
+        #expect(plan.tensors.allSatisfy { singleSource.mayExceedFloat16($0.spec) && !halfSource.mayExceedFloat16($0.spec) })
         let embedding = try #require(plan.tensors.first { $0.spec.name == "model.embed_tokens.weight" })
         #expect(embedding.scheme == .int8PerTensor && TensorEncoder.streams(embedding, precision: .float16))
         for compression in [CompressionChoice.automatic, .named("4bit_weight_palettized_group8")] {
@@ -146,6 +148,31 @@ struct BundleRoundTripTests {
             let weightsB = try Data(contentsOf: b.bundleURL.appendingPathComponent("weights.bin"))
             #expect(weightsA == weightsB, "\(compression)")
             #expect(a.manifest.tensors.map(\.sqnrDB) == b.manifest.tensors.map(\.sqnrDB))
+        }
+    }
+
+    @Test("--allow-clamp: values beyond float16 are clamped, streamed or not, and the manifest says where")
+    func clamping() throws {
+        for dtype in [TensorDType.bf16, .f32] {
+            let checkpoint = try Fixtures.syntheticCheckpoint(seed: 9, dtype: dtype)
+            try Fixtures.setValues([(0, 70_000), (5, -98_304)], of: "model.embed_tokens.weight", in: checkpoint)
+            try Fixtures.setValues([(7, 1e5)], of: "model.layers.0.mlp.up_proj.weight", in: checkpoint)
+            let plan = try Fixtures.plan(checkpoint)
+            var settings = ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+            #expect(throws: CheckpointError.self) { try ExportRunner.run(plan, settings: settings) }
+            settings.allowClamp = true
+            let result = try ExportRunner.run(plan, settings: settings)
+            #expect(
+                result.manifest.warnings.filter { $0.contains("clamped") } == [
+                    "tensor 'model.embed_tokens.weight': 2 values clamped to the float16 range (--allow-clamp)",
+                    "tensor 'model.layers.0.mlp.up_proj.weight': 1 value clamped to the float16 range (--allow-clamp)",
+                ], "\(dtype)")
+            let reader = try BundleReader(url: result.bundleURL)
+            let embedding = try reader.dequantize("model.embed_tokens.weight")
+            // int8 per tensor: the scale is 65,504 / 127, the clamped values its extreme codes.
+            #expect(embedding[0] == 127 * (65_504 / Float(127)) && embedding[5] == -embedding[0], "\(dtype)")
+            let upProj = try reader.dequantize("model.layers.0.mlp.up_proj.weight")
+            #expect(upProj[7] == upProj.max(), "\(dtype)")
         }
     }
 

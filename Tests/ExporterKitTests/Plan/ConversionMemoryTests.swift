@@ -17,7 +17,7 @@ struct ConversionMemoryTests {
         try #require(plan.tensors.first { $0.spec.name == name })
     }
 
-    /// Every tensor stored as `stored` patterns (nil: float32, read as float16 whole).
+    /// Every tensor read as `stored` patterns (nil: read as float16 whole).
     private func conditions(stored: SourcePatterns?, allowClamp: Bool = false, calibrated: Bool = false) -> ConversionMemoryConditions {
         var conditions = ConversionMemoryConditions()
         conditions.workers = 2
@@ -46,7 +46,7 @@ struct ConversionMemoryTests {
         // Stored as float16 patterns: streamed the same way.
         let half = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .float16), workers: 2)
         #expect((half.loaded, half.working, half.held) == (streamed.loaded, streamed.working, streamed.held))
-        // Stored as float32: the float16 copy, then the int8 values and the scale.
+        // Read whole: the float16 copy, then the int8 values and the scale.
         let converted = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: nil), workers: 2)
         #expect(converted.loaded == 2 * elements)
         #expect(converted.working == 3 * elements + 4)
@@ -56,6 +56,13 @@ struct ConversionMemoryTests {
         let clamped = TensorMemory(
             embedding, precision: .float16, conditions: conditions(stored: .bfloat16, allowClamp: true), workers: 2)
         #expect(clamped.working == 3 * elements + 2 * ((1 << 22) + (1 << 19)))
+        // float32 read as float16 patterns can hold such values too; stored float16 cannot.
+        var float32 = conditions(stored: .float16, allowClamp: true)
+        float32.mayExceedFloat16 = { _ in true }
+        #expect(TensorMemory(embedding, precision: .float16, conditions: float32, workers: 2).working == clamped.working)
+        #expect(
+            TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .float16, allowClamp: true), workers: 2)
+                .working == streamed.working)
     }
 
     @Test("a palettised tensor holds its read values and packed indices; calibrated, the tiled palettiser's buffers too")
