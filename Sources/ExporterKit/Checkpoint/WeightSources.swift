@@ -60,7 +60,26 @@ public struct CheckpointWeightSource: WeightSource {
         _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
     ) throws {
         if storedDType(tensor) == .f32 {
-            try weights.readFloat16Patterns(tensor.name, elements: elements, into: buffer)
+            // Converted in parts side by side: a streamed block is read on the thread that then
+            // shares the block's compression among the cores, which wait meanwhile.
+            let parts = min(SystemResources.activeCores, elements.count / Self.parallelConversionElements)
+            guard parts > 1 else {
+                try weights.readFloat16Patterns(tensor.name, elements: elements, into: buffer)
+                return
+            }
+            let failure = FirstFailure()
+            let (shared, name, weights) = (PatternTarget(buffer: buffer), tensor.name, self.weights)
+            DispatchQueue.concurrentPerform(iterations: parts) { part in
+                let range = (elements.count * part / parts)..<(elements.count * (part + 1) / parts)
+                do {
+                    try weights.readFloat16Patterns(
+                        name, elements: (elements.lowerBound + range.lowerBound)..<(elements.lowerBound + range.upperBound),
+                        into: UnsafeMutableBufferPointer(rebasing: shared.buffer[range]))
+                } catch {
+                    failure.record(error)
+                }
+            }
+            try failure.rethrow()
             return
         }
         let elementSize = MemoryLayout<UInt16>.stride
@@ -73,6 +92,8 @@ public struct CheckpointWeightSource: WeightSource {
 
     /// Tensors at least this large are read in one part per core.
     static let parallelReadElements = 1 << 22
+    /// float32 ranges at least this large are converted to float16 patterns in one part per core.
+    static let parallelConversionElements = 1 << 19
 
     public func readFloat16(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float16>) throws {
         // A large tensor (the embedding above all, read while nothing else can run) is read
@@ -104,6 +125,11 @@ public struct CheckpointWeightSource: WeightSource {
     public func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws {
         try weights.readFloat(tensor.name, into: buffer)
     }
+}
+
+/// Where the parts of a parallel pattern read land; each part writes its own range.
+private struct PatternTarget: @unchecked Sendable {
+    let buffer: UnsafeMutableBufferPointer<UInt16>
 }
 
 /// Where the parts of a parallel read land; each part writes its own range and result slot.

@@ -389,16 +389,6 @@ private final class BlockWorkspace {
     }
 }
 
-/// The first error of the workers of a pass, rethrown once they are done.
-private final class FirstFailure: @unchecked Sendable {
-    let lock = NSLock()
-    private var error: Error?
-
-    var happened: Bool { lock.withLock { error != nil } }
-    func record(_ error: Error) { lock.withLock { if self.error == nil { self.error = error } } }
-    func rethrow() throws { if let error = lock.withLock({ error }) { throw error } }
-}
-
 // Buffers the workers share; each writes only its own rows (or, for the totals, under a lock).
 private struct MaximaBuffers: @unchecked Sendable {
     let bits: UnsafeBufferPointer<UInt16>
