@@ -104,8 +104,8 @@ struct TensorEncoder {
     /// Every grouped palette, not only large ones (whole, Qwen2.5-1.5B's embedding and its
     /// indices held 583 MB): a block of 2M weights is counted and then encoded while it is
     /// still in the processor's cache, where a whole tensor (27 MB for an MLP matrix) was
-    /// fetched from memory twice; an export at group 8 then peaks at 100 MiB instead of
-    /// 140–180 and spends less time in the kernel (fewer fresh pages), the same bytes.
+    /// fetched from memory twice; an export at group 8 then peaks at 85–107 MiB instead of
+    /// 140–180, spends less time in the kernel (fewer fresh pages) and writes the same bytes.
     static func streams(_ tensor: PlannedTensor, precision: ComputePrecision, calibrated: Bool = false) -> Bool {
         let scheme = tensor.scheme
         switch scheme.mode {
