@@ -34,8 +34,6 @@ public final class VerifiedFiles: @unchecked Sendable {
         var changed: Int64
         var inode: UInt64
         var device: UInt64
-
-        enum CodingKeys: String, CodingKey { case bytes, crc32, modified, changed, inode, device }
     }
 
     private struct Record: Codable {
