@@ -30,14 +30,14 @@ public struct ConversionMemoryConditions {
     /// Threads that compress.
     public var workers = SystemResources.activeCores
     /// The 16-bit patterns the source reads a tensor as (``WeightSource/storedPatterns(_:)``):
-    /// they are then counted, and a per-tensor int8 tensor, a large palette per grouped
-    /// channel or a large tensor kept in float16 is read a block at a time rather than held
+    /// they are then counted, and a per-tensor int8 tensor, a palette per grouped channel or
+    /// a large tensor kept in float16 is read a block at a time rather than held
     /// (``TensorEncoder/streams(_:precision:calibrated:)``). Nil: read whole as float16.
     public var storedPatterns: (TensorSpec) -> SourcePatterns? = { _ in nil }
     /// Whether a tensor's stored values can exceed float16's range (``WeightSource/mayExceedFloat16(_:)``);
     /// nil: those read as bfloat16 patterns.
     public var mayExceedFloat16: ((TensorSpec) -> Bool)?
-    /// `--allow-clamp`: a bfloat16 tensor with values beyond float16's range is then converted
+    /// `--allow-clamp`: a bfloat16 or float32 tensor with values beyond float16's range is then converted
     /// whole and compressed (without it, such a tensor is refused).
     public var allowClamp = false
     /// Calibrated: palettised tensors take the tiled palettiser, which holds more per weight.
