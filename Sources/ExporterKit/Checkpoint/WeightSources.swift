@@ -62,24 +62,17 @@ public struct CheckpointWeightSource: WeightSource {
         if storedDType(tensor) == .f32 {
             // Converted in parts side by side: a streamed block is read on the thread that then
             // shares the block's compression among the cores, which wait meanwhile.
-            let parts = min(SystemResources.activeCores, elements.count / Self.parallelConversionElements)
-            guard parts > 1 else {
-                try weights.readFloat16Patterns(tensor.name, elements: elements, into: buffer)
+            let (name, weights) = (tensor.name, self.weights)
+            let results = Self.inParts(elements.count, minimumPart: Self.parallelConversionElements) { range in
+                try weights.readFloat16Patterns(
+                    name, elements: (elements.lowerBound + range.lowerBound)..<(elements.lowerBound + range.upperBound),
+                    into: UnsafeMutableBufferPointer(rebasing: buffer[range]))
+            }
+            guard let results else {
+                try weights.readFloat16Patterns(name, elements: elements, into: buffer)
                 return
             }
-            let failure = FirstFailure()
-            let (shared, name, weights) = (PatternTarget(buffer: buffer), tensor.name, self.weights)
-            DispatchQueue.concurrentPerform(iterations: parts) { part in
-                let range = (elements.count * part / parts)..<(elements.count * (part + 1) / parts)
-                do {
-                    try weights.readFloat16Patterns(
-                        name, elements: (elements.lowerBound + range.lowerBound)..<(elements.lowerBound + range.upperBound),
-                        into: UnsafeMutableBufferPointer(rebasing: shared.buffer[range]))
-                } catch {
-                    failure.record(error)
-                }
-            }
-            try failure.rethrow()
+            for result in results { try result.get() }
             return
         }
         let elementSize = MemoryLayout<UInt16>.stride
@@ -99,24 +92,15 @@ public struct CheckpointWeightSource: WeightSource {
         // A large tensor (the embedding above all, read while nothing else can run) is read
         // and converted in parts side by side. Should a part fail, the whole tensor is read
         // again in one piece below, so the error counts all of its values.
-        let parts = min(SystemResources.activeCores, buffer.count / Self.parallelReadElements)
-        if parts > 1 {
-            var clamped = [Int?](repeating: nil, count: parts)
-            clamped.withUnsafeMutableBufferPointer { results in
-                let shared = ParallelReadTarget(buffer: buffer, results: results)
-                let (name, policy, weights) = (tensor.name, outOfRange, self.weights)
-                DispatchQueue.concurrentPerform(iterations: parts) { part in
-                    let range = (buffer.count * part / parts)..<(buffer.count * (part + 1) / parts)
-                    let destination = UnsafeMutableBufferPointer(rebasing: shared.buffer[range])
-                    shared.results[part] = try? weights.readFloat16(
-                        name, elements: range, into: destination, outOfRange: policy
-                    ).clampedCount
-                }
-            }
-            if !clamped.contains(nil) {
-                clampLog.record(tensor.name, clamped.reduce(0) { $0 + ($1 ?? 0) })
-                return
-            }
+        let (name, policy, weights) = (tensor.name, outOfRange, self.weights)
+        let parts = Self.inParts(buffer.count, minimumPart: Self.parallelReadElements) { range in
+            try weights.readFloat16(
+                name, elements: range, into: UnsafeMutableBufferPointer(rebasing: buffer[range]), outOfRange: policy
+            ).clampedCount
+        }
+        if let clamped = try? parts?.map({ try $0.get() }) {
+            clampLog.record(tensor.name, clamped.reduce(0, +))
+            return
         }
         let report = try weights.readFloat16(tensor.name, into: buffer, outOfRange: outOfRange)
         clampLog.record(tensor.name, report.clampedCount)
@@ -127,15 +111,21 @@ public struct CheckpointWeightSource: WeightSource {
     }
 }
 
-/// Where the parts of a parallel pattern read land; each part writes its own range.
-private struct PatternTarget: @unchecked Sendable {
-    let buffer: UnsafeMutableBufferPointer<UInt16>
-}
-
-/// Where the parts of a parallel read land; each part writes its own range and result slot.
-private struct ParallelReadTarget: @unchecked Sendable {
-    let buffer: UnsafeMutableBufferPointer<Float16>
-    let results: UnsafeMutableBufferPointer<Int?>
+extension CheckpointWeightSource {
+    /// `body` over `0..<count` split into one part per core, side by side, each part at least
+    /// `minimumPart` elements: each part's result, in order; nil (nothing run) when the count
+    /// does not make two parts. Each part must touch only its own range of any output.
+    static func inParts<Value>(
+        _ count: Int, minimumPart: Int, _ body: (Range<Int>) throws -> Value
+    ) -> [Result<Value, Error>]? {
+        let parts = min(SystemResources.activeCores, count / minimumPart)
+        guard parts > 1 else { return nil }
+        let results = WorkerResults<Result<Value, Error>?>(count: parts, initial: nil)
+        DispatchQueue.concurrentPerform(iterations: parts) { part in
+            results[part] = Result { try body((count * part / parts)..<(count * (part + 1) / parts)) }
+        }
+        return results.values.compactMap { $0 }
+    }
 }
 
 /// Deterministic generated weights with the exact shapes of the plan (`--synthetic`), as
