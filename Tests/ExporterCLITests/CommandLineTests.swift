@@ -37,10 +37,74 @@ struct CommandLineTests {
 
     @Test("--dry-run prints the same plan as 'plan'")
     func dryRun() {
-        let plan = runExporter(["plan", "qwen3-0.6b", "--json"])
-        let dryRun = runExporter(["qwen3-0.6b", "--dry-run", "--json"])
+        // The memory available now is part of a plan: fixed, so that both runs see the same.
+        let memory = ["EXPORTER_TEST_AVAILABLE_MEMORY": "8000000000"]
+        let plan = runExporter(["plan", "qwen3-0.6b", "--json"], environment: memory)
+        let dryRun = runExporter(["qwen3-0.6b", "--dry-run", "--json"], environment: memory)
         #expect(dryRun.status == 0)
         #expect(dryRun.output == plan.output)
+    }
+
+    @Test("plan gives the memory the export checks before reading a weight: refused a byte below it, run at it")
+    func planConversion() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let arguments = [checkpoint.path, "--experimental", "--compute-precision", "float16"]
+        let run = runExporter(["plan"] + arguments + ["--json"], environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "123"])
+        let conversion = try #require(try manifest(run)["conversion"]?.objectValue)
+        // The fixture stores every tensor as bfloat16, which the plan reads from its headers.
+        var conditions = ConversionMemoryConditions()
+        conditions.storedPatterns = { _ in .bfloat16 }
+        let expected = try Fixtures.plan(checkpoint).conversionMemory(conditions)
+        let peak = try #require(conversion["peak_bytes"]?.intValue)
+        #expect(peak == expected.totalBytes)
+        #expect(conversion["peak_tensor"]?.stringValue == expected.peakTensor)
+        #expect(conversion["workers"]?.intValue == SystemResources.activeCores)
+        #expect(conversion["storage_from"]?.stringValue == "checkpoint")
+        #expect(conversion["available_bytes"]?.intValue == 123)
+
+        let human = runExporter(["plan"] + arguments, environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "\(peak - 1)"])
+        #expect(human.output.contains(
+            "  conversion      \(Format.mebibytes(peak)) at peak (est.); \(Format.mebibytes(peak - 1)) available: "
+                + "refused\n                  at \(expected.peakTensor)\n"))
+        let output = try Fixtures.temporaryDirectory().path
+        let refused = runExporter(
+            arguments + ["--output-dir", output], environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "\(peak - 1)"])
+        #expect(refused.status == 71)
+        let exported = runExporter(
+            arguments + ["--output-dir", output], environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "\(peak)"])
+        #expect(exported.status == 0)
+        // A bundle's manifest has no forecast: it would differ from machine to machine.
+        let bundle = try Data(contentsOf: URL(fileURLWithPath: output).appendingPathComponent("tiny/Tiny.aimodel/manifest.json"))
+        #expect(String(decoding: bundle, as: UTF8.self).contains("\n  \"conversion\" : null,\n"))
+    }
+
+    @Test("a plan without the weights assumes the config's torch_dtype; --dry-run counts --allow-clamp")
+    func planConversionFromConfig() throws {
+        let memory = ["EXPORTER_TEST_AVAILABLE_MEMORY": "8000000000"]
+        let plan = try ExportPlan.make(options: ExportOptions(model: "Qwen2.5-1.5B"), resolver: try Fixtures.resolver())
+        for (extra, allowClamp) in [([String](), false), (["--allow-clamp"], true)] {
+            let run = runExporter(["Qwen2.5-1.5B", "--dry-run", "--json"] + extra, environment: memory)
+            let conversion = try #require(try manifest(run)["conversion"]?.objectValue)
+            let expected = plan.conversionMemory(
+                ConversionMemoryConditions(torchDType: "bfloat16", allowClamp: allowClamp, calibrated: false))
+            #expect(conversion["peak_bytes"]?.intValue == expected.totalBytes)
+            #expect(conversion["peak_tensor"]?.stringValue == expected.peakTensor)
+            #expect(conversion["storage_from"]?.stringValue == "torch_dtype")
+        }
+        let standard = plan.conversionMemory(ConversionMemoryConditions(torchDType: "bfloat16", allowClamp: false, calibrated: false))
+        let human = runExporter(["plan", "Qwen2.5-1.5B"], environment: memory)
+        #expect(human.output.contains(
+            "  conversion      \(Format.mebibytes(standard.totalBytes)) at peak (est.); 7.5 GiB available\n"
+                + "                  at \(standard.peakTensor) (weights as bfloat16)\n"))
+        // On two workers, as ConversionMemoryTests pins: streamed blocks. With clamping, the
+        // int8 embedding may hold a value beyond float16 and be converted whole: its float16
+        // copy and its int8 values come on top.
+        var two = ConversionMemoryConditions(torchDType: "bfloat16", allowClamp: false, calibrated: false)
+        two.workers = 2
+        #expect(plan.conversionMemory(two).totalBytes == 271_517_184)
+        two.allowClamp = true
+        #expect(plan.conversionMemory(two).totalBytes == 824_911_872)
+        #expect(plan.conversionMemory(two).peakTensor == "model.embed_tokens.weight")
     }
 
     @Test("a preset-less model type without iOS support is refused whatever the flags")

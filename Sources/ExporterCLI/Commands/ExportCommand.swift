@@ -47,7 +47,9 @@ enum ExportCommand {
         let options = try ExportArguments.options(from: arguments, model: model)
         let devices = try CompileCommand.deviceTable(arguments, context: context)
         if arguments.flag("dry-run") {
-            return try PlanCommand.show(options: options, json: json, listTensors: false, context: context, devices: devices)
+            return try PlanCommand.show(
+                options: options, json: json, listTensors: false, context: context, devices: devices,
+                exportFlags: arguments)
         }
         let version = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())

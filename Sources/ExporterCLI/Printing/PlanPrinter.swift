@@ -2,8 +2,9 @@ import ExporterKit
 
 /// The human view of a plan: what the export will produce, on one 80-column screen.
 enum PlanPrinter {
-    /// The summary lines of `plan`; with `listTensors`, every tensor too.
-    static func lines(_ plan: ExportPlan, listTensors: Bool) -> [String] {
+    /// The summary lines of `plan` and what exporting it takes here (`conversion`); with
+    /// `listTensors`, every tensor too.
+    static func lines(_ plan: ExportPlan, conversion: Manifest.Conversion, listTensors: Bool) -> [String] {
         let model = plan.model
         let presetText = model.preset.map { "preset \($0.id)" } ?? "experimental (no preset)"
         let remapped = model.family.modelType == model.config.modelType ? "" : " → \(model.family.modelType)"
@@ -40,7 +41,7 @@ enum PlanPrinter {
                     "\(Format.mebibytes(memory.totalBytes)) = weights \(Format.mebibytes(memory.weightsBytes)) + KV "
                         + "\(Format.mebibytes(memory.kvCacheBytes)) + working \(Format.mebibytes(memory.workingBytes))",
                 ],
-            ], indent: "  ")
+            ] + conversionRows(conversion, torchDType: model.config.torchDType), indent: "  ")
         lines.append("")
         var rows = [["group", "tensors", "parameters", "bytes", "bits/w", "storage"]]
         for role in TensorRole.allCases {
@@ -75,6 +76,20 @@ enum PlanPrinter {
         }
         for warning in plan.warnings { lines.append("warning: \(warning)") }
         return lines
+    }
+
+    /// What the export needs at its peak on this machine, and whether it would be refused
+    /// (the worker count is in the JSON).
+    static func conversionRows(_ conversion: Manifest.Conversion, torchDType: String?) -> [[String]] {
+        var peak = "\(Format.mebibytes(conversion.peakBytes)) at peak (est.)"
+        if let available = conversion.availableBytes {
+            peak += "; \(Format.mebibytes(available)) available" + (available < conversion.peakBytes ? ": refused" : "")
+        }
+        var tensor = "at \(conversion.peakTensor)"
+        if conversion.storageFrom != "checkpoint" {
+            tensor += torchDType.map { " (weights as \($0))" } ?? " (no torch_dtype: read whole)"
+        }
+        return [["conversion", peak], ["", tensor]]
     }
 
     static func sourceDescription(_ source: ModelSource) -> String {

@@ -124,11 +124,8 @@ public enum ExportRunner {
             checkpointSource = checkpoint
             source = checkpoint
         }
-        var memoryConditions = ConversionMemoryConditions()
-        memoryConditions.storedPatterns = source.storedPatterns
-        memoryConditions.mayExceedFloat16 = source.mayExceedFloat16
-        memoryConditions.allowClamp = settings.allowClamp
-        memoryConditions.calibrated = settings.calibrationTokens != nil
+        let memoryConditions = ConversionMemoryConditions(
+            source: source, allowClamp: settings.allowClamp, calibrated: settings.calibrationTokens != nil)
         try checkMemory(plan, conditions: memoryConditions, available: settings.availableMemoryBytes)
         try checkDisk(
             plan, tokenizer: tokenizer, outputDirectory: settings.outputDirectory, available: settings.availableDiskBytes)
@@ -154,6 +151,35 @@ public enum ExportRunner {
             }
         }, progress: progress)
         return ExportResult(bundleURL: destination, manifest: manifest)
+    }
+
+    /// What exporting `plan` on this machine will need at its peak, estimated before any
+    /// weight is read, as ``run(_:settings:warn:progress:stepProgress:)`` checks it: how the
+    /// weights are stored comes from the checkpoint's safetensors headers when they are here,
+    /// from the config's `torch_dtype` otherwise (and for `synthetic` weights, generated so).
+    public static func conversionForecast(
+        _ plan: ExportPlan, synthetic: Bool = false, allowClamp: Bool = false, calibrated: Bool = false,
+        availableBytes: Int?
+    ) -> Manifest.Conversion {
+        let config = plan.model.config
+        var conditions = ConversionMemoryConditions(
+            torchDType: config.torchDType, allowClamp: allowClamp, calibrated: calibrated)
+        var storageFrom = "torch_dtype"
+        if synthetic {
+            let source = SyntheticWeightSource(seed: 0, storage: SyntheticWeightSource.storage(for: config))
+            conditions = ConversionMemoryConditions(source: source, allowClamp: allowClamp, calibrated: calibrated)
+        } else if let directory = plan.model.source.checkpointDirectory, let root = plan.model.source.containmentRoot,
+            let weights = try? CheckpointWeights(directory: directory, containmentRoot: root)
+        {
+            // Unreadable weights fall back to the config: the export itself will name the fault.
+            let source = CheckpointWeightSource(weights: weights, outOfRange: .refuse)
+            conditions = ConversionMemoryConditions(source: source, allowClamp: allowClamp, calibrated: calibrated)
+            storageFrom = "checkpoint"
+        }
+        let estimate = plan.conversionMemory(conditions)
+        return Manifest.Conversion(
+            peakBytes: estimate.totalBytes, peakTensor: estimate.peakTensor, workers: conditions.workers,
+            storageFrom: storageFrom, availableBytes: availableBytes)
     }
 
     /// Refuses a plan whose conversion needs more memory than `available`.

@@ -59,7 +59,8 @@ extension Manifest {
             warnings: plan.warnings,
             buildKey: nil,
             compiled: nil,
-            verdicts: [])
+            verdicts: [],
+            conversion: nil)
     }
 
     /// Parameters, bytes and bits per weight for each role present.

@@ -45,6 +45,35 @@ public struct Manifest: Codable, Equatable, Sendable {
     /// The verdict of each eligible device architecture, from the config alone: filled for a plan
     /// (`exporter plan`), empty for bundles and compiled artifacts (which carry `compiled.verdict`).
     public var verdicts: [Verdict]
+    /// What exporting the plan will take on the machine that planned it: filled for a plan
+    /// (`exporter plan`), null for bundles and compiled artifacts (it depends on the machine).
+    @NullEncoded public var conversion: Conversion?
+
+    /// The memory an export needs at its peak, estimated as the export checks it before reading
+    /// a weight (``ExportPlan/conversionMemory(_:)``).
+    public struct Conversion: Codable, Equatable, Sendable {
+        /// Estimated peak resident memory of the export.
+        public var peakBytes: Int
+        /// The tensor being compressed at that peak.
+        public var peakTensor: String
+        /// Threads that compress (this machine's active cores).
+        public var workers: Int
+        /// How the estimate knows how the weights are stored: `checkpoint` (its safetensors
+        /// headers) or `torch_dtype` (the config's, for weights not on the machine and for
+        /// `--synthetic`, which generates them so).
+        public var storageFrom: String
+        /// Memory available now (`MemAvailable` on Linux); an export needing more is refused.
+        /// Null when unknown.
+        @NullEncoded public var availableBytes: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case workers
+            case peakBytes = "peak_bytes"
+            case peakTensor = "peak_tensor"
+            case storageFrom = "storage_from"
+            case availableBytes = "available_bytes"
+        }
+    }
 
     /// The tool's identity.
     public struct Tool: Codable, Equatable, Sendable {
@@ -287,7 +316,7 @@ public struct Manifest: Codable, Equatable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case schema, kind, tool, model, platform, parameters, compression, memory, sizes, tokenizer, tensors, files
-        case warnings, compiled, verdicts
+        case warnings, compiled, verdicts, conversion
         case buildKey = "build_key"
         case computePrecision = "compute_precision"
         case contextLength = "context_length"
@@ -302,7 +331,8 @@ public struct Manifest: Codable, Equatable, Sendable {
 /// The tool's version, recorded in every manifest and part of every build key: raise it
 /// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
-    /// Semantic version of this build (0.4.0: the standard palette search no longer polishes
-    /// small groups and makes one swap round, which changes most grouped LUTs).
-    public static let current = "0.4.0"
+    /// Semantic version of this build (0.5.0: manifests gain `conversion`, a plan's forecast of
+    /// the export's memory, null in bundles; 0.4.0: the standard palette search no longer
+    /// polishes small groups and makes one swap round, which changes most grouped LUTs).
+    public static let current = "0.5.0"
 }

@@ -44,6 +44,30 @@ public struct ConversionMemoryConditions {
     public var calibrated = false
 
     public init() {}
+
+    /// The conditions of an export reading `source`.
+    public init(source: WeightSource, allowClamp: Bool, calibrated: Bool) {
+        storedPatterns = source.storedPatterns
+        mayExceedFloat16 = source.mayExceedFloat16
+        self.allowClamp = allowClamp
+        self.calibrated = calibrated
+    }
+
+    /// The conditions of an export whose weights are stored as a config's `torch_dtype` says
+    /// (weights not on the machine yet): bfloat16 and float16 read as stored, float32
+    /// converted to float16 patterns as it is read, any other dtype converted whole.
+    public init(torchDType: String?, allowClamp: Bool, calibrated: Bool) {
+        let patterns: SourcePatterns?
+        switch torchDType {
+        case "bfloat16": patterns = .bfloat16
+        case "float16", "float32": patterns = .float16
+        default: patterns = nil
+        }
+        storedPatterns = { _ in patterns }
+        mayExceedFloat16 = { _ in torchDType == "bfloat16" || torchDType == "float32" }
+        self.allowClamp = allowClamp
+        self.calibrated = calibrated
+    }
 }
 
 extension ExportPlan {

@@ -192,12 +192,53 @@ struct ConversionMemoryTests {
         #expect(streamed.totalBytes == 271_517_184)
         #expect(streamed.totalBytes > 107 * mebibyte)
         #expect(streamed.peakTensor == "model.layers.6.mlp.up_proj.weight")
-        // From float16 weights, the same; from float32 ones the embedding is converted whole:
-        // its copy and its int8 values.
+        // From float16 weights, the same; from weights read whole as float16 (a dtype stored
+        // otherwise) the embedding is converted whole: its copy and its int8 values.
         #expect(plan.conversionMemory(conditions(stored: .float16)) == streamed)
         let converted = plan.conversionMemory(conditions(stored: nil))
         #expect(converted.peakTensor == "model.embed_tokens.weight")
         #expect(converted.totalBytes == 826_484_740)
         #expect(converted.tensorBytes == 3 * 151_936 * 1_536 + 4)
+    }
+
+    @Test("a config's torch_dtype tells how weights not yet read are stored")
+    func torchDTypeConditions() throws {
+        let spec = try tensor(try qwen(), "model.norm.weight").spec
+        let cases: [(String?, SourcePatterns?, Bool)] = [
+            ("bfloat16", .bfloat16, true), ("float16", .float16, false), ("float32", .float16, true),
+            (nil, nil, false), ("int8", nil, false),
+        ]
+        for (dtype, patterns, exceeds) in cases {
+            let conditions = ConversionMemoryConditions(torchDType: dtype, allowClamp: true, calibrated: true)
+            #expect(conditions.storedPatterns(spec) == patterns, "\(dtype ?? "nil")")
+            #expect(conditions.mayExceedFloat16?(spec) == exceeds, "\(dtype ?? "nil")")
+            #expect(conditions.allowClamp && conditions.calibrated)
+        }
+    }
+
+    @Test("a plan's forecast reads the storage from the checkpoint's headers when its weights are here")
+    func forecastStorage() throws {
+        // float32 weights under a config that says float16: only the headers tell that values
+        // may lie beyond float16's range, which --allow-clamp then converts whole.
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["torch_dtype": "float16"], dtype: .f32)
+        let plan = try Fixtures.plan(checkpoint)
+        let read = ExportRunner.conversionForecast(plan, allowClamp: true, availableBytes: 42)
+        let source = CheckpointWeightSource(weights: try CheckpointWeights(directory: checkpoint), outOfRange: .clamp)
+        let fromSource = plan.conversionMemory(ConversionMemoryConditions(source: source, allowClamp: true, calibrated: false))
+        #expect(read == Manifest.Conversion(
+            peakBytes: fromSource.totalBytes, peakTensor: fromSource.peakTensor, workers: SystemResources.activeCores,
+            storageFrom: "checkpoint", availableBytes: 42))
+
+        // The same config without weights: float16 as the config says, no clamped copies.
+        let configOnly = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(overrides: ["torch_dtype": "float16"]))
+        let assumed = ExportRunner.conversionForecast(try Fixtures.plan(configOnly), allowClamp: true, availableBytes: nil)
+        #expect(assumed.storageFrom == "torch_dtype")
+        #expect(assumed.availableBytes == nil)
+        // At the peak, the int8 embedding (256 × 64): its float16 copy and its int8 values.
+        #expect(read.peakTensor == "model.embed_tokens.weight")
+        #expect(read.peakBytes - assumed.peakBytes == 256 * 64 * 3)
+        // --synthetic generates the config's dtype, whatever the checkpoint holds.
+        let synthetic = ExportRunner.conversionForecast(plan, synthetic: true, allowClamp: true, availableBytes: nil)
+        #expect(synthetic == assumed)
     }
 }
