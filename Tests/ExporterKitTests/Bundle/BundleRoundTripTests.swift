@@ -115,6 +115,19 @@ struct BundleRoundTripTests {
         #expect(!manifest.contains(NSTemporaryDirectory()))
     }
 
+    @Test("a manifest written before 0.5.0, without the 'conversion' key, still opens")
+    func manifestWithoutConversion() throws {
+        let result = try export(try Fixtures.syntheticCheckpoint(), to: try Fixtures.temporaryDirectory())
+        let url = result.bundleURL.appendingPathComponent("manifest.json")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        let line = "  \"conversion\" : null,\n"
+        #expect(text.components(separatedBy: line).count == 2)
+        try Data(text.replacingOccurrences(of: line, with: "").utf8).write(to: url)
+        let reader = try BundleReader(url: result.bundleURL)
+        #expect(reader.manifest == result.manifest)
+        #expect(reader.manifest.conversion == nil)
+    }
+
     @Test("sharded and single-file checkpoints export identically")
     func sharded() throws {
         let single = try Fixtures.syntheticCheckpoint(seed: 3)
