@@ -85,11 +85,13 @@ enum PlanPrinter {
         if let available = conversion.availableBytes {
             peak += "; \(Format.mebibytes(available)) available" + (available < conversion.peakBytes ? ": refused" : "")
         }
-        var tensor = "at \(conversion.peakTensor)"
-        if conversion.storageFrom != "checkpoint" {
-            tensor += torchDType.map { " (weights as \($0))" } ?? " (no torch_dtype: read whole)"
+        let storage: String
+        switch conversion.storageFrom {
+        case "checkpoint": storage = ""
+        case "synthetic": storage = " (generated as \(torchDType == "bfloat16" ? "bfloat16" : "float16"))"
+        default: storage = torchDType.map { " (weights as \($0))" } ?? " (no torch_dtype: read whole)"
         }
-        return [["conversion", peak], ["", tensor]]
+        return [["conversion", peak], ["", "at \(conversion.peakTensor)" + storage]]
     }
 
     static func sourceDescription(_ source: ModelSource) -> String {

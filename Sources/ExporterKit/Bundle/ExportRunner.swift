@@ -156,7 +156,8 @@ public enum ExportRunner {
     /// What exporting `plan` on this machine will need at its peak, estimated before any
     /// weight is read, as ``run(_:settings:warn:progress:stepProgress:)`` checks it: how the
     /// weights are stored comes from the checkpoint's safetensors headers when they are here,
-    /// from the config's `torch_dtype` otherwise (and for `synthetic` weights, generated so).
+    /// from the config's `torch_dtype` otherwise; `synthetic` weights are generated as
+    /// ``SyntheticWeightSource/storage(for:)`` says.
     public static func conversionForecast(
         _ plan: ExportPlan, synthetic: Bool = false, allowClamp: Bool = false, calibrated: Bool = false,
         availableBytes: Int?
@@ -168,6 +169,7 @@ public enum ExportRunner {
         if synthetic {
             let source = SyntheticWeightSource(seed: 0, storage: SyntheticWeightSource.storage(for: config))
             conditions = ConversionMemoryConditions(source: source, allowClamp: allowClamp, calibrated: calibrated)
+            storageFrom = "synthetic"
         } else if let directory = plan.model.source.checkpointDirectory, let root = plan.model.source.containmentRoot,
             let weights = try? CheckpointWeights(directory: directory, containmentRoot: root)
         {

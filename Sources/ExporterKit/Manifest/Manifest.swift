@@ -59,8 +59,8 @@ public struct Manifest: Codable, Equatable, Sendable {
         /// Threads that compress (this machine's active cores).
         public var workers: Int
         /// How the estimate knows how the weights are stored: `checkpoint` (its safetensors
-        /// headers) or `torch_dtype` (the config's, for weights not on the machine and for
-        /// `--synthetic`, which generates them so).
+        /// headers), `torch_dtype` (the config's: weights not on the machine) or `synthetic`
+        /// (`--synthetic`: generated as bfloat16 for a bfloat16 config, float16 otherwise).
         public var storageFrom: String
         /// Memory available now (`MemAvailable` on Linux); an export needing more is refused.
         /// Null when unknown.

@@ -239,6 +239,20 @@ struct ConversionMemoryTests {
         #expect(read.peakBytes - assumed.peakBytes == 256 * 64 * 3)
         // --synthetic generates the config's dtype, whatever the checkpoint holds.
         let synthetic = ExportRunner.conversionForecast(plan, synthetic: true, allowClamp: true, availableBytes: nil)
-        #expect(synthetic == assumed)
+        #expect(synthetic.storageFrom == "synthetic")
+        #expect((synthetic.peakBytes, synthetic.peakTensor) == (assumed.peakBytes, assumed.peakTensor))
+        // Without a torch_dtype: read whole as float16 from the checkpoint, generated as float16 patterns.
+        let untyped = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(overrides: ["torch_dtype": nil]))
+        let untypedPlan = try Fixtures.plan(untyped)
+        var readWhole = ConversionMemoryConditions()
+        readWhole.storedPatterns = { _ in nil }
+        var asFloat16 = ConversionMemoryConditions()
+        asFloat16.storedPatterns = { _ in .float16 }
+        let whole = ExportRunner.conversionForecast(untypedPlan, availableBytes: nil)
+        #expect(whole.peakBytes == untypedPlan.conversionMemory(readWhole).totalBytes)
+        let generated = ExportRunner.conversionForecast(untypedPlan, synthetic: true, availableBytes: nil)
+        #expect(generated.peakBytes == untypedPlan.conversionMemory(asFloat16).totalBytes)
+        // (In a model this small, the blocks of streaming outweigh whole tensors.)
+        #expect(whole.peakBytes != generated.peakBytes)
     }
 }
