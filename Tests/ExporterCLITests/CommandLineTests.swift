@@ -101,7 +101,7 @@ struct CommandLineTests {
         // copy and its int8 values come on top.
         var two = ConversionMemoryConditions(torchDType: "bfloat16", allowClamp: false, calibrated: false)
         two.workers = 2
-        #expect(plan.conversionMemory(two).totalBytes == 271_517_184)
+        #expect(plan.conversionMemory(two).totalBytes == 263_751_168)
         two.allowClamp = true
         #expect(plan.conversionMemory(two).totalBytes == 824_911_872)
         #expect(plan.conversionMemory(two).peakTensor == "model.embed_tokens.weight")

@@ -41,8 +41,8 @@ enum LoadedValues {
     /// it is read, a block at a time, so that a large embedding (466 MB for Qwen2.5-1.5B in
     /// float16) is never held whole. Quantised to int8 per tensor, its codes are produced
     /// again block by block as they are written (``LinearQuantizer/int8PerTensorCodebook(streamedRows:columns:kind:workers:blockElements:read:)``);
-    /// palettised per grouped channel, a block of groups at a time
-    /// (``Palettizer/palettize(streamedRows:columns:kind:spec:name:workerCount:clustering:blockElements:read:)``);
+    /// palettised per grouped channel, a few groups at a time by each worker
+    /// (``Palettizer/palettize(streamedRows:columns:kind:spec:name:workerCount:clustering:readElements:read:)``);
     /// kept in float16, converted block by block as it is written.
     case stream(SourcePatterns)
 }
@@ -102,8 +102,8 @@ struct TensorEncoder {
     /// (`calibrated`) take the tiled palettiser.
     ///
     /// Every grouped palette, not only large ones (whole, Qwen2.5-1.5B's embedding and its
-    /// indices held 583 MB): a block of 2M weights is counted and then encoded while it is
-    /// still in the processor's cache, where a whole tensor (27 MB for an MLP matrix) was
+    /// indices held 583 MB): each worker reads a few groups and counts and encodes them while
+    /// they are still in its cache, where a whole tensor (27 MB for an MLP matrix) was
     /// fetched from memory twice; an export at group 8 then peaks at 85–107 MiB instead of
     /// 140–180, spends less time in the kernel (fewer fresh pages) and writes the same bytes.
     static func streams(_ tensor: PlannedTensor, precision: ComputePrecision, calibrated: Bool = false) -> Bool {

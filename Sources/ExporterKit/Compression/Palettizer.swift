@@ -54,57 +54,46 @@ public enum Palettizer {
     }
 
     /// Palettises a `rows × columns` tensor stored as bit patterns of `kind` per grouped
-    /// channel, reading it with `read` a block of whole groups at a time: only a block of the
-    /// source is ever in memory, with the LUTs and packed indices (a quarter of the source at
-    /// 4 bits). The same result as ``palettize(patterns:kind:rows:columns:spec:name:workerCount:clustering:)``,
-    /// since every group is clustered on its own; blocks start on whole bytes of the indices.
+    /// channel, reading it with `read` as it goes: each worker reads the next few whole groups
+    /// (about `readElements` weights) into a buffer of its own and palettises them while they
+    /// are still in its cache. Only those buffers of the source are ever in memory, with the
+    /// LUTs and packed indices (a quarter of the source at 4 bits). The same result as
+    /// ``palettize(patterns:kind:rows:columns:spec:name:workerCount:clustering:)``, since
+    /// every group is clustered on its own.
     ///
-    /// - Parameter read: fills the buffer with the patterns of an element range.
+    /// Why each worker reads: a block read by one thread while the others wait left a core
+    /// idle for the read, and the block, larger than the caches, was fetched from memory again
+    /// to be counted.
+    ///
+    /// - Parameter read: fills the buffer with the patterns of an element range; called from
+    ///   several threads at once.
     /// - Returns: nil when a pattern has no finite float16 value (as the in-memory call).
-    /// - Throws: as the in-memory call, and what `read` throws.
+    /// - Throws: as the in-memory call, and what `read` throws (for the lowest range that
+    ///   failed, whichever worker read it).
     static func palettize(
         streamedRows rows: Int, columns: Int, kind: SourcePatterns, spec: PaletteSpec, name: String? = nil,
         workerCount: Int = defaultWorkerCount, clustering: PaletteClustering = .automatic,
-        blockElements: Int = LinearQuantizer.streamBlockElements,
+        readElements: Int = streamReadElements,
         read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void
     ) throws -> PalettizedTensor? {
         let (elementCount, overflow) = rows.multipliedReportingOverflow(by: columns)
-        let whole = try PaletteJob(
+        let job = try PaletteJob(
             rows: rows, columns: columns, weightCount: overflow ? -1 : elementCount, spec: spec, name: name,
             workerCount: workerCount, method: clustering, patterns: kind)
-        let blockRows = streamBlockRows(rows: rows, columns: columns, groupRows: whole.layout.groupRows, blockElements: blockElements)
-        var groups = PaletteGroups(lut: [], packed: [], squaredErrors: [], signalPowers: [])
-        groups.lut.reserveCapacity(whole.layout.groupCount << spec.bits)
-        groups.packed.reserveCapacity(BitPacking.packedByteCount(count: elementCount, bits: spec.bits))
-        var patterns = [UInt16](repeating: 0, count: blockRows * columns)
-        for firstRow in stride(from: 0, to: rows, by: blockRows) {
-            let blockRowCount = min(blockRows, rows - firstRow)
-            let count = blockRowCount * columns
-            let block = try patterns.withUnsafeMutableBufferPointer { buffer -> PaletteGroups? in
-                let part = UnsafeMutableBufferPointer(rebasing: buffer[0..<count])
-                try read((firstRow * columns)..<(firstRow * columns + count), part)
-                let job = try PaletteJob(
-                    rows: blockRowCount, columns: columns, weightCount: count, spec: spec, name: name,
-                    workerCount: workerCount, method: clustering, patterns: kind)
-                return job.runGroups(UnsafeBufferPointer(part))
-            }
-            guard let block else { return nil }
-            groups.lut += block.lut
-            groups.packed += block.packed
-            groups.squaredErrors += block.squaredErrors
-            groups.signalPowers += block.signalPowers
-        }
+        let batch = streamReadGroups(groupElements: job.layout.groupRows * columns, readElements: readElements)
+        guard let groups = try job.runGroups(readingGroupsBy: batch, read: read) else { return nil }
         return PalettizedTensor(
-            unchecked: whole.layout, bits: spec.bits, lut: groups.lut, packedIndices: groups.packed,
+            unchecked: job.layout, bits: spec.bits, lut: groups.lut, packedIndices: groups.packed,
             squaredError: groups.squaredErrors.reduce(0, +), signalPower: groups.signalPowers.reduce(0, +))
     }
 
-    /// Rows per block of ``palettize(streamedRows:columns:kind:spec:name:workerCount:clustering:blockElements:read:)``:
-    /// about `blockElements` weights, in multiples of eight groups, whose indices at any bit
-    /// width fill whole bytes.
-    static func streamBlockRows(rows: Int, columns: Int, groupRows: Int, blockElements: Int) -> Int {
-        let unit = groupRows * 8
-        return min(rows, max(unit, blockElements / max(columns, 1) / unit * unit))
+    /// Weights per read of ``palettize(streamedRows:columns:kind:spec:name:workerCount:clustering:readElements:read:)``:
+    /// 256 KiB of 16-bit patterns, which stay in a core's cache until counted and encoded.
+    static let streamReadElements = 1 << 17
+
+    /// Whole groups per read of a streamed palette: as many as `readElements` weights hold, at least one.
+    static func streamReadGroups(groupElements: Int, readElements: Int) -> Int {
+        max(1, readElements / max(1, groupElements))
     }
 
     /// Writes the weights the tensor's indices select (its LUT values as Float), row-major.
@@ -201,6 +190,66 @@ struct PaletteJob {
     /// Every group's LUT, the packed indices and every group's squared error and signal
     /// power; nil when a weight has no finite float16 value.
     func runGroups(_ source: UnsafeBufferPointer<UInt16>) -> PaletteGroups? {
+        let groupElements = layout.groupRows * layout.columns
+        // Few large groups (per-tensor palettes) are split across workers; many groups are
+        // dealt out whole. Both give the same bytes.
+        let splitGroups =
+            workerCount > 1 && layout.groupCount < 2 * workerCount && groupElements >= Self.minimumSplitGroupElements
+        guard let sourceBase = source.baseAddress else { return nil }
+        return collectGroups { output in
+            if splitGroups {
+                runSplittingGroups(sourceBase, output)
+            } else {
+                runWholeGroups(sourceBase, output)
+            }
+        }
+    }
+
+    /// As ``runGroups(_:)``, reading the source with `read`: each worker takes the next
+    /// `batch` groups, reads them into a buffer of its own and palettises them.
+    /// - Throws: the error of the lowest range whose read failed.
+    func runGroups(
+        readingGroupsBy batch: Int, read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void
+    ) throws -> PaletteGroups? {
+        let groupElements = layout.groupRows * layout.columns
+        let elementCount = layout.rows * layout.columns
+        let batches = (layout.groupCount + batch - 1) / batch
+        let failure = FirstFailure()
+        let groups = collectGroups { output in
+            WorkDispenser.perform(
+                count: batches, workers: workerCount,
+                setUp: { _ in
+                    StreamingWorker(
+                        workspace: PaletteWorkspace.borrow(),
+                        buffer: .allocate(capacity: min(elementCount, batch * groupElements)))
+                },
+                tearDown: { worker in
+                    PaletteWorkspace.giveBack(worker.workspace)
+                    worker.buffer.deallocate()
+                }
+            ) { worker, index in
+                guard !failure.happened else { return }
+                let groups = (index * batch)..<min(layout.groupCount, (index + 1) * batch)
+                let elements = (groups.lowerBound * groupElements)..<min(elementCount, groups.upperBound * groupElements)
+                do {
+                    try read(elements, UnsafeMutableBufferPointer(rebasing: worker.buffer[0..<elements.count]))
+                } catch {
+                    failure.record(error, order: index)
+                    return
+                }
+                guard let base = worker.buffer.baseAddress else { return }
+                for group in groups {
+                    palettizeGroup(group, from: base + (group - groups.lowerBound) * groupElements, worker.workspace, output)
+                }
+            }
+        }
+        try failure.rethrow()
+        return groups
+    }
+
+    /// Allocates every group's outputs, lets `fill` write them, then joins the packed indices
+    /// at the groups' edges; nil when a group was marked failed.
+    private func collectGroups(_ fill: (GroupOutputs) -> Void) -> PaletteGroups? {
         let entryCount = 1 << bits
         let groupCount = layout.groupCount
         let elementCount = layout.rows * layout.columns
@@ -210,12 +259,6 @@ struct PaletteJob {
         var signalPowers = [Double](repeating: 0, count: groupCount)
         var edges = [PackedEdges](repeating: PackedEdges(), count: groupCount)
         var failed = [Bool](repeating: false, count: groupCount)
-        let groupElements = layout.groupRows * layout.columns
-        // Few large groups (per-tensor palettes) are split across workers; many groups are
-        // dealt out whole. Both give the same bytes.
-        let splitGroups =
-            workerCount > 1 && groupCount < 2 * workerCount && groupElements >= Self.minimumSplitGroupElements
-        guard let sourceBase = source.baseAddress else { return nil }
         lut.withUnsafeMutableBufferPointer { lutBuffer in
             packed.withUnsafeMutableBufferPointer { packedBuffer in
                 squaredErrors.withUnsafeMutableBufferPointer { errorBuffer in
@@ -230,11 +273,7 @@ struct PaletteJob {
                                 let output = GroupOutputs(
                                     lut: lutBase, packed: packedBase, squaredErrors: errorBase,
                                     signalPowers: signalBase, edges: edgeBase, failed: failedBase)
-                                if splitGroups {
-                                    runSplittingGroups(sourceBase, output)
-                                } else {
-                                    runWholeGroups(sourceBase, output)
-                                }
+                                fill(output)
                                 for group in 0..<groupCount { output.edges[group].merge(into: output.packed) }
                             }
                         }
@@ -252,16 +291,22 @@ struct PaletteJob {
             count: layout.groupCount, workers: workerCount, setUp: { _ in PaletteWorkspace.borrow() },
             tearDown: PaletteWorkspace.giveBack
         ) { workspace, group in
-            let first = group * layout.groupRows * layout.columns
-            let count = layout.rowCount(ofGroup: group) * layout.columns
-            workspace.countGroup(source + first, count: count)
-            guard finishGroup(group, elementCount: count, workspace: workspace, output: output) else { return }
-            let indexOfPattern = workspace.indexOfPattern
-            let groupSource = source + first
-            output.edges[group] = BitStreamWriter.write(
-                count: count, firstElement: first, bits: bits, into: output.packed
-            ) { indexOfPattern[Int(groupSource[$0])] }
+            palettizeGroup(group, from: source + group * layout.groupRows * layout.columns, workspace, output)
         }
+    }
+
+    /// Counts, clusters and encodes group `group`, whose weights start at `groupSource`.
+    private func palettizeGroup(
+        _ group: Int, from groupSource: UnsafePointer<UInt16>, _ workspace: PaletteWorkspace, _ output: GroupOutputs
+    ) {
+        let first = group * layout.groupRows * layout.columns
+        let count = layout.rowCount(ofGroup: group) * layout.columns
+        workspace.countGroup(groupSource, count: count)
+        guard finishGroup(group, elementCount: count, workspace: workspace, output: output) else { return }
+        let indexOfPattern = workspace.indexOfPattern
+        output.edges[group] = BitStreamWriter.write(
+            count: count, firstElement: first, bits: bits, into: output.packed
+        ) { indexOfPattern[Int(groupSource[$0])] }
     }
 
     /// Groups one after another, each counted and encoded by all workers in chunks taken as
@@ -327,6 +372,12 @@ struct PaletteJob {
         output.signalPowers[group] = signalPower
         return true
     }
+}
+
+/// A worker of a streamed palettisation: its palettiser scratch and its read buffer.
+private struct StreamingWorker {
+    let workspace: PaletteWorkspace
+    let buffer: UnsafeMutableBufferPointer<UInt16>
 }
 
 /// A palettisation's per-group results, in group order.

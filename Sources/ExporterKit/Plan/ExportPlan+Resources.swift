@@ -187,15 +187,14 @@ struct TensorMemory {
             let plain = TensorEncoder.isPlainPalette(tensor, calibrated: conditions.calibrated)
             held = output
             if streams {
-                // Read and palettised a block of groups at a time (Palettizer.palettize(streamedRows:)).
+                // Each worker reads a few whole groups at a time into a buffer of its own
+                // (Palettizer.palettize(streamedRows:)); LUTs and indices go straight to the tensor's.
                 let (rows, columns) = tensor.spec.matrixShape
-                let blockRows = Palettizer.streamBlockRows(
-                    rows: rows, columns: columns, groupRows: max(1, scheme.groupSize ?? rows),
-                    blockElements: LinearQuantizer.streamBlockElements)
-                // The block's patterns, and its LUTs and indices before they join the tensor's.
-                let block = Saturating.product([blockRows, columns, 2])
+                let groupElements = Saturating.product([min(rows, max(1, scheme.groupSize ?? rows)), columns])
+                let batch = Palettizer.streamReadGroups(groupElements: groupElements, readElements: Palettizer.streamReadElements)
+                let buffer = Saturating.product([min(elements, Saturating.product([batch, groupElements])), 2])
                 loaded = 0
-                working = Saturating.sum([output, Saturating.product([block, 2]), clampedCopy])
+                working = Saturating.sum([output, Saturating.product([workers, buffer]), clampedCopy])
             } else if plain {
                 // The stored patterns, or the float16 values.
                 loaded = half

@@ -48,47 +48,53 @@ extension CompressionTests {
         }
 
         @Test(
-            "read a block of groups at a time, gives the bytes of palettising in memory, at every index width",
-            arguments: [2, 3, 4, 6, 8], [(groupSize: 4, blockElements: 1), (groupSize: 3, blockElements: 2_000), (groupSize: 5, blockElements: 1 << 21)])
-        func blocksSameAsWhole(bits: Int, blocking: (groupSize: Int, blockElements: Int)) throws {
+            "read a few groups at a time by each worker, gives the bytes of palettising in memory, at every index width",
+            arguments: [2, 3, 4, 6, 8], [(groupSize: 4, readElements: 1), (groupSize: 3, readElements: 200), (groupSize: 5, readElements: 1 << 17)])
+        func readsSameAsWhole(bits: Int, reading: (groupSize: Int, readElements: Int)) throws {
             // 101 rows: the last group is smaller for group sizes 3, 4 and 5; 33 columns, odd.
             let (rows, columns) = (101, 33)
             let patterns = patterns(count: rows * columns, seed: 21)
-            let spec = PaletteSpec(bits: bits, granularity: .perGroupedChannel(groupSize: blocking.groupSize))
+            let spec = PaletteSpec(bits: bits, granularity: .perGroupedChannel(groupSize: reading.groupSize))
             let whole = try patterns.withUnsafeBufferPointer {
                 try Palettizer.palettize(patterns: $0, kind: .bfloat16, rows: rows, columns: columns, spec: spec, workerCount: 2)
             }
-            var reads: [Range<Int>] = []
-            let blocked = try Palettizer.palettize(
-                streamedRows: rows, columns: columns, kind: .bfloat16, spec: spec, workerCount: 2, blockElements: blocking.blockElements
+            let reads = Locked<[Range<Int>]>([])
+            let streamed = try Palettizer.palettize(
+                streamedRows: rows, columns: columns, kind: .bfloat16, spec: spec, workerCount: 2,
+                readElements: reading.readElements
             ) { elements, buffer in
-                reads.append(elements)
+                reads.mutate { $0.append(elements) }
                 for (offset, element) in elements.enumerated() { buffer[offset] = patterns[element] }
             }
-            #expect(blocked != nil)
-            #expect(blocked == whole)
-            // Whole groups, eight at a time (or the rest), in order, covering the tensor once.
-            let blockRows = Palettizer.streamBlockRows(
-                rows: rows, columns: columns, groupRows: blocking.groupSize, blockElements: blocking.blockElements)
-            #expect(reads.map(\.lowerBound) == Array(stride(from: 0, to: rows * columns, by: blockRows * columns)))
-            #expect(reads.last?.upperBound == rows * columns)
-            #expect(blockRows == min(rows, blocking.groupSize * 8 * max(1, blocking.blockElements / columns / (blocking.groupSize * 8))))
-            if blocking.blockElements < (1 << 21) { #expect(reads.count > 1) }
+            #expect(streamed != nil)
+            #expect(streamed == whole)
+            // Whole groups, as many as the read size holds (at least one), covering the tensor once.
+            let groupElements = reading.groupSize * columns
+            let batch = Palettizer.streamReadGroups(groupElements: groupElements, readElements: reading.readElements)
+            #expect(batch == [1, 2, 794][[4, 3, 5].firstIndex(of: reading.groupSize)!])
+            let sorted = reads.value.sorted { $0.lowerBound < $1.lowerBound }
+            #expect(sorted.map(\.lowerBound) == Array(stride(from: 0, to: rows * columns, by: batch * groupElements)))
+            #expect(sorted.last?.upperBound == rows * columns)
+            #expect(zip(sorted, sorted.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
         }
 
-        @Test("read a block at a time, passes on read errors and declines unconvertible patterns")
-        func blocksFailures() throws {
+        @Test("read a few groups at a time, passes on the lowest failing read's error and declines unconvertible patterns")
+        func readsFailures() throws {
             let patterns = patterns(count: 64 * 16, seed: 5)
             let spec = PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 2))
-            struct ReadFailure: Error, Equatable {}
-            #expect(throws: ReadFailure()) {
-                _ = try Palettizer.palettize(streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, blockElements: 256) { elements, _ in
-                    if elements.lowerBound > 0 { throw ReadFailure() }
+            struct ReadFailure: Error, Equatable { let start: Int }
+            // Every read but the first fails: whichever worker fails first, the error is the
+            // one of the lowest range (elements 64 on: reads of two groups of two rows of 16).
+            for _ in 0..<20 {
+                #expect(throws: ReadFailure(start: 64)) {
+                    _ = try Palettizer.palettize(streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, workerCount: 2, readElements: 64) { elements, _ in
+                        if elements.lowerBound > 0 { throw ReadFailure(start: elements.lowerBound) }
+                    }
                 }
             }
             var unconvertible = patterns
             unconvertible[900] = 0x7F80
-            let result = try Palettizer.palettize(streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, blockElements: 256) { elements, buffer in
+            let result = try Palettizer.palettize(streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, readElements: 256) { elements, buffer in
                 for (offset, element) in elements.enumerated() { buffer[offset] = unconvertible[element] }
             }
             #expect(result == nil)

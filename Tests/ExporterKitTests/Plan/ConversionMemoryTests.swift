@@ -72,11 +72,11 @@ struct ConversionMemoryTests {
         let elements = 8_960 * 1_536
         // 4-bit indices and a 16-entry float16 LUT per group of 8 rows.
         #expect(up.storedBytes == elements / 2 + (8_960 / 8) * 32)
-        // Stored as 16-bit patterns: read a block of groups at a time (1,344 rows: the most
-        // whole eight-group units within 2^21 weights), its patterns and its LUTs and indices.
+        // Stored as 16-bit patterns: each worker reads ten groups at a time (the most within
+        // 2^17 weights: 80 rows) into a buffer of its own; the LUTs and indices are the output.
         let plain = TensorMemory(up, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
-        let block = 1_344 * 1_536 * 2
-        #expect((plain.loaded, plain.working, plain.held) == (0, up.storedBytes + 2 * block, up.storedBytes))
+        let buffer = 80 * 1_536 * 2
+        #expect((plain.loaded, plain.working, plain.held) == (0, up.storedBytes + 2 * buffer, up.storedBytes))
         // Read whole as float16: the copy, then the packed output.
         let whole = TensorMemory(up, precision: .float16, conditions: conditions(stored: nil), workers: 2)
         #expect((whole.loaded, whole.working, whole.held) == (2 * elements, 2 * elements + up.storedBytes, up.storedBytes))
@@ -88,7 +88,7 @@ struct ConversionMemoryTests {
         #expect(calibrated.working == 4 * elements + up.storedBytes + 2 * (1 << 19))
     }
 
-    @Test("a bfloat16 tensor palettised per grouped channel is read a block of groups at a time, per tensor whole")
+    @Test("a bfloat16 tensor palettised per grouped channel is read a few groups at a time by each worker, per tensor whole")
     func streamedPalette() throws {
         let plan = try qwen { $0.platform = .macOS }
         let embedding = try tensor(plan, "model.embed_tokens.weight")
@@ -107,10 +107,12 @@ struct ConversionMemoryTests {
         // 4-bit indices and one 16-entry LUT per 8 rows.
         #expect(embedding.storedBytes == 151_936 * 1_536 / 2 + 18_992 * 32)
         let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
-        // Blocks of 1,344 rows (21 × 64, the most whole eight-group units within 2^21 weights).
-        let block = 1_344 * 1_536 * 2
+        // Each of the two workers reads ten groups of eight rows at a time.
+        let buffer = 80 * 1_536 * 2
         #expect(streamed.loaded == 0)
-        #expect(streamed.working == embedding.storedBytes + 2 * block)
+        #expect(streamed.working == embedding.storedBytes + 2 * buffer)
+        #expect(TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 4).working
+            == embedding.storedBytes + 4 * buffer)
         #expect(streamed.held == embedding.storedBytes)
         // Stored as float32: converted to float16 whole, then palettised.
         let whole = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: nil), workers: 2)
@@ -188,8 +190,9 @@ struct ConversionMemoryTests {
         let plan = try qwen()
         let streamed = plan.conversionMemory(conditions(stored: .bfloat16))
         // Peak resident memory measured for this export on two cores: 85–107 MiB (181–274 MiB
-        // when palettes under 64 MiB were read whole; the estimate was then 323,814,912).
-        #expect(streamed.totalBytes == 271_517_184)
+        // when palettes under 64 MiB were read whole; the estimate was then 323,814,912, then
+        // 271,517,184 with blocks of 2^21 weights read by one thread).
+        #expect(streamed.totalBytes == 263_751_168)
         #expect(streamed.totalBytes > 107 * mebibyte)
         #expect(streamed.peakTensor == "model.layers.6.mlp.up_proj.weight")
         // From float16 weights, the same; from weights read whole as float16 (a dtype stored

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import ExporterKit
 
 @Suite("work dispenser")
@@ -27,12 +28,12 @@ struct WorkDispenserTests {
 
     @Test("each worker's state is set up once and torn down once")
     func setUpAndTearDown() {
-        let log = Log()
+        let log = Locked<[String]>([])
         WorkDispenser.perform(
-            count: 50, workers: 4, setUp: { worker in log.add("up \(worker)"); return worker },
-            tearDown: { worker in log.add("down \(worker)") }
+            count: 50, workers: 4, setUp: { worker in log.mutate { $0.append("up \(worker)") }; return worker },
+            tearDown: { worker in log.mutate { $0.append("down \(worker)") } }
         ) { _, _ in }
-        let entries = log.entries
+        let entries = log.value
         #expect(entries.filter { $0.hasPrefix("up") }.count == 4)
         #expect(Set(entries.filter { $0.hasPrefix("down") }) == Set((0..<4).map { "down \($0)" }))
     }
@@ -41,11 +42,4 @@ struct WorkDispenserTests {
 /// Each index is written by the one worker that claimed it.
 private struct SeenCounts: @unchecked Sendable {
     let buffer: UnsafeMutableBufferPointer<Int>
-}
-
-private final class Log: @unchecked Sendable {
-    private let lock = NSLock()
-    private var items: [String] = []
-    func add(_ entry: String) { lock.withLock { items.append(entry) } }
-    var entries: [String] { lock.withLock { items } }
 }
