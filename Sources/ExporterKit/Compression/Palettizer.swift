@@ -206,8 +206,11 @@ struct PaletteJob {
     }
 
     /// As ``runGroups(_:)``, reading the source with `read`: each worker takes the next
-    /// `batch` groups, reads them into a buffer of its own and palettises them.
-    /// - Throws: the error of the lowest range whose read failed.
+    /// `batch` groups, reads them into a buffer of its own and palettises them. The first
+    /// batch (in tensor order) whose read fails or that holds a pattern without a finite
+    /// float16 value decides the outcome, whichever worker got there first: batches are
+    /// taken in order, and only those after it are skipped.
+    /// - Throws: that batch's read error.
     func runGroups(
         readingGroupsBy batch: Int, read: (Range<Int>, UnsafeMutableBufferPointer<UInt16>) throws -> Void
     ) throws -> PaletteGroups? {
@@ -219,16 +222,17 @@ struct PaletteJob {
             WorkDispenser.perform(
                 count: batches, workers: workerCount,
                 setUp: { _ in
-                    StreamingWorker(
-                        workspace: PaletteWorkspace.borrow(),
-                        buffer: .allocate(capacity: min(elementCount, batch * groupElements)))
+                    // Zeroed: a read that left a gap must not show the palettiser garbage.
+                    let buffer = UnsafeMutableBufferPointer<UInt16>.allocate(capacity: min(elementCount, batch * groupElements))
+                    buffer.initialize(repeating: 0)
+                    return StreamingWorker(workspace: PaletteWorkspace.borrow(), buffer: buffer)
                 },
                 tearDown: { worker in
                     PaletteWorkspace.giveBack(worker.workspace)
                     worker.buffer.deallocate()
                 }
             ) { worker, index in
-                guard !failure.happened else { return }
+                guard !failure.happened(before: index) else { return }
                 let groups = (index * batch)..<min(layout.groupCount, (index + 1) * batch)
                 let elements = (groups.lowerBound * groupElements)..<min(elementCount, groups.upperBound * groupElements)
                 do {
@@ -240,12 +244,23 @@ struct PaletteJob {
                 guard let base = worker.buffer.baseAddress else { return }
                 for group in groups {
                     palettizeGroup(group, from: base + (group - groups.lowerBound) * groupElements, worker.workspace, output)
+                    if output.failed[group] {
+                        failure.record(UnusablePattern(), order: index)
+                        return
+                    }
                 }
             }
         }
-        try failure.rethrow()
+        do {
+            try failure.rethrow()
+        } catch is UnusablePattern {
+            return nil
+        }
         return groups
     }
+
+    /// A streamed batch held a pattern without a finite float16 value.
+    private struct UnusablePattern: Error {}
 
     /// Allocates every group's outputs, lets `fill` write them, then joins the packed indices
     /// at the groups' edges; nil when a group was marked failed.

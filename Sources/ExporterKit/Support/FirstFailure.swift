@@ -9,6 +9,9 @@ final class FirstFailure: @unchecked Sendable {
     private var errorOrder = Int.max
 
     var happened: Bool { lock.withLock { error != nil } }
+    /// Whether an error of an order below `order` was recorded: work of that order or later
+    /// can stop, as its outcome no longer matters.
+    func happened(before order: Int) -> Bool { lock.withLock { error != nil && errorOrder < order } }
     func record(_ error: Error, order: Int = Int.max) {
         lock.withLock {
             guard self.error == nil || order < errorOrder else { return }

@@ -98,6 +98,27 @@ extension CompressionTests {
                 for (offset, element) in elements.enumerated() { buffer[offset] = unconvertible[element] }
             }
             #expect(result == nil)
+            // The first batch with either decides: an unconvertible value (elements 128–191)
+            // before a failing read (from 448) declines; a failing read before it throws.
+            var early = patterns
+            early[130] = 0x7F80
+            for (values, failingFrom) in [(early, 448), (unconvertible, 64)] {
+                for _ in 0..<20 {
+                    let read = { (elements: Range<Int>, buffer: UnsafeMutableBufferPointer<UInt16>) throws in
+                        if elements.lowerBound >= failingFrom { throw ReadFailure(start: elements.lowerBound) }
+                        for (offset, element) in elements.enumerated() { buffer[offset] = values[element] }
+                    }
+                    if failingFrom > 130 {
+                        #expect(try Palettizer.palettize(
+                            streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, workerCount: 2, readElements: 64, read: read) == nil)
+                    } else {
+                        #expect(throws: ReadFailure(start: failingFrom)) {
+                            _ = try Palettizer.palettize(
+                                streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, workerCount: 2, readElements: 64, read: read)
+                        }
+                    }
+                }
+            }
         }
 
         @Test("declines patterns without a finite float16 value", arguments: [UInt16(0x4780), 0xC7A0, 0x7F80, 0x7FC1])
