@@ -196,11 +196,12 @@ public enum LinearQuantizer {
                 failure.lock.withLock { for pattern in 0..<patternCount { totals.value[pattern] += workspace.counts[pattern] } }
             }
         ) { workspace, block in
-            guard !failure.happened else { return }
+            // The lowest failing block's error, whichever worker met it first.
+            guard !failure.happened(before: block) else { return }
             do {
                 for pattern in try patternsOf(rowRange(block), workspace.scratch) { workspace.counts[Int(pattern)] &+= 1 }
             } catch {
-                failure.record(error)
+                failure.record(error, order: block)
             }
         }
         try failure.rethrow()

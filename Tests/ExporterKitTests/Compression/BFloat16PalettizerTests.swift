@@ -245,6 +245,17 @@ extension CompressionTests {
             #expect(throws: ReadFailure()) {
                 try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16, failWritingAt: 63)
             }
+            // Counting: whichever worker fails first, the error is the lowest failing block's.
+            struct BlockFailure: Error, Equatable { let start: Int }
+            for _ in 0..<20 {
+                #expect(throws: BlockFailure(start: 16)) {
+                    try LinearQuantizer.int8PerTensorCodebook(streamedRows: 8, columns: 8, kind: .bfloat16, workers: 2, blockElements: 16) {
+                        elements, buffer in
+                        if elements.lowerBound > 0 { throw BlockFailure(start: elements.lowerBound) }
+                        for (offset, index) in elements.enumerated() { buffer[offset] = bits[index] }
+                    }
+                }
+            }
         }
     }
 }
