@@ -243,8 +243,8 @@ struct PaletteJob {
                 }
                 guard let base = worker.buffer.baseAddress else { return }
                 for group in groups {
-                    palettizeGroup(group, from: base + (group - groups.lowerBound) * groupElements, worker.workspace, output)
-                    if output.failed[group] {
+                    let source = base + (group - groups.lowerBound) * groupElements
+                    guard palettizeGroup(group, from: source, worker.workspace, output) else {
                         failure.record(UnusablePattern(), order: index)
                         return
                     }
@@ -310,18 +310,21 @@ struct PaletteJob {
         }
     }
 
-    /// Counts, clusters and encodes group `group`, whose weights start at `groupSource`.
+    /// Counts, clusters and encodes group `group`, whose weights start at `groupSource`;
+    /// false (the group marked failed) when it holds a pattern without a finite float16 value.
+    @discardableResult
     private func palettizeGroup(
         _ group: Int, from groupSource: UnsafePointer<UInt16>, _ workspace: PaletteWorkspace, _ output: GroupOutputs
-    ) {
+    ) -> Bool {
         let first = group * layout.groupRows * layout.columns
         let count = layout.rowCount(ofGroup: group) * layout.columns
         workspace.countGroup(groupSource, count: count)
-        guard finishGroup(group, elementCount: count, workspace: workspace, output: output) else { return }
+        guard finishGroup(group, elementCount: count, workspace: workspace, output: output) else { return false }
         let indexOfPattern = workspace.indexOfPattern
         output.edges[group] = BitStreamWriter.write(
             count: count, firstElement: first, bits: bits, into: output.packed
         ) { indexOfPattern[Int(groupSource[$0])] }
+        return true
     }
 
     /// Groups one after another, each counted and encoded by all workers in chunks taken as
