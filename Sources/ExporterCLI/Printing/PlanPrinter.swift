@@ -41,7 +41,7 @@ enum PlanPrinter {
                     "\(Format.mebibytes(memory.totalBytes)) = weights \(Format.mebibytes(memory.weightsBytes)) + KV "
                         + "\(Format.mebibytes(memory.kvCacheBytes)) + working \(Format.mebibytes(memory.workingBytes))",
                 ],
-            ] + conversionRows(conversion, torchDType: model.config.torchDType), indent: "  ")
+            ] + conversionRows(conversion, config: model.config), indent: "  ")
         lines.append("")
         var rows = [["group", "tensors", "parameters", "bytes", "bits/w", "storage"]]
         for role in TensorRole.allCases {
@@ -80,7 +80,7 @@ enum PlanPrinter {
 
     /// What the export needs at its peak on this machine, and whether it would be refused
     /// (the worker count is in the JSON).
-    static func conversionRows(_ conversion: Manifest.Conversion, torchDType: String?) -> [[String]] {
+    static func conversionRows(_ conversion: Manifest.Conversion, config: ModelConfig) -> [[String]] {
         var peak = "\(Format.mebibytes(conversion.peakBytes)) at peak (est.)"
         if let available = conversion.availableBytes {
             peak += "; \(Format.mebibytes(available)) available" + (available < conversion.peakBytes ? ": refused" : "")
@@ -88,8 +88,10 @@ enum PlanPrinter {
         let storage: String
         switch conversion.storageFrom {
         case "checkpoint": storage = ""
-        case "synthetic": storage = " (generated as \(torchDType == "bfloat16" ? "bfloat16" : "float16"))"
-        default: storage = torchDType.map { " (weights as \($0))" } ?? " (no torch_dtype: read whole)"
+        case "synthetic":
+            let generated = SyntheticWeightSource.storage(for: config) == .bfloat16 ? "bfloat16" : "float16"
+            storage = " (generated as \(generated))"
+        default: storage = config.torchDType.map { " (weights as \($0))" } ?? " (no torch_dtype: read whole)"
         }
         return [["conversion", peak], ["", "at \(conversion.peakTensor)" + storage]]
     }

@@ -163,21 +163,22 @@ public enum ExportRunner {
         availableBytes: Int?
     ) -> Manifest.Conversion {
         let config = plan.model.config
-        var conditions = ConversionMemoryConditions(
-            torchDType: config.torchDType, allowClamp: allowClamp, calibrated: calibrated)
-        var storageFrom = "torch_dtype"
+        let source: WeightSource?
+        let storageFrom: String
         if synthetic {
-            let source = SyntheticWeightSource(seed: 0, storage: SyntheticWeightSource.storage(for: config))
-            conditions = ConversionMemoryConditions(source: source, allowClamp: allowClamp, calibrated: calibrated)
-            storageFrom = "synthetic"
+            let storage = SyntheticWeightSource.storage(for: config)
+            (source, storageFrom) = (SyntheticWeightSource(seed: 0, storage: storage), "synthetic")
         } else if let directory = plan.model.source.checkpointDirectory, let root = plan.model.source.containmentRoot,
             let weights = try? CheckpointWeights(directory: directory, containmentRoot: root)
         {
-            // Unreadable weights fall back to the config: the export itself will name the fault.
-            let source = CheckpointWeightSource(weights: weights, outOfRange: .refuse)
-            conditions = ConversionMemoryConditions(source: source, allowClamp: allowClamp, calibrated: calibrated)
-            storageFrom = "checkpoint"
+            (source, storageFrom) = (CheckpointWeightSource(weights: weights, outOfRange: .refuse), "checkpoint")
+        } else {
+            // No weights here, or unreadable ones (the export itself will name the fault).
+            (source, storageFrom) = (nil, "torch_dtype")
         }
+        let conditions =
+            source.map { ConversionMemoryConditions(source: $0, allowClamp: allowClamp, calibrated: calibrated) }
+            ?? ConversionMemoryConditions(torchDType: config.torchDType, allowClamp: allowClamp, calibrated: calibrated)
         let estimate = plan.conversionMemory(conditions)
         return Manifest.Conversion(
             peakBytes: estimate.totalBytes, peakTensor: estimate.peakTensor, workers: conditions.workers,

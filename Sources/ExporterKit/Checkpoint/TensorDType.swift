@@ -64,6 +64,31 @@ public enum TensorDType: String, CaseIterable, Sendable {
         }
     }
 
+    /// The dtype a config's `torch_dtype` names (`bfloat16`, `float16`, `float32`); nil for
+    /// any other or none.
+    public init?(torchDType: String?) {
+        switch torchDType {
+        case "bfloat16": self = .bf16
+        case "float16": self = .f16
+        case "float32": self = .f32
+        default: return nil
+        }
+    }
+
+    /// The 16-bit patterns compression reads a tensor of this dtype as
+    /// (``WeightSource/storedPatterns(_:)``): bfloat16 and float16 as stored, float32
+    /// converted to float16 as it is read; nil for any other dtype.
+    public var compressionPatterns: SourcePatterns? {
+        switch self {
+        case .bf16: return .bfloat16
+        case .f16, .f32: return .float16
+        default: return nil
+        }
+    }
+
+    /// Whether values of this dtype can lie beyond float16's range (bfloat16, float32).
+    public var mayExceedFloat16: Bool { self == .bf16 || self == .f32 }
+
     /// The number of bytes `elementCount` elements occupy, or nil when it overflows `Int`
     /// or sub-byte elements do not fill whole bytes.
     public func byteCount(elementCount: Int) -> Int? {

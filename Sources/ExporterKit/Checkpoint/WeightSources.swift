@@ -36,18 +36,9 @@ public struct CheckpointWeightSource: WeightSource {
     public func willRead(_ tensor: TensorSpec) { weights.willRead(tensor.name) }
 
     /// bfloat16 and float16 as stored; float32 as float16, converted as it is read.
-    public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? {
-        switch storedDType(tensor) {
-        case .bf16: return .bfloat16
-        case .f16, .f32: return .float16
-        default: return nil
-        }
-    }
+    public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? { storedDType(tensor)?.compressionPatterns }
 
-    public func mayExceedFloat16(_ tensor: TensorSpec) -> Bool {
-        let dtype = storedDType(tensor)
-        return dtype == .bf16 || dtype == .f32
-    }
+    public func mayExceedFloat16(_ tensor: TensorSpec) -> Bool { storedDType(tensor)?.mayExceedFloat16 ?? false }
 
     private func storedDType(_ tensor: TensorSpec) -> TensorDType? {
         guard let stored = try? weights.tensor(named: tensor.name), stored.elementCount == tensor.elementCount else {
@@ -60,8 +51,8 @@ public struct CheckpointWeightSource: WeightSource {
         _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
     ) throws {
         if storedDType(tensor) == .f32 {
-            // Converted in parts side by side: a streamed block is read on the thread that then
-            // shares the block's compression among the cores, which wait meanwhile.
+            // A large range is converted in parts side by side: the int8 codes and kept tensors
+            // are made on the write queue, one thread (a palette's workers read small ranges).
             let (name, weights) = (tensor.name, self.weights)
             let results = Self.inParts(elements.count, minimumPart: Self.parallelConversionElements) { range in
                 try weights.readFloat16Patterns(

@@ -57,14 +57,9 @@ public struct ConversionMemoryConditions {
     /// (weights not on the machine yet): bfloat16 and float16 read as stored, float32
     /// converted to float16 patterns as it is read, any other dtype converted whole.
     public init(torchDType: String?, allowClamp: Bool, calibrated: Bool) {
-        let patterns: SourcePatterns?
-        switch torchDType {
-        case "bfloat16": patterns = .bfloat16
-        case "float16", "float32": patterns = .float16
-        default: patterns = nil
-        }
-        storedPatterns = { _ in patterns }
-        mayExceedFloat16 = { _ in torchDType == "bfloat16" || torchDType == "float32" }
+        let dtype = TensorDType(torchDType: torchDType)
+        storedPatterns = { _ in dtype?.compressionPatterns }
+        mayExceedFloat16 = { _ in dtype?.mayExceedFloat16 ?? false }
         self.allowClamp = allowClamp
         self.calibrated = calibrated
     }
