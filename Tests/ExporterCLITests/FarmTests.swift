@@ -199,6 +199,44 @@ struct FarmTests {
         #expect(leftovers.isEmpty)
     }
 
+    @Test("exports whose conversion forecasts do not fit together run one at a time, whatever --jobs says")
+    func memoryBudget() throws {
+        let (farmURL, folder) = try makeFarm(count: 3)
+        let farm = try FarmFile(contentsOf: farmURL)
+        let environment = [
+            "HOME": "/nonexistent-home", "HF_HOME": "/nonexistent-hf-home", "CI": "1",
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+            "EXPORTER_PRESETS": Fixtures.presetsDirectory.path,
+        ]
+        func runner(capacity: Int?, output: String) throws -> FarmRunner {
+            var settings = FarmSettings(
+                outputDirectory: folder.appendingPathComponent(output), concurrentJobs: 3, executable: BuiltExporter.url,
+                environment: environment)
+            settings.availableMemoryBytes = capacity
+            return FarmRunner(farm: farm, resolver: try Fixtures.resolver(), settings: settings)
+        }
+        let probe = try runner(capacity: nil, output: "probe")
+        let forecasts = try farm.jobs.map { job in
+            let plan = try ExportPlan.make(options: probe.options(of: job), resolver: probe.resolver)
+            return ExportRunner.conversionForecast(plan, availableBytes: nil).peakBytes
+        }
+        #expect(forecasts.allSatisfy { $0 > 0 })
+        // No two fit together.
+        let capacity = 2 * forecasts.min()! - 1
+        let serial = try runner(capacity: capacity, output: "out")
+        let lines = Locked<[String]>([])
+        let report = try serial.run { line in lines.mutate { $0.append(line) } }
+        #expect(report.jobs.map(\.status) == ["built", "built", "built"])
+        #expect(serial.memory.peakHolders == 1)
+        for line in lines.value where line.contains("waiting") {
+            #expect(line.contains(": waiting for memory: its export needs about "))
+            #expect(line.contains(", 1 running hold ") && line.hasSuffix(" of \(Format.mebibytes(capacity))"))
+        }
+        // The same bundles as a run without a limit.
+        let free = try runner(capacity: nil, output: "free")
+        #expect(try free.run().jobs.map(\.buildKey) == report.jobs.map(\.buildKey))
+    }
+
     @Test("a second farm run on a held output folder gives up with a clear message")
     func locked() throws {
         let (farm, folder) = try makeFarm(count: 1)

@@ -12,7 +12,7 @@ enum BatchCommand {
             + "non-zero if any job failed. See docs/FARM.md.",
         arguments: [
             .positional("farm", help: "The farm file (JSON, schema exporter.farm/1)."),
-            .option("jobs", valueName: "n", help: "Jobs at once (default: cores, within memory)."),
+            .option("jobs", valueName: "n", help: "Jobs at once (default: cores; exports wait while memory is short)."),
             .option("output", valueName: "dir", defaultValue: "Artifacts", help: "Where every job's artifacts go."),
             .flag("force", help: "Rebuild every job, even unchanged ones."),
             .flag(
@@ -36,6 +36,7 @@ enum BatchCommand {
             outputDirectory: output,
             concurrentJobs: try arguments.int("jobs", range: 1...) ?? FarmSettings.defaultConcurrentJobs(),
             executable: context.executable, environment: context.environment)
+        settings.availableMemoryBytes = context.availableMemoryBytes()
         settings.force = arguments.flag("force")
         settings.reverify = arguments.flag("reverify")
         settings.waitForLock = arguments.flag("wait")

@@ -102,6 +102,8 @@ public struct FarmSettings: Sendable {
     public var executable: URL
     /// The children's environment.
     public var environment: [String: String]
+    /// Memory the exports may take together (their conversion forecasts, summed); nil: no limit.
+    public var availableMemoryBytes: Int?
 
     /// Settings with every default.
     public init(outputDirectory: URL, concurrentJobs: Int, executable: URL, environment: [String: String]) {
@@ -111,12 +113,8 @@ public struct FarmSettings: Sendable {
         self.environment = environment
     }
 
-    /// As many jobs as cores, but no more than available memory allows at ~2 GiB per job.
-    public static func defaultConcurrentJobs() -> Int {
-        let cores = SystemResources.activeCores
-        let memory = Int(ProcessInfo.processInfo.physicalMemory >> 30)
-        return max(1, min(cores, memory / 2))
-    }
+    /// As many jobs as cores; memory is shared by the exports' forecasts (``MemoryBudget``).
+    public static func defaultConcurrentJobs() -> Int { SystemResources.activeCores }
 }
 
 /// Runs a farm: plans every job, skips the unchanged ones, exports the others in isolated
@@ -128,6 +126,8 @@ public struct FarmRunner {
     public let resolver: ModelResolver
     /// How to run.
     public let settings: FarmSettings
+    /// The memory the running exports hold.
+    public let memory: MemoryBudget
 
     /// The environment variable carrying the farm's process id to its jobs, which end with it.
     public static let parentEnvironmentKey = "EXPORTER_PARENT_PID"
@@ -137,6 +137,7 @@ public struct FarmRunner {
         self.farm = farm
         self.resolver = resolver
         self.settings = settings
+        memory = MemoryBudget(capacity: settings.availableMemoryBytes)
     }
 
     /// The export options of a job, as the child process will see them.
@@ -199,7 +200,7 @@ public struct FarmRunner {
             group.enter()
             DispatchQueue.global().async {
                 let start = Date()
-                let result = self.run(job, verified: verified)
+                let result = self.run(job, verified: verified, log: log)
                 let elapsed = (Date().timeIntervalSince(start) * 100).rounded() / 100
                 collected.record(index: index, name: job.name, result: result, seconds: elapsed)
                 log("\(job.name): \(result.status)" + (result.error.map { " — \($0)" } ?? ""))
@@ -239,8 +240,9 @@ public struct FarmRunner {
     }
 
     /// Plans the job, skips it when its artifact is current (checked against its files, or
-    /// `verified`'s record of them), else exports it in a child process.
-    func run(_ job: FarmJob, verified: VerifiedFiles? = nil) -> FarmJobResult {
+    /// `verified`'s record of them), else exports it in a child process once its conversion
+    /// forecast fits in ``memory`` beside the running exports'.
+    func run(_ job: FarmJob, verified: VerifiedFiles? = nil, log: (String) -> Void = { _ in }) -> FarmJobResult {
         var result = FarmJobResult(name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
         let plan: ExportPlan
         let synthetic: Bool
@@ -269,7 +271,16 @@ public struct FarmRunner {
             job.exportArguments(
                 outputDirectory: settings.outputDirectory, farmDirectory: farm.path.deletingLastPathComponent(),
                 synthetic: synthetic) + ["--overwrite"]
+        let forecast =
+            ExportRunner.conversionForecast(plan, synthetic: synthetic, allowClamp: job.allowClamp, availableBytes: nil)
+            .peakBytes
+        memory.hold(forecast) { held, holders in
+            log(
+                "\(job.name): waiting for memory: its export needs about \(Format.mebibytes(forecast)), "
+                    + "\(holders) running hold \(Format.mebibytes(held)) of \(Format.mebibytes(memory.capacity ?? 0))")
+        }
         let (status, errorText) = runChild(arguments)
+        memory.release(forecast)
         guard status == 0 else {
             result.exitStatus = status
             result.error = errorText.isEmpty ? "the export exited with status \(status)" : errorText

@@ -1,0 +1,59 @@
+import Dispatch
+import Foundation
+import TestSupport
+import Testing
+
+@testable import ExporterKit
+
+@Suite("farm: the memory budget of concurrent exports")
+struct MemoryBudgetTests {
+    @Test("holds that fit together do not wait")
+    func fitting() {
+        let budget = MemoryBudget(capacity: 100)
+        var waited = false
+        budget.hold(40) { _, _ in waited = true }
+        budget.hold(60) { _, _ in waited = true }
+        #expect(!waited)
+        #expect(budget.peakHolders == 2)
+        budget.release(40)
+        budget.release(60)
+    }
+
+    @Test("a hold that does not fit beside another waits for its release, then proceeds")
+    func waitsForRelease() {
+        let budget = MemoryBudget(capacity: 100)
+        budget.hold(60)
+        let announced = Locked<[Int]>([])
+        let acquired = DispatchSemaphore(value: 0)
+        let holding = Locked(false)
+        DispatchQueue.global().async {
+            budget.hold(41) { held, holders in announced.mutate { $0 = [held, holders] } }
+            holding.mutate { $0 = true }
+            acquired.signal()
+        }
+        // Whatever the timing, the second hold cannot proceed while the first is held.
+        #expect(acquired.wait(timeout: .now() + 0.2) == .timedOut)
+        #expect(!holding.value)
+        #expect(announced.value == [60, 1])
+        budget.release(60)
+        #expect(acquired.wait(timeout: .now() + 10) == .success)
+        #expect(budget.peakHolders == 1)
+        budget.release(41)
+        // Freed memory serves the next hold at once.
+        budget.hold(100)
+        #expect(budget.peakHolders == 1)
+    }
+
+    @Test("a hold larger than the capacity proceeds alone; no capacity means no limit")
+    func aloneOrUnlimited() {
+        let small = MemoryBudget(capacity: 10)
+        var waited = false
+        small.hold(500) { _, _ in waited = true }
+        #expect(!waited)
+        #expect(small.peakHolders == 1)
+        let unlimited = MemoryBudget(capacity: nil)
+        for _ in 0..<3 { unlimited.hold(Int.max / 4) { _, _ in waited = true } }
+        #expect(!waited)
+        #expect(unlimited.peakHolders == 3)
+    }
+}
