@@ -144,6 +144,11 @@ struct CompileCommandTests {
         let otherPlatform = compile(["--device", "h13g"])
         #expect(otherPlatform.status == 69)
         #expect(otherPlatform.error == "Error: architecture 'h13g' is a macOS device, not iOS; pass --platform macOS\n")
+        // h14g is the M2 of Macs and of the Vision Pro: the platform that compiles iOS bundles is named.
+        let visionPro = compile(["--device", "h14g"])
+        #expect(visionPro.error == "Error: architecture 'h14g' is a visionOS device, not iOS; pass --platform visionOS\n")
+        let elsewhere = try Fixtures.temporaryDirectory()
+        #expect(runExporter(["compile", bundleURL.path, "--output", elsewhere.path, "--device", "h14g", "--platform", "visionOS"]).status == 0)
         let mismatch = compile(["--platform", "macOS"])
         #expect(mismatch.status == 69)
         #expect(
@@ -155,6 +160,22 @@ struct CompileCommandTests {
         #expect(
             macToIOS.error
                 == "Error: 'Tiny.aimodel' was exported for macOS and cannot be compiled for iOS; export it with --platform iOS\n")
+        // Unless the family has no iOS export at all.
+        let phi3 = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))
+        let phi3Output = try Fixtures.temporaryDirectory()
+        let phi3Export = runExporter([
+            phi3.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--platform", "macOS",
+            "--output-dir", phi3Output.path,
+        ])
+        #expect(phi3Export.status == 0, "\(phi3Export.error)")
+        let phi3ToIOS = runExporter([
+            "compile", phi3Output.appendingPathComponent("tiny/Tiny.aimodel").path, "--platform", "iOS", "--output", output.path,
+        ])
+        #expect(phi3ToIOS.status == 69)
+        #expect(
+            phi3ToIOS.error
+                == "Error: 'Tiny.aimodel' was exported for macOS and cannot be compiled for iOS: Model 'phi3' does not support "
+                + "iOS variant\n")
         let old = compile(["--min-deployment-version", "26.0"])
         #expect(old.status == 64)
         #expect(
@@ -197,5 +218,127 @@ struct CompileCommandTests {
             run.output.contains(
                 "  Neural Engine  3 of 5 regions over 976.6 KiB: 1 (layer 0), 2 (layer 1), 3 (layer 2); they fall back to a "
                     + "slower compute unit on device\n"))
+    }
+
+    @Test("verify, eval and inspect take a compiled artifact by its own rules; convert and compile refuse it, naming its bundle")
+    func compiledArtifactCommands() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 3])
+        let output = try Fixtures.temporaryDirectory()
+        let export = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path, "--compile",
+        ])
+        #expect(export.status == 0, "\(export.error)")
+        let folder = output.appendingPathComponent("tiny")
+        let compiled = folder.appendingPathComponent("Tiny.h17p.aimodelc")
+        let bundleRun = runExporter(["verify", folder.appendingPathComponent("Tiny.aimodel").path, "--against", checkpoint.path, "--run"])
+        let compiledRun = runExporter(["verify", compiled.path, "--against", checkpoint.path, "--run"])
+        #expect(compiledRun.status == 0, "\(compiledRun.output)\(compiledRun.error)")
+        #expect(compiledRun.output.hasSuffix("everything holds\n"))
+        // The same tensors, SQNRs and forward pass as the bundle's.
+        #expect(compiledRun.output.split(separator: "\n").dropFirst(2) == bundleRun.output.split(separator: "\n").dropFirst(2))
+        let tokens = folder.appendingPathComponent("tokens.txt")
+        try Data("1 2 3 4 5 6".utf8).write(to: tokens)
+        let eval = runExporter(["eval", compiled.path, "--against", checkpoint.path, "--tokens-file", tokens.path])
+        #expect(eval.status == 0, "\(eval.error)")
+        let inspect = runExporter(["inspect", compiled.path])
+        let reader = try CompiledArtifactReader(url: compiled)
+        let memory = reader.compiled.memory
+        #expect(inspect.output.contains("  compiled for  h17p (A18), from Tiny.aimodel\n"))
+        #expect(
+            inspect.output.contains(
+                "  memory        \(Format.mebibytes(memory.totalBytes)) = weights \(Format.mebibytes(memory.weightsBytes)) + KV "
+                    + "\(Format.mebibytes(memory.kvCacheBytes)) + working \(Format.mebibytes(memory.workingBytes)) + tables "
+                    + "\(Format.mebibytes(memory.tablesBytes))\n"))
+        let inspectJSON = try #require(try JSONParser.parse(Array(runExporter(["inspect", compiled.path, "--json"]).output.utf8)).objectValue)
+        #expect(inspectJSON["memory_total_bytes"]?.intValue == memory.totalBytes)
+        for command in [["convert", compiled.path, "--to", "mlpackage"], ["compile", compiled.path]] {
+            let refused = runExporter(command)
+            #expect(refused.status == 65)
+            #expect(
+                refused.error
+                    == "Error: '\(compiled.path)' is a compiled artifact, not a portable bundle (.aimodel); use the bundle it "
+                    + "was compiled from, 'Tiny.aimodel'\n")
+        }
+    }
+
+    @Test("verify of a compiled artifact finds a tied head copy that differs from the embedding, and lying memory sums")
+    func compiledArtifactDamage() throws {
+        let bundleURL = try bundle()
+        let output = try Fixtures.temporaryDirectory()
+        #expect(runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p"]).status == 0)
+        let compiled = output.appendingPathComponent("Tiny.h17p.aimodelc")
+        let reader = try CompiledArtifactReader(url: compiled)
+        let head = try #require(reader.regions.last)
+        let copy = try #require(head.tensors.first { $0.name == "model.embed_tokens.weight" })
+        let values = try #require(copy.parts.last)
+        #expect(values.kind == "values")
+        // Change one byte of the copy and record the file's new checksum, as a careless tool would.
+        let weightsURL = compiled.appendingPathComponent("weights.bin")
+        var weights = [UInt8](try Data(contentsOf: weightsURL))
+        weights[values.offset] ^= 0xFF
+        try Data(weights).write(to: weightsURL)
+        let cosURL = compiled.appendingPathComponent("tables/rope_cos.f32")
+        var cos = [UInt8](try Data(contentsOf: cosURL))
+        cos[5] ^= 0x01
+        try Data(cos).write(to: cosURL)
+        var manifest = reader.manifest
+        let checksums = ["weights.bin": weights, "tables/rope_cos.f32": cos].mapValues { bytes in
+            BundleWriter.hex(bytes.withUnsafeBytes { CRC32.checksum($0) })
+        }
+        manifest.files = manifest.files.map { file in
+            var file = file
+            file.crc32 = checksums[file.path] ?? file.crc32
+            return file
+        }
+        manifest.compiled?.memory.totalBytes += 1
+        let manifestURL = compiled.appendingPathComponent("manifest.json")
+        try Data(try manifest.canonicalJSON()).write(to: manifestURL)
+        let run = runExporter(["verify", compiled.path])
+        #expect(run.status == 1)
+        #expect(
+            run.error
+                == "Error: 'manifest.json': compiled.memory.total_bytes is \(reader.compiled.memory.totalBytes + 1), not the sum "
+                + "of weights, KV cache, working and tables bytes\n"
+                + "Error: tensor 'model.embed_tokens.weight': its copy in region \(head.index) differs from its first placement (values)\n"
+                + "Error: 'tables/rope_cos.f32': the RoPE tables are not those of the graph\n")
+    }
+
+    @Test("what would fail after an export is refused before it: --compile with no eligible device, --format mlpackage of phi3")
+    func refusedBeforeExport() throws {
+        let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        let table = try Fixtures.temporaryDirectory().appendingPathComponent("devices.json")
+        // The shipped table's iOS devices, none of them compiled ahead of time.
+        let shipped = try String(contentsOf: Fixtures.presetsDirectory.appendingPathComponent("devices.json"), encoding: .utf8)
+        try Data(shipped.replacingOccurrences(of: #""ahead_of_time": true"#, with: #""ahead_of_time": false"#).utf8).write(to: table)
+        let output = try Fixtures.temporaryDirectory()
+        let export = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir", output.path,
+        ]
+        let message =
+            "Error: no iOS architecture to compile for: the device table marks none of h14p, h15p, h16p, h17p as eligible "
+            + "(iPhone and iPad need an A17 Pro or later)\n"
+        for extra in [["--compile"], ["--compile", "--dry-run"]] {
+            let run = runExporter(export + extra + ["--devices", table.path])
+            #expect(run.status == 69)
+            #expect(run.error == message)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        #expect(runExporter(export).status == 0)
+        let compile = runExporter(["compile", bundle.path, "--devices", table.path, "--output", output.path])
+        #expect(compile.status == 69)
+        #expect(compile.error == message)
+
+        let phi3 = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))
+        let phi3Export = [
+            phi3.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--platform", "macOS", "--output-dir",
+            output.path, "--format", "mlpackage", "--output-name", "Phi",
+        ]
+        for extra in [[], ["--dry-run"]] {
+            let run = runExporter(phi3Export + extra)
+            #expect(run.status == 69)
+            #expect(run.error == "Error: cannot write an mlpackage: no Core ML program for architecture 'phi3' (mistral, qwen2, qwen3)\n")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["tiny"])
     }
 }

@@ -39,7 +39,7 @@ enum CompileCommand {
         let platform =
             try arguments.choice("platform", as: DevicePlatform.self)
             ?? DevicePlatform(rawValue: bundle.manifest.platform) ?? .iOS
-        try Compiler.checkPlatform(bundle: bundleURL, bundlePlatform: bundle.manifest.platform, platform: platform)
+        try Compiler.checkPlatform(bundle: bundleURL, manifest: bundle.manifest, platform: platform)
         let devices = try table.select(arguments.values("device"), platform: platform)
         let output = arguments.value("output").map {
             URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL

@@ -47,12 +47,16 @@ enum ExportCommand {
         let options = try ExportArguments.options(from: arguments, model: model)
         let devices = try CompileCommand.deviceTable(arguments, context: context)
         if arguments.flag("dry-run") {
+            // A dry run refuses what the export would (the plan is made again to be shown).
+            _ = try checkedBeforeExport(
+                try ExportPlan.make(options: options, resolver: try context.resolver()), arguments, devices: devices)
             return try PlanCommand.show(
                 options: options, json: json, listTensors: false, context: context, devices: devices,
                 exportFlags: arguments)
         }
         let version = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
+        let (compilePlatform, compileDevices) = try checkedBeforeExport(plan, arguments, devices: devices)
         var settings = ExportSettings(
             outputDirectory: URL(
                 fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory))
@@ -75,9 +79,8 @@ enum ExportCommand {
             stepProgress: calibrationBar.update)
         ExportSummary.lines(result).forEach { context.print($0) }
         if arguments.flag("compile") {
-            let platform: DevicePlatform = plan.platform == .macOS ? .macOS : .iOS
             var request = CompileRequest(
-                platform: platform, devices: devices.eligible(for: platform), minimumDeploymentVersion: version,
+                platform: compilePlatform, devices: compileDevices, minimumDeploymentVersion: version,
                 outputDirectory: result.bundleURL.deletingLastPathComponent())
             request.overwrite = settings.overwrite
             try CompileCommand.compile(result.bundleURL, request: request, json: false, context: context)
@@ -87,5 +90,17 @@ enum ExportCommand {
             try ConvertCommand.write(bundle: result.bundleURL, to: destination, overwrite: settings.overwrite, context: context)
         }
         return .success
+    }
+
+    /// Refuses before exporting what would fail after it, so nothing is written: `--compile`
+    /// with no eligible architecture, `--format mlpackage` of a model Core ML cannot express.
+    /// Returns the platform and devices `--compile` compiles for (none without it).
+    static func checkedBeforeExport(
+        _ plan: ExportPlan, _ arguments: ParsedArguments, devices: DeviceTable
+    ) throws -> (DevicePlatform, [DeviceArchitecture]) {
+        let platform: DevicePlatform = plan.platform == .macOS ? .macOS : .iOS
+        let compiled = arguments.flag("compile") ? try devices.select([], platform: platform) : []
+        if arguments.value("format") == "mlpackage" { try LanguageModelProgram.checkSupported(plan) }
+        return (platform, compiled)
     }
 }

@@ -2,6 +2,24 @@ import ExporterKit
 
 /// The human view of an artifact: aligned, within 80 columns.
 enum InspectPrinter {
+    /// What the device reserves: a compiled artifact's own plan (page-padded weights, static
+    /// tables), else the manifest's estimate.
+    static func memoryRow(_ m: Manifest) -> [String] {
+        if let memory = m.compiled?.memory {
+            return [
+                "memory",
+                "\(Format.mebibytes(memory.totalBytes)) = weights \(Format.mebibytes(memory.weightsBytes)) + KV "
+                    + "\(Format.mebibytes(memory.kvCacheBytes)) + working \(Format.mebibytes(memory.workingBytes)) + tables "
+                    + "\(Format.mebibytes(memory.tablesBytes))",
+            ]
+        }
+        return [
+            "memory (est.)",
+            "\(Format.mebibytes(m.memory.totalBytes)) = weights \(Format.mebibytes(m.memory.weightsBytes)) + KV "
+                + "\(Format.mebibytes(m.memory.kvCacheBytes)) + working \(Format.mebibytes(m.memory.workingBytes))",
+        ]
+    }
+
     static func lines(_ summary: InspectionSummary) -> [String] {
         let m = summary.manifest
         let preset = m.model.preset.map { "preset \($0)" } ?? "experimental (no preset)"
@@ -27,11 +45,7 @@ enum InspectPrinter {
                 "= 2 × \(kv.layers) layers × \(kv.kvHeads) KV heads × \(kv.headDim) × \(Format.grouped(kv.contextLength)) × "
                     + "\(kv.dtype)",
             ],
-            [
-                "memory (est.)",
-                "\(Format.mebibytes(m.memory.totalBytes)) = weights \(Format.mebibytes(m.memory.weightsBytes)) + KV "
-                    + "\(Format.mebibytes(m.memory.kvCacheBytes)) + working \(Format.mebibytes(m.memory.workingBytes))",
-            ],
+            memoryRow(m),
             ["compression", m.compression.config + (m.compression.iosEmbeddingInt8 ? ", embedding int8 per tensor" : "")],
         ]
         if let tokenizer = m.tokenizer, !tokenizer.files.isEmpty {
@@ -43,6 +57,10 @@ enum InspectPrinter {
             ])
         } else {
             facts.append(["tokenizer", "none in the artifact"])
+        }
+        if let compiled = m.compiled, let memory = facts.firstIndex(where: { $0[0] == "memory" }) {
+            facts.insert(["", "the portable bundle's estimate: \(Format.mebibytes(m.memory.totalBytes))"], at: memory + 1)
+            facts.insert(["compiled for", "\(compiled.architecture) (\(compiled.chip)), from \(compiled.portable.name)"], at: 3)
         }
         lines += Format.table(facts, indent: "  ")
         lines.append("")

@@ -8,6 +8,8 @@ public enum BundleError: ExporterError, Equatable {
     case readFailed(path: String, reason: String)
     /// The artifact is not a bundle this version can read.
     case notABundle(path: String, reason: String)
+    /// A portable bundle was needed; the artifact is of another kind (compiled, plan).
+    case notPortable(path: String, kind: String, portable: String?)
     /// The manifest's schema is newer (or other) than this version reads.
     case unsupportedSchema(path: String, found: String, supported: String)
     /// A file does not match what the manifest says of it.
@@ -29,6 +31,10 @@ public enum BundleError: ExporterError, Equatable {
             return "cannot read '\(path)': \(reason)"
         case .notABundle(let path, let reason):
             return "'\(path)' is not an exporter artifact: \(reason)"
+        case .notPortable(let path, let kind, let portable):
+            let what = kind == "compiled" ? "a compiled artifact" : kind == "plan" ? "a plan" : "of kind '\(kind)'"
+            return "'\(path)' is \(what), not a portable bundle (.aimodel)"
+                + (portable.map { "; use the bundle it was compiled from, '\($0)'" } ?? "")
         case .unsupportedSchema(let path, let found, let supported):
             return "'\(path)' has schema '\(found)'; this version reads '\(supported)'"
         case .fileMismatch(let path, let reason):
@@ -47,13 +53,18 @@ public enum BundleError: ExporterError, Equatable {
         case .outputExists: return .outputExists
         case .writeFailed, .readFailed: return .ioFailure
         case .fileMismatch, .invalidTensor: return .verificationFailed
-        case .notABundle, .unsupportedSchema, .sourceMismatch: return .badInput
+        case .notABundle, .notPortable, .unsupportedSchema, .sourceMismatch: return .badInput
         case .unknownTensor: return .usage
         }
     }
 }
 
 extension BundleError {
+    /// ``notPortable(path:kind:portable:)`` for the artifact at `path` with `manifest`.
+    static func notPortable(path: String, manifest: Manifest) -> BundleError {
+        .notPortable(path: path, kind: manifest.kind, portable: manifest.compiled?.portable.name)
+    }
+
     /// Runs `body`, which opens and reads the file at `path` with ``ReadOnlyFile``, reporting
     /// the reader's failures as ``readFailed(path:reason:)`` of that path; other errors pass.
     static func readingFile<Result>(_ path: String, _ body: () throws -> Result) throws -> Result {

@@ -20,6 +20,7 @@ public struct BundleReader {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
         }
         manifest = try BundleReader.decodeManifest(manifestData, path: manifestURL.path)
+        guard manifest.kind == "bundle" else { throw BundleError.notPortable(path: url.path, manifest: manifest) }
         for file in manifest.files {
             guard BundleReader.isInsideBundle(file.path) else {
                 throw BundleError.fileMismatch(path: file.path, reason: "the manifest names a file outside the bundle")
@@ -179,11 +180,4 @@ public struct BundleReader {
         return try dequantize(tensor)
     }
 
-    /// `tensor` (or its rows `rows`) dequantised to float32, row-major.
-    /// - Throws: `BundleError` when its record breaks a format rule or the rows lie outside it.
-    func dequantize(_ tensor: Manifest.Tensor, rows: Range<Int>? = nil) throws -> [Float] {
-        try TensorDecoder.decode(tensor, precision: manifest.computePrecision, rows: rows) { part in
-            try readBytes(file: part.file, offset: part.offset, count: part.bytes)
-        }
-    }
 }

@@ -15,7 +15,9 @@ public enum CompileError: ExporterError, Equatable {
     /// The minimum deployment version is not `MAJOR.MINOR`.
     case invalidDeploymentVersion(String)
     /// The bundle was exported for a platform whose devices are not the requested ones.
-    case platformMismatch(bundle: String, bundlePlatform: String, requested: DevicePlatform)
+    case platformMismatch(bundle: String, bundlePlatform: String, requested: DevicePlatform, registryType: String)
+    /// No architecture of the platform is eligible (a device table that marks none ahead of time).
+    case noEligibleArchitecture(platform: DevicePlatform, known: [String], rule: String)
     /// No bundle at the path.
     case bundleNotFound(path: String)
     /// The graph uses a rotary scaling the static tables cannot be precomputed for.
@@ -41,9 +43,18 @@ public enum CompileError: ExporterError, Equatable {
             return "--min-deployment-version \(given) is below \(minimum), the first version that loads compiled artifacts"
         case .invalidDeploymentVersion(let given):
             return "--min-deployment-version expects a version such as 27.0, got '\(given)'"
-        case .platformMismatch(let bundle, let bundlePlatform, let requested):
+        case .platformMismatch(let bundle, let bundlePlatform, let requested, let registryType):
+            let needed = requested.bundlePlatform
+            let family = try? ArchitectureRegistry.family(for: registryType)
+            if let family, !family.supports(needed) {
+                return "'\(bundle)' was exported for \(bundlePlatform) and cannot be compiled for \(requested.rawValue): "
+                    + RegistryError.noIOSVariant(modelType: registryType).description
+            }
             return "'\(bundle)' was exported for \(bundlePlatform) and cannot be compiled for \(requested.rawValue); "
-                + "export it with --platform \(requested.bundlePlatform.rawValue)"
+                + "export it with --platform \(needed.rawValue)"
+        case .noEligibleArchitecture(let platform, let known, let rule):
+            let listed = known.isEmpty ? "the device table has none" : "the device table marks none of \(known.joined(separator: ", ")) as eligible"
+            return "no \(platform.rawValue) architecture to compile for: \(listed) (\(rule))"
         case .bundleNotFound(let path):
             return "no bundle at '\(path)'"
         case .unsupportedRopeScaling(let type):
@@ -56,7 +67,7 @@ public enum CompileError: ExporterError, Equatable {
     public var exitStatus: ExitStatus {
         switch self {
         case .invalidDeviceTable, .unsupportedDeviceTableSchema, .notACompiledArtifact: return .badInput
-        case .unknownArchitecture, .architectureOnOtherPlatform, .ineligibleDevice, .platformMismatch,
+        case .unknownArchitecture, .architectureOnOtherPlatform, .ineligibleDevice, .noEligibleArchitecture, .platformMismatch,
             .unsupportedRopeScaling:
             return .unsupported
         case .deploymentVersionTooLow, .invalidDeploymentVersion: return .usage

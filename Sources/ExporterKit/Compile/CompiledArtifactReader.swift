@@ -118,9 +118,7 @@ public struct CompiledArtifactReader {
             }
             tensor.parts = placed.parts
         }
-        return try TensorDecoder.decode(tensor, precision: manifest.computePrecision) { part in
-            try read(offset: part.offset, count: part.bytes, file: part.file)
-        }
+        return try dequantize(tensor)
     }
 
     /// The RoPE tables, row-major `[context, head_dim / 2]` each.
@@ -135,8 +133,15 @@ public struct CompiledArtifactReader {
     }
 
     /// Reads `count` bytes at `offset` of an artifact file.
-    /// - Throws: `BundleError.readFailed` on a short read.
+    /// - Throws: `BundleError.fileMismatch` for a file outside the artifact or a negative range,
+    ///   `BundleError.readFailed` on a short read.
     func read(offset: Int, count: Int, file: String = Compiler.weightsName) throws -> [UInt8] {
+        guard BundleReader.isInsideBundle(file) else {
+            throw BundleError.fileMismatch(path: file, reason: "the manifest names a file outside the artifact")
+        }
+        guard offset >= 0, count >= 0 else {
+            throw BundleError.fileMismatch(path: file, reason: "\(count) bytes at offset \(offset) lie outside the file")
+        }
         let path = url.appendingPathComponent(file).path
         return try BundleError.readingFile(path) { try ReadOnlyFile(path: path).bytes(at: offset, count: count) }
     }

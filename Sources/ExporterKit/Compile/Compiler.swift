@@ -57,10 +57,11 @@ public enum Compiler {
 
     /// Checks that a bundle exported for `bundlePlatform` can be compiled for `platform`.
     /// - Throws: `CompileError.platformMismatch`.
-    public static func checkPlatform(bundle: URL, bundlePlatform: String, platform: DevicePlatform) throws {
-        guard bundlePlatform == platform.bundlePlatform.rawValue else {
+    public static func checkPlatform(bundle: URL, manifest: Manifest, platform: DevicePlatform) throws {
+        guard manifest.platform == platform.bundlePlatform.rawValue else {
             throw CompileError.platformMismatch(
-                bundle: bundle.lastPathComponent, bundlePlatform: bundlePlatform, requested: platform)
+                bundle: bundle.lastPathComponent, bundlePlatform: manifest.platform, requested: platform,
+                registryType: manifest.model.registryType)
         }
     }
 
@@ -88,7 +89,7 @@ public enum Compiler {
         bundleURL: URL, request: CompileRequest, progress: (WorkProgress) -> Void = { _ in }
     ) throws -> [CompileResult] {
         let bundle = try openBundle(bundleURL)
-        try checkPlatform(bundle: bundleURL, bundlePlatform: bundle.manifest.platform, platform: request.platform)
+        try checkPlatform(bundle: bundleURL, manifest: bundle.manifest, platform: request.platform)
         let subject = try CompileSubject(bundle: bundle)
         _ = try RopeTables.make(bundle.graph)  // refuse an unsupported scaling before writing anything
         let plans = request.devices.map { CompilePlan(subject: subject, device: $0) }

@@ -142,15 +142,26 @@ public struct DeviceTable: Equatable, Sendable {
     /// The architectures to compile for: `ids` in the order given (duplicates once), or every
     /// eligible one of `platform` when `ids` is empty.
     /// - Throws: `CompileError.unknownArchitecture` (listing the platform's ids),
-    ///   `.architectureOnOtherPlatform`, `.ineligibleDevice` (naming the device, its chip and the rule).
+    ///   `.architectureOnOtherPlatform`, `.ineligibleDevice` (naming the device, its chip and the rule),
+    ///   `.noEligibleArchitecture` when `ids` is empty and no architecture of the platform is eligible.
     public func select(_ ids: [String], platform: DevicePlatform) throws -> [DeviceArchitecture] {
-        guard !ids.isEmpty else { return eligible(for: platform) }
+        guard !ids.isEmpty else {
+            let all = eligible(for: platform)
+            guard !all.isEmpty else {
+                throw CompileError.noEligibleArchitecture(
+                    platform: platform, known: devices.filter { $0.platform == platform }.map(\.id),
+                    rule: rules[platform] ?? "not offered for this platform")
+            }
+            return all
+        }
         var selected: [DeviceArchitecture] = []
         for id in ids {
             guard let device = devices.first(where: { $0.id == id && $0.platform == platform }) else {
-                if let elsewhere = devices.first(where: { $0.id == id }) {
-                    throw CompileError.architectureOnOtherPlatform(
-                        id: id, platform: elsewhere.platform, requested: platform)
+                // The same id can name devices of two platforms (the M2 in Macs and the Vision
+                // Pro): suggest one that compiles the same bundles first.
+                let elsewhere = devices.filter { $0.id == id }.map(\.platform)
+                if let suggested = elsewhere.first(where: { $0.bundlePlatform == platform.bundlePlatform }) ?? elsewhere.first {
+                    throw CompileError.architectureOnOtherPlatform(id: id, platform: suggested, requested: platform)
                 }
                 let known = devices.filter { $0.platform == platform }.map(\.id)
                 throw CompileError.unknownArchitecture(id: id, platform: platform, known: known)

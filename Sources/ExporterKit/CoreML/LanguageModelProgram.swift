@@ -72,6 +72,12 @@ public struct LanguageModelProgram {
         var emitter = try Emitter(bundle: bundle)
         return try emitter.build()
     }
+
+    /// Refuses, before anything is exported, a plan whose bundle could not become a program.
+    /// - Throws: `CoreMLError.unsupported`, as ``build(bundle:)`` would.
+    public static func checkSupported(_ plan: ExportPlan) throws {
+        try Emitter.checkSupported(GraphDescription(plan: plan))
+    }
 }
 
 private struct Emitter {
@@ -89,6 +95,13 @@ private struct Emitter {
         self.bundle = bundle
         graph = bundle.graph
         weightsPath = bundle.url.appendingPathComponent(BundleWriter.weightsName).path
+        try Emitter.checkSupported(graph)
+    }
+
+    /// Refuses a graph the program cannot express; `exporter <model> --format mlpackage` asks
+    /// before exporting, from the plan's graph.
+    /// - Throws: `CoreMLError.unsupported`.
+    static func checkSupported(_ graph: GraphDescription) throws {
         guard Emitter.families.contains(graph.architecture) else {
             throw CoreMLError.unsupported(reason: "no Core ML program for architecture '\(graph.architecture)' (mistral, qwen2, qwen3)")
         }

@@ -137,9 +137,8 @@ public struct InspectionSummary: Sendable {
         let list = manifest.compiled.map { [$0.verdict] } ?? manifest.verdicts
         guard !list.isEmpty else { return nil }
         return list.map { verdict in
-            let gib = { (bytes: Int) in String(format: "%.1f GiB", Double(bytes) / Double(1 << 30)) }
-            var detail = "\(gib(verdict.totalBytes)) of \(gib(verdict.appMemoryLimitBytes))"
-            if let raised = verdict.increasedMemoryLimitBytes { detail += " (\(gib(raised)) entitled)" }
+            var detail = "\(Format.mebibytes(verdict.totalBytes)) of \(Format.mebibytes(verdict.appMemoryLimitBytes))"
+            if let raised = verdict.increasedMemoryLimitBytes { detail += " (\(Format.mebibytes(raised)) entitled)" }
             if !verdict.regionsOverBudget.isEmpty {
                 detail += "; ANE regions \(verdict.regionsOverBudget.map(String.init).joined(separator: ", ")) over budget"
             }
@@ -175,7 +174,7 @@ extension InspectionSummary {
         root["context_length"] = int(m.contextLength)
         root["parameters"] = int(m.parameters)
         root["kv_cache_bytes"] = int(m.kvCache.bytes)
-        root["memory_total_bytes"] = int(m.memory.totalBytes)
+        root["memory_total_bytes"] = int(m.compiled?.memory.totalBytes ?? m.memory.totalBytes)
         root["size_on_disk_bytes"] = int(sizeOnDisk)
         root["bits_per_weight"] = double(m.sizes.bitsPerWeight)
         root["groups"] = .array(

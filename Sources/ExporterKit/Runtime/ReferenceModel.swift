@@ -51,8 +51,27 @@ extension CheckpointWeights: ReferenceWeights {
     }
 }
 
-extension BundleReader: ReferenceWeights {
-    /// The bundle's tensor dequantised to float32.
+/// An artifact whose manifest's tensors decode from its own files: a portable bundle
+/// (``BundleReader``) or a compiled artifact (``CompiledArtifactReader``), whose parts point
+/// into its region-ordered weights file but hold the same bytes.
+public protocol DecodableArtifact: ReferenceWeights {
+    /// The manifest.
+    var manifest: Manifest { get }
+    /// The graph description.
+    var graph: GraphDescription { get }
+    /// The bytes of `part`.
+    /// - Throws: `BundleError` when the part lies outside its file or cannot be read.
+    func bytes(of part: Manifest.Part) throws -> [UInt8]
+}
+
+extension DecodableArtifact {
+    /// `tensor` (or its rows `rows`) dequantised to float32, row-major.
+    /// - Throws: `BundleError` when its record breaks a format rule or the rows lie outside it.
+    func dequantize(_ tensor: Manifest.Tensor, rows: Range<Int>? = nil) throws -> [Float] {
+        try TensorDecoder.decode(tensor, precision: manifest.computePrecision, rows: rows) { try bytes(of: $0) }
+    }
+
+    /// The artifact's tensor dequantised to float32.
     /// - Throws: `BundleError.unknownTensor`, `ReferenceModelError.shapeMismatch`, decoding errors.
     public func referenceTensor(_ name: String, shape: [Int]) throws -> [Float] {
         try dequantize(try referenceRecord(name, shape: shape))
@@ -75,6 +94,18 @@ extension BundleReader: ReferenceWeights {
             throw ReferenceModelError.shapeMismatch(tensor: name, expected: shape, found: tensor.shape)
         }
         return tensor
+    }
+}
+
+extension BundleReader: DecodableArtifact {
+    public func bytes(of part: Manifest.Part) throws -> [UInt8] {
+        try readBytes(file: part.file, offset: part.offset, count: part.bytes)
+    }
+}
+
+extension CompiledArtifactReader: DecodableArtifact {
+    public func bytes(of part: Manifest.Part) throws -> [UInt8] {
+        try read(offset: part.offset, count: part.bytes, file: part.file)
     }
 }
 

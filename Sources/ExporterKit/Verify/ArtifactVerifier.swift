@@ -57,7 +57,8 @@ public enum ArtifactVerifier {
         var run = Run(artifact: artifact, blockElements: max(1, blockElements), workers: max(1, workers))
         run.checkFiles()
         run.checkManifestSums()
-        if artifact.manifest.kind == "bundle" { run.checkGraph() }
+        if artifact.manifest.kind != "plan" { run.checkGraph() }
+        if artifact.manifest.kind == "compiled" { run.checkCompiledLayout() }
         run.checkTensors(against: checkpoint, minimumSQNR: minimumSQNR)
         return run.report
     }
@@ -71,7 +72,10 @@ public enum ArtifactVerifier {
     public static func compareForward(
         artifact: LoadedArtifact, checkpoint: URL, tokens: [Int], progress: (WorkProgress) -> Void = { _ in }
     ) throws -> ForwardComparison {
-        let reader = try BundleReader(url: artifact.folder, verifyFiles: false)
+        let reader: DecodableArtifact =
+            artifact.manifest.kind == "compiled"
+            ? try CompiledArtifactReader(url: artifact.folder, verifyFiles: false)
+            : try BundleReader(url: artifact.folder, verifyFiles: false)
         let artifactArchitecture = try ReferenceArchitecture(graph: reader.graph)
         let config = try ModelConfig(contentsOf: checkpoint.appendingPathComponent("config.json"))
         let sourceArchitecture = try ReferenceArchitecture(config: config, contextLength: reader.graph.contextLength)
@@ -200,7 +204,10 @@ public enum ArtifactVerifier {
             if let bundleBytes = manifest.sizes.bundleBytes, bundleBytes != listedBytes {
                 failFile(subject, "sizes.bundle_bytes is \(bundleBytes), the files listed sum to \(listedBytes)")
             }
-            if let weights = manifest.files.first(where: { $0.path == BundleWriter.weightsName }) {
+            let weights = manifest.files.first(where: { $0.path == BundleWriter.weightsName })
+            if let compiled = manifest.compiled {
+                checkCompiledSums(compiled, weightsBytes: weights?.bytes, listedBytes: listedBytes)
+            } else if let weights {
                 if manifest.sizes.estimatedBundleBytes != weights.bytes {
                     failFile(
                         subject,
@@ -211,6 +218,87 @@ public enum ArtifactVerifier {
                     failFile(subject, "memory.weights_bytes is \(memory.weightsBytes), \(BundleWriter.weightsName) is listed with \(weights.bytes) bytes")
                 }
             }
+        }
+
+        /// A compiled manifest's own sums: its memory plan, and its size against the portable bundle's.
+        private mutating func checkCompiledSums(_ compiled: Manifest.Compiled, weightsBytes: Int?, listedBytes: Int) {
+            let subject = artifact.manifestURL.lastPathComponent
+            let memory = compiled.memory
+            if let weightsBytes, memory.weightsBytes != weightsBytes {
+                failFile(
+                    subject,
+                    "compiled.memory.weights_bytes is \(memory.weightsBytes), \(BundleWriter.weightsName) is listed with "
+                        + "\(weightsBytes) bytes")
+            }
+            let sum = [memory.weightsBytes, memory.kvCacheBytes, memory.workingBytes, memory.tablesBytes].saturatingSum
+            if memory.totalBytes != sum {
+                failFile(
+                    subject, "compiled.memory.total_bytes is \(memory.totalBytes), not the sum of weights, KV cache, working and tables bytes")
+            }
+            let (delta, overflow) = listedBytes.subtractingReportingOverflow(compiled.portable.bytes)
+            if overflow || compiled.sizeDeltaBytes != delta {
+                failFile(
+                    subject,
+                    "compiled.size_delta_bytes is \(compiled.sizeDeltaBytes), the files listed sum to \(listedBytes) against the "
+                        + "portable bundle's \(compiled.portable.bytes)")
+            }
+        }
+
+        /// The compiled layout (`docs/FORMAT.md`, `weights.bin` (compiled)): header, region
+        /// table, regions page-aligned and in order, parts inside their regions, every layer in
+        /// one region; a tensor placed in two regions (the tied embedding's copy) holds the
+        /// same bytes in both; the RoPE tables are those of the graph.
+        mutating func checkCompiledLayout() {
+            let reader: CompiledArtifactReader
+            do {
+                reader = try CompiledArtifactReader(url: artifact.folder, verifyFiles: false)
+            } catch let error as BundleError {
+                if case .fileMismatch(let path, let reason) = error { return failFile(path, reason) }
+                return fail("compiled artifact", error.description)
+            } catch let error as CompileError {
+                if case .notACompiledArtifact(_, let reason) = error { return fail("compiled artifact", reason) }
+                return fail("compiled artifact", error.description)
+            } catch {
+                return fail("compiled artifact", "\(error)")
+            }
+            let records = Dictionary(manifest.tensors.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+            for region in reader.regions {
+                for placed in region.tensors {
+                    let subject = "tensor '\(placed.name)'"
+                    guard let tensor = records[placed.name] else {
+                        fail(subject, "placed in region \(region.index) but not in the manifest's tensors")
+                        continue
+                    }
+                    guard placed.parts.map(\.kind) == tensor.parts.map(\.kind), placed.parts.map(\.bytes) == tensor.parts.map(\.bytes)
+                    else {
+                        fail(subject, "its parts in region \(region.index) differ from its record's")
+                        continue
+                    }
+                    for (copy, part) in zip(placed.parts, tensor.parts) where copy.offset != part.offset {
+                        if !sameBytes(reader, copy, part) {
+                            fail(subject, "its copy in region \(region.index) differs from its first placement (\(part.kind))")
+                        }
+                    }
+                }
+            }
+            if let expected = try? RopeTables.make(reader.graph), let found = try? reader.ropeTables(),
+                expected.cos != found.cos || expected.sin != found.sin
+            {
+                fail("'\(reader.staticDescription.rope.cos)'", "the RoPE tables are not those of the graph")
+            }
+        }
+
+        /// Whether two parts of equal size hold the same bytes, compared a piece at a time.
+        private func sameBytes(_ reader: CompiledArtifactReader, _ first: Manifest.Part, _ second: Manifest.Part) -> Bool {
+            let piece = 4 << 20
+            for start in stride(from: 0, to: first.bytes, by: piece) {
+                let count = min(piece, first.bytes - start)
+                guard let one = try? reader.read(offset: first.offset + start, count: count, file: first.file),
+                    let other = try? reader.read(offset: second.offset + start, count: count, file: second.file),
+                    one == other
+                else { return false }
+            }
+            return true
         }
 
         mutating func checkGraph() {
@@ -250,8 +338,10 @@ public enum ArtifactVerifier {
             let files = FileReaders(folder: artifact.folder)
             let weightsName = BundleWriter.weightsName
             var cursor = ExportPlan.weightsHeaderBytes
+            // A compiled weights file has its own layout, checked by checkCompiledLayout().
+            let portable = manifest.kind != "compiled"
             let weightsSize = sizes[weightsName]
-            if let weightsSize { checkWeightsHeader(files, size: weightsSize) }
+            if portable, let weightsSize { checkWeightsHeader(files, size: weightsSize) }
             let contents = contentsOfReadableTensors(against: checkpoint, minimumSQNR: minimumSQNR)
             for (index, tensor) in manifest.tensors.enumerated() {
                 let subject = "tensor '\(tensor.name)'"
@@ -270,7 +360,7 @@ public enum ArtifactVerifier {
                     if part.offset % ExportPlan.blobAlignment != 0 {
                         fail(subject, "\(part.kind) at offset \(part.offset) is not aligned to \(ExportPlan.blobAlignment) bytes")
                     }
-                    guard part.file == weightsName else { continue }
+                    guard portable, part.file == weightsName else { continue }
                     let expected = ArtifactVerifier.aligned(cursor)
                     if part.offset != expected {
                         fail(
@@ -286,7 +376,7 @@ public enum ArtifactVerifier {
                 guard let found = contents[index] else { continue }
                 record(found, of: tensor)
             }
-            if let weightsSize, manifest.tensors.contains(where: { $0.parts.contains { $0.file == weightsName } }) {
+            if portable, let weightsSize, manifest.tensors.contains(where: { $0.parts.contains { $0.file == weightsName } }) {
                 let end = ArtifactVerifier.aligned(cursor)
                 if weightsSize != end {
                     failFile(weightsName, "\(weightsSize) bytes; its parts end at \(cursor), so the file should be \(end) bytes")
