@@ -28,12 +28,23 @@ struct ExportCommandTests {
         let synth = runExporter(["synth", config.path, "--out", checkpoint.path, "--seed", "5", "--shard-size", "50000"])
         #expect(synth.status == 0, "\(synth.error)")
         #expect(FileManager.default.fileExists(atPath: checkpoint.appendingPathComponent("model.safetensors.index.json").path))
+        let synthAgain = runExporter(["synth", config.path, "--out", checkpoint.path, "--shard-size", "50000"])
+        #expect(synthAgain.status == 73)
+        #expect(
+            synthAgain.error
+                == "Error: '\(checkpoint.path)/model-00001-of-00004.safetensors' already exists; pass --overwrite to replace it\n")
+        #expect(runExporter(["synth", config.path, "--out", checkpoint.path, "--seed", "5", "--shard-size", "50000", "--overwrite"]).status == 0)
+        try Data(#"{"model": {"vocab": {"<|im_start|>": 0}}}"#.utf8).write(to: checkpoint.appendingPathComponent("tokenizer.json"))
         let output = try Fixtures.temporaryDirectory()
         let arguments = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
         let run = runExporter(arguments)
         #expect(run.status == 0, "\(run.error)")
         #expect(run.output.hasPrefix("wrote \(output.path)/mini/Mini.aimodel\n"))
         #expect(run.output.contains("lowest SQNR:"))
+        // The summary's bits per weight are the manifest's (the weights file's), tokenizer aside.
+        let manifest = try BundleReader(url: output.appendingPathComponent("mini/Mini.aimodel")).manifest
+        #expect(manifest.tokenizer?.files.isEmpty == false)
+        #expect(run.output.contains(", \(Format.decimal(manifest.sizes.bitsPerWeight)) bits per weight\n"))
         let again = runExporter(arguments)
         #expect(again.status == 73)
         #expect(again.error == "Error: '\(output.path)/mini/Mini.aimodel' already exists; pass --overwrite to replace it\n")

@@ -6,7 +6,6 @@ enum ExportSummary {
     static func lines(_ result: ExportResult) -> [String] {
         let manifest = result.manifest
         let bundleBytes = manifest.sizes.bundleBytes ?? 0
-        let bitsPerWeight = Double(bundleBytes * 8) / Double(max(manifest.parameters, 1))
         var lines = [
             "wrote \(result.bundleURL.path)"
         ]
@@ -15,7 +14,7 @@ enum ExportSummary {
         }
         lines += Format.table(
             [
-                ["bundle", "\(Format.megabytes(bundleBytes)) (\(Format.mebibytes(bundleBytes))), \(Format.decimal(bitsPerWeight)) bits per weight"],
+                ["bundle", "\(Format.megabytes(bundleBytes)) (\(Format.mebibytes(bundleBytes))), \(Format.decimal(manifest.sizes.bitsPerWeight)) bits per weight"],
                 ["parameters", Format.grouped(manifest.parameters)],
                 ["context", "\(Format.grouped(manifest.contextLength)) tokens"],
                 ["KV cache", "\(Format.mebibytes(manifest.kvCache.bytes)) (\(manifest.kvCache.dtype))"],

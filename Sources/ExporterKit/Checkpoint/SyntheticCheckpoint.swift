@@ -30,8 +30,9 @@ public enum SyntheticCheckpoint {
     ///     `model-*-of-*.safetensors` first; otherwise their presence is an error.
     ///   - progress: told the tensor bytes written after every chunk.
     /// - Throws: `CheckpointError.unsupportedSyntheticDType`, `.invalidShardSize`,
-    ///   `.writeFailed` (also when earlier weights exist and `replacingExisting` is false),
-    ///   and the writer's declaration errors.
+    ///   `.writeFailed`, `BundleError.outputExists` when earlier weights exist and
+    ///   `replacingExisting` is false (the command line's `--overwrite`), and the writer's
+    ///   declaration errors.
     @discardableResult
     public static func write(
         tensors: [(name: String, shape: [Int])], dtype: TensorDType = .bf16, seed: UInt64, to directory: URL,
@@ -122,7 +123,7 @@ public enum SyntheticCheckpoint {
         for name in earlier.sorted() {
             let url = directory.appendingPathComponent(name)
             guard removing else {
-                throw CheckpointError.writeFailed(path: url.path, reason: "the file exists (pass replacingExisting)")
+                throw BundleError.outputExists(path: url.path)
             }
             do {
                 try FileManager.default.removeItem(at: url)

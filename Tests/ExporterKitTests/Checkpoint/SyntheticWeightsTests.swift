@@ -248,7 +248,7 @@ struct CheckpointSyntheticCheckpointTests {
         #expect(norm[5] == SyntheticWeights(seed: 1).value(name: "model.norm.weight", shape: [32], index: 5))
 
         let existing = directory.appendingPathComponent("model.safetensors").path
-        #expect(throws: CheckpointError.writeFailed(path: existing, reason: "the file exists (pass replacingExisting)"))
+        #expect(throws: BundleError.outputExists(path: existing))
         {
             try SyntheticCheckpoint.write(tensors: tensors, dtype: .f16, seed: 1, to: directory)
         }
