@@ -389,23 +389,21 @@ public struct FarmRunner {
         return (process.terminationStatus, message)
     }
 
-    /// Staging folders of killed runs (`.partial-*` beside artifacts): safe to remove while we hold the lock.
+    /// Staging folders of killed runs (`.partial-*` beside artifacts) that no process holds
+    /// (an export outside the farm may be writing into the same folder), and the temporary
+    /// files of an interrupted report or record write, which only a farm run holding the lock writes.
     private func removeLeftovers() {
         let manager = FileManager.default
         guard let jobFolders = try? manager.contentsOfDirectory(atPath: settings.outputDirectory.path) else { return }
+        ArtifactDirectory.removeAbandonedStaging(in: settings.outputDirectory)
         for folder in jobFolders {
             let url = settings.outputDirectory.appendingPathComponent(folder)
-            // Also the temporary files of an interrupted report or record write (`writeAtomically`).
-            if folder.hasPrefix(ArtifactDirectory.stagingPrefix) || folder.hasPrefix(".farm-report")
-                || folder.hasPrefix("." + VerifiedFiles.fileName + ".")
-            {
+            if folder.hasPrefix(".farm-report") || folder.hasPrefix("." + VerifiedFiles.fileName + ".") {
                 try? manager.removeItem(at: url)
                 continue
             }
-            for entry in (try? manager.contentsOfDirectory(atPath: url.path)) ?? []
-            where entry.hasPrefix(ArtifactDirectory.stagingPrefix) {
-                try? manager.removeItem(at: url.appendingPathComponent(entry))
-            }
+            guard !folder.hasPrefix(ArtifactDirectory.stagingPrefix) else { continue }
+            ArtifactDirectory.removeAbandonedStaging(in: url)
         }
     }
 

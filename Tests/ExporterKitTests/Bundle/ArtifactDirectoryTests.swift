@@ -1,0 +1,72 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import ExporterKit
+
+@Suite("artifact folders: staging, cleaning, publishing")
+struct ArtifactDirectoryTests {
+    private func entries(_ folder: URL) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+    }
+
+    @Test("a staging folder being filled survives cleaners; abandoned ones of the same artifact go when the next one starts")
+    func cleaning() throws {
+        let parent = try Fixtures.temporaryDirectory()
+        let destination = parent.appendingPathComponent("M.aimodel")
+        // Left by killed runs: this artifact's (and an old-style displaced copy), and another artifact's.
+        for name in [".partial-M.aimodel-dead", ".partial-old-M.aimodel-dead", ".partial-N.aimodel-dead"] {
+            try FileManager.default.createDirectory(at: parent.appendingPathComponent(name), withIntermediateDirectories: false)
+        }
+        let directory = try ArtifactDirectory(destination: destination, overwrite: false)
+        #expect(try entries(parent) == [".partial-N.aimodel-dead", directory.staging.lastPathComponent].sorted())
+        // A farm's clean-up (every staging folder) leaves the one being filled.
+        ArtifactDirectory.removeAbandonedStaging(in: parent)
+        #expect(try entries(parent) == [directory.staging.lastPathComponent])
+        let file = try directory.createFile("a.bin")
+        try file.write([1, 2, 3])
+        try file.finish()
+        try directory.publish()
+        #expect(try entries(parent) == ["M.aimodel"])
+    }
+
+    @Test("a file removed or cut short in the staging folder stops the publication, and nothing is published")
+    func changedBeforePublishing() throws {
+        for change in ["remove", "truncate"] {
+            let parent = try Fixtures.temporaryDirectory()
+            let destination = parent.appendingPathComponent("M.aimodel")
+            let directory = try ArtifactDirectory(destination: destination, overwrite: false)
+            let file = try directory.createFile("sub/weights.bin")
+            try file.write([UInt8](repeating: 7, count: 100))
+            try file.finish()
+            let staged = directory.staging.appendingPathComponent("sub/weights.bin")
+            if change == "remove" {
+                try FileManager.default.removeItem(at: staged)
+            } else {
+                try Data([7]).write(to: staged)
+            }
+            #expect(
+                throws: BundleError.writeFailed(
+                    path: destination.appendingPathComponent("sub/weights.bin").path,
+                    reason: "the file was removed or changed while the artifact was being written")
+            ) { try directory.publish() }
+            #expect(!FileManager.default.fileExists(atPath: destination.path), "\(change)")
+        }
+    }
+
+    @Test("replacing an artifact exchanges it whole: the new one in place, the old one gone, nothing beside")
+    func replacing() throws {
+        let parent = try Fixtures.temporaryDirectory()
+        let destination = parent.appendingPathComponent("M.aimodel")
+        for content: [UInt8] in [[1], [2, 2]] {
+            let directory = try ArtifactDirectory(destination: destination, overwrite: true)
+            let file = try directory.createFile("a.bin")
+            try file.write(content)
+            try file.finish()
+            try directory.publish()
+            #expect(try Data(contentsOf: destination.appendingPathComponent("a.bin")) == Data(content))
+            #expect(try entries(parent) == ["M.aimodel"])
+            #expect(try entries(destination) == ["a.bin"])
+        }
+    }
+}
