@@ -341,4 +341,35 @@ struct CompileCommandTests {
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["tiny"])
     }
+
+    @Test("compile and convert refuse a bundle whose manifest lies about a part, naming tensor and file, never trapping")
+    func lyingManifest() throws {
+        let bundleURL = try bundle()
+        let manifestURL = bundleURL.appendingPathComponent("manifest.json")
+        let original = try BundleReader(url: bundleURL).manifest
+        let weightsBytes = try #require(original.files.first { $0.path == "weights.bin" }).bytes
+        for bytes in [Int.max, 1 << 62, 1_000_000] {
+            var manifest = original
+            manifest.tensors[0].parts[1].bytes = bytes
+            try Data(try manifest.canonicalJSON()).write(to: manifestURL)
+            let expected =
+                "Error: 'weights.bin': tensor 'model.embed_tokens.weight': values of \(bytes) bytes at offset "
+                + "\(original.tensors[0].parts[1].offset) lies outside the file's \(weightsBytes) bytes\n"
+            let output = try Fixtures.temporaryDirectory()
+            for command in [["compile", bundleURL.path, "--output", output.path], ["convert", bundleURL.path, "--output", output.appendingPathComponent("x.mlpackage").path]] {
+                let run = runExporter(command)
+                #expect(run.status == 1)
+                #expect(run.error == expected)
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
+        }
+        // A record that does not fit its scheme: the decoder's rule, before anything is written.
+        var manifest = original
+        let palettized = try #require(manifest.tensors.firstIndex { $0.compression.mode == .palettize })
+        manifest.tensors[palettized].compression.groupSize = 1 << 62
+        try Data(try manifest.canonicalJSON()).write(to: manifestURL)
+        let run = runExporter(["compile", bundleURL.path, "--output", try Fixtures.temporaryDirectory().path])
+        #expect(run.status == 1)
+        #expect(run.error.hasPrefix("Error: tensor '\(manifest.tensors[palettized].name)': lut holds "))
+    }
 }

@@ -237,6 +237,28 @@ struct FarmTests {
         #expect(try free.run().jobs.map(\.buildKey) == report.jobs.map(\.buildKey))
     }
 
+    @Test("two jobs writing the same bundle: the later one fails, naming the earlier, in every run")
+    func collidingJobs() throws {
+        let (_, folder) = try makeFarm(count: 1)
+        let farm = folder.appendingPathComponent("collide.json")
+        try Data(
+            (#"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "jobs": ["#
+                + #"{"name": "short", "model": "m0", "context": 64}, {"name": "long", "model": "m0", "context": 256}]}"#)
+                .utf8
+        ).write(to: farm)
+        let output = folder.appendingPathComponent("out").path
+        for _ in 0..<2 {
+            let run = try BuiltExporter.run(["batch", farm.path, "--output", output])
+            #expect(run.status == 1)
+            let jobs = try report(folder).jobs
+            #expect(jobs.map(\.status) == ["built", "failed"] || jobs.map(\.status) == ["skipped", "failed"])
+            #expect(jobs[1].error == "writes the same bundle as job 'short' ('m0/m0.aimodel'); give one of them another 'output_name'")
+            #expect(jobs[1].exitStatus == 65)
+        }
+        let bundle = try BundleReader(url: folder.appendingPathComponent("out/m0/m0.aimodel"))
+        #expect(bundle.manifest.contextLength == 64)
+    }
+
     @Test("a second farm run on a held output folder gives up with a clear message")
     func locked() throws {
         let (farm, folder) = try makeFarm(count: 1)

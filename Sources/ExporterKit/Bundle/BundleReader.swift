@@ -47,6 +47,29 @@ public struct BundleReader {
             throw BundleError.notABundle(path: graphURL.path, reason: "invalid graph description")
         }
         try checkWeightsHeader()
+        try checkRecords()
+    }
+
+    /// Every tensor's parts inside their files, and its record consistent with its shape and
+    /// scheme (the decoder's checks, which read the small parts: LUTs, scales, outliers), so
+    /// that nothing built from the bundle (a compiled artifact, a Core ML package) rests on a
+    /// manifest that lies; the manifest is covered by no checksum.
+    /// - Throws: `BundleError.fileMismatch` naming the tensor and the file, `.invalidTensor`.
+    private func checkRecords() throws {
+        var sizes: [String: Int] = [:]
+        for tensor in manifest.tensors {
+            for part in tensor.parts {
+                let size = try sizes[part.file] ?? fileSize(part.file)
+                sizes[part.file] = size
+                guard part.offset >= 0, part.bytes >= 0, part.offset <= size, part.bytes <= size - part.offset else {
+                    throw BundleError.fileMismatch(
+                        path: part.file,
+                        reason: "tensor '\(tensor.name)': \(part.kind) of \(part.bytes) bytes at offset \(part.offset) lies "
+                            + "outside the file's \(size) bytes")
+                }
+            }
+            _ = try TensorDecoder(tensor, precision: manifest.computePrecision) { try bytes(of: $0) }
+        }
     }
 
     /// The largest manifest or graph read: about 1 KiB per tensor, so far above any real one.

@@ -120,7 +120,9 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
     /// Weights kept exactly as sparse outliers in a tensor of `elements` weights.
     public func outlierCount(elements: Int) -> Int {
         guard mode == .palettize, let outlierFraction, outlierFraction > 0 else { return 0 }
-        return min(elements, Int((Double(elements) * outlierFraction).rounded(.down)))
+        // In Double first: a fraction read from a hand-edited manifest may be huge.
+        let count = (Double(elements) * outlierFraction).rounded(.down)
+        return count >= Double(elements) ? elements : Int(count)
     }
 
     /// Rows in the last group when the group size does not divide `rows` (nil when it does).

@@ -192,6 +192,7 @@ public struct FarmRunner {
         removeLeftovers()
         let verified = VerifiedFiles(root: settings.outputDirectory, trusting: !settings.reverify)
         let jobs = settings.shard.map { shardJobs(index: $0.index, count: $0.count) } ?? farm.jobs
+        let collisions = bundleCollisions()
         let collected = Collected(count: jobs.count)
         let slots = DispatchSemaphore(value: max(1, settings.concurrentJobs))
         let group = DispatchGroup()
@@ -200,7 +201,12 @@ public struct FarmRunner {
             group.enter()
             DispatchQueue.global().async {
                 let start = Date()
-                let result = self.run(job, verified: verified, log: log)
+                let result =
+                    collisions[job.name].map {
+                        FarmJobResult(
+                            name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: $0,
+                            exitStatus: ExitStatus.badInput.rawValue)
+                    } ?? self.run(job, verified: verified, log: log)
                 let elapsed = (Date().timeIntervalSince(start) * 100).rounded() / 100
                 collected.record(index: index, name: job.name, result: result, seconds: elapsed)
                 log("\(job.name): \(result.status)" + (result.error.map { " — \($0)" } ?? ""))
@@ -221,6 +227,25 @@ public struct FarmRunner {
             seconds: collected.seconds)
         try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
         return report
+    }
+
+    /// Why jobs fail before they run: each job whose bundle an earlier job of the farm file (in
+    /// any shard) already writes, by name. Both would report `built` while one overwrote the other.
+    func bundleCollisions() -> [String: String] {
+        var owners: [String: String] = [:]
+        var collisions: [String: String] = [:]
+        for job in farm.jobs {
+            // A job that cannot be planned fails on its own.
+            guard let plan = try? ExportPlan.make(options: options(of: job), resolver: resolver) else { continue }
+            let bundle = ExportRunner.bundleURL(for: plan, in: settings.outputDirectory)
+            let relative = String(bundle.path.dropFirst(settings.outputDirectory.path.count + 1))
+            if let owner = owners[relative] {
+                collisions[job.name] = "writes the same bundle as job '\(owner)' ('\(relative)'); give one of them another 'output_name'"
+            } else {
+                owners[relative] = job.name
+            }
+        }
+        return collisions
     }
 
     /// Results gathered from concurrent jobs.
