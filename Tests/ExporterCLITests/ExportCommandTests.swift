@@ -90,6 +90,35 @@ struct ExportCommandTests {
         #expect(refused.error.contains("invalid value 'fast' for '--palette-search'; expected one of: standard, thorough, exact"))
     }
 
+    @Test("a rule matching nothing is a warning on standard error and in the manifest, unless it says it is optional")
+    func unusedRules() throws {
+        // qwen3 has no biases: the shipped configs' optional *.bias rule says nothing.
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let output = try Fixtures.temporaryDirectory()
+        let base = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path, "--overwrite"]
+        let shipped = runExporter(base)
+        #expect(shipped.status == 0 && shipped.error.isEmpty, "\(shipped.error)")
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        #expect(try BundleReader(url: bundle).manifest.warnings == [])
+        let config = output.appendingPathComponent("mine.json")
+        func write(_ optional: String) throws {
+            try Data(
+                (#"{"schema": "exporter.compression/1", "name": "mine", "rules": [{"match": "*.nothing", "mode": "keep"}, "#
+                    + #"{"match": "*.bias", "mode": "keep", "optional": \#(optional)}], "#
+                    + #""default": {"mode": "palettize", "bits": 4, "granularity": "per_tensor"}}"#).utf8
+            ).write(to: config)
+        }
+        try write("true")
+        let mine = runExporter(base + ["--compression-config", config.path])
+        #expect(mine.status == 0)
+        #expect(mine.error == "warning: compression config 'mine': rule '*.nothing' matches no tensor\n")
+        #expect(try BundleReader(url: bundle).manifest.warnings == ["compression config 'mine': rule '*.nothing' matches no tensor"])
+        try write(#""yes""#)
+        let invalid = runExporter(base + ["--compression-config", config.path])
+        #expect(invalid.status == 65)
+        #expect(invalid.error == "Error: compression config '\(config.path)': rule 2: 'optional' must be true or false\n")
+    }
+
     @Test("a checkpoint whose tensor has the wrong shape names file, tensor and both shapes")
     func wrongShape() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")

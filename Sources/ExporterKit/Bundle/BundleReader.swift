@@ -58,17 +58,22 @@ public struct BundleReader {
     private func checkRecords() throws {
         var sizes: [String: Int] = [:]
         for tensor in manifest.tensors {
+            if let layer = tensor.layer, !(0..<graph.layers).contains(layer) {
+                throw BundleError.invalidTensor(tensor: tensor.name, reason: "layer \(layer), the graph has \(graph.layers) layers")
+            }
+            // The decoder's record rules first (part sizes against shape and scheme), then the
+            // bounds of the part it reads later, a range of rows at a time.
+            _ = try TensorDecoder(tensor, precision: manifest.computePrecision) { try bytes(of: $0) }
             for part in tensor.parts {
                 let size = try sizes[part.file] ?? fileSize(part.file)
                 sizes[part.file] = size
                 guard part.offset >= 0, part.bytes >= 0, part.offset <= size, part.bytes <= size - part.offset else {
                     throw BundleError.fileMismatch(
                         path: part.file,
-                        reason: "tensor '\(tensor.name)': \(part.kind) of \(part.bytes) bytes at offset \(part.offset) lies "
-                            + "outside the file's \(size) bytes")
+                        reason: "tensor '\(tensor.name)': \(part.bytes) bytes at offset \(part.offset) lie outside the file's "
+                            + "\(size) bytes")
                 }
             }
-            _ = try TensorDecoder(tensor, precision: manifest.computePrecision) { try bytes(of: $0) }
         }
     }
 

@@ -129,7 +129,9 @@ public enum ExportRunner {
         try checkMemory(plan, conditions: memoryConditions, available: settings.availableMemoryBytes)
         try checkDisk(
             plan, tokenizer: tokenizer, outputDirectory: settings.outputDirectory, available: settings.availableDiskBytes)
-        warnings.forEach(warn)
+        // The plan's (uneven groups, rules matching nothing) too: the manifest records them,
+        // but whoever runs the export should not have to read it to learn of them.
+        (plan.warnings + warnings).forEach(warn)
         var calibration: Calibration?
         if let tokens = settings.calibrationTokens {
             guard let checkpointSource else { throw ExportError.calibrationNeedsCheckpoint }

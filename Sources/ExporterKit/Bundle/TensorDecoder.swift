@@ -81,8 +81,9 @@ struct TensorDecoder {
             guard groupRows > 0 else { throw invalid("group size \(groupRows)") }
             let blockColumns = scheme.granularity == .perBlock ? (scheme.blockSize ?? 0) : columns
             guard blockColumns > 0 else { throw invalid("block size \(blockColumns)") }
-            let groups = (rows + groupRows - 1) / groupRows
-            let blocks = (columns + blockColumns - 1) / blockColumns
+            // Divided without adding first: a record may give any size.
+            let groups = rows.dividedRoundingUp(by: groupRows)
+            let blocks = columns.dividedRoundingUp(by: blockColumns)
             // Every LUT entry as Float once (a table lookup: Linux x86-64 builds convert float16
             // in software).
             let lut = try small("lut", bytes: groups * blocks * (1 << bits) * 2).withUnsafeBytes(Float16Table.floats(littleEndian:))
@@ -174,7 +175,7 @@ struct TensorDecoder {
             }
         case .palette(let palette):
             let entries = 1 << palette.bits
-            let blocks = (columns + palette.blockColumns - 1) / palette.blockColumns
+            let blocks = columns.dividedRoundingUp(by: palette.blockColumns)
             palette.lut.withUnsafeBufferPointer { lut in
                 var reader = BitStreamReader(
                     bytes: bytes.bindMemory(to: UInt8.self), bits: palette.bits, bitOffset: firstElement * palette.bits % 8)

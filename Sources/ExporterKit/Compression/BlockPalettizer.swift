@@ -312,7 +312,7 @@ private final class TileWorkspace {
             let sorted = histogram.extractHistogram(.float16, weights: patternWeights)
             let clusters = KMeans1D.solve(sorted, clusterLimit: entries, elementCount: kept, scratch: scratch, method: clustering)
             for entry in 0..<entries {
-                let value = Float16(scratch.centroids[min(entry, clusters - 1)])
+                let value = Palettizer.lutEntry(scratch.centroids[min(entry, clusters - 1)])
                 lut[entry] = value
                 table[entry] = Double(Float(value))
             }

@@ -54,6 +54,9 @@ public struct CompressionConfig: Equatable, Sendable {
         public let isRegex: Bool
         /// The scheme for matching tensors.
         public let scheme: CompressionScheme
+        /// `"optional": true`: a rule for tensors only some families have (biases), so matching
+        /// none is no reason for a warning.
+        public var isOptional = false
 
         /// Whether `name` matches the rule.
         public func matches(_ name: String) -> Bool {
@@ -133,7 +136,14 @@ public struct CompressionConfig: Equatable, Sendable {
         if let regex, (try? Regex(regex)) == nil {
             throw CompressionConfigError.invalid(path: path, reason: "\(label): invalid regular expression '\(regex)'")
         }
-        return Rule(pattern: glob ?? regex ?? "", isRegex: regex != nil, scheme: scheme)
+        var parsed = Rule(pattern: glob ?? regex ?? "", isRegex: regex != nil, scheme: scheme)
+        if let optional = rule["optional"] {
+            guard let flag = optional.boolValue else {
+                throw CompressionConfigError.invalid(path: path, reason: "\(label): 'optional' must be true or false")
+            }
+            parsed.isOptional = flag
+        }
+        return parsed
     }
 
     private static func parseScheme(_ object: JSONObject, label: String, path: String, allowPattern: Bool) throws
@@ -143,7 +153,7 @@ public struct CompressionConfig: Equatable, Sendable {
         var known: Set<String> = [
             "mode", "bits", "granularity", "group_size", "uneven_groups", "block_size", "outlier_fraction", "search",
         ]
-        if allowPattern { known.formUnion(["match", "regex"]) }
+        if allowPattern { known.formUnion(["match", "regex", "optional"]) }
         if let unknown = object.keys.first(where: { !known.contains($0) }) { throw invalid("unknown key '\(unknown)'") }
         let modeNames = CompressionScheme.Mode.allCases.map(\.rawValue)
         guard let modeName = object["mode"]?.stringValue, let mode = CompressionScheme.Mode(rawValue: modeName) else {
@@ -253,7 +263,7 @@ public struct CompressionConfig: Equatable, Sendable {
 
     /// Rules that match none of `tensors`: worth a warning, they usually hide a typo.
     public func unusedRules(for tensors: [TensorSpec]) -> [Rule] {
-        rules.filter { rule in !tensors.contains { rule.matches($0.name) } }
+        rules.filter { rule in !rule.isOptional && !tensors.contains { rule.matches($0.name) } }
     }
 }
 

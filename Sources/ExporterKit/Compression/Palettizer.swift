@@ -7,6 +7,14 @@ import Foundation
 /// the worker count, because every group is clustered from its own exact histogram and
 /// concurrently written index ranges are merged by OR-ing their shared edge bytes.
 public enum Palettizer {
+    /// A centroid as a LUT entry: the nearest float16, +0 for zero (a tiny negative mean
+    /// rounds to −0, which would turn stored +0 weights into −0; a LUT never holds −0).
+    @inline(__always)
+    static func lutEntry(_ centroid: Double) -> Float16 {
+        let value = Float16(centroid)
+        return value == 0 ? 0 : value
+    }
+
     /// Workers used when the caller does not say: one per active core.
     public static var defaultWorkerCount: Int { SystemResources.activeCores }
 
@@ -380,7 +388,7 @@ struct PaletteJob {
         let lut = output.lut + group * entryCount
         for entry in 0..<entryCount {
             // Unused entries repeat the largest centroid (documented on PalettizedTensor).
-            let value = Float16(scratch.centroids[min(entry, clusters - 1)])
+            let value = Palettizer.lutEntry(scratch.centroids[min(entry, clusters - 1)])
             lut[entry] = value
             scratch.lutValues[entry] = Double(Float(value))
         }

@@ -181,13 +181,13 @@ private struct Emitter {
                 tensor.compression.granularity == .perGroupedChannel || perBlock ? (tensor.compression.groupSize ?? rows) : rows
             guard groupRows > 0 else { throw CoreMLError.tensor(name: name, reason: "group size \(groupRows)") }
             let blockColumns = perBlock ? (tensor.compression.blockSize ?? columns) : columns
-            let blocks = perBlock ? (columns + max(blockColumns, 1) - 1) / max(blockColumns, 1) : 1
+            let blocks = perBlock ? columns.dividedRoundingUp(by: max(blockColumns, 1)) : 1
             if perBlock, blockColumns < 1 || rows % groupRows != 0 || columns % blockColumns != 0 {
                 throw CoreMLError.tensor(
                     name: name,
                     reason: "per_block tiles of \(groupRows)x\(blockColumns) do not divide the shape \(shape) (Core ML needs equal tiles)")
             }
-            let groups = (rows + groupRows - 1) / groupRows
+            let groups = rows.dividedRoundingUp(by: groupRows)
             guard lutPart.bytes == groups * blocks * entries * 2, indexPart.bytes == (elements * bits + 7) / 8 else {
                 throw CoreMLError.tensor(name: name, reason: "lut or indices of unexpected size")
             }

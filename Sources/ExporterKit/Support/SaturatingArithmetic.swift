@@ -8,6 +8,12 @@ extension Int {
         return overflow ? (other > 0 ? .max : .min) : sum
     }
 
+    /// `⌈self / divisor⌉` for `self ≥ 0` and `divisor > 0`, without the `self + divisor − 1`
+    /// that overflows for a huge divisor.
+    public func dividedRoundingUp(by divisor: Int) -> Int {
+        self / divisor + (self % divisor == 0 ? 0 : 1)
+    }
+
     /// `self × other`, clamped to `Int.min...Int.max`.
     public func saturatingMultiplying(_ other: Int) -> Int {
         let (product, overflow) = multipliedReportingOverflow(by: other)

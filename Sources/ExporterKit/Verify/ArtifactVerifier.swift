@@ -58,7 +58,8 @@ public enum ArtifactVerifier {
         run.checkFiles()
         run.checkManifestSums()
         if artifact.manifest.kind != "plan" { run.checkGraph() }
-        if artifact.manifest.kind == "compiled" { run.checkCompiledLayout() }
+        // By its section rather than its kind, which checkManifestSums holds against it.
+        if artifact.manifest.compiled != nil { run.checkCompiledLayout() }
         run.checkTensors(against: checkpoint, minimumSQNR: minimumSQNR)
         return run.report
     }
@@ -167,6 +168,15 @@ public enum ArtifactVerifier {
 
         mutating func checkManifestSums() {
             let subject = artifact.manifestURL.lastPathComponent
+            if Platform(rawValue: manifest.platform) == nil {
+                failFile(subject, "platform is '\(manifest.platform)', expected one of: \(Platform.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            switch (manifest.kind, manifest.compiled) {
+            case ("bundle", nil), ("plan", nil), ("compiled", .some): break
+            case ("compiled", nil): failFile(subject, "kind is 'compiled' but there is no compiled section")
+            case (let kind, _) where ["bundle", "plan"].contains(kind): failFile(subject, "a compiled section in a manifest of kind '\(kind)'")
+            case (let kind, _): failFile(subject, "kind is '\(kind)', expected one of: bundle, compiled, plan")
+            }
             let parameters = manifest.tensors.map(\.shape.saturatingProduct).saturatingSum
             if parameters != manifest.parameters {
                 failFile(subject, "parameters is \(manifest.parameters), the tensors hold \(parameters)")
@@ -301,6 +311,28 @@ public enum ArtifactVerifier {
             return true
         }
 
+        /// The manifest's tensors against those the graph's architecture lays out: none missing,
+        /// none foreign or repeated, every shape as the graph implies.
+        private mutating func checkTensorList(against graph: GraphDescription) {
+            guard let expected = graph.expectedTensors() else { return }
+            var shapes: [String: [Int]] = [:]
+            for tensor in manifest.tensors {
+                if shapes[tensor.name] != nil { fail("tensor '\(tensor.name)'", "listed twice") }
+                shapes[tensor.name] = tensor.shape
+            }
+            let layout = "the graph's \(graph.architecture) layout"
+            for spec in expected {
+                guard let shape = shapes.removeValue(forKey: spec.name) else {
+                    fail("tensor '\(spec.name)'", "missing from the manifest; \(layout) has it")
+                    continue
+                }
+                if shape != spec.shape { fail("tensor '\(spec.name)'", "shape \(shape), \(layout) implies \(spec.shape)") }
+            }
+            for tensor in manifest.tensors where shapes[tensor.name] != nil {
+                fail("tensor '\(tensor.name)'", "not in \(layout)")
+            }
+        }
+
         mutating func checkGraph() {
             let url = artifact.folder.appendingPathComponent(BundleWriter.graphName)
             let name = BundleWriter.graphName
@@ -327,6 +359,7 @@ public enum ArtifactVerifier {
             if graph.shapes.kvCachePerLayer != expectedShape {
                 failFile(name, "shapes.kv_cache_per_layer is \(graph.shapes.kvCachePerLayer), expected \(expectedShape)")
             }
+            checkTensorList(against: graph)
             if graph.tieWordEmbeddings == manifest.tensors.contains(where: { $0.name == "lm_head.weight" }) {
                 failFile(name, "tie_word_embeddings is \(graph.tieWordEmbeddings) but lm_head.weight is "
                     + (graph.tieWordEmbeddings ? "present" : "absent"))
@@ -339,7 +372,7 @@ public enum ArtifactVerifier {
             let weightsName = BundleWriter.weightsName
             var cursor = ExportPlan.weightsHeaderBytes
             // A compiled weights file has its own layout, checked by checkCompiledLayout().
-            let portable = manifest.kind != "compiled"
+            let portable = manifest.compiled == nil
             let weightsSize = sizes[weightsName]
             if portable, let weightsSize { checkWeightsHeader(files, size: weightsSize) }
             let contents = contentsOfReadableTensors(against: checkpoint, minimumSQNR: minimumSQNR)

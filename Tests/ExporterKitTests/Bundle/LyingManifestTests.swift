@@ -102,14 +102,14 @@ struct LyingManifestTests {
         let a = try bundle()
         let size = try #require(try FileManager.default.attributesOfItem(atPath: a.appendingPathComponent("weights.bin").path)[.size] as? Int)
         try editPart(a, Self.norm, part: 0, "offset", 1 << 40)
-        #expect(failure(a) == .fileMismatch(path: "weights.bin", reason: "128 bytes at offset 1099511627776 lie outside the file's \(size) bytes"))
+        #expect(failure(a) == .fileMismatch(path: "weights.bin", reason: "tensor '\(Self.norm)': 128 bytes at offset 1099511627776 lie outside the file's \(size) bytes"))
         let b = try bundle()
         try editPart(b, Self.norm, part: 0, "offset", -64)
-        #expect(failure(b) == .fileMismatch(path: "weights.bin", reason: "128 bytes at offset -64 lie outside the file's \(size) bytes"))
+        #expect(failure(b) == .fileMismatch(path: "weights.bin", reason: "tensor '\(Self.norm)': 128 bytes at offset -64 lie outside the file's \(size) bytes"))
         let c = try bundle()
         try editPart(c, Self.norm, part: 0, "offset", Int.max - 63)
         // Aligned, and offset + bytes would overflow: still just outside the file.
-        #expect(failure(c) == .fileMismatch(path: "weights.bin", reason: "128 bytes at offset \(Int.max - 63) lie outside the file's \(size) bytes"))
+        #expect(failure(c) == .fileMismatch(path: "weights.bin", reason: "tensor '\(Self.norm)': 128 bytes at offset \(Int.max - 63) lie outside the file's \(size) bytes"))
     }
 
     @Test("a part whose byte count disagrees with the shape and scheme")

@@ -28,6 +28,16 @@ extension CompressionTests {
             #expect(tensor.dequantized() == weights.map { Float($0) })
         }
 
+        @Test("a cluster whose mean rounds to zero stores +0, never −0, so stored zeros decode as +0")
+        func zeroEntryIsPositive() throws {
+            // 1000 zeros and one tiny negative weight share a cluster whose mean rounds to −0 in float16.
+            let weights: [Float16] = Array(repeating: 0, count: 1000) + [-Float16.leastNonzeroMagnitude, -100, -50, 50, 100]
+            let tensor = try palettize(weights, rows: 1, columns: weights.count, bits: 2)
+            #expect(tensor.lut.map(\.bitPattern).contains(0x0000))
+            #expect(!tensor.lut.map(\.bitPattern).contains(0x8000))
+            #expect(tensor.dequantized().prefix(1000).allSatisfy { $0 == 0 && $0.sign == .plus })
+        }
+
         @Test("fills unused LUT entries with the largest value")
         func unusedEntriesRepeatLargest() throws {
             let tensor = try palettize([2, 1, 1, 2], rows: 1, columns: 4, bits: 3)

@@ -43,6 +43,34 @@ struct ArtifactVerifierTests {
         #expect(abs((report.measuredSQNR[tensor.name] ?? 0) - (tensor.sqnrDB ?? 0)) < 0.01)
     }
 
+    @Test("a manifest that contradicts its graph: a renamed tensor, a reshaped one, an unknown platform or kind")
+    func contradictions() throws {
+        let (bundle, _) = try bundle()
+        let original = try manifest(bundle)
+        func failures(_ edit: (inout Manifest) -> Void) throws -> [String] {
+            var edited = original
+            edit(&edited)
+            try Data(try edited.canonicalJSON()).write(to: bundle.appendingPathComponent("manifest.json"))
+            return ArtifactVerifier.verify(try LoadedArtifact(url: bundle)).failures.map(\.description)
+        }
+        let kProj = "model.layers.0.self_attn.k_proj.weight"
+        #expect(
+            try failures { m in
+                let index = m.tensors.firstIndex { $0.name == kProj }!
+                m.tensors[index].name = "model.layers.0.self_attn.k_prj.weight"
+            } == [
+                "tensor '\(kProj)': missing from the manifest; the graph's qwen3 layout has it",
+                "tensor 'model.layers.0.self_attn.k_prj.weight': not in the graph's qwen3 layout",
+            ])
+        // The same element count under another shape.
+        #expect(
+            try failures { m in m.tensors[0].shape = [128, 128] }
+                == ["tensor 'model.embed_tokens.weight': shape [128, 128], the graph's qwen3 layout implies [256, 64]"])
+        #expect(try failures { m in m.platform = "android" } == ["'manifest.json': platform is 'android', expected one of: iOS, macOS"])
+        #expect(try failures { m in m.kind = "compiled" } == ["'manifest.json': kind is 'compiled' but there is no compiled section"])
+        #expect(try failures { _ in } == [])
+    }
+
     @Test("tensors read in blocks of any size give the whole-tensor report, faults named by their element")
     func blocks() throws {
         let (bundle, checkpointURL) = try bundle()
