@@ -343,5 +343,61 @@ struct MLPackageCommandTests {
         let broken = runExporter(["verify", package.path])
         #expect(broken.status == 1)
         #expect(broken.error.hasPrefix("Error: 'Data/com.apple.CoreML/weights/weight.bin': CRC-32 is "))
+        let brokenJSON = runExporter(["verify", package.path, "--json"])
+        #expect(brokenJSON.status == 1)
+        let root = try #require(try JSONParser.parse(Array(brokenJSON.output.utf8)).objectValue)
+        #expect(root["passed"]?.boolValue == false)
+        #expect(root["failures"]?.arrayValue?.count == 1)
+        #expect(root["bundle"]?.stringValue == output.appendingPathComponent("tiny/Tiny.aimodel").path)
+    }
+
+    @Test("--json: an export prints what it wrote and every manifest; convert its package; nothing else on standard output")
+    func exportJSON() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let output = try Fixtures.temporaryDirectory()
+        let run = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+            "--compile", "--format", "mlpackage", "--json",
+        ])
+        #expect(run.status == 0, "\(run.error)")
+        let root = try #require(try JSONParser.parse(Array(run.output.utf8)).objectValue)
+        #expect(root.keys.sorted() == ["bundle", "compiled", "manifest", "mlpackage"])
+        let folder = output.appendingPathComponent("tiny")
+        #expect(root["bundle"]?.stringValue == folder.appendingPathComponent("Tiny.aimodel").path)
+        let written = try Data(contentsOf: folder.appendingPathComponent("Tiny.aimodel/manifest.json"))
+        #expect(root["manifest"] == (try JSONParser.parse(Array(written))))
+        let compiled = try #require(root["compiled"]?.arrayValue)
+        #expect(compiled.compactMap { $0.objectValue?["artifact"]?.stringValue } == ["h16p", "h17p"].map {
+            folder.appendingPathComponent("Tiny.\($0).aimodelc").path
+        })
+        #expect(root["mlpackage"]?.objectValue?["package"]?.stringValue == folder.appendingPathComponent("Tiny.mlpackage").path)
+        let plain = runExporter([checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path, "--overwrite", "--json"])
+        let plainRoot = try #require(try JSONParser.parse(Array(plain.output.utf8)).objectValue)
+        #expect(plainRoot["compiled"]?.arrayValue == [])
+        #expect(plainRoot["mlpackage"] == .null)
+        let convert = runExporter([
+            "convert", folder.appendingPathComponent("Tiny.aimodel").path, "--overwrite", "--json",
+        ])
+        #expect(convert.status == 0, "\(convert.error)")
+        let converted = try #require(try JSONParser.parse(Array(convert.output.utf8)).objectValue)
+        #expect(converted["tensors_compared"]?.intValue ?? 0 > 0)
+        #expect(converted["manifest"]?.objectValue?["schema"]?.stringValue == "exporter.mlpackage/1")
+    }
+
+    @Test("--min-deployment-version without --compile is refused, not ignored; a failed first export leaves no folder")
+    func strayFlagAndEmptyFolder() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let base = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
+        for extra in [[], ["--dry-run"]] {
+            let run = runExporter(base + ["--min-deployment-version", "28.0"] + extra)
+            #expect(run.status == 64)
+            #expect(run.error.hasPrefix("Error: --min-deployment-version applies to --compile; pass --compile too\n"))
+        }
+        // NaN in a weight: the export fails after creating the model's folder, and removes it.
+        try Fixtures.setValues([(index: 3, value: .nan)], of: "model.layers.0.mlp.up_proj.weight", in: checkpoint)
+        let failed = runExporter(base)
+        #expect(failed.status == 65, "\(failed.error)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
     }
 }

@@ -47,19 +47,28 @@ enum CompileCommand {
         var request = CompileRequest(
             platform: platform, devices: devices, minimumDeploymentVersion: version, outputDirectory: output)
         request.overwrite = arguments.flag("overwrite")
-        try compile(bundleURL, request: request, json: arguments.flag("json"), context: context)
+        try compile(bundleURL, request: request, output: arguments.flag("json") ? .json : .text, context: context)
         return .success
     }
 
-    /// Compiles and prints each artifact's summary (shared with `exporter <model> --compile`).
-    static func compile(_ bundleURL: URL, request: CompileRequest, json: Bool, context: CommandContext) throws {
+    /// Compiles and prints each artifact's summary, or their compiled sections as JSON, or
+    /// nothing (`.none`: `exporter <model> --compile --json` prints them in its own report).
+    @discardableResult
+    static func compile(_ bundleURL: URL, request: CompileRequest, output: Output, context: CommandContext) throws
+        -> [CompileResult]
+    {
         let results = try Compiler.compile(bundleURL: bundleURL, request: request, progress: ProgressBar(context: context).update)
-        if json {
-            let sections = results.compactMap(\.manifest.compiled)
-            context.writeOutput(try CanonicalJSON.string(sections))
-            return
+        switch output {
+        case .json: context.writeOutput(try CanonicalJSON.string(results.compactMap(\.manifest.compiled)))
+        case .text: for result in results { VerdictPrinter.compiledLines(result).forEach { context.print($0) } }
+        case .none: break
         }
-        for result in results { VerdictPrinter.compiledLines(result).forEach { context.print($0) } }
+        return results
+    }
+
+    /// What a command that writes artifacts prints of them.
+    enum Output {
+        case text, json, none
     }
 
     /// `--min-deployment-version`, as a usage error when wrong.

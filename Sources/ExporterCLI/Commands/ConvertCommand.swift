@@ -19,6 +19,7 @@ enum ConvertCommand {
             .option("to", choices: Target.allCases.map(\.rawValue), defaultValue: "mlpackage", help: "The target format."),
             .option("output", valueName: "path", help: "The package to write (default: beside the bundle)."),
             .flag("overwrite", help: "Replace an existing package."),
+            .flag("json", help: "Print the package's manifest and what was verified as JSON."),
         ])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
@@ -28,18 +29,50 @@ enum ConvertCommand {
         let destination = arguments.value("output").map {
             URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
         } ?? MLPackageWriter.defaultDestination(forBundle: bundle)
-        try write(bundle: bundle, to: destination, overwrite: arguments.flag("overwrite"), context: context)
+        let json = arguments.flag("json")
+        try write(bundle: bundle, to: destination, overwrite: arguments.flag("overwrite"), output: json ? .json : .text, context: context)
         return .success
     }
 
-    /// Writes the package, reads it back against the bundle, and prints what it holds.
+    /// A package written and verified, as `--json` gives it.
+    struct Written: Encodable {
+        /// Where it is.
+        let package: String
+        /// Its manifest (docs/MANIFEST.md, the package manifest).
+        let manifest: MLPackageManifest
+        let filesChecked: Int
+        let blobsChecked: Int
+        /// Tensors whose blobs equal the bundle's.
+        let tensorsCompared: Int
+
+        enum CodingKeys: String, CodingKey {
+            case package, manifest
+            case filesChecked = "files_checked"
+            case blobsChecked = "blobs_checked"
+            case tensorsCompared = "tensors_compared"
+        }
+    }
+
+    /// Writes the package, reads it back against the bundle, and prints what it holds (as
+    /// text, JSON, or not at all).
     /// - Throws: the writer's and the verifier's errors.
-    static func write(bundle: URL, to destination: URL, overwrite: Bool, context: CommandContext) throws {
+    @discardableResult
+    static func write(
+        bundle: URL, to destination: URL, overwrite: Bool, output: CompileCommand.Output, context: CommandContext
+    ) throws -> Written {
         try MLPackageWriter.write(
             bundle: bundle, to: destination, overwrite: overwrite, progress: ProgressBar(context: context).update)
         let report = try MLPackageVerifier.verify(
             package: destination, bundle: bundle, progress: ProgressBar(context: context).update)
-        summary(report, at: destination).forEach { context.print($0) }
+        let written = Written(
+            package: destination.path, manifest: report.manifest, filesChecked: report.filesChecked,
+            blobsChecked: report.blobsChecked, tensorsCompared: report.tensorsCompared)
+        switch output {
+        case .text: summary(report, at: destination).forEach { context.print($0) }
+        case .json: context.writeOutput(try CanonicalJSON.string(written))
+        case .none: break
+        }
+        return written
     }
 
     /// The lines printed once a package is written and verified.

@@ -24,7 +24,7 @@ enum ExportCommand {
                     "calibration", valueName: "file",
                     help: "Token ids of a calibration text: palettisation weighs each weight by its activations' energy."),
                 .flag("dry-run", help: "Show the plan and write nothing (same as 'exporter plan')."),
-                .flag("json", help: "With --dry-run or a list, print JSON."),
+                .flag("json", help: "Print JSON: the plan with --dry-run, the list, or what was written and its manifests."),
                 .flag("list-models", help: "List the model families and presets."),
                 .flag("list-presets", help: "List the presets."),
                 .flag("compile", help: "Then compile the bundle for every eligible architecture of the platform."),
@@ -44,6 +44,9 @@ enum ExportCommand {
             return try ListCommand.show(sections, json: json, context: context)
         }
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
+        if arguments.isGiven("min-deployment-version"), !arguments.flag("compile") {
+            throw UsageError.validation("--min-deployment-version applies to --compile; pass --compile too")
+        }
         let options = try ExportArguments.options(from: arguments, model: model)
         let devices = try CompileCommand.deviceTable(arguments, context: context)
         if arguments.flag("dry-run") {
@@ -77,17 +80,29 @@ enum ExportCommand {
         let result = try ExportRunner.run(
             plan, settings: settings, warn: { context.printError("warning: \($0)") }, progress: bar.update,
             stepProgress: calibrationBar.update)
-        ExportSummary.lines(result).forEach { context.print($0) }
+        // With --json, one report at the end; otherwise each step prints as it ends.
+        let output: CompileCommand.Output = json ? .none : .text
+        if !json { ExportSummary.lines(result).forEach { context.print($0) } }
+        var compiled: [CompileResult] = []
         if arguments.flag("compile") {
             var request = CompileRequest(
                 platform: compilePlatform, devices: compileDevices, minimumDeploymentVersion: version,
                 outputDirectory: result.bundleURL.deletingLastPathComponent())
             request.overwrite = settings.overwrite
-            try CompileCommand.compile(result.bundleURL, request: request, json: false, context: context)
+            compiled = try CompileCommand.compile(result.bundleURL, request: request, output: output, context: context)
         }
+        var package: ConvertCommand.Written?
         if arguments.value("format") == "mlpackage" {
             let destination = MLPackageWriter.defaultDestination(forBundle: result.bundleURL)
-            try ConvertCommand.write(bundle: result.bundleURL, to: destination, overwrite: settings.overwrite, context: context)
+            package = try ConvertCommand.write(
+                bundle: result.bundleURL, to: destination, overwrite: settings.overwrite, output: output, context: context)
+        }
+        if json {
+            let report = ExportSummary.Report(
+                bundle: result.bundleURL.path, manifest: result.manifest,
+                compiled: compiled.map { ExportSummary.Report.Compiled(artifact: $0.url.path, manifest: $0.manifest) },
+                mlpackage: package)
+            context.writeOutput(try CanonicalJSON.string(report))
         }
         return .success
     }

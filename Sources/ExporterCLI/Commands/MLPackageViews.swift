@@ -34,22 +34,38 @@ enum MLPackageViews {
 
     /// `exporter verify <package> [--bundle B]`: files, blob storage, and every blob against the
     /// bundle (by default the source bundle beside the package, when it is there).
-    static func verify(_ url: URL, bundle: URL?, context: CommandContext) throws -> ExitStatus {
+    static func verify(_ url: URL, bundle: URL?, json: Bool, context: CommandContext) throws -> ExitStatus {
         var source = bundle
         if source == nil, let manifest = try? MLPackageVerifier.readManifest(package: url) {
             let beside = url.deletingLastPathComponent().appendingPathComponent(manifest.sourceBundle.name)
             if FileManager.default.fileExists(atPath: beside.path) { source = beside }
         }
+        var report: MLPackageVerifier.Report?
+        var failure: String?
         do {
-            let report = try MLPackageVerifier.verify(package: url, bundle: source)
+            report = try MLPackageVerifier.verify(package: url, bundle: source)
+        } catch let error as ExporterError {
+            failure = error.description
+        }
+        if json {
+            // The keys of a bundle's `verify --json`, with the package's own counts.
+            var root = JSONObject()
+            root["artifact"] = .string(url.path)
+            root["bundle"] = source.map { .string($0.path) } ?? .null
+            root["passed"] = .bool(failure == nil)
+            root["files_checked"] = report.map { .number(String($0.filesChecked)) } ?? .null
+            root["blobs_checked"] = report.map { .number(String($0.blobsChecked)) } ?? .null
+            root["tensors_compared"] = report.map { .number(String($0.tensorsCompared)) } ?? .null
+            root["failures"] = .array(
+                failure.map { [.object(JSONObject([("subject", .string(url.lastPathComponent)), ("reason", .string($0))]))] } ?? [])
+            context.writeOutput(JSONWriter.string(.object(root)))
+        } else if let report {
             var line = "verified \(url.path): \(report.filesChecked) files, \(report.blobsChecked) blobs"
             if let source { line += ", \(report.tensorsCompared) tensors equal to \(source.lastPathComponent)'s bit for bit" }
             context.print(line)
-            return .success
-        } catch let error as ExporterError {
-            context.printError("Error: \(error.description)")
-            return .verificationFailed
         }
+        if let failure { context.printError("Error: \(failure)") }
+        return failure == nil ? .success : .verificationFailed
     }
 
     private static func wrap(_ text: String, width: Int) -> [String] {

@@ -42,7 +42,7 @@ enum VerifyCommand {
             return try MLPackageViews.verify(
                 URL(fileURLWithPath: path, relativeTo: context.currentDirectory),
                 bundle: arguments.value("bundle").map { URL(fileURLWithPath: $0, relativeTo: context.currentDirectory) },
-                context: context)
+                json: arguments.flag("json"), context: context)
         }
         let minimumSQNR = try arguments.number("min-sqnr")
         let runForward = arguments.flag("run")

@@ -3,6 +3,32 @@ import ExporterKit
 
 /// The summary printed once an export is written.
 enum ExportSummary {
+    /// What `exporter <model> --json` prints once everything is written: each artifact's path
+    /// and manifest (`compiled` empty without `--compile`, `mlpackage` null without `--format mlpackage`).
+    struct Report: Encodable {
+        /// A compiled artifact.
+        struct Compiled: Encodable {
+            let artifact: String
+            let manifest: Manifest
+        }
+
+        let bundle: String
+        let manifest: Manifest
+        let compiled: [Compiled]
+        let mlpackage: ConvertCommand.Written?
+
+        enum CodingKeys: String, CodingKey { case bundle, manifest, compiled, mlpackage }
+
+        func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(bundle, forKey: .bundle)
+            try container.encode(manifest, forKey: .manifest)
+            try container.encode(compiled, forKey: .compiled)
+            // Null rather than absent: our JSON never omits a key.
+            try container.encode(mlpackage, forKey: .mlpackage)
+        }
+    }
+
     static func lines(_ result: ExportResult) -> [String] {
         let manifest = result.manifest
         let bundleBytes = manifest.sizes.bundleBytes ?? 0

@@ -23,6 +23,9 @@ public final class ArtifactDirectory {
     private var stagingLock: Int32 = -1
     /// Every file created, with the size it was finished at, checked before publishing.
     private var created: [(url: URL, file: OutputFile)] = []
+    /// Folders above the staging folder that this artifact created (the model's folder of a
+    /// first export), deepest first: removed again, when empty, if nothing is published.
+    private var createdParents: [String] = []
 
     /// Prefix of staging folders, so that leftovers of a killed run can be recognised.
     public static let stagingPrefix = ".partial-"
@@ -39,14 +42,19 @@ public final class ArtifactDirectory {
         let parent = destination.deletingLastPathComponent()
         staging = parent.appendingPathComponent(
             ArtifactDirectory.stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString, isDirectory: true)
-        try ArtifactDirectory.makeDirectories(staging, faults: faults, reportedAs: { _ in destination.path })
+        createdParents = try ArtifactDirectory.makeDirectories(staging, faults: faults, reportedAs: { _ in destination.path })
+            .filter { $0 != staging.standardizedFileURL.path }.reversed()
         stagingLock = ArtifactDirectory.lockedDescriptor(staging.path, wait: true)
         // Staging folders of killed runs for this artifact: nobody holds them any more.
         ArtifactDirectory.removeAbandonedStaging(in: parent, for: destination.lastPathComponent)
     }
 
     deinit {
-        if !published { try? FileManager.default.removeItem(at: staging) }
+        if !published {
+            try? FileManager.default.removeItem(at: staging)
+            // rmdir: only empty folders go, so another writer's files are never touched.
+            for path in createdParents { _ = rmdir(path) }
+        }
         if stagingLock >= 0 { close(stagingLock) }
     }
 
@@ -86,10 +94,12 @@ public final class ArtifactDirectory {
     /// Creates `url` and any missing parents, each creation a counted operation.
     /// - Parameter reportedAs: the path an error names for a folder (staging folders are
     ///   named by where their content is going, which is what the user asked for).
+    /// - Returns: the folders created, outermost first.
     /// - Throws: `BundleError.writeFailed` naming the folder that could not be made.
+    @discardableResult
     static func makeDirectories(
         _ url: URL, faults: FaultInjector?, reportedAs: (String) -> String = { $0 }
-    ) throws {
+    ) throws -> [String] {
         var missing: [String] = []
         var current = url.standardizedFileURL.path
         var isDirectory: ObjCBool = false
@@ -100,12 +110,16 @@ public final class ArtifactDirectory {
         if !current.isEmpty, FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory), !isDirectory.boolValue {
             throw BundleError.writeFailed(path: reportedAs(current), reason: "not a directory")
         }
+        var created: [String] = []
         for path in missing.reversed() {
             try faults?.check(reportedAs(path), .createDirectory)
-            if mkdir(path, 0o755) != 0, errno != EEXIST {
-                throw BundleError.writeFailed(path: reportedAs(path), reason: systemErrorMessage(errno))
+            if mkdir(path, 0o755) != 0 {
+                guard errno == EEXIST else { throw BundleError.writeFailed(path: reportedAs(path), reason: systemErrorMessage(errno)) }
+            } else {
+                created.append(path)
             }
         }
+        return created
     }
 
     /// A new file at `relativePath` inside the staging folder (sub-folders are created).
