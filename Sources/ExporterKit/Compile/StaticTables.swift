@@ -132,21 +132,23 @@ public struct StaticDescription: Codable, Equatable, Sendable {
 /// (`p' = p / factor` with linear scaling), `i < d/2`, computed in double precision and stored as float32.
 public enum RopeTables {
     /// The two tables of `graph`, row-major `[context, head_dim / 2]`.
-    /// - Throws: `CompileError.unsupportedRopeScaling` for scalings other than none and `linear`.
+    /// - Throws: `CompileError.unsupportedRopeScaling` for scalings other than none (also
+    ///   written `default`) and `linear`.
     public static func make(_ graph: GraphDescription) throws -> (cos: [Float], sin: [Float]) {
-        var scale = 1.0
-        if let type = graph.rope.scalingType {
-            guard type == "linear", let factor = graph.rope.scalingFactor, factor > 0 else {
+        // Positions are divided by the linear factor, as the reference forward pass does.
+        var factor = 1.0
+        if let type = graph.rope.scalingType, type != "default" {
+            guard type == "linear", let linear = graph.rope.scalingFactor, linear > 0, linear.isFinite else {
                 throw CompileError.unsupportedRopeScaling(type)
             }
-            scale = 1 / factor
+            factor = linear
         }
         let half = graph.attention.headDim / 2
         let frequencies = (0..<half).map { 1 / pow(graph.rope.theta, Double(2 * $0) / Double(graph.attention.headDim)) }
         var cosines = [Float](repeating: 0, count: graph.contextLength * half)
         var sines = [Float](repeating: 0, count: graph.contextLength * half)
         for position in 0..<graph.contextLength {
-            let p = Double(position) * scale
+            let p = Double(position) / factor
             for (index, frequency) in frequencies.enumerated() {
                 let angle = p * frequency
                 cosines[position * half + index] = Float(cos(angle))

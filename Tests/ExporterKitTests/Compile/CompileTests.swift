@@ -298,3 +298,47 @@ struct CRCCombineTests {
         #expect(combined.value == direct.value)
     }
 }
+
+@Suite("compile: RoPE tables")
+struct RopeTableTests {
+    /// The graph of a tiny model (head dimension 16, context 512, θ 10,000).
+    private func graph() throws -> GraphDescription {
+        GraphDescription(plan: try Fixtures.plan(try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())))
+    }
+
+    /// cos and sin of `position / factor` times each frequency, in double, rounded once.
+    private func expected(_ graph: GraphDescription, position: Int, factor: Double) -> (cos: [Float], sin: [Float]) {
+        let dimension = graph.attention.headDim
+        let angles = (0..<(dimension / 2)).map {
+            Double(position) / factor * (1 / pow(graph.rope.theta, Double(2 * $0) / Double(dimension)))
+        }
+        return (angles.map { Float(cos($0)) }, angles.map { Float(sin($0)) })
+    }
+
+    @Test("rows hold cos and sin of the position (divided by a linear factor) times each frequency; 'default' is none")
+    func values() throws {
+        var graph = try graph()
+        let half = graph.attention.headDim / 2
+        let plain = try RopeTables.make(graph)
+        #expect(plain.cos.count == graph.contextLength * half)
+        for position in [0, 1, 7, graph.contextLength - 1] {
+            let row = expected(graph, position: position, factor: 1)
+            #expect(Array(plain.cos[(position * half)..<((position + 1) * half)]) == row.cos)
+            #expect(Array(plain.sin[(position * half)..<((position + 1) * half)]) == row.sin)
+        }
+        graph.rope.scalingType = "default"
+        #expect(try RopeTables.make(graph).cos == plain.cos)
+        graph.rope.scalingType = "linear"
+        graph.rope.scalingFactor = 3
+        let scaled = try RopeTables.make(graph)
+        // Every row, as the reference forward pass divides positions.
+        let rows = (0..<graph.contextLength).map { expected(graph, position: $0, factor: 3) }
+        #expect(scaled.cos == rows.flatMap(\.cos))
+        #expect(scaled.sin == rows.flatMap(\.sin))
+        for (type, factor) in [("dynamic", 2.0), ("linear", 0), ("linear", -2), ("linear", .infinity)] {
+            graph.rope.scalingType = type
+            graph.rope.scalingFactor = factor
+            #expect(throws: CompileError.unsupportedRopeScaling(type)) { try RopeTables.make(graph) }
+        }
+    }
+}
