@@ -43,6 +43,18 @@ struct CommandLineTests {
         let dryRun = runExporter(["qwen3-0.6b", "--dry-run", "--json"], environment: memory)
         #expect(dryRun.status == 0)
         #expect(dryRun.output == plan.output)
+        // Any export command line becomes its plan: the flags that change nothing are taken too.
+        let export = [
+            "qwen3-0.6b", "--synthetic", "--seed", "3", "--allow-clamp", "--output-dir", "/nonexistent", "--overwrite",
+            "--format", "aimodel", "--compile", "--min-deployment-version", "27.0",
+        ]
+        let planned = runExporter(["plan"] + export + ["--tensors"], environment: memory)
+        #expect(planned.status == 0, "\(planned.error)")
+        #expect(planned.output.contains("model.layers.27.mlp.down_proj.weight"))
+        #expect(runExporter(export + ["--dry-run", "--tensors"], environment: memory).output == planned.output)
+        let stray = runExporter(["qwen3-0.6b", "--tensors"])
+        #expect(stray.status == 64)
+        #expect(stray.error.hasPrefix("Error: --tensors applies to --dry-run\n"))
     }
 
     @Test("plan gives the memory the export checks before reading a weight: refused a byte below it, run at it")

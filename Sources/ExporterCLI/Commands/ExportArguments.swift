@@ -33,6 +33,28 @@ enum ExportArguments {
 
     /// The export options the arguments describe.
     /// - Throws: `UsageError` for a missing model, a bad number or conflicting options.
+    /// What the export writes and how: `plan` takes them too, so that any export command
+    /// line becomes its plan by inserting `plan` (or adding `--dry-run`); those that change
+    /// the plan (`--synthetic`, `--allow-clamp`, `--calibration`: the conversion's memory;
+    /// `--compile`, `--format`: refusals) are counted, the others ignored.
+    static let writeSpecs: [ArgumentSpec] = [
+        .option("output-dir", aliases: ["output"], valueName: "dir", help: "Where artifacts go (default: Artifacts)."),
+        .flag("overwrite", help: "Replace an existing artifact of the same name."),
+        .option(
+            "format", choices: ["aimodel", "mlpackage"], defaultValue: "aimodel",
+            help: "aimodel, or mlpackage: also a Core ML package converted from the bundle, beside it."),
+        .flag("synthetic", help: "Export generated weights of the exact shapes (marked synthetic: never ship them)."),
+        .option("seed", valueName: "n", defaultValue: "0", help: "Seed of --synthetic weights."),
+        .flag("allow-clamp", help: "Clamp weights beyond float16's range instead of refusing."),
+        .option(
+            "calibration", valueName: "file",
+            help: "Token ids of a calibration text: palettisation weighs each weight by its activations' energy."),
+        .flag("compile", help: "Then compile the bundle for every eligible architecture of the platform."),
+        .option(
+            "min-deployment-version", valueName: "version", defaultValue: DeploymentVersion.minimum.description,
+            help: "With --compile: the oldest OS version the app supports; 27.0 at least."),
+    ]
+
     static func options(from arguments: ParsedArguments, model: String) throws -> ExportOptions {
         var options = ExportOptions(model: model)
         options.platform = try arguments.choice("platform", as: Platform.self) ?? .iOS

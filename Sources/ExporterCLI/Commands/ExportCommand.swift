@@ -11,26 +11,12 @@ enum ExportCommand {
             + "<output-dir>/<name>/<Name>.aimodel with its manifest.",
         version: ToolVersion.current,
         arguments: [.positional("model", isRequired: false, help: "A checkpoint folder, a preset name or an 'org/model' id.")]
-            + ExportArguments.specs + [
-                .option("output-dir", aliases: ["output"], valueName: "dir", help: "Where artifacts go (default: Artifacts)."),
-                .flag("overwrite", help: "Replace an existing artifact of the same name."),
-                .option(
-                    "format", choices: ["aimodel", "mlpackage"], defaultValue: "aimodel",
-                    help: "aimodel, or mlpackage: also a Core ML package converted from the bundle, beside it."),
-                .flag("synthetic", help: "Export generated weights of the exact shapes (marked synthetic: never ship them)."),
-                .option("seed", valueName: "n", defaultValue: "0", help: "Seed of --synthetic weights."),
-                .flag("allow-clamp", help: "Clamp weights beyond float16's range instead of refusing."),
-                .option(
-                    "calibration", valueName: "file",
-                    help: "Token ids of a calibration text: palettisation weighs each weight by its activations' energy."),
+            + ExportArguments.specs + ExportArguments.writeSpecs + [
                 .flag("dry-run", help: "Show the plan and write nothing (same as 'exporter plan')."),
+                .flag("tensors", help: "With --dry-run: list every tensor."),
                 .flag("json", help: "Print JSON: the plan with --dry-run, the list, or what was written and its manifests."),
                 .flag("list-models", help: "List the model families and presets."),
                 .flag("list-presets", help: "List the presets."),
-                .flag("compile", help: "Then compile the bundle for every eligible architecture of the platform."),
-                .option(
-                    "min-deployment-version", valueName: "version", defaultValue: DeploymentVersion.minimum.description,
-                    help: "With --compile: the oldest OS version the app supports; 27.0 at least."),
             ],
         subcommands: [
             PlanCommand.spec, ListCommand.spec, SynthCommand.spec, CompileCommand.spec, BatchCommand.spec,
@@ -44,19 +30,11 @@ enum ExportCommand {
             return try ListCommand.show(sections, json: json, context: context)
         }
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
-        if arguments.isGiven("min-deployment-version"), !arguments.flag("compile") {
-            throw UsageError.validation("--min-deployment-version applies to --compile; pass --compile too")
-        }
+        if arguments.flag("dry-run") { return try PlanCommand.run(arguments, context: context) }
+        if arguments.isGiven("tensors") { throw UsageError.validation("--tensors applies to --dry-run") }
+        try refuseStrayDeploymentVersion(arguments)
         let options = try ExportArguments.options(from: arguments, model: model)
         let devices = try CompileCommand.deviceTable(arguments, context: context)
-        if arguments.flag("dry-run") {
-            // A dry run refuses what the export would (the plan is made again to be shown).
-            _ = try checkedBeforeExport(
-                try ExportPlan.make(options: options, resolver: try context.resolver()), arguments, devices: devices)
-            return try PlanCommand.show(
-                options: options, json: json, listTensors: false, context: context, devices: devices,
-                exportFlags: arguments)
-        }
         let version = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
         let (compilePlatform, compileDevices) = try checkedBeforeExport(plan, arguments, devices: devices)
@@ -105,6 +83,13 @@ enum ExportCommand {
             context.writeOutput(try CanonicalJSON.string(report))
         }
         return .success
+    }
+
+    /// `--min-deployment-version` only means something to `--compile`.
+    static func refuseStrayDeploymentVersion(_ arguments: ParsedArguments) throws {
+        if arguments.isGiven("min-deployment-version"), !arguments.flag("compile") {
+            throw UsageError.validation("--min-deployment-version applies to --compile; pass --compile too")
+        }
     }
 
     /// Refuses before exporting what would fail after it, so nothing is written: `--compile`

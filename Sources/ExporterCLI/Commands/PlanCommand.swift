@@ -11,32 +11,28 @@ enum PlanCommand {
             + "that ahead-of-time compilation targets, the verdict 'exporter compile' will give. Works on a folder that "
             + "holds only a config.json. Same as 'exporter <model> --dry-run'.",
         arguments: [.positional("model", help: "A checkpoint folder, a preset name or an 'org/model' id.")]
-            + ExportArguments.specs + [
+            + ExportArguments.specs + ExportArguments.writeSpecs + [
                 .flag("tensors", help: "List every tensor."),
                 .flag("json", help: "Print the manifest preview as JSON."),
             ])
 
+    /// Plans the export `arguments` describe and prints the plan (also `exporter <model>
+    /// --dry-run`): the export's `--synthetic`, `--allow-clamp` and `--calibration` change
+    /// what it will need, and what the export would refuse before writing is refused here.
+    /// Each eligible device's verdict is computed as `exporter compile` does.
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
+        try ExportCommand.refuseStrayDeploymentVersion(arguments)
         let options = try ExportArguments.options(from: arguments, model: model)
-        return try show(
-            options: options, json: arguments.flag("json"), listTensors: arguments.flag("tensors"), context: context,
-            devices: try CompileCommand.deviceTable(arguments, context: context))
-    }
-
-    /// Plans `options` and prints the plan (shared with `--dry-run`, whose `exportFlags`, the
-    /// export's `--synthetic`, `--allow-clamp` and `--calibration`, change what it will need).
-    /// Each eligible device's verdict comes from `devices`, computed as `exporter compile` does.
-    static func show(
-        options: ExportOptions, json: Bool, listTensors: Bool, context: CommandContext, devices: DeviceTable,
-        exportFlags: ParsedArguments? = nil
-    ) throws -> ExitStatus {
+        let devices = try CompileCommand.deviceTable(arguments, context: context)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
+        _ = try ExportCommand.checkedBeforeExport(plan, arguments, devices: devices)
         let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
         let conversion = ExportRunner.conversionForecast(
-            plan, synthetic: exportFlags?.flag("synthetic") ?? false,
-            allowClamp: exportFlags?.flag("allow-clamp") ?? false,
-            calibrated: exportFlags?.value("calibration") != nil, availableBytes: context.availableMemoryBytes())
+            plan, synthetic: arguments.flag("synthetic"), allowClamp: arguments.flag("allow-clamp"),
+            calibrated: arguments.value("calibration") != nil, availableBytes: context.availableMemoryBytes())
+        let json = arguments.flag("json")
+        let listTensors = arguments.flag("tensors")
         if json {
             var manifest = Manifest(plan: plan)
             manifest.verdicts = verdicts
