@@ -177,6 +177,31 @@ struct CommandLineTests {
         #expect(macOS.error.hasPrefix("Error: 'Qwen/Qwen3-4B-Instruct-2507' has no registry preset."))
     }
 
+    @Test("the refusal without a preset adds what the user most likely meant: --preset for a preset's shape, a mistyped path")
+    func noPresetHints() throws {
+        // A local fine-tune of Qwen3-4B: the config of the preset's shape.
+        let folder = try Fixtures.temporaryDirectory().appendingPathComponent("MyQwen")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            at: Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-4B/config.json"),
+            to: folder.appendingPathComponent("config.json"))
+        let local = runExporter(["plan", folder.path, "--platform", "macOS"])
+        #expect(local.status == 69)
+        #expect(
+            local.error.hasSuffix(
+                "Supported models: run 'exporter list' (docs in README.md).\n"
+                    + "Its config has the shape of preset 'qwen3-4b': pass --preset qwen3-4b to export it with that "
+                    + "preset's defaults.\n"))
+        #expect(runExporter(["plan", folder.path, "--platform", "macOS", "--preset", "qwen3-4b"]).status == 0)
+        // 'Tests' is a folder of the repository (the tests' working directory); 'Tests/nothere' is not.
+        let mistyped = runExporter(["Tests/nothere"])
+        #expect(mistyped.status == 69)
+        #expect(
+            mistyped.error.hasSuffix(
+                "There is no folder 'Tests/nothere' here, though 'Tests' is one: if you meant a checkpoint folder, "
+                    + "check the path.\n"))
+    }
+
     @Test("--experimental without --compute-precision")
     func precisionRequired() throws {
         let run = runExporter(["plan", "Qwen/Qwen3-4B-Instruct-2507", "--experimental"])

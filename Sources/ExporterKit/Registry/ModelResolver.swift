@@ -37,7 +37,7 @@ public enum ResolutionError: ExporterError, Equatable {
     /// A preset that has no export for the platform.
     case notAvailable(model: String, platform: Platform)
     /// A supported architecture without a preset, and no `--experimental`.
-    case noPreset(model: String, platform: Platform)
+    case noPreset(model: String, platform: Platform, hint: String? = nil)
     /// `--experimental` without `--compute-precision`.
     case precisionRequired(model: String)
     /// An `org/model` id or path that is nowhere on this machine.
@@ -56,12 +56,12 @@ public enum ResolutionError: ExporterError, Equatable {
                 + "(expected 'org/model'). Run --list-models to see options."
         case .notAvailable(let model, let platform):
             return "'\(model)' is not available for \(platform.rawValue)."
-        case .noPreset(let model, let platform):
+        case .noPreset(let model, let platform, let hint):
             let base = "'\(model)' has no registry preset. Pass --experimental to try exporting it anyway "
                 + "(requires --compute-precision).\nSupported models: run 'exporter list' (docs in README.md)."
-            return platform == .iOS
+            return (platform == .iOS
                 ? base + "\nThis model may not be suitable for iOS application due to its memory requirements."
-                : base
+                : base) + (hint.map { "\n" + $0 } ?? "")
         case .precisionRequired(let model):
             return "--compute-precision is required for '\(model)' (no registry preset found)."
         case .notFound(let model, let tried):
@@ -159,7 +159,9 @@ public struct ModelResolver {
         guard HuggingFaceCache.isRepositoryID(argument) else { throw ResolutionError.notAModelName(argument) }
         // The reference tool refuses a preset-less id before fetching anything; so do we.
         if presetOverride == nil {
-            guard experimental else { throw ResolutionError.noPreset(model: argument, platform: platform) }
+            guard experimental else {
+                throw ResolutionError.noPreset(model: argument, platform: platform, hint: ModelResolver.pathHint(argument))
+            }
             guard precisionGiven else { throw ResolutionError.precisionRequired(model: argument) }
         }
         guard let cached = locateInCache(argument) else {
@@ -194,12 +196,34 @@ public struct ModelResolver {
             applied = chosen
         }
         if applied == nil {
-            guard experimental else { throw ResolutionError.noPreset(model: argument, platform: platform) }
+            guard experimental else {
+                throw ResolutionError.noPreset(model: argument, platform: platform, hint: presetHint(for: config))
+            }
             guard precisionGiven else { throw ResolutionError.precisionRequired(model: argument) }
         }
         return ResolvedModel(
             argument: argument, name: name, source: source, config: config, configURL: configURL, preset: applied,
             family: family)
+    }
+
+    /// For a local checkpoint without a preset: the presets of its exact shape (a fine-tune of
+    /// a preset's base), which `--preset` would apply.
+    func presetHint(for config: ModelConfig) -> String? {
+        let matching = catalog.presets.filter { (try? ModelResolver.checkSameArchitecture(preset: $0, config: config)) != nil }
+        guard !matching.isEmpty else { return nil }
+        let names = matching.map { "'\($0.id)'" }.joined(separator: " or ")
+        return "Its config has the shape of preset \(names): pass --preset \(matching[0].id) to export it with that "
+            + "preset's defaults."
+    }
+
+    /// For an `org/model`-shaped argument whose first part is a local folder: most likely a
+    /// mistyped path, which the registry's refusal alone would not say.
+    static func pathHint(_ argument: String) -> String? {
+        let first = String(argument.split(separator: "/").first ?? "")
+        var isDirectory: ObjCBool = false
+        guard !first.isEmpty, FileManager.default.fileExists(atPath: first, isDirectory: &isDirectory), isDirectory.boolValue
+        else { return nil }
+        return "There is no folder '\(argument)' here, though '\(first)' is one: if you meant a checkpoint folder, check the path."
     }
 
     /// A preset's defaults fit only a checkpoint of the same shape (a fine-tune of the same base).
