@@ -371,4 +371,28 @@ struct CompileCommandTests {
         #expect(run.status == 1)
         #expect(run.error.hasPrefix("Error: tensor '\(manifest.tensors[palettized].name)': lut holds "))
     }
+
+    @Test("compile, and export --compile before exporting, refuse artifacts the disk cannot hold, writing nothing")
+    func diskSpace() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let plan = try Fixtures.plan(checkpoint)
+        let bundleBytes = plan.estimatedBundleBytes(tokenizerBytes: 0)
+        let output = try Fixtures.temporaryDirectory()
+        let export = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
+        // Room for the bundle (with its tokenizer) but not for its compiled artifacts.
+        let room = ["EXPORTER_TEST_AVAILABLE_DISK": String(bundleBytes + (1 << 10))]
+        let refused = runExporter(export + ["--compile"], environment: room)
+        #expect(refused.status == 71)
+        #expect(refused.error.hasPrefix("Error: the bundle and its compiled artifacts need about "))
+        #expect(refused.error.hasSuffix("but '\(output.path)' has \(Format.mebibytes(bundleBytes + (1 << 10))) free; free some space or choose another --output-dir\n"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
+        #expect(runExporter(export, environment: room).status == 0)
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let compiled = try Fixtures.temporaryDirectory()
+        let compile = runExporter(["compile", bundle.path, "--output", compiled.path], environment: ["EXPORTER_TEST_AVAILABLE_DISK": "100000"])
+        #expect(compile.status == 71)
+        #expect(compile.error.hasPrefix("Error: the compiled artifacts need about "))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: compiled.path) == [])
+        #expect(runExporter(["compile", bundle.path, "--output", compiled.path], environment: ["EXPORTER_TEST_AVAILABLE_DISK": "100000000"]).status == 0)
+    }
 }

@@ -47,6 +47,7 @@ enum CompileCommand {
         var request = CompileRequest(
             platform: platform, devices: devices, minimumDeploymentVersion: version, outputDirectory: output)
         request.overwrite = arguments.flag("overwrite")
+        request.availableDiskBytes = context.availableDiskBytes(at: output)
         try compile(bundleURL, request: request, output: arguments.flag("json") ? .json : .text, context: context)
         return .success
     }

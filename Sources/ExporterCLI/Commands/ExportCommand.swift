@@ -38,9 +38,18 @@ enum ExportCommand {
         let version = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
         let (compilePlatform, compileDevices) = try checkedBeforeExport(plan, arguments, devices: devices)
-        var settings = ExportSettings(
-            outputDirectory: URL(
-                fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory))
+        let outputDirectory = URL(fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory)
+        if !compileDevices.isEmpty {
+            // The bundle and every compiled artifact together, before any is written (each step
+            // checks its own part again).
+            let subject = CompileSubject(plan: plan)
+            let bundleBytes = plan.estimatedBundleBytes(tokenizerBytes: 0)
+            try Compiler.checkDisk(
+                compileDevices.map { CompilePlan(subject: subject, device: $0) },
+                otherFilesBytes: bundleBytes - plan.estimatedWeightsBytes, besides: bundleBytes,
+                outputDirectory: outputDirectory, available: context.availableDiskBytes(at: outputDirectory))
+        }
+        var settings = ExportSettings(outputDirectory: outputDirectory)
         settings.overwrite = arguments.flag("overwrite")
         settings.allowClamp = arguments.flag("allow-clamp")
         settings.calibrationTokens = try arguments.tokenIds(inFileOf: "calibration", relativeTo: context.currentDirectory)
@@ -67,6 +76,7 @@ enum ExportCommand {
                 platform: compilePlatform, devices: compileDevices, minimumDeploymentVersion: version,
                 outputDirectory: result.bundleURL.deletingLastPathComponent())
             request.overwrite = settings.overwrite
+            request.availableDiskBytes = context.availableDiskBytes(at: request.outputDirectory)
             compiled = try CompileCommand.compile(result.bundleURL, request: request, output: output, context: context)
         }
         var package: ConvertCommand.Written?

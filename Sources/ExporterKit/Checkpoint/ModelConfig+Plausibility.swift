@@ -20,29 +20,29 @@ extension ModelConfig {
                 path: path, field: "num_hidden_layers",
                 reason: "is absurdly large (\(layerCount) > \(ModelConfig.largestLayerCount))")
         }
-        let queryWidth = Saturating.product([attentionHeads, headDimension])
-        let keyValueWidth = Saturating.product([keyValueHeads, headDimension])
-        let perLayer = Saturating.sum([
-            Saturating.product([hiddenSize, queryWidth, 2]), Saturating.product([hiddenSize, keyValueWidth, 2]),
-            Saturating.product([hiddenSize, intermediateSize, 3]), queryWidth, Saturating.product([keyValueWidth, 2]),
-            Saturating.product([hiddenSize, 2]),
-        ])
-        let parameters = Saturating.sum([
-            Saturating.product([vocabularySize, hiddenSize, 2]), Saturating.product([layerCount, perLayer]), hiddenSize,
-        ])
+        let queryWidth = [attentionHeads, headDimension].saturatingProduct
+        let keyValueWidth = [keyValueHeads, headDimension].saturatingProduct
+        let perLayer = [
+            [hiddenSize, queryWidth, 2].saturatingProduct, [hiddenSize, keyValueWidth, 2].saturatingProduct,
+            [hiddenSize, intermediateSize, 3].saturatingProduct, queryWidth, [keyValueWidth, 2].saturatingProduct,
+            [hiddenSize, 2].saturatingProduct,
+        ].saturatingSum
+        let parameters = [
+            [vocabularySize, hiddenSize, 2].saturatingProduct, [layerCount, perLayer].saturatingProduct, hiddenSize,
+        ].saturatingSum
         guard parameters <= ModelConfig.largestParameterCount else {
             throw ConfigError.impossibleModel(
                 path: path, reason: "more than \(ModelConfig.largestParameterCount) parameters")
         }
         // Float32 K and V of every layer at the longest context.
-        let kvCache = Saturating.product([2, layerCount, keyValueWidth, maxPositionEmbeddings, 4])
+        let kvCache = [2, layerCount, keyValueWidth, maxPositionEmbeddings, 4].saturatingProduct
         guard kvCache <= ModelConfig.largestDerivedBytes else {
             throw ConfigError.impossibleModel(
                 path: path,
                 reason: "a KV cache of more than \(ModelConfig.largestDerivedBytes) bytes at max_position_embeddings")
         }
         // Float32 attention scores of a prefill chunk over the longest context.
-        let scores = Saturating.product([attentionHeads, MemoryEstimate.prefillChunk, maxPositionEmbeddings, 4])
+        let scores = [attentionHeads, MemoryEstimate.prefillChunk, maxPositionEmbeddings, 4].saturatingProduct
         guard scores <= ModelConfig.largestDerivedBytes else {
             throw ConfigError.impossibleModel(
                 path: path,

@@ -20,6 +20,8 @@ public struct CompileRequest {
     public var overwrite = false
     /// Fault injection for tests.
     public var faults: FaultInjector?
+    /// Free bytes of the output's volume, checked before anything is written; nil: unchecked.
+    public var availableDiskBytes: Int?
 
     /// A request; `overwrite` and `faults` default to off.
     public init(
@@ -93,6 +95,16 @@ public enum Compiler {
         let subject = try CompileSubject(bundle: bundle)
         _ = try RopeTables.make(bundle.graph)  // refuse an unsupported scaling before writing anything
         let plans = request.devices.map { CompilePlan(subject: subject, device: $0) }
+        // Besides weights and tables, each artifact copies the graph and tokenizer, and its manifest
+        // (the bundle's with regions) stays well under twice the bundle's.
+        let manifestBytes =
+            (try? FileManager.default.attributesOfItem(atPath: bundleURL.appendingPathComponent(BundleWriter.manifestName).path))?[
+                .size] as? Int ?? 0
+        try checkDisk(
+            plans,
+            otherFilesBytes: bundle.manifest.files.filter { $0.path != BundleWriter.weightsName }.map(\.bytes).saturatingSum
+                .saturatingAdding(2 * manifestBytes),
+            outputDirectory: request.outputDirectory, available: request.availableDiskBytes)
         let totalBytes = plans.reduce(0) { $0 + $1.memory.weightsBytes }
         var bytesBefore = 0
         var results: [CompileResult] = []
@@ -108,6 +120,25 @@ public enum Compiler {
             results.append(CompileResult(url: destination, manifest: manifest))
         }
         return results
+    }
+}
+
+extension Compiler {
+    /// Refuses compiles whose artifacts (each: its weights file and RoPE tables, plus
+    /// `otherFilesBytes` for the graph, tokenizer, `static.json` and manifest), with `besides`
+    /// (a bundle not yet exported), would not fit in `available`.
+    /// - Throws: `ResourceError.notEnoughDisk`.
+    public static func checkDisk(
+        _ plans: [CompilePlan], otherFilesBytes: Int, besides: Int = 0, outputDirectory: URL, available: Int?
+    ) throws {
+        guard let available else { return }
+        let needed = plans.map { [$0.memory.weightsBytes, $0.memory.tablesBytes, otherFilesBytes].saturatingSum }
+            .saturatingSum.saturatingAdding(besides)
+        guard needed <= available else {
+            throw ResourceError.notEnoughDisk(
+                directory: outputDirectory.standardizedFileURL.path, neededBytes: needed, availableBytes: available,
+                what: besides > 0 ? "the bundle and its compiled artifacts" : "the compiled artifacts")
+        }
     }
 }
 

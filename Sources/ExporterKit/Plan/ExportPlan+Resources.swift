@@ -73,14 +73,14 @@ extension ExportPlan {
         let workers = max(1, conditions.workers)
         let costs = tensors.map { TensorMemory($0, precision: precision, conditions: conditions, workers: workers) }
         let palettizes = tensors.contains { $0.scheme.mode == .palettize }
-        let base = Saturating.sum([
+        let base = [
             ConversionMemoryEstimate.fixedOverheadBytes, ConversionMemoryEstimate.outputBufferBytes,
-            palettizes ? Saturating.product([workers, ConversionMemoryEstimate.paletteWorkerBytes]) : 0,
-        ])
+            palettizes ? [workers, ConversionMemoryEstimate.paletteWorkerBytes].saturatingProduct : 0,
+        ].saturatingSum
         let peak = Self.peak(of: costs)
         return ConversionMemoryEstimate(
             peakTensor: tensors.isEmpty ? "" : tensors[peak.index].spec.name,
-            tensorBytes: costs.isEmpty ? 0 : costs[peak.index].working, totalBytes: Saturating.sum([base, peak.bytes]))
+            tensorBytes: costs.isEmpty ? 0 : costs[peak.index].working, totalBytes: [base, peak.bytes].saturatingSum)
     }
 
     /// The tensor (by index) at whose compression the pipeline holds the most, and how much:
@@ -95,13 +95,13 @@ extension ExportPlan {
             var aheadBytes = 0
             var ahead = index + 1
             while ahead < costs.count {
-                aheadBytes = Saturating.sum([aheadBytes, costs[ahead].lookAheadBytes])
+                aheadBytes = [aheadBytes, costs[ahead].lookAheadBytes].saturatingSum
                 guard ahead == index + 1 || aheadBytes <= TensorPrefetcher.lookAheadBytes else { break }
                 ahead += 1
             }
             readFrontier = max(readFrontier, ahead - 1)
-            let readAhead = index < readFrontier ? Saturating.sum(costs[(index + 1)...readFrontier].map(\.loaded)) : 0
-            let bytes = Saturating.sum([costs[index].working, readAhead, waitingToWrite(costs, before: index)])
+            let readAhead = index < readFrontier ? (costs[(index + 1)...readFrontier].map(\.loaded)).saturatingSum : 0
+            let bytes = [costs[index].working, readAhead, waitingToWrite(costs, before: index)].saturatingSum
             if bytes > peak.bytes { peak = (index, bytes) }
         }
         return peak
@@ -115,9 +115,9 @@ extension ExportPlan {
         var queuedBehind = 0
         var first = index - 1
         while first >= 0 {
-            held = Saturating.sum([held, costs[first].held])
+            held = [held, costs[first].held].saturatingSum
             largest = max(largest, held)
-            queuedBehind = Saturating.sum([queuedBehind, costs[first].stored])
+            queuedBehind = [queuedBehind, costs[first].stored].saturatingSum
             guard queuedBehind <= TensorWriteQueue.pendingByteLimit else { break }
             first -= 1
         }
@@ -127,7 +127,7 @@ extension ExportPlan {
     /// Bytes the bundle will take on disk: the weights file (exact), the tokenizer files, and
     /// an allowance for `graph.json` and `manifest.json` (a few KiB, about 1 KiB per tensor).
     public func estimatedBundleBytes(tokenizerBytes: Int) -> Int {
-        Saturating.sum([estimatedWeightsBytes, tokenizerBytes, 64 << 10, Saturating.product([tensors.count, 1 << 10])])
+        [estimatedWeightsBytes, tokenizerBytes, 64 << 10, [tensors.count, 1 << 10].saturatingProduct].saturatingSum
     }
 }
 
@@ -149,8 +149,8 @@ struct TensorMemory {
     }
 
     init(_ tensor: PlannedTensor, precision: ComputePrecision, conditions: ConversionMemoryConditions, workers: Int) {
-        let elements = Saturating.product(tensor.spec.shape)
-        let half = Saturating.product([elements, 2])
+        let elements = (tensor.spec.shape).saturatingProduct
+        let half = [elements, 2].saturatingProduct
         let scheme = tensor.scheme
         let kind = conditions.storedPatterns(tensor.spec)
         let streams = kind != nil && TensorEncoder.streams(tensor, precision: precision, calibrated: conditions.calibrated)
@@ -164,18 +164,18 @@ struct TensorMemory {
             switch precision {
             case .float16 where streams:
                 // Checked, then converted as written, a block at a time (TensorEncoder.float16Blocks).
-                let block = Saturating.product([LinearQuantizer.streamBlockElements, 2])
+                let block = [LinearQuantizer.streamBlockElements, 2].saturatingProduct
                 loaded = 0
-                working = Saturating.sum([block, clampedCopy])
-                held = Saturating.sum([Saturating.product([block, 2]), clampedCopy])
+                working = [block, clampedCopy].saturatingSum
+                held = [[block, 2].saturatingProduct, clampedCopy].saturatingSum
             case .float16:
                 (loaded, working, held) = (half, half, half)
             case .float32:
-                let single = Saturating.product([elements, 4])
+                let single = [elements, 4].saturatingProduct
                 (loaded, working, held) = (single, single, single)
             case .bfloat16:
-                let single = Saturating.product([elements, 4])
-                (loaded, working, held) = (single, Saturating.sum([single, half]), half)
+                let single = [elements, 4].saturatingProduct
+                (loaded, working, held) = (single, [single, half].saturatingSum, half)
             }
         case .palettize:
             let output = tensor.storedBytes
@@ -185,24 +185,24 @@ struct TensorMemory {
                 // Each worker reads a few whole groups at a time into a buffer of its own
                 // (Palettizer.palettize(streamedRows:)); LUTs and indices go straight to the tensor's.
                 let (rows, columns) = tensor.spec.matrixShape
-                let groupElements = Saturating.product([min(rows, max(1, scheme.groupSize ?? rows)), columns])
+                let groupElements = [min(rows, max(1, scheme.groupSize ?? rows)), columns].saturatingProduct
                 let batch = Palettizer.streamReadGroups(groupElements: groupElements, readElements: Palettizer.streamReadElements)
-                let buffer = Saturating.product([min(elements, Saturating.product([batch, groupElements])), 2])
+                let buffer = [min(elements, [batch, groupElements].saturatingProduct), 2].saturatingProduct
                 loaded = 0
-                working = Saturating.sum([output, Saturating.product([workers, buffer]), clampedCopy])
+                working = [output, [workers, buffer].saturatingProduct, clampedCopy].saturatingSum
             } else if plain {
                 // The stored patterns, or the float16 values.
                 loaded = half
-                working = Saturating.sum([half, output, clampedCopy])
+                working = [half, output, clampedCopy].saturatingSum
             } else {
                 loaded = half
                 // BlockPalettizer: outlier marks and an index byte per weight, each worker's
                 // importance per float16 pattern (its palette workspace is the palettisers'
                 // scratch), and per outlier a Double score in the selection's heap and at most
                 // three element numbers (above the threshold, at it, chosen).
-                let tile = Saturating.product([PaletteWorkspace.patternCount, MemoryLayout<Double>.stride, workers])
-                let outliers = Saturating.product([scheme.outlierCount(elements: elements), 20])
-                working = Saturating.sum([half, clampedCopy, Saturating.product([elements, 2]), output, tile, outliers])
+                let tile = [PaletteWorkspace.patternCount, MemoryLayout<Double>.stride, workers].saturatingProduct
+                let outliers = [scheme.outlierCount(elements: elements), 20].saturatingProduct
+                working = [half, clampedCopy, [elements, 2].saturatingProduct, output, tile, outliers].saturatingSum
             }
         case .linear:
             let rows = tensor.spec.matrixShape.rows
@@ -210,39 +210,16 @@ struct TensorMemory {
                 // Streamed (LinearQuantizer.int8PerTensorCodebook): each worker counts a block,
                 // and the writer codes a block at a time (patterns and codes).
                 let block = LinearQuantizer.streamBlockElements
-                let counting = Saturating.product([workers, Saturating.sum([block * 2, 8 << 16])])
+                let counting = [workers, [block * 2, 8 << 16].saturatingSum].saturatingProduct
                 loaded = 0
-                held = Saturating.sum([block * 3, 1 << 16])
-                working = Saturating.sum([clampedCopy == 0 ? 0 : Saturating.sum([half, elements]), counting])
+                held = [block * 3, 1 << 16].saturatingSum
+                working = [clampedCopy == 0 ? 0 : [half, elements].saturatingSum, counting].saturatingSum
             } else {
-                let scales = Saturating.product([scheme.granularity == .perChannel ? rows : 1, 4])
+                let scales = [scheme.granularity == .perChannel ? rows : 1, 4].saturatingProduct
                 loaded = half
-                held = Saturating.sum([elements, scales])
-                working = Saturating.sum([half, elements, scales])
+                held = [elements, scales].saturatingSum
+                working = [half, elements, scales].saturatingSum
             }
         }
-    }
-}
-
-/// Arithmetic that stops at `Int.max` instead of trapping: estimates of absurd plans stay absurd.
-enum Saturating {
-    static func product(_ factors: [Int]) -> Int {
-        var result = 1
-        for factor in factors {
-            let (value, overflow) = result.multipliedReportingOverflow(by: factor)
-            if overflow { return Int.max }
-            result = value
-        }
-        return result
-    }
-
-    static func sum(_ terms: [Int]) -> Int {
-        var result = 0
-        for term in terms {
-            let (value, overflow) = result.addingReportingOverflow(term)
-            if overflow { return Int.max }
-            result = value
-        }
-        return result
     }
 }

@@ -96,8 +96,8 @@ extension TensorLayout {
     /// - Throws: `ConfigError` when an expert-count key is missing from the config.
     public func tensors(for config: ModelConfig, configPath: String) throws -> [TensorSpec] {
         let expertCount = try expertCountKey.map { try config.extraPositiveInt($0, path: configPath) } ?? 0
-        let perLayerCount = Saturating.sum([perLayer.count, Saturating.product([expertCount, perExpert.count])])
-        let tensorCount = Saturating.sum([leading.count, trailing.count, Saturating.product([config.layerCount, perLayerCount])])
+        let perLayerCount = [perLayer.count, [expertCount, perExpert.count].saturatingProduct].saturatingSum
+        let tensorCount = [leading.count, trailing.count, [config.layerCount, perLayerCount].saturatingProduct].saturatingSum
         guard tensorCount <= ModelConfig.largestTensorCount else {
             throw ConfigError.impossibleModel(
                 path: configPath, reason: "more than \(ModelConfig.largestTensorCount) tensors")
@@ -122,7 +122,7 @@ extension TensorLayout {
             guard spec.shape.allSatisfy({ $0 > 0 }) else {
                 throw ConfigError.impossibleModel(path: configPath, reason: "tensor '\(spec.name)' would have shape \(spec.shape)")
             }
-            parameters = Saturating.sum([parameters, Saturating.product(spec.shape)])
+            parameters = [parameters, (spec.shape).saturatingProduct].saturatingSum
         }
         guard parameters <= ModelConfig.largestParameterCount else {
             throw ConfigError.impossibleModel(

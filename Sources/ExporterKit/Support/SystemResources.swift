@@ -55,8 +55,9 @@ public enum SystemResources {
 public enum ResourceError: ExporterError, Equatable {
     /// Converting needs more memory than the machine has available.
     case notEnoughMemory(model: String, neededBytes: Int, availableBytes: Int, peakTensor: String)
-    /// The bundle would not fit in the free space of its volume.
-    case notEnoughDisk(directory: String, neededBytes: Int, availableBytes: Int)
+    /// The artifacts (`what`: "the bundle", "the compiled artifacts"…) would not fit in the
+    /// free space of their volume.
+    case notEnoughDisk(directory: String, neededBytes: Int, availableBytes: Int, what: String = "the bundle")
 
     public var description: String {
         switch self {
@@ -64,8 +65,8 @@ public enum ResourceError: ExporterError, Equatable {
             return "converting '\(model)' needs about \(Format.mebibytes(needed)) of memory (at its peak, while "
                 + "'\(tensor)' is compressed) but \(Format.mebibytes(available)) is available; "
                 + "close other programs or export on a machine with more memory"
-        case .notEnoughDisk(let directory, let needed, let available):
-            return "the bundle needs about \(Format.mebibytes(needed)) but '\(directory)' has "
+        case .notEnoughDisk(let directory, let needed, let available, let what):
+            return "\(what) \(what.hasSuffix("s") ? "need" : "needs") about \(Format.mebibytes(needed)) but '\(directory)' has "
                 + "\(Format.mebibytes(available)) free; free some space or choose another --output-dir"
         }
     }
