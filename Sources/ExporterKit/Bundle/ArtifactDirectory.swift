@@ -159,7 +159,8 @@ public final class ArtifactDirectory {
             try ArtifactDirectory.exchange(staging, destination, reportedAs: destination.path, faults: faults)
         {
             published = true
-            // The staging path now holds the previous artifact (still locked by us).
+            // The staging path now holds the previous artifact (unlocked: the lock went with the
+            // new one's folder), removed here or, if this process dies first, by the next cleaner.
             try? manager.removeItem(at: staging)
             return
         }
