@@ -143,6 +143,19 @@ struct VerifyCommandTests {
         #expect(runExporter(["verify", stray.path]).error == "Error: 'extra.txt': present in the artifact but not listed in the manifest\n")
     }
 
+    @Test("a FIFO in place of weights.bin fails at once, naming it, instead of waiting for a writer")
+    func fifoWeights() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.copy(try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
+        let weights = bundle.appendingPathComponent("weights.bin")
+        try FIFOFixture.make(at: weights)
+        let start = Date()
+        let run = runExporter(["verify", bundle.path])
+        #expect(Date().timeIntervalSince(start) < 5, "waited for a writer")
+        #expect(run.status == 1)
+        #expect(run.error.hasPrefix("Error: 'weights.bin': cannot read '\(weights.path)': a FIFO, not a regular file\n"))
+    }
+
     @Test("swapped tensors pass the checksums and format checks but fail the forward pass")
     func swappedLayout() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)

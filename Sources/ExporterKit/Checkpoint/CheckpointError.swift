@@ -10,6 +10,9 @@ public enum CheckpointError: Error, Equatable, Sendable {
 
     /// The file could not be opened or inspected (`reason` is the system's).
     case cannotOpen(path: String, reason: String)
+    /// The path names a FIFO, a device, a socket or a folder where a file is read
+    /// (`kind` says which: "a FIFO"); refused before any read could block.
+    case notARegularFile(path: String, kind: String)
     /// A read failed or came back short (`reason` says which).
     case readFailed(path: String, reason: String)
     /// A write, sync or rename failed.
@@ -110,6 +113,8 @@ extension CheckpointError: CustomStringConvertible {
         switch self {
         case .cannotOpen(let path, let reason):
             return "cannot open '\(path)': \(reason)"
+        case .notARegularFile(let path, let kind):
+            return "'\(path)' is \(kind), not a regular file"
         case .readFailed(let path, let reason):
             return "cannot read '\(path)': \(reason)"
         case .writeFailed(let path, let reason):

@@ -213,6 +213,24 @@ enum HostileCorpus {
                 // Even a 64 MiB address space is enough to refuse it.
                 status: 65, error: "Error: '\(url.path)': header length 100000001 exceeds the limit of 100000000 bytes\n")
         },
+        HostileCase(name: "safetensors: a FIFO in place of the weights, refused without waiting for a writer") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = directory.appendingPathComponent("model.safetensors")
+            try FIFOFixture.make(at: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: '\(url.path)' is a FIFO, not a regular file\n")
+        },
+        HostileCase(name: "safetensors: a FIFO in place of a shard") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint(shardBytes: 40_000)
+            let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                .filter { $0.hasSuffix(".safetensors") }.sorted()
+            let url = directory.appendingPathComponent(shards[1])
+            try FIFOFixture.make(at: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: '\(url.path)' is a FIFO, not a regular file\n")
+        },
         HostileCase(name: "safetensors: the same tensor in two files") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
             let single = directory.appendingPathComponent("model.safetensors")
