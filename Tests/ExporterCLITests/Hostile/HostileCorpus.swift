@@ -417,6 +417,18 @@ enum HostileCorpus {
             "Error: config '\($0)' describes an impossible model: tensor 'model.layers.0.mlp.experts.0.gate_proj.weight' "
                 + "would have shape [-5, 64]"
         },
+        config("a negative rope_scaling factor", { configBytes(["rope_scaling": ["type": "linear", "factor": -2]]) }) {
+            "Error: config '\($0)': 'rope_scaling.factor' must be a positive number, found -2"
+        },
+        config("a rope_scaling factor that is a string", { configBytes(["rope_scaling": ["type": "linear", "factor": "2"]]) }) {
+            "Error: config '\($0)': 'rope_scaling.factor' should be a number, found a string"
+        },
+        config("a rope_scaling that is a string", { configBytes(["rope_scaling": "linear"]) }) {
+            "Error: config '\($0)': 'rope_scaling' should be an object, found a string"
+        },
+        config("an unknown torch_dtype", { configBytes(["torch_dtype": "int4"]) }) {
+            "Error: config '\($0)': 'torch_dtype' is 'int4'; expected one of: bfloat16, float16, float32"
+        },
         config("a model type carrying a terminal escape sequence", { configBytes(["model_type": "\u{1B}[2Jqwen"]) }, status: 69) { _ in
             "Error: Unknown model type '\\u{1B}[2Jqwen'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
         },
