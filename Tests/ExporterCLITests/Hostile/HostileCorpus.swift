@@ -327,6 +327,23 @@ enum HostileCorpus {
             _, path in
             "Error: '\(path)': shard 'model-00009-of-00009.safetensors' of tensor 'model.norm.weight' does not exist"
         },
+        index("one tensor of a shard mapped to a missing shard named after it", { directory in
+            // The shard holding the tensor is read first: the missing one must still be named.
+            let index = directory.appendingPathComponent("model.safetensors.index.json")
+            var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: index)) as? [String: Any])
+            var map = try #require(object["weight_map"] as? [String: String])
+            let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                .filter { $0.hasSuffix(".safetensors") }.sorted()
+            let tensor = try #require(try SafetensorsFile(url: directory.appendingPathComponent(shards[1])).tensorNames.sorted().first)
+            map[tensor] = "model-00099-of-00099.safetensors"
+            object["weight_map"] = map
+            return String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+        }, status: 66) { directory, path in
+            let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                .filter { $0.hasSuffix(".safetensors") }.sorted()
+            let tensor = try #require(try SafetensorsFile(url: directory.appendingPathComponent(shards[1])).tensorNames.sorted().first)
+            return "Error: '\(path)': shard 'model-00099-of-00099.safetensors' of tensor '\(tensor)' does not exist"
+        },
         index("a tensor mapped to a shard without it", { directory in
             let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
                 .filter { $0.hasSuffix(".safetensors") }.sorted()
