@@ -246,41 +246,65 @@ enum HostileCorpus {
             // BF16 0x7FC0: a quiet NaN.
             let directory = try checkpointWithValues(
                 "model.layers.0.mlp.up_proj.weight", [(0, 0x7FC0), (1, 0x7FC0), (2, 0x7FC0)])
+            let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.layers.0.mlp.up_proj.weight': 3 values are NaN or infinite\n")
+                error: "Error: '\(weights)': tensor 'model.layers.0.mlp.up_proj.weight': 3 values are NaN or infinite\n")
         },
         HostileCase(name: "safetensors: NaN in the int8 embedding") { scratch in
             // BF16 0x7F80 (+infinity), the last value: in the last block read.
             let directory = try checkpointWithValues("model.embed_tokens.weight", [(-1, 0x7F80)])
+            let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.embed_tokens.weight': 1 value is NaN or infinite\n")
+                error: "Error: '\(weights)': tensor 'model.embed_tokens.weight': 1 value is NaN or infinite\n")
         },
         HostileCase(name: "safetensors: palettised weights beyond float16's range") { scratch in
             // BF16 0x4780 = 65,536 and 0xC7C0 = −98,304: finite, but beyond ±65,504.
             let directory = try checkpointWithValues("model.layers.0.mlp.down_proj.weight", [(0, 0x4780), (5, 0xC7C0)])
+            let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.layers.0.mlp.down_proj.weight': 2 values exceed the float16 range "
-                    + "(largest magnitude 9.8e+04); pass --allow-clamp to clamp them\n")
+                error: "Error: '\(weights)': tensor 'model.layers.0.mlp.down_proj.weight': 2 values exceed the float16 "
+                    + "range of ±65504 (largest magnitude 98304); pass --allow-clamp to clamp them\n")
         },
         HostileCase(name: "safetensors: float32 int8 embedding beyond float16's range") { scratch in
             // Read as float16 patterns a block at a time, then, at the first value float16 cannot
             // hold, through the reader, which counts every such value of the tensor.
             let directory = try Fixtures.syntheticCheckpoint(dtype: .f32)
             try Fixtures.setValues([(0, 70_000), (5, -1e6), (-1, 65_520)], of: "model.embed_tokens.weight", in: directory)
+            let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.embed_tokens.weight': 3 values exceed the float16 range "
-                    + "(largest magnitude 1.0e+06); pass --allow-clamp to clamp them\n")
+                error: "Error: '\(weights)': tensor 'model.embed_tokens.weight': 3 values exceed the float16 range "
+                    + "of ±65504 (largest magnitude 1000000); pass --allow-clamp to clamp them\n")
         },
         HostileCase(name: "safetensors: float32 NaN and infinity in a palettised weight") { scratch in
             let directory = try Fixtures.syntheticCheckpoint(dtype: .f32)
             try Fixtures.setValues([(3, .nan), (-1, -.infinity)], of: "model.layers.1.mlp.up_proj.weight", in: directory)
+            let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.layers.1.mlp.up_proj.weight': 2 values are NaN or infinite\n")
+                error: "Error: '\(weights)': tensor 'model.layers.1.mlp.up_proj.weight': 2 values are NaN or infinite\n")
+        },
+        HostileCase(name: "safetensors: float32 weights just beyond float16's range, in a shard") { scratch in
+            // 65519 rounds to 65504 in float16 and 65520 to infinity: both are beyond ±65504, and
+            // the message says by how much, naming the shard.
+            let directory = try Fixtures.syntheticCheckpoint(shardBytes: 100_000, dtype: .f32)
+            let index = try JSONSerialization.jsonObject(
+                with: Data(contentsOf: directory.appendingPathComponent("model.safetensors.index.json"))) as? [String: Any]
+            let shard = try #require((index?["weight_map"] as? [String: String])?["model.layers.1.mlp.down_proj.weight"])
+            let url = directory.appendingPathComponent(shard)
+            let range = try SafetensorsFile(url: url).tensor(named: "model.layers.1.mlp.down_proj.weight").byteRange
+            var bytes = [UInt8](try Data(contentsOf: url))
+            for (offset, value) in [(0, Float(65_519)), (4, Float(-65_519))] {
+                withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.replaceSubrange(range.lowerBound + offset..<range.lowerBound + offset + 4, with: $0) }
+            }
+            try Data(bytes).write(to: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: '\(url.path)': tensor 'model.layers.1.mlp.down_proj.weight': 2 values exceed the float16 range "
+                    + "of ±65504 (largest magnitude 65519); pass --allow-clamp to clamp them\n")
         },
         HostileCase(name: "safetensors: integer weights") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
