@@ -201,8 +201,46 @@ struct VerifyCommandTests {
             runExporter(["verify", "x", "--against", "y", "--run", "--tokens", "1,a"]).error.hasPrefix(
                 "Error: --tokens expects non-negative token ids, got 'a'\n"))
         let missing = runExporter(["verify", "/nonexistent/x.aimodel"])
-        #expect(missing.status == 65)
-        #expect(missing.error == "Error: '/nonexistent/x.aimodel' is not an exporter artifact: no such file or folder\n")
+        #expect(missing.status == 66)
+        #expect(missing.error == "Error: no artifact at '/nonexistent/x.aimodel': no such file or folder\n")
+    }
+
+    @Test("an artifact, a package or a token file that does not exist is 'not found' (66), naming it")
+    func missingInputs() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4")
+        let tokens = try Fixtures.temporaryDirectory().appendingPathComponent("tokens.txt")
+        try Data("1, 2, 3".utf8).write(to: tokens)
+        let gone = "Error: no artifact at '/nonexistent/x.aimodel': no such file or folder\n"
+        let cases: [([String], String)] = [
+            (["inspect", "/nonexistent/x.aimodel"], gone),
+            (["diff", bundle.path, "/nonexistent/x.aimodel"], gone),
+            (["eval", "/nonexistent/x.aimodel", "--against", checkpoint.path, "--tokens-file", tokens.path], gone),
+            (["convert", "/nonexistent/x.aimodel", "--to", "mlpackage"], gone),
+            (["verify", "/nonexistent/x.mlpackage"], "Error: no artifact at '/nonexistent/x.mlpackage': no such file or folder\n"),
+            (["inspect", "/nonexistent/x.mlpackage"], "Error: no artifact at '/nonexistent/x.mlpackage': no such file or folder\n"),
+            (
+                ["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens-file", "/nonexistent/t.txt"],
+                "Error: cannot read --tokens-file '/nonexistent/t.txt': no such file\n"
+            ),
+            (
+                ["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", "/nonexistent/t.txt"],
+                "Error: cannot read --tokens-file '/nonexistent/t.txt': no such file\n"
+            ),
+            (
+                [checkpoint.path, "--experimental", "--compute-precision", "float16", "--calibration", "/nonexistent/t.txt",
+                 "--output-dir", try Fixtures.temporaryDirectory().path],
+                "Error: cannot read --calibration '/nonexistent/t.txt': no such file\n"
+            ),
+        ]
+        for (arguments, error) in cases {
+            let run = runExporter(arguments)
+            #expect(run.status == 66, "\(arguments): \(run.error)")
+            #expect(run.error == error, "\(arguments)")
+        }
+        let folder = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", "/tmp"])
+        #expect(folder.status == 65)
+        #expect(folder.error == "Error: cannot read --tokens-file '/tmp': a folder, not a file\n")
     }
 }
 

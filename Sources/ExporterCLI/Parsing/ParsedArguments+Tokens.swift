@@ -15,10 +15,20 @@ extension ParsedArguments {
     }
 
     /// The ids in the file the option names (relative to `directory`), or nil when it is absent.
+    /// - Throws: `InputFileError.notFound` when there is no such file (exit 66),
+    ///   `.unreadable` when it is a folder or not UTF-8 text (65), `UsageError` for bad ids.
     func tokenIds(inFileOf name: String, relativeTo directory: URL) throws -> [Int]? {
         guard let file = value(name) else { return nil }
-        guard let text = try? String(contentsOf: URL(fileURLWithPath: file, relativeTo: directory), encoding: .utf8) else {
-            throw UsageError.validation("cannot read --\(name) '\(file)'")
+        let url = URL(fileURLWithPath: file, relativeTo: directory)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
+            throw InputFileError.notFound(option: "--\(name)", path: file)
+        }
+        guard !isDirectory.boolValue else {
+            throw InputFileError.unreadable(option: "--\(name)", path: file, reason: "a folder, not a file")
+        }
+        guard let text = try? String(contentsOf: url, encoding: .utf8) else {
+            throw InputFileError.unreadable(option: "--\(name)", path: file, reason: "not readable as UTF-8 text")
         }
         return try Self.parseTokenIds(text, option: "--\(name)")
     }
