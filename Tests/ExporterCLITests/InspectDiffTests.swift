@@ -75,6 +75,21 @@ struct InspectDiffTests {
         for forbidden in ["<script", "src=", "href=", "@import", "url("] { #expect(!html.contains(forbidden), "\(forbidden)") }
     }
 
+    @Test("inspect --html naming a folder or a path in a missing folder fails naming it (74), without a Foundation dump")
+    func htmlUnwritable() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4")
+        let folder = try Fixtures.temporaryDirectory()
+        let run = runExporter(["inspect", bundle.path, "--html", folder.path])
+        #expect(run.status == 74)
+        #expect(run.error == "Error: cannot write '\(folder.path)': a folder is there, not a file\n")
+        #expect(run.output.isEmpty)
+        let missing = folder.appendingPathComponent("no/report.html")
+        let nowhere = runExporter(["inspect", bundle.path, "--html", missing.path])
+        #expect(nowhere.status == 74)
+        #expect(nowhere.error == "Error: cannot write '\(missing.path)': no such file or directory\n")
+    }
+
     @Test("diff shows what changed and exits 1 only when the size grows beyond --max-size-growth")
     func diffGate() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
