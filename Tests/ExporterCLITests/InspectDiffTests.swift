@@ -90,6 +90,29 @@ struct InspectDiffTests {
         #expect(nowhere.error == "Error: cannot write '\(missing.path)': no such file or directory\n")
     }
 
+    @Test("a broken manifest is refused naming the file and, in plain words, the key path")
+    func brokenManifest() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.copy(try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
+        let url = bundle.appendingPathComponent("manifest.json")
+        let original = try Data(contentsOf: url)
+        try (original + Data("junk".utf8)).write(to: url)
+        for command in ["inspect", "verify"] {
+            let run = runExporter([command, bundle.path])
+            #expect(run.status == 65)
+            #expect(
+                run.error
+                    == "Error: '\(url.path)' is not an exporter artifact: the manifest is not valid JSON: "
+                    + "unexpected data after the document at byte \(original.count)\n")
+        }
+        let text = String(decoding: original, as: UTF8.self)
+        let offset = try #require(text.range(of: "\"offset\" : 64"))
+        try Data(text.replacingCharacters(in: offset, with: "\"offset\" : 64.5").utf8).write(to: url)
+        let run = runExporter(["diff", bundle.path, bundle.path])
+        #expect(run.status == 65)
+        #expect(run.error == "Error: '\(url.path)' is not an exporter artifact: 'tensors[0].parts[0].offset' should be an integer, found 64.5\n")
+    }
+
     @Test("diff shows what changed and exits 1 only when the size grows beyond --max-size-growth")
     func diffGate() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)

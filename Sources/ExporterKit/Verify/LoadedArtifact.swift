@@ -23,10 +23,10 @@ public struct LoadedArtifact: Sendable {
             throw BundleError.artifactNotFound(path: url.path)
         }
         let manifestURL = isDirectory.boolValue ? url.appendingPathComponent(BundleWriter.manifestName) : url
-        guard let data = try? Data(contentsOf: manifestURL) else {
+        guard let data = try BundleReader.readDocument(manifestURL) else {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
         }
-        manifest = try BundleReader.decodeManifest(data, path: manifestURL.path)
+        manifest = try Manifest.decoded(from: data, path: manifestURL.path)
         self.manifestURL = manifestURL
         folder = manifestURL.deletingLastPathComponent()
         self.displayPath = displayPath ?? url.path
