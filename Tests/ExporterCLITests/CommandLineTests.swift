@@ -199,6 +199,28 @@ struct CommandLineTests {
                 """)
     }
 
+    @Test("control characters typed on the command line are escaped in every line of an error, newlines too")
+    func escapedArguments() throws {
+        // A checkpoint folder's name is the model's: a message of several lines escapes it in its line.
+        let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Ti\nny\u{1B}[2J")
+        let run = runExporter(["plan", checkpoint.path])
+        #expect(run.status == 69)
+        #expect(
+            run.error == """
+                Error: '\(checkpoint.deletingLastPathComponent().path)/Ti\\u{A}ny\\u{1B}[2J' has no registry preset. Pass --experimental to try exporting it anyway \
+                (requires --compute-precision).
+                Supported models: run 'exporter list' (docs in README.md).
+                This model may not be suitable for iOS application due to its memory requirements.
+
+                """)
+        let usage = runExporter(["plan", "qwen3-4b", "--platform", "\u{1B}[2J\nx"])
+        #expect(usage.status == 64)
+        #expect(usage.error.hasPrefix("Error: invalid value '\\u{1B}[2J\\u{A}x' for '--platform'; expected one of: iOS, macOS\nUsage: "))
+        let name = runExporter(["plan", "qwen3-4b", "--output-name", "a\nb\u{1B}"])
+        #expect(name.status == 64)
+        #expect(name.error.hasPrefix("Error: --output-name must not contain control characters, got 'a\\u{A}b\\u{1B}'\nUsage: "))
+    }
+
     @Test("a context above max_position_embeddings, or not a positive integer")
     func contextRefusals() {
         let tooLong = runExporter(["plan", "qwen2.5-1.5b", "--max-context-length", "40000"])

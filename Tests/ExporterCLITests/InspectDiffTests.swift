@@ -90,6 +90,23 @@ struct InspectDiffTests {
         #expect(nowhere.error == "Error: cannot write '\(missing.path)': no such file or directory\n")
     }
 
+    @Test("inspect escapes control characters of the manifest's model name and tensor names: no terminal escape, no forged line")
+    func escapedManifestText() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.copy(try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
+        try TinyArtifacts.editManifest(bundle) { manifest in
+            manifest.model.name = "Ti\u{1B}[31mny\nFAKE"
+            manifest.tensors[0].name = "bad\nname\u{1B}[1m"
+            manifest.tensors[0].sqnrDB = 0.5
+        }
+        let run = runExporter(["inspect", bundle.path])
+        #expect(run.status == 0, "\(run.error)")
+        #expect(!run.output.contains("\u{1B}"))
+        #expect(run.output.hasPrefix("Ti\\u{1B}[31mny\\u{A}FAKE  ("))
+        #expect(run.output.contains("bad\\u{A}name\\u{1B}[1m"))
+        #expect(!run.output.split(separator: "\n").contains { $0.hasPrefix("FAKE") || $0.hasPrefix("name") })
+    }
+
     @Test("a broken manifest is refused naming the file and, in plain words, the key path")
     func brokenManifest() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

@@ -56,6 +56,9 @@ enum ExportArguments {
         if let name = options.outputName, name.isEmpty || name.contains("/") || name.hasPrefix(".") {
             throw UsageError.validation("--output-name must be a plain file name, got '\(name)'")
         }
+        if let name = options.outputName, name.unicodeScalars.contains(where: TerminalText.isControl) {
+            throw UsageError.validation("--output-name must not contain control characters, got '\(name)'")
+        }
         return options
     }
 }

@@ -194,6 +194,9 @@ enum HostileCorpus {
         safetensors("unknown dtype", {
             header(#"{"w":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
         }) { "Error: '\($0)': tensor 'w' has unknown dtype 'F17'" },
+        safetensors("a tensor name carrying a newline and a terminal escape", {
+            header(#"{"w\n\u001b[2J":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
+        }) { "Error: '\($0)': tensor 'w\\u{A}\\u{1B}[2J' has unknown dtype 'F17'" },
         safetensors("an unexpected key in a tensor entry", {
             header(#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1}}"#, data: [UInt8](repeating: 0, count: 8))
         }) { "Error: '\($0)': tensor 'w': unexpected key 'extra'" },
@@ -472,6 +475,9 @@ enum HostileCorpus {
         },
         config("a model type carrying a terminal escape sequence", { configBytes(["model_type": "\u{1B}[2Jqwen"]) }, status: 69) { _ in
             "Error: Unknown model type '\\u{1B}[2Jqwen'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
+        },
+        config("a model type carrying a newline and a forged line", { configBytes(["model_type": "qwen\nError: fake"]) }, status: 69) { _ in
+            "Error: Unknown model type 'qwen\\u{A}Error: fake'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
         },
         config("an unknown model type", { configBytes(["model_type": "llama9"]) }, status: 69) { _ in
             "Error: Unknown model type 'llama9'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
