@@ -33,9 +33,15 @@ extension ParsedArguments {
         return try Self.parseTokenIds(text, option: "--\(name)")
     }
 
-    /// Non-negative token ids separated by commas, white space or brackets (a JSON list works).
+    /// Non-negative token ids separated by commas, white space or brackets (a JSON list works);
+    /// an empty item between commas (`1,,2`, `1,2,`) is refused, not skipped.
     static func parseTokenIds(_ text: String, option: String) throws -> [Int] {
-        let pieces = text.split(whereSeparator: { $0 == "," || $0.isWhitespace || $0 == "[" || $0 == "]" })
+        let items = text.split(whereSeparator: { $0 == "[" || $0 == "]" }).joined(separator: " ")
+            .split(separator: ",", omittingEmptySubsequences: false)
+        if items.count > 1, items.contains(where: { $0.allSatisfy(\.isWhitespace) }) {
+            throw UsageError.invalidValue(value: "", option: option, expected: "non-negative token ids")
+        }
+        let pieces = items.flatMap { $0.split(whereSeparator: \.isWhitespace) }
         let tokens = try pieces.map { piece -> Int in
             guard let token = Int(piece), token >= 0 else {
                 throw UsageError.invalidValue(value: String(piece), option: option, expected: "non-negative token ids")
