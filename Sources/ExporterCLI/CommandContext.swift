@@ -50,11 +50,12 @@ public struct CommandContext {
             errorIsTerminal: isatty(2) == 1 && ProcessInfo.processInfo.environment["CI"] == nil)
     }
 
-    /// Prints a line on standard output.
-    func print(_ line: String = "") { writeOutput(line + "\n") }
+    /// Prints a line on standard output, its control characters escaped (newlines included:
+    /// text from inputs cannot drive the terminal or forge a line).
+    func print(_ line: String = "") { writeOutput(TerminalText.escaped(line) + "\n") }
 
-    /// Prints a line on standard error.
-    func printError(_ line: String) { writeError(line + "\n") }
+    /// Prints a line on standard error, its control characters escaped as `print(_:)` does.
+    func printError(_ line: String) { writeError(TerminalText.escaped(line) + "\n") }
 
     /// The shipped presets.
     /// - Throws: `PresetError` when no `Presets/` folder is found.

@@ -58,7 +58,7 @@ public enum ExporterCommandLine {
         do {
             switch try invocation.parse() {
             case .showHelp:
-                context.print(invocation.helpText)
+                context.writeOutput(invocation.helpText + "\n")
                 return ExitStatus.success.rawValue
             case .showVersion(let version):
                 context.print(version)
@@ -81,19 +81,21 @@ public enum ExporterCommandLine {
                 return status.rawValue
             }
         } catch let error as UsageError {
-            context.printError(invocation.usageErrorText(for: error))
+            context.writeError(invocation.usageErrorText(for: error) + "\n")
             return UsageError.exitCode
         } catch let error as ExporterError {
-            printFailure("Error: \(TerminalText.sanitized(error.description))", context: context)
+            printFailure(error.descriptionLines, context: context)
             return error.exitStatus.rawValue
         } catch {
-            printFailure("Error: \(TerminalText.sanitized("\(error)"))", context: context)
+            printFailure(["\(error)"], context: context)
             return ExitStatus.internalError.rawValue
         }
     }
 
-    /// Prints a failure; on a terminal, first clears a progress line the failed step left.
-    private static func printFailure(_ text: String, context: CommandContext) {
-        context.printError((context.errorIsTerminal ? "\r\u{1B}[K" : "") + text)
+    /// Prints a failure, `Error: ` and its lines, each with its control characters escaped; on a
+    /// terminal, first clears a progress line the failed step left.
+    private static func printFailure(_ lines: [String], context: CommandContext) {
+        if context.errorIsTerminal { context.writeError("\r\u{1B}[K") }
+        for (index, line) in lines.enumerated() { context.printError((index == 0 ? "Error: " : "") + line) }
     }
 }

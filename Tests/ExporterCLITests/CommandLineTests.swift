@@ -236,6 +236,62 @@ struct CommandLineTests {
                 """)
     }
 
+    @Test("control characters typed on the command line are escaped in every line of an error, newlines too")
+    func escapedArguments() throws {
+        // A checkpoint folder's name is the model's: a message of several lines escapes it in its line.
+        let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Ti\nny\u{1B}[2J")
+        let run = runExporter(["plan", checkpoint.path])
+        #expect(run.status == 69)
+        #expect(
+            run.error == """
+                Error: '\(checkpoint.deletingLastPathComponent().path)/Ti\\u{A}ny\\u{1B}[2J' has no registry preset. Pass --experimental to try exporting it anyway \
+                (requires --compute-precision).
+                Supported models: run 'exporter list' (docs in README.md).
+                This model may not be suitable for iOS application due to its memory requirements.
+
+                """)
+        let usage = runExporter(["plan", "qwen3-4b", "--platform", "\u{1B}[2J\nx"])
+        #expect(usage.status == 64)
+        #expect(usage.error.hasPrefix("Error: invalid value '\\u{1B}[2J\\u{A}x' for '--platform'; expected one of: iOS, macOS\nUsage: "))
+        let name = runExporter(["plan", "qwen3-4b", "--output-name", "a\nb\u{1B}"])
+        #expect(name.status == 64)
+        #expect(name.error.hasPrefix("Error: --output-name must not contain control characters, got 'a\\u{A}b\\u{1B}'\nUsage: "))
+    }
+
+    @Test("an empty path, an empty positional, a negative gate, an empty token item, a bad --seed are usage errors")
+    func emptyAndNegativeValues() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4")
+        let export = [checkpoint.path, "--experimental", "--compute-precision", "float16"]
+        let cases: [([String], String)] = [
+            (export + ["--output-dir", ""], "--output-dir expects a path, got ''"),
+            (export + ["--output="], "--output expects a path, got ''"),
+            (export + ["--compression-config", ""], "--compression-config expects a path, got ''"),
+            (["synth", checkpoint.path, "--out", ""], "--out expects a path, got ''"),
+            (["compile", bundle.path, "--output", ""], "--output expects a path, got ''"),
+            (["inspect", bundle.path, "--html", ""], "--html expects a path, got ''"),
+            (["verify", bundle.path, "--against", ""], "--against expects a path, got ''"),
+            ([""], "'<model>' must not be empty"),
+            (["inspect", ""], "'<artifact>' must not be empty"),
+            (["diff", bundle.path, bundle.path, "--max-size-growth", "-5"], "--max-size-growth expects a non-negative number, got '-5'"),
+            (["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,,2"], "--tokens expects non-negative token ids, got ''"),
+            (["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,2,"], "--tokens expects non-negative token ids, got ''"),
+            (export + ["--seed", "-1", "--dry-run"], "--seed expects a non-negative integer, got '-1'"),
+            (export + ["--seed", "x", "--output-dir", try Fixtures.temporaryDirectory().path], "--seed expects a non-negative integer, got 'x'"),
+        ]
+        for (arguments, message) in cases {
+            let run = runExporter(arguments)
+            #expect(run.status == 64, "\(arguments): \(run.error)")
+            #expect(run.error.hasPrefix("Error: \(message)\nUsage: "), "\(arguments): \(run.error)")
+        }
+        // Brackets, commas and white space still separate ids; --seed without --synthetic is accepted.
+        for tokens in ["[1, 2, 3]", "1 2  3", "1,2"] {
+            let run = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", tokens])
+            #expect(run.status == 0, "\(tokens): \(run.error)")
+        }
+        #expect(runExporter(export + ["--seed", "7", "--dry-run"]).status == 0)
+    }
+
     @Test("a context above max_position_embeddings, or not a positive integer")
     func contextRefusals() {
         let tooLong = runExporter(["plan", "qwen2.5-1.5b", "--max-context-length", "40000"])

@@ -211,6 +211,9 @@ struct CompileCommandTests {
             """.utf8
         ).write(to: table)
         let output = try Fixtures.temporaryDirectory()
+        let missing = runExporter(["compile", bundleURL.path, "--output", output.path, "--devices", "/nonexistent/devices.json"])
+        #expect(missing.status == 66)
+        #expect(missing.error == "Error: no device table at '/nonexistent/devices.json'\n")
         let run = runExporter(["compile", bundleURL.path, "--output", output.path, "--devices", table.path, "--device", "lab1"])
         #expect(run.status == 0, "\(run.error)")
         #expect(run.output.contains("  verdict        does-not-fit: 1.6 MiB is over 976.6 KiB\n"))

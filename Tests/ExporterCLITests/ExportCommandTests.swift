@@ -213,6 +213,21 @@ struct ExportCommandTests {
         }
     }
 
+    @Test("synth --out naming a file, or a folder under a file, is a write failure naming the path (74)")
+    func synthOutIsAFile() throws {
+        let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "qwen3"), name: "Small")
+        let file = try Fixtures.temporaryDirectory().appendingPathComponent("taken")
+        try Data("x".utf8).write(to: file)
+        let run = runExporter(["synth", config.path, "--out", file.path])
+        #expect(run.status == 74)
+        #expect(run.error == "Error: cannot write '\(file.path)': a file is there, not a folder\n")
+        let below = file.appendingPathComponent("sub/Small")
+        let nested = runExporter(["synth", config.path, "--out", below.path])
+        #expect(nested.status == 74)
+        #expect(nested.error == "Error: cannot write '\(below.path)': '\(file.path)' is a file, not a folder\n")
+        #expect(try String(contentsOf: file, encoding: .utf8) == "x")
+    }
+
     @Test("a progress line draws nothing once finished and cleared, and nothing at all off a terminal")
     func progressAfterFinish() {
         for terminal in [true, false] {

@@ -75,6 +75,61 @@ struct InspectDiffTests {
         for forbidden in ["<script", "src=", "href=", "@import", "url("] { #expect(!html.contains(forbidden), "\(forbidden)") }
     }
 
+    @Test("inspect --html naming a folder or a path in a missing folder fails naming it (74), without a Foundation dump")
+    func htmlUnwritable() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4")
+        let folder = try Fixtures.temporaryDirectory()
+        let run = runExporter(["inspect", bundle.path, "--html", folder.path])
+        #expect(run.status == 74)
+        #expect(run.error == "Error: cannot write '\(folder.path)': a folder is there, not a file\n")
+        #expect(run.output.isEmpty)
+        let missing = folder.appendingPathComponent("no/report.html")
+        let nowhere = runExporter(["inspect", bundle.path, "--html", missing.path])
+        #expect(nowhere.status == 74)
+        #expect(nowhere.error == "Error: cannot write '\(missing.path)': no such file or directory\n")
+    }
+
+    @Test("inspect escapes control characters of the manifest's model name and tensor names: no terminal escape, no forged line")
+    func escapedManifestText() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.copy(try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
+        try TinyArtifacts.editManifest(bundle) { manifest in
+            manifest.model.name = "Ti\u{1B}[31mny\nFAKE"
+            manifest.tensors[0].name = "bad\nname\u{1B}[1m"
+            manifest.tensors[0].sqnrDB = 0.5
+        }
+        let run = runExporter(["inspect", bundle.path])
+        #expect(run.status == 0, "\(run.error)")
+        #expect(!run.output.contains("\u{1B}"))
+        #expect(run.output.hasPrefix("Ti\\u{1B}[31mny\\u{A}FAKE  ("))
+        #expect(run.output.contains("bad\\u{A}name\\u{1B}[1m"))
+        #expect(!run.output.split(separator: "\n").contains { $0.hasPrefix("FAKE") || $0.hasPrefix("name") })
+    }
+
+    @Test("a broken manifest is refused naming the file and, in plain words, the key path")
+    func brokenManifest() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.copy(try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
+        let url = bundle.appendingPathComponent("manifest.json")
+        let original = try Data(contentsOf: url)
+        try (original + Data("junk".utf8)).write(to: url)
+        for command in ["inspect", "verify"] {
+            let run = runExporter([command, bundle.path])
+            #expect(run.status == 65)
+            #expect(
+                run.error
+                    == "Error: '\(url.path)' is not an exporter artifact: the manifest is not valid JSON: "
+                    + "unexpected data after the document at byte \(original.count)\n")
+        }
+        let text = String(decoding: original, as: UTF8.self)
+        let offset = try #require(text.range(of: "\"offset\" : 64"))
+        try Data(text.replacingCharacters(in: offset, with: "\"offset\" : 64.5").utf8).write(to: url)
+        let run = runExporter(["diff", bundle.path, bundle.path])
+        #expect(run.status == 65)
+        #expect(run.error == "Error: '\(url.path)' is not an exporter artifact: 'tensors[0].parts[0].offset' should be an integer, found 64.5\n")
+    }
+
     @Test("diff shows what changed and exits 1 only when the size grows beyond --max-size-growth")
     func diffGate() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)

@@ -143,6 +143,19 @@ struct VerifyCommandTests {
         #expect(runExporter(["verify", stray.path]).error == "Error: 'extra.txt': present in the artifact but not listed in the manifest\n")
     }
 
+    @Test("a FIFO in place of weights.bin fails at once, naming it, instead of waiting for a writer")
+    func fifoWeights() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.copy(try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
+        let weights = bundle.appendingPathComponent("weights.bin")
+        try FIFOFixture.make(at: weights)
+        let start = Date()
+        let run = runExporter(["verify", bundle.path])
+        #expect(Date().timeIntervalSince(start) < 5, "waited for a writer")
+        #expect(run.status == 1)
+        #expect(run.error.hasPrefix("Error: 'weights.bin': cannot read '\(weights.path)': a FIFO, not a regular file\n"))
+    }
+
     @Test("swapped tensors pass the checksums and format checks but fail the forward pass")
     func swappedLayout() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
@@ -188,8 +201,46 @@ struct VerifyCommandTests {
             runExporter(["verify", "x", "--against", "y", "--run", "--tokens", "1,a"]).error.hasPrefix(
                 "Error: --tokens expects non-negative token ids, got 'a'\n"))
         let missing = runExporter(["verify", "/nonexistent/x.aimodel"])
-        #expect(missing.status == 65)
-        #expect(missing.error == "Error: '/nonexistent/x.aimodel' is not an exporter artifact: no such file or folder\n")
+        #expect(missing.status == 66)
+        #expect(missing.error == "Error: no artifact at '/nonexistent/x.aimodel': no such file or folder\n")
+    }
+
+    @Test("an artifact, a package or a token file that does not exist is 'not found' (66), naming it")
+    func missingInputs() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4")
+        let tokens = try Fixtures.temporaryDirectory().appendingPathComponent("tokens.txt")
+        try Data("1, 2, 3".utf8).write(to: tokens)
+        let gone = "Error: no artifact at '/nonexistent/x.aimodel': no such file or folder\n"
+        let cases: [([String], String)] = [
+            (["inspect", "/nonexistent/x.aimodel"], gone),
+            (["diff", bundle.path, "/nonexistent/x.aimodel"], gone),
+            (["eval", "/nonexistent/x.aimodel", "--against", checkpoint.path, "--tokens-file", tokens.path], gone),
+            (["convert", "/nonexistent/x.aimodel", "--to", "mlpackage"], gone),
+            (["verify", "/nonexistent/x.mlpackage"], "Error: no artifact at '/nonexistent/x.mlpackage': no such file or folder\n"),
+            (["inspect", "/nonexistent/x.mlpackage"], "Error: no artifact at '/nonexistent/x.mlpackage': no such file or folder\n"),
+            (
+                ["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens-file", "/nonexistent/t.txt"],
+                "Error: cannot read --tokens-file '/nonexistent/t.txt': no such file\n"
+            ),
+            (
+                ["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", "/nonexistent/t.txt"],
+                "Error: cannot read --tokens-file '/nonexistent/t.txt': no such file\n"
+            ),
+            (
+                [checkpoint.path, "--experimental", "--compute-precision", "float16", "--calibration", "/nonexistent/t.txt",
+                 "--output-dir", try Fixtures.temporaryDirectory().path],
+                "Error: cannot read --calibration '/nonexistent/t.txt': no such file\n"
+            ),
+        ]
+        for (arguments, error) in cases {
+            let run = runExporter(arguments)
+            #expect(run.status == 66, "\(arguments): \(run.error)")
+            #expect(run.error == error, "\(arguments)")
+        }
+        let folder = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", "/tmp"])
+        #expect(folder.status == 65)
+        #expect(folder.error == "Error: cannot read --tokens-file '/tmp': a folder, not a file\n")
     }
 }
 

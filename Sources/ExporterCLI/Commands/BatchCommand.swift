@@ -63,7 +63,10 @@ enum BatchCommand {
         if arguments.flag("collect") {
             report = try runner.collect()
         } else {
-            report = try runner.run { line in if context.errorIsTerminal { context.printError(line) } }
+            // A job's error may span lines (the child's message): each is printed, escaped, on its own.
+            report = try runner.run { text in
+                if context.errorIsTerminal { text.split(separator: "\n").forEach { context.printError(String($0)) } }
+            }
         }
         if arguments.flag("json") {
             context.writeOutput(String(decoding: try report.canonicalJSON(), as: UTF8.self))

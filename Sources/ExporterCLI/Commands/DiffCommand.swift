@@ -22,7 +22,7 @@ enum DiffCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let first = arguments.positional(0) else { throw UsageError.missingArgument("a") }
         guard let second = arguments.positional(1) else { throw UsageError.missingArgument("b") }
-        let maxGrowth = try arguments.number("max-size-growth")
+        let maxGrowth = try arguments.number("max-size-growth", minimum: 0)
         let maxDrop = try arguments.number("min-sqnr-drop", minimum: 0)
         let listed = try arguments.int("tensors", range: 0...) ?? 20
         func load(_ path: String) throws -> LoadedArtifact {

@@ -78,6 +78,13 @@ enum ExportArguments {
         if let name = options.outputName, name.isEmpty || name.contains("/") || name.hasPrefix(".") {
             throw UsageError.validation("--output-name must be a plain file name, got '\(name)'")
         }
+        // --seed is checked whether or not --synthetic uses it: a bad value is never ignored.
+        if arguments.command.option(named: "seed") != nil, let seed = arguments.value("seed"), UInt64(seed) == nil {
+            throw UsageError.invalidValue(value: seed, option: "--seed", expected: "a non-negative integer")
+        }
+        if let name = options.outputName, name.unicodeScalars.contains(where: TerminalText.isControl) {
+            throw UsageError.validation("--output-name must not contain control characters, got '\(name)'")
+        }
         return options
     }
 }

@@ -26,10 +26,14 @@ enum InspectCommand {
         let summary = InspectionSummary(artifact: artifact, worst: worst)
         if let html = arguments.value("html") {
             let url = URL(fileURLWithPath: html, relativeTo: context.currentDirectory)
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw BundleError.writeFailed(path: url.path, reason: "a folder is there, not a file")
+            }
             do {
                 try Data(summary.html().utf8).write(to: url, options: .atomic)
             } catch {
-                throw BundleError.writeFailed(path: url.path, reason: error.localizedDescription)
+                throw BundleError.writeFailed(path: url.path, reason: fileSystemFailureReason(error))
             }
             if !arguments.flag("json") { context.printError("wrote \(html)") }
         }

@@ -34,7 +34,12 @@ enum MLPackageViews {
 
     /// `exporter verify <package> [--bundle B]`: files, blob storage, and every blob against the
     /// bundle (by default the source bundle beside the package, when it is there).
+    /// - Throws: `BundleError.artifactNotFound` when the package or the bundle given does not
+    ///   exist (exit 66); every other failure is reported and ends in exit 1.
     static func verify(_ url: URL, bundle: URL?, json: Bool, context: CommandContext) throws -> ExitStatus {
+        for given in [url] + (bundle.map { [$0] } ?? []) where !FileManager.default.fileExists(atPath: given.path) {
+            throw BundleError.artifactNotFound(path: given.path)
+        }
         var source = bundle
         if source == nil, let manifest = try? MLPackageVerifier.readManifest(package: url) {
             let beside = url.deletingLastPathComponent().appendingPathComponent(manifest.sourceBundle.name)

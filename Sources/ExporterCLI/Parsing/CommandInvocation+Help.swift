@@ -21,7 +21,7 @@ extension CommandInvocation {
     /// find help.
     func usageErrorText(for error: UsageError) -> String {
         """
-        Error: \(error.description)
+        Error: \(TerminalText.escaped(error.description))
         Usage: \(usageLine)
           See '\(commandName) --help' for more information.
         """

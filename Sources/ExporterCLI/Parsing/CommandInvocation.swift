@@ -52,6 +52,10 @@ struct CommandInvocation: Equatable {
             }
             if optionsEnded || !Self.looksLikeOption(token) {
                 guard positionals.count < positionalCapacity else { throw UsageError.unexpectedArgument(token) }
+                guard !token.isEmpty else {
+                    let spec = positionalSpecs[min(positionals.count, positionalSpecs.count - 1)]
+                    throw UsageError.emptyArgument(spec.name)
+                }
                 positionals.append(token)
                 continue
             }
@@ -70,6 +74,9 @@ struct CommandInvocation: Equatable {
                 index += 1
             } else {
                 throw UsageError.missingValue(option: spelling)
+            }
+            if let given = value, given.isEmpty, option.takesPath {
+                throw UsageError.invalidValue(value: given, option: spelling, expected: "a path")
             }
             if let given = value, !option.choices.isEmpty {
                 guard let canonical = Self.matchChoice(given, in: option.choices) else {

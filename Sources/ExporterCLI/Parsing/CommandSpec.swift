@@ -121,6 +121,13 @@ struct ArgumentSpec: Sendable, Equatable {
     /// One sentence shown in help.
     var help: String
 
+    /// The value names of options whose value is a path (`<dir>`, `<file>`, …): an empty value
+    /// is refused, as it would silently mean the current folder.
+    static let pathValueNames: Set<String> = ["dir", "file", "path", "checkpoint", "aimodel"]
+
+    /// Whether the option's value is a path.
+    var takesPath: Bool { kind == .option && ArgumentSpec.pathValueNames.contains(valueName) }
+
     /// A flag such as `--overwrite` (or `-f`).
     static func flag(_ name: String, aliases: [String] = [], shortName: Character? = nil, help: String) -> ArgumentSpec
     {

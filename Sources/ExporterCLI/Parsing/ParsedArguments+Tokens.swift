@@ -15,17 +15,33 @@ extension ParsedArguments {
     }
 
     /// The ids in the file the option names (relative to `directory`), or nil when it is absent.
+    /// - Throws: `InputFileError.notFound` when there is no such file (exit 66),
+    ///   `.unreadable` when it is a folder or not UTF-8 text (65), `UsageError` for bad ids.
     func tokenIds(inFileOf name: String, relativeTo directory: URL) throws -> [Int]? {
         guard let file = value(name) else { return nil }
-        guard let text = try? String(contentsOf: URL(fileURLWithPath: file, relativeTo: directory), encoding: .utf8) else {
-            throw UsageError.validation("cannot read --\(name) '\(file)'")
+        let url = URL(fileURLWithPath: file, relativeTo: directory)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
+            throw InputFileError.notFound(option: "--\(name)", path: file)
+        }
+        guard !isDirectory.boolValue else {
+            throw InputFileError.unreadable(option: "--\(name)", path: file, reason: "a folder, not a file")
+        }
+        guard let text = try? String(contentsOf: url, encoding: .utf8) else {
+            throw InputFileError.unreadable(option: "--\(name)", path: file, reason: "not readable as UTF-8 text")
         }
         return try Self.parseTokenIds(text, option: "--\(name)")
     }
 
-    /// Non-negative token ids separated by commas, white space or brackets (a JSON list works).
+    /// Non-negative token ids separated by commas, white space or brackets (a JSON list works);
+    /// an empty item between commas (`1,,2`, `1,2,`) is refused, not skipped.
     static func parseTokenIds(_ text: String, option: String) throws -> [Int] {
-        let pieces = text.split(whereSeparator: { $0 == "," || $0.isWhitespace || $0 == "[" || $0 == "]" })
+        let items = text.split(whereSeparator: { $0 == "[" || $0 == "]" }).joined(separator: " ")
+            .split(separator: ",", omittingEmptySubsequences: false)
+        if items.count > 1, items.contains(where: { $0.allSatisfy(\.isWhitespace) }) {
+            throw UsageError.invalidValue(value: "", option: option, expected: "non-negative token ids")
+        }
+        let pieces = items.flatMap { $0.split(whereSeparator: \.isWhitespace) }
         let tokens = try pieces.map { piece -> Int in
             guard let token = Int(piece), token >= 0 else {
                 throw UsageError.invalidValue(value: String(piece), option: option, expected: "non-negative token ids")

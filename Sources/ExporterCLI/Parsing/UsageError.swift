@@ -18,6 +18,8 @@ enum UsageError: Error, Equatable, CustomStringConvertible {
     case unexpectedArgument(String)
     /// A required positional that is absent, by its name without brackets.
     case missingArgument(String)
+    /// A positional given as an empty string, by its name without brackets.
+    case emptyArgument(String)
     /// A command's own check of its arguments ("--experimental requires --compute-precision").
     case validation(String)
 
@@ -43,6 +45,8 @@ enum UsageError: Error, Equatable, CustomStringConvertible {
             return "unexpected argument '\(argument)'"
         case .missingArgument(let name):
             return "missing argument '<\(name)>'"
+        case .emptyArgument(let name):
+            return "'<\(name)>' must not be empty"
         case .validation(let message):
             return message
         }

@@ -1,12 +1,14 @@
-/// Text from inputs made safe to print: a hostile config or file name must not be able to
-/// drive the terminal (escape sequences, carriage returns) through an error message.
+/// Text from inputs made safe to print: a hostile config, manifest or file name must not be
+/// able to drive the terminal (escape sequences, carriage returns) or forge lines (newlines)
+/// through a message or a report.
 enum TerminalText {
-    /// `text` with control characters other than newline and tab shown as `\u{XX}`.
-    static func sanitized(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isUnsafe) else { return text }
+    /// `text` as one line: every control character (C0 including newline and tab, DEL, C1)
+    /// shown as `\u{XX}`.
+    static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
         var result = ""
         for scalar in text.unicodeScalars {
-            if isUnsafe(scalar) {
+            if isControl(scalar) {
                 result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
             } else {
                 result.unicodeScalars.append(scalar)
@@ -15,8 +17,13 @@ enum TerminalText {
         return result
     }
 
-    private static func isUnsafe(_ scalar: Unicode.Scalar) -> Bool {
-        guard scalar != "\n", scalar != "\t" else { return false }
-        return scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    /// `text` whose newlines separate lines: each line ``escaped(_:)``, newlines kept.
+    static func escapedLines(_ text: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).map { escaped(String($0)) }.joined(separator: "\n")
+    }
+
+    /// Whether `scalar` is a control character (general category Cc).
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 }

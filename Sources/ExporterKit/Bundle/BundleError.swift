@@ -6,6 +6,8 @@ public enum BundleError: ExporterError, Equatable {
     case writeFailed(path: String, reason: String)
     /// A read failed.
     case readFailed(path: String, reason: String)
+    /// Nothing exists at the path given as an artifact.
+    case artifactNotFound(path: String)
     /// The artifact is not a bundle this version can read.
     case notABundle(path: String, reason: String)
     /// A portable bundle was needed; the artifact is of another kind (compiled, plan).
@@ -29,6 +31,8 @@ public enum BundleError: ExporterError, Equatable {
             return "cannot write '\(path)': \(reason)"
         case .readFailed(let path, let reason):
             return "cannot read '\(path)': \(reason)"
+        case .artifactNotFound(let path):
+            return "no artifact at '\(path)': no such file or folder"
         case .notABundle(let path, let reason):
             return "'\(path)' is not an exporter artifact: \(reason)"
         case .notPortable(let path, let kind, let portable):
@@ -55,6 +59,7 @@ public enum BundleError: ExporterError, Equatable {
         case .fileMismatch, .invalidTensor: return .verificationFailed
         case .notABundle, .notPortable, .unsupportedSchema, .sourceMismatch: return .badInput
         case .unknownTensor: return .usage
+        case .artifactNotFound: return .notFound
         }
     }
 }
@@ -73,6 +78,7 @@ extension BundleError {
         } catch let error as CheckpointError {
             switch error {
             case .cannotOpen: throw BundleError.readFailed(path: path, reason: "cannot open")
+            case .notARegularFile(_, let kind): throw BundleError.readFailed(path: path, reason: "\(kind), not a regular file")
             case .readFailed(_, let reason): throw BundleError.readFailed(path: path, reason: reason)
             default: throw BundleError.readFailed(path: path, reason: error.description)
             }

@@ -97,18 +97,7 @@ public struct BundleReader {
     /// Decodes a manifest, checking its schema before anything else.
     /// - Throws: `BundleError.unsupportedSchema` or `.notABundle`.
     public static func decodeManifest(_ data: Data, path: String) throws -> Manifest {
-        struct SchemaOnly: Decodable { let schema: String }
-        guard let schema = try? JSONDecoder().decode(SchemaOnly.self, from: data) else {
-            throw BundleError.notABundle(path: path, reason: "the manifest has no schema")
-        }
-        guard schema.schema == Manifest.currentSchema else {
-            throw BundleError.unsupportedSchema(path: path, found: schema.schema, supported: Manifest.currentSchema)
-        }
-        do {
-            return try JSONDecoder().decode(Manifest.self, from: data)
-        } catch {
-            throw BundleError.notABundle(path: path, reason: "the manifest does not decode: \(error)")
-        }
+        try Manifest.decoded(from: data, path: path)
     }
 
     /// Recomputes a file's size and CRC-32 and compares them with the manifest, unless

@@ -10,6 +10,9 @@ public enum CheckpointError: Error, Equatable, Sendable {
 
     /// The file could not be opened or inspected (`reason` is the system's).
     case cannotOpen(path: String, reason: String)
+    /// The path names a FIFO, a device, a socket or a folder where a file is read
+    /// (`kind` says which: "a FIFO"); refused before any read could block.
+    case notARegularFile(path: String, kind: String)
     /// A read failed or came back short (`reason` says which).
     case readFailed(path: String, reason: String)
     /// A write, sync or rename failed.
@@ -51,10 +54,11 @@ public enum CheckpointError: Error, Equatable, Sendable {
 
     // MARK: Precision
 
-    /// Values beyond ±65504 met while converting to float16 without clamping allowed.
-    case float16RangeExceeded(tensor: String, count: Int, largestMagnitude: Float)
-    /// NaN or infinite values in a weight tensor (always refused).
-    case nonFiniteValues(tensor: String, count: Int)
+    /// Values beyond ±65504 met while converting to float16 without clamping allowed, in the
+    /// tensor of the file at `path`.
+    case float16RangeExceeded(path: String, tensor: String, count: Int, largestMagnitude: Float)
+    /// NaN or infinite values in a weight tensor of the file at `path` (always refused).
+    case nonFiniteValues(path: String, tensor: String, count: Int)
 
     // MARK: Checkpoint folders
 
@@ -110,6 +114,8 @@ extension CheckpointError: CustomStringConvertible {
         switch self {
         case .cannotOpen(let path, let reason):
             return "cannot open '\(path)': \(reason)"
+        case .notARegularFile(let path, let kind):
+            return "'\(path)' is \(kind), not a regular file"
         case .readFailed(let path, let reason):
             return "cannot read '\(path)': \(reason)"
         case .writeFailed(let path, let reason):
@@ -143,12 +149,12 @@ extension CheckpointError: CustomStringConvertible {
             return "tensor '\(tensor)': destination holds \(actual) elements, expected \(expected)"
         case .byteRangeOutOfBounds(let tensor, let offset, let count, let byteCount):
             return "tensor '\(tensor)': \(count) bytes at offset \(offset) are outside its \(byteCount) bytes"
-        case .float16RangeExceeded(let tensor, let count, let largestMagnitude):
+        case .float16RangeExceeded(let path, let tensor, let count, let largestMagnitude):
             let noun = count == 1 ? "value exceeds" : "values exceed"
-            return "tensor '\(tensor)': \(count) \(noun) the float16 range (largest magnitude "
-                + "\(CheckpointError.scientific(largestMagnitude))); pass --allow-clamp to clamp them"
-        case .nonFiniteValues(let tensor, let count):
-            return "tensor '\(tensor)': \(count) \(count == 1 ? "value is" : "values are") NaN or infinite"
+            return "'\(path)': tensor '\(tensor)': \(count) \(noun) the float16 range of ±65504 (largest magnitude "
+                + "\(CheckpointError.exactMagnitude(largestMagnitude))); pass --allow-clamp to clamp them"
+        case .nonFiniteValues(let path, let tensor, let count):
+            return "'\(path)': tensor '\(tensor)': \(count) \(count == 1 ? "value is" : "values are") NaN or infinite"
         case .noWeights(let directory):
             return "no model.safetensors, model.safetensors.index.json or other *.safetensors file in '\(directory)'"
         case .invalidIndex(let path, let reason):
@@ -195,8 +201,11 @@ extension CheckpointError: CustomStringConvertible {
         }
     }
 
-    /// `1.2e+05`-style rendering, as C's `%.1e` prints it (no locale involved).
-    static func scientific(_ value: Float) -> String {
-        String(format: "%.1e", Double(value))
+    /// The shortest decimal that reads back as `value`, without a trailing `.0` (`65520`,
+    /// `65504.004`, `3.4028235e+38`; no locale involved): exact enough to see a value beyond
+    /// 65504, which a rounded `6.6e+04` hid.
+    static func exactMagnitude(_ value: Float) -> String {
+        let text = value.description
+        return text.hasSuffix(".0") ? String(text.dropLast(2)) : text
     }
 }

@@ -77,14 +77,18 @@ public final class CheckpointWeights: Sendable {
             usedIndex = indexURL
             var tensorsByShard: [String: [String]] = [:]
             for (tensor, shard) in index.weightMap { tensorsByShard[shard, default: []].append(tensor) }
+            // Every shard must exist before any is compared with the index: otherwise a tensor
+            // the index maps to a missing shard is reported as unmapped in the shard holding it.
             for shard in tensorsByShard.keys.sorted() {
-                let tensorsOfShard = tensorsByShard[shard, default: []].sorted()
                 let shardURL = directory.appendingPathComponent(shard)
                 guard CheckpointWeights.entryExists(shardURL), resolvedRealPath(shardURL.path) != nil else {
                     throw CheckpointError.missingShard(
-                        indexPath: indexURL.path, shard: shard, tensor: tensorsOfShard.first ?? "")
+                        indexPath: indexURL.path, shard: shard, tensor: tensorsByShard[shard, default: []].min() ?? "")
                 }
-                let file = try openContained(shardURL)
+            }
+            for shard in tensorsByShard.keys.sorted() {
+                let tensorsOfShard = tensorsByShard[shard, default: []].sorted()
+                let file = try openContained(directory.appendingPathComponent(shard))
                 for tensor in tensorsOfShard where file.tensors[tensor] == nil {
                     throw CheckpointError.tensorMissingFromShard(indexPath: indexURL.path, tensor: tensor, shard: shard)
                 }

@@ -26,10 +26,15 @@ final class ReadOnlyFile: @unchecked Sendable {
     private let descriptor: Int32
 
     /// Opens `path` for reading.
-    /// - Throws: `CheckpointError.cannotOpen` when it cannot be opened or is not a regular file.
+    ///
+    /// The file is opened non-blocking, so that a FIFO (or a device) in place of a file is
+    /// refused at once rather than waiting forever for a writer; `pread` of a regular file
+    /// ignores the flag, which is cleared anyway.
+    /// - Throws: `CheckpointError.cannotOpen` when it cannot be opened,
+    ///   `CheckpointError.notARegularFile` when it is a FIFO, a device, a socket or a folder.
     init(path: String) throws {
         self.path = path
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
             throw CheckpointError.cannotOpen(path: path, reason: systemErrorMessage(errno))
         }
@@ -41,8 +46,10 @@ final class ReadOnlyFile: @unchecked Sendable {
         }
         guard status.st_mode & S_IFMT == S_IFREG else {
             close(descriptor)
-            throw CheckpointError.cannotOpen(path: path, reason: "not a regular file")
+            throw CheckpointError.notARegularFile(path: path, kind: fileKind(mode: status.st_mode))
         }
+        let flags = fcntl(descriptor, F_GETFL)
+        if flags >= 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
         self.descriptor = descriptor
         self.byteCount = Int(status.st_size)
         #if os(Linux)
@@ -120,6 +127,19 @@ final class ReadOnlyFile: @unchecked Sendable {
             }
             done += result
         }
+    }
+}
+
+/// What kind of file a `stat` mode describes, for messages: "a folder", "a FIFO", ….
+func fileKind(mode: mode_t) -> String {
+    switch mode & S_IFMT {
+    case S_IFREG: return "a regular file"
+    case S_IFDIR: return "a folder"
+    case S_IFIFO: return "a FIFO"
+    case S_IFSOCK: return "a socket"
+    case S_IFCHR: return "a character device"
+    case S_IFBLK: return "a block device"
+    default: return "a special file"
     }
 }
 

@@ -24,13 +24,15 @@ public struct ModelConfig: Equatable, Sendable {
     public var maxPositionEmbeddings: Int
     /// `rope_theta` (10,000 when absent, as in Hugging Face transformers).
     public var ropeTheta: Double
-    /// `rope_scaling` as written (null when absent).
+    /// `rope_scaling` as written (null when absent): an object whose `type` and `rope_type`,
+    /// when present, are strings and whose `factor`, when present, is a positive number.
     public var ropeScaling: JSONValue
     /// `rms_norm_eps` (1e-6 when absent).
     public var rmsNormEpsilon: Double
     /// `tie_word_embeddings` (false when absent, the transformers default for these families).
     public var tieWordEmbeddings: Bool
-    /// `torch_dtype` (or `dtype`, its name in newer transformers), e.g. `bfloat16`; nil when absent.
+    /// `torch_dtype` (or `dtype`, its name in newer transformers): `bfloat16`, `float16` or
+    /// `float32` (any other value is refused); nil when absent.
     public var torchDType: String?
     /// `attention_bias` (nil when absent: the architecture decides).
     public var attentionBias: Bool?
@@ -67,10 +69,10 @@ public struct ModelConfig: Equatable, Sendable {
         vocabularySize = try fields.positiveInt("vocab_size")
         maxPositionEmbeddings = try fields.positiveInt("max_position_embeddings")
         ropeTheta = try fields.optionalDouble("rope_theta") ?? 10_000
-        ropeScaling = object["rope_scaling"] ?? .null
+        ropeScaling = try fields.ropeScaling()
         rmsNormEpsilon = try fields.optionalDouble("rms_norm_eps") ?? 1e-6
         tieWordEmbeddings = try fields.optionalBool("tie_word_embeddings") ?? false
-        torchDType = try fields.optionalString("torch_dtype") ?? fields.optionalString("dtype")
+        torchDType = try fields.floatDType("torch_dtype") ?? fields.floatDType("dtype")
         attentionBias = try fields.optionalBool("attention_bias")
         slidingWindow = try fields.optionalPositiveInt("sliding_window")
         useSlidingWindow = try fields.optionalBool("use_sliding_window")
@@ -181,6 +183,40 @@ struct ConfigFields {
         guard let value = present(field) else { return nil }
         guard let number = value.doubleValue else { throw wrongType(field, "a number", value) }
         return number
+    }
+
+    /// `torch_dtype` or `dtype`: one of the float types weights are read as
+    /// (``TensorDType/init(torchDType:)``), or nil when absent or null.
+    func floatDType(_ field: String) throws -> String? {
+        guard let text = try optionalString(field) else { return nil }
+        guard TensorDType(torchDType: text) != nil else {
+            throw ConfigError.invalidValue(
+                path: path, field: field,
+                reason: "is '\(text)'; expected one of: \(TensorDType.torchDTypeNames.joined(separator: ", "))")
+        }
+        return text
+    }
+
+    /// `rope_scaling`: null when absent; otherwise an object whose `type` and `rope_type` are
+    /// strings and whose `factor` is a positive finite number, where present.
+    func ropeScaling() throws -> JSONValue {
+        guard let value = present("rope_scaling") else { return .null }
+        guard let scaling = value.objectValue else { throw wrongType("rope_scaling", "an object", value) }
+        for key in ["type", "rope_type"] {
+            if let kind = scaling[key], !kind.isNull, kind.stringValue == nil {
+                throw wrongType("rope_scaling.\(key)", "a string", kind)
+            }
+        }
+        if let factor = scaling["factor"], !factor.isNull {
+            guard case .number(let literal) = factor, let number = factor.doubleValue else {
+                throw wrongType("rope_scaling.factor", "a number", factor)
+            }
+            guard number > 0, number.isFinite else {
+                throw ConfigError.invalidValue(
+                    path: path, field: "rope_scaling.factor", reason: "must be a positive number, found \(literal)")
+            }
+        }
+        return value
     }
 
     func optionalBool(_ field: String) throws -> Bool? {

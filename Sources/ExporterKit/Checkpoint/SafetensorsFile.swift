@@ -315,12 +315,12 @@ extension SafetensorsFile {
             throw CheckpointError.unsupportedDType(path: url.path, tensor: name, dtype: tensor.dtype)
         }
         guard statistics.nonFiniteCount == 0 else {
-            throw CheckpointError.nonFiniteValues(tensor: name, count: statistics.nonFiniteCount)
+            throw CheckpointError.nonFiniteValues(path: url.path, tensor: name, count: statistics.nonFiniteCount)
         }
         guard statistics.outOfRangeCount == 0 || clamping else {
             throw CheckpointError.float16RangeExceeded(
-                tensor: name, count: statistics.outOfRangeCount, largestMagnitude: statistics.largestOutOfRangeMagnitude
-            )
+                path: url.path, tensor: name, count: statistics.outOfRangeCount,
+                largestMagnitude: statistics.largestOutOfRangeMagnitude)
         }
         return Float16ReadReport(clampedCount: statistics.outOfRangeCount)
     }
@@ -381,7 +381,7 @@ extension SafetensorsFile {
             throw CheckpointError.unsupportedDType(path: url.path, tensor: name, dtype: tensor.dtype)
         }
         guard statistics.nonFiniteCount == 0 else {
-            throw CheckpointError.nonFiniteValues(tensor: name, count: statistics.nonFiniteCount)
+            throw CheckpointError.nonFiniteValues(path: url.path, tensor: name, count: statistics.nonFiniteCount)
         }
     }
 

@@ -4,13 +4,16 @@ extension SyntheticCheckpoint {
     /// Writes a complete synthetic checkpoint of `model`: its `config.json` byte for byte and
     /// safetensors files with every tensor the architecture expects.
     /// - Parameter progress: told the bytes written after every chunk.
-    /// - Throws: `RegistryError` when the family has no layout, and the writer's errors.
+    /// - Throws: `RegistryError` when the family has no layout, `CheckpointError.writeFailed`
+    ///   naming `directory` when something other than a folder is there or it cannot be
+    ///   created, and the writer's errors.
     @discardableResult
     public static func write(
         model: ResolvedModel, dtype: TensorDType = .bf16, seed: UInt64, to directory: URL, shardBytes: Int,
         replacingExisting: Bool, progress: (WorkProgress) -> Void = { _ in }
     ) throws -> Result {
         let tensors = try ArchitectureRegistry.tensors(for: model.config, configPath: model.configURL.path)
+        try createFolder(directory)
         let result = try write(
             tensors: tensors.map { ($0.name, $0.shape) }, dtype: dtype, seed: seed, to: directory, shardBytes: shardBytes,
             replacingExisting: replacingExisting, progress: progress)
@@ -18,8 +21,33 @@ extension SyntheticCheckpoint {
             let config = try Data(contentsOf: model.configURL)
             try config.write(to: directory.appendingPathComponent("config.json"), options: .atomic)
         } catch {
-            throw CheckpointError.writeFailed(path: directory.appendingPathComponent("config.json").path, reason: "\(error)")
+            throw CheckpointError.writeFailed(
+                path: directory.appendingPathComponent("config.json").path, reason: fileSystemFailureReason(error))
         }
         return result
+    }
+
+    /// Creates the folder a checkpoint goes into (and its parents), or makes sure it is one.
+    /// - Throws: `CheckpointError.writeFailed` naming `directory`.
+    static func createFolder(_ directory: URL) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw CheckpointError.writeFailed(path: directory.path, reason: "a file is there, not a folder")
+            }
+            return
+        }
+        var ancestor = directory.deletingLastPathComponent()
+        while ancestor.path != "/", !FileManager.default.fileExists(atPath: ancestor.path) {
+            ancestor = ancestor.deletingLastPathComponent()
+        }
+        if FileManager.default.fileExists(atPath: ancestor.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw CheckpointError.writeFailed(path: directory.path, reason: "'\(ancestor.path)' is a file, not a folder")
+        }
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw CheckpointError.writeFailed(path: directory.path, reason: fileSystemFailureReason(error))
+        }
     }
 }

@@ -208,7 +208,7 @@ public enum SyntheticCheckpoint {
         do {
             try Data(text.utf8).write(to: url, options: .atomic)
         } catch {
-            throw CheckpointError.writeFailed(path: url.path, reason: "\(error.localizedDescription)")
+            throw CheckpointError.writeFailed(path: url.path, reason: fileSystemFailureReason(error))
         }
     }
 }

@@ -64,6 +64,9 @@ public enum TensorDType: String, CaseIterable, Sendable {
         }
     }
 
+    /// The `torch_dtype` values ``init(torchDType:)`` knows, as a config spells them.
+    public static let torchDTypeNames = ["bfloat16", "float16", "float32"]
+
     /// The dtype a config's `torch_dtype` names (`bfloat16`, `float16`, `float32`); nil for
     /// any other or none.
     public init?(torchDType: String?) {

@@ -18,6 +18,8 @@ public enum CompileError: ExporterError, Equatable {
     case platformMismatch(bundle: String, bundlePlatform: String, requested: DevicePlatform, registryType: String)
     /// No architecture of the platform is eligible (a device table that marks none ahead of time).
     case noEligibleArchitecture(platform: DevicePlatform, known: [String], rule: String)
+    /// No device table at the path (`--devices`).
+    case deviceTableNotFound(path: String)
     /// No bundle at the path.
     case bundleNotFound(path: String)
     /// The graph uses a rotary scaling the static tables cannot be precomputed for.
@@ -55,6 +57,8 @@ public enum CompileError: ExporterError, Equatable {
         case .noEligibleArchitecture(let platform, let known, let rule):
             let listed = known.isEmpty ? "the device table has none" : "the device table marks none of \(known.joined(separator: ", ")) as eligible"
             return "no \(platform.rawValue) architecture to compile for: \(listed) (\(rule))"
+        case .deviceTableNotFound(let path):
+            return "no device table at '\(path)'"
         case .bundleNotFound(let path):
             return "no bundle at '\(path)'"
         case .unsupportedRopeScaling(let type):
@@ -71,7 +75,7 @@ public enum CompileError: ExporterError, Equatable {
             .unsupportedRopeScaling:
             return .unsupported
         case .deploymentVersionTooLow, .invalidDeploymentVersion: return .usage
-        case .bundleNotFound: return .notFound
+        case .bundleNotFound, .deviceTableNotFound: return .notFound
         }
     }
 }

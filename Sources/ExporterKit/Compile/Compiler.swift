@@ -294,7 +294,7 @@ enum CompiledArtifactWriter {
 
     static func readWhole(_ url: URL) throws -> [UInt8] {
         do { return [UInt8](try Data(contentsOf: url)) } catch {
-            throw BundleError.readFailed(path: url.path, reason: error.localizedDescription)
+            throw BundleError.readFailed(path: url.path, reason: fileSystemFailureReason(error))
         }
     }
 }

@@ -85,6 +85,7 @@ public struct DeviceTable: Equatable, Sendable {
     /// - Throws: `CompileError.invalidDeviceTable` or `.unsupportedDeviceTableSchema` naming the file.
     public init(contentsOf url: URL) throws {
         func invalid(_ reason: String) -> CompileError { .invalidDeviceTable(path: url.path, reason: reason) }
+        guard FileManager.default.fileExists(atPath: url.path) else { throw CompileError.deviceTableNotFound(path: url.path) }
         guard let data = try? Data(contentsOf: url) else { throw invalid("cannot be read") }
         let document: JSONValue
         do { document = try JSONParser.parse([UInt8](data)) } catch { throw invalid("\(error)") }

@@ -20,23 +20,21 @@ public enum MLPackageVerifier {
     }
 
     /// Reads our manifest of the package at `url`, checking its schema first.
-    /// - Throws: `CoreMLError.invalidPackage` or `BundleError.unsupportedSchema`.
+    /// - Throws: `BundleError.artifactNotFound` when nothing is at `url`,
+    ///   `CoreMLError.invalidPackage` or `BundleError.unsupportedSchema`.
     public static func readManifest(package url: URL) throws -> MLPackageManifest {
+        guard FileManager.default.fileExists(atPath: url.path) else { throw BundleError.artifactNotFound(path: url.path) }
         let path = url.appendingPathComponent(MLPackageManifest.path)
         guard let data = try? Data(contentsOf: path) else {
             throw CoreMLError.invalidPackage(path: url.path, reason: "no readable \(MLPackageManifest.path)")
         }
-        struct SchemaOnly: Decodable { let schema: String }
-        guard let schema = try? JSONDecoder().decode(SchemaOnly.self, from: data) else {
-            throw CoreMLError.invalidPackage(path: path.path, reason: "the manifest has no schema")
-        }
-        guard schema.schema == MLPackageManifest.currentSchema else {
-            throw BundleError.unsupportedSchema(path: path.path, found: schema.schema, supported: MLPackageManifest.currentSchema)
-        }
         do {
-            return try JSONDecoder().decode(MLPackageManifest.self, from: data)
-        } catch {
-            throw CoreMLError.invalidPackage(path: path.path, reason: "the manifest does not decode: \(error)")
+            return try VersionedDocument.decode(
+                MLPackageManifest.self, from: [UInt8](data), schema: MLPackageManifest.currentSchema, what: "the manifest")
+        } catch VersionedDocument.Failure.invalid(let reason) {
+            throw CoreMLError.invalidPackage(path: path.path, reason: reason)
+        } catch VersionedDocument.Failure.unsupportedSchema(let found) {
+            throw BundleError.unsupportedSchema(path: path.path, found: found, supported: MLPackageManifest.currentSchema)
         }
     }
 

@@ -95,6 +95,9 @@ public enum MLPackageWriter {
         bundle bundleURL: URL, to destination: URL, overwrite: Bool, faults: FaultInjector? = nil,
         progress: (WorkProgress) -> Void = { _ in }
     ) throws -> MLPackageManifest {
+        guard FileManager.default.fileExists(atPath: bundleURL.path) else {
+            throw BundleError.artifactNotFound(path: bundleURL.path)
+        }
         let bundle = try BundleReader(url: bundleURL)
         let program = try LanguageModelProgram.build(bundle: bundle)
         let directory = try ArtifactDirectory(destination: destination, overwrite: overwrite, faults: faults)

@@ -447,7 +447,7 @@ public struct FarmRunner {
         } catch {
             try? FileManager.default.removeItem(at: temporary)
             if let error = error as? BundleError { throw error }
-            throw BundleError.writeFailed(path: url.path, reason: error.localizedDescription)
+            throw BundleError.writeFailed(path: url.path, reason: fileSystemFailureReason(error))
         }
     }
 

@@ -49,23 +49,34 @@ public enum ResolutionError: ExporterError, Equatable {
     /// `--preset` names a preset whose architecture differs from the checkpoint's.
     case presetMismatch(preset: String, field: String, preset_value: String, checkpoint_value: String)
 
+    /// The lines of the message: several for a refusal that lists what was tried or what to do.
+    public var descriptionLines: [String] {
+        switch self {
+        case .noPreset(let model, let platform, let hint):
+            return [
+                "'\(model)' has no registry preset. Pass --experimental to try exporting it anyway "
+                    + "(requires --compute-precision).",
+                "Supported models: run 'exporter list' (docs in README.md).",
+            ] + (platform == .iOS ? ["This model may not be suitable for iOS application due to its memory requirements."] : [])
+                + (hint.map { [$0] } ?? [])
+        case .notFound(let model, let tried):
+            return ["'\(model)' was not found; tried:"] + tried.map { "  - \($0)" }
+        default:
+            return [description]
+        }
+    }
+
     public var description: String {
         switch self {
+        case .noPreset, .notFound:
+            return descriptionLines.joined(separator: "\n")
         case .notAModelName(let model):
             return "'\(model)' is not a registered short-name and doesn't look like a HuggingFace ID "
                 + "(expected 'org/model'). Run --list-models to see options."
         case .notAvailable(let model, let platform):
             return "'\(model)' is not available for \(platform.rawValue)."
-        case .noPreset(let model, let platform, let hint):
-            let base = "'\(model)' has no registry preset. Pass --experimental to try exporting it anyway "
-                + "(requires --compute-precision).\nSupported models: run 'exporter list' (docs in README.md)."
-            return (platform == .iOS
-                ? base + "\nThis model may not be suitable for iOS application due to its memory requirements."
-                : base) + (hint.map { "\n" + $0 } ?? "")
         case .precisionRequired(let model):
             return "--compute-precision is required for '\(model)' (no registry preset found)."
-        case .notFound(let model, let tried):
-            return "'\(model)' was not found; tried:\n" + tried.map { "  - \($0)" }.joined(separator: "\n")
         case .contextTooLong(let requested, let maximum):
             return "--max-context-length (\(requested)) exceeds the model's max_position_embeddings (\(maximum))"
         case .unknownPreset(let name, let available):

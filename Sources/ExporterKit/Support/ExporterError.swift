@@ -30,4 +30,13 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
 public protocol ExporterError: Error, CustomStringConvertible {
     /// The exit status a command ends with when this error stops it.
     var exitStatus: ExitStatus { get }
+    /// The message as the lines it is printed in: one, `description`, unless the message is
+    /// meant to span several. The command line escapes control characters in each line, a
+    /// newline too, so a newline taken from an input cannot forge a line.
+    var descriptionLines: [String] { get }
+}
+
+extension ExporterError {
+    /// One line: `description`.
+    public var descriptionLines: [String] { [description] }
 }

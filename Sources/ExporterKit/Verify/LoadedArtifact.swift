@@ -14,18 +14,19 @@ public struct LoadedArtifact: Sendable {
     public let displayPath: String
 
     /// Loads the manifest at `url`: `url/manifest.json` for a folder, `url` itself for a file.
-    /// - Throws: `BundleError.notABundle` when there is no readable manifest,
+    /// - Throws: `BundleError.artifactNotFound` when nothing is at `url`,
+    ///   `BundleError.notABundle` when there is no readable manifest,
     ///   `BundleError.unsupportedSchema` for a schema this version does not read.
     public init(url: URL, displayPath: String? = nil) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
-            throw BundleError.notABundle(path: url.path, reason: "no such file or folder")
+            throw BundleError.artifactNotFound(path: url.path)
         }
         let manifestURL = isDirectory.boolValue ? url.appendingPathComponent(BundleWriter.manifestName) : url
-        guard let data = try? Data(contentsOf: manifestURL) else {
+        guard let data = try BundleReader.readDocument(manifestURL) else {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
         }
-        manifest = try BundleReader.decodeManifest(data, path: manifestURL.path)
+        manifest = try Manifest.decoded(from: data, path: manifestURL.path)
         self.manifestURL = manifestURL
         folder = manifestURL.deletingLastPathComponent()
         self.displayPath = displayPath ?? url.path

@@ -194,6 +194,9 @@ enum HostileCorpus {
         safetensors("unknown dtype", {
             header(#"{"w":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
         }) { "Error: '\($0)': tensor 'w' has unknown dtype 'F17'" },
+        safetensors("a tensor name carrying a newline and a terminal escape", {
+            header(#"{"w\n\u001b[2J":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
+        }) { "Error: '\($0)': tensor 'w\\u{A}\\u{1B}[2J' has unknown dtype 'F17'" },
         safetensors("an unexpected key in a tensor entry", {
             header(#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1}}"#, data: [UInt8](repeating: 0, count: 8))
         }) { "Error: '\($0)': tensor 'w': unexpected key 'extra'" },
@@ -213,6 +216,24 @@ enum HostileCorpus {
                 // Even a 64 MiB address space is enough to refuse it.
                 status: 65, error: "Error: '\(url.path)': header length 100000001 exceeds the limit of 100000000 bytes\n")
         },
+        HostileCase(name: "safetensors: a FIFO in place of the weights, refused without waiting for a writer") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = directory.appendingPathComponent("model.safetensors")
+            try FIFOFixture.make(at: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: '\(url.path)' is a FIFO, not a regular file\n")
+        },
+        HostileCase(name: "safetensors: a FIFO in place of a shard") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint(shardBytes: 40_000)
+            let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                .filter { $0.hasSuffix(".safetensors") }.sorted()
+            let url = directory.appendingPathComponent(shards[1])
+            try FIFOFixture.make(at: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: '\(url.path)' is a FIFO, not a regular file\n")
+        },
         HostileCase(name: "safetensors: the same tensor in two files") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
             let single = directory.appendingPathComponent("model.safetensors")
@@ -228,41 +249,65 @@ enum HostileCorpus {
             // BF16 0x7FC0: a quiet NaN.
             let directory = try checkpointWithValues(
                 "model.layers.0.mlp.up_proj.weight", [(0, 0x7FC0), (1, 0x7FC0), (2, 0x7FC0)])
+            let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.layers.0.mlp.up_proj.weight': 3 values are NaN or infinite\n")
+                error: "Error: '\(weights)': tensor 'model.layers.0.mlp.up_proj.weight': 3 values are NaN or infinite\n")
         },
         HostileCase(name: "safetensors: NaN in the int8 embedding") { scratch in
             // BF16 0x7F80 (+infinity), the last value: in the last block read.
             let directory = try checkpointWithValues("model.embed_tokens.weight", [(-1, 0x7F80)])
+            let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.embed_tokens.weight': 1 value is NaN or infinite\n")
+                error: "Error: '\(weights)': tensor 'model.embed_tokens.weight': 1 value is NaN or infinite\n")
         },
         HostileCase(name: "safetensors: palettised weights beyond float16's range") { scratch in
             // BF16 0x4780 = 65,536 and 0xC7C0 = −98,304: finite, but beyond ±65,504.
             let directory = try checkpointWithValues("model.layers.0.mlp.down_proj.weight", [(0, 0x4780), (5, 0xC7C0)])
+            let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.layers.0.mlp.down_proj.weight': 2 values exceed the float16 range "
-                    + "(largest magnitude 9.8e+04); pass --allow-clamp to clamp them\n")
+                error: "Error: '\(weights)': tensor 'model.layers.0.mlp.down_proj.weight': 2 values exceed the float16 "
+                    + "range of ±65504 (largest magnitude 98304); pass --allow-clamp to clamp them\n")
         },
         HostileCase(name: "safetensors: float32 int8 embedding beyond float16's range") { scratch in
             // Read as float16 patterns a block at a time, then, at the first value float16 cannot
             // hold, through the reader, which counts every such value of the tensor.
             let directory = try Fixtures.syntheticCheckpoint(dtype: .f32)
             try Fixtures.setValues([(0, 70_000), (5, -1e6), (-1, 65_520)], of: "model.embed_tokens.weight", in: directory)
+            let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.embed_tokens.weight': 3 values exceed the float16 range "
-                    + "(largest magnitude 1.0e+06); pass --allow-clamp to clamp them\n")
+                error: "Error: '\(weights)': tensor 'model.embed_tokens.weight': 3 values exceed the float16 range "
+                    + "of ±65504 (largest magnitude 1000000); pass --allow-clamp to clamp them\n")
         },
         HostileCase(name: "safetensors: float32 NaN and infinity in a palettised weight") { scratch in
             let directory = try Fixtures.syntheticCheckpoint(dtype: .f32)
             try Fixtures.setValues([(3, .nan), (-1, -.infinity)], of: "model.layers.1.mlp.up_proj.weight", in: directory)
+            let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.layers.1.mlp.up_proj.weight': 2 values are NaN or infinite\n")
+                error: "Error: '\(weights)': tensor 'model.layers.1.mlp.up_proj.weight': 2 values are NaN or infinite\n")
+        },
+        HostileCase(name: "safetensors: float32 weights just beyond float16's range, in a shard") { scratch in
+            // 65519 rounds to 65504 in float16 and 65520 to infinity: both are beyond ±65504, and
+            // the message says by how much, naming the shard.
+            let directory = try Fixtures.syntheticCheckpoint(shardBytes: 100_000, dtype: .f32)
+            let index = try JSONSerialization.jsonObject(
+                with: Data(contentsOf: directory.appendingPathComponent("model.safetensors.index.json"))) as? [String: Any]
+            let shard = try #require((index?["weight_map"] as? [String: String])?["model.layers.1.mlp.down_proj.weight"])
+            let url = directory.appendingPathComponent(shard)
+            let range = try SafetensorsFile(url: url).tensor(named: "model.layers.1.mlp.down_proj.weight").byteRange
+            var bytes = [UInt8](try Data(contentsOf: url))
+            for (offset, value) in [(0, Float(65_519)), (4, Float(-65_519))] {
+                withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.replaceSubrange(range.lowerBound + offset..<range.lowerBound + offset + 4, with: $0) }
+            }
+            try Data(bytes).write(to: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: '\(url.path)': tensor 'model.layers.1.mlp.down_proj.weight': 2 values exceed the float16 range "
+                    + "of ±65504 (largest magnitude 65519); pass --allow-clamp to clamp them\n")
         },
         HostileCase(name: "safetensors: integer weights") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
@@ -308,6 +353,23 @@ enum HostileCorpus {
         index("a missing shard", { _ in #"{"weight_map":{"model.norm.weight":"model-00009-of-00009.safetensors"}}"# }, status: 66) {
             _, path in
             "Error: '\(path)': shard 'model-00009-of-00009.safetensors' of tensor 'model.norm.weight' does not exist"
+        },
+        index("one tensor of a shard mapped to a missing shard named after it", { directory in
+            // The shard holding the tensor is read first: the missing one must still be named.
+            let index = directory.appendingPathComponent("model.safetensors.index.json")
+            var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: index)) as? [String: Any])
+            var map = try #require(object["weight_map"] as? [String: String])
+            let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                .filter { $0.hasSuffix(".safetensors") }.sorted()
+            let tensor = try #require(try SafetensorsFile(url: directory.appendingPathComponent(shards[1])).tensorNames.sorted().first)
+            map[tensor] = "model-00099-of-00099.safetensors"
+            object["weight_map"] = map
+            return String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+        }, status: 66) { directory, path in
+            let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                .filter { $0.hasSuffix(".safetensors") }.sorted()
+            let tensor = try #require(try SafetensorsFile(url: directory.appendingPathComponent(shards[1])).tensorNames.sorted().first)
+            return "Error: '\(path)': shard 'model-00099-of-00099.safetensors' of tensor '\(tensor)' does not exist"
         },
         index("a tensor mapped to a shard without it", { directory in
             let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
@@ -399,8 +461,23 @@ enum HostileCorpus {
             "Error: config '\($0)' describes an impossible model: tensor 'model.layers.0.mlp.experts.0.gate_proj.weight' "
                 + "would have shape [-5, 64]"
         },
+        config("a negative rope_scaling factor", { configBytes(["rope_scaling": ["type": "linear", "factor": -2]]) }) {
+            "Error: config '\($0)': 'rope_scaling.factor' must be a positive number, found -2"
+        },
+        config("a rope_scaling factor that is a string", { configBytes(["rope_scaling": ["type": "linear", "factor": "2"]]) }) {
+            "Error: config '\($0)': 'rope_scaling.factor' should be a number, found a string"
+        },
+        config("a rope_scaling that is a string", { configBytes(["rope_scaling": "linear"]) }) {
+            "Error: config '\($0)': 'rope_scaling' should be an object, found a string"
+        },
+        config("an unknown torch_dtype", { configBytes(["torch_dtype": "int4"]) }) {
+            "Error: config '\($0)': 'torch_dtype' is 'int4'; expected one of: bfloat16, float16, float32"
+        },
         config("a model type carrying a terminal escape sequence", { configBytes(["model_type": "\u{1B}[2Jqwen"]) }, status: 69) { _ in
             "Error: Unknown model type '\\u{1B}[2Jqwen'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
+        },
+        config("a model type carrying a newline and a forged line", { configBytes(["model_type": "qwen\nError: fake"]) }, status: 69) { _ in
+            "Error: Unknown model type 'qwen\\u{A}Error: fake'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
         },
         config("an unknown model type", { configBytes(["model_type": "llama9"]) }, status: 69) { _ in
             "Error: Unknown model type 'llama9'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"

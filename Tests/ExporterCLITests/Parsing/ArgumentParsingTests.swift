@@ -18,7 +18,20 @@ struct ArgumentParsingTests {
         #expect(try parsed(["--output", "out", "b"], for: SampleCommands.compile).value("output") == "out")
         #expect(try parsed(["-o", "out", "b"], for: SampleCommands.compile).value("output") == "out")
         #expect(try parsed(["--output=a=b", "b"], for: SampleCommands.compile).value("output") == "a=b")
-        #expect(try parsed(["--output=", "b"], for: SampleCommands.compile).value("output") == "")
+        #expect(try parsed(["--device=", "b"], for: SampleCommands.compile).value("device") == "")
+    }
+
+    @Test("an empty path (an option whose value is a <dir>, <file>…) or an empty positional is refused")
+    func emptyPaths() throws {
+        #expect(throws: UsageError.invalidValue(value: "", option: "--output", expected: "a path")) {
+            try parsed(["--output=", "b"], for: SampleCommands.compile)
+        }
+        #expect(throws: UsageError.invalidValue(value: "", option: "-o", expected: "a path")) {
+            try parsed(["-o", "", "b"], for: SampleCommands.compile)
+        }
+        #expect(throws: UsageError.emptyArgument("bundles")) { try parsed(["b", ""], for: SampleCommands.compile) }
+        #expect(throws: UsageError.emptyArgument("model")) { try parsed([""]) }
+        #expect(UsageError.emptyArgument("model").description == "'<model>' must not be empty")
     }
 
     @Test("accepts an alias and answers to any of the option's names")

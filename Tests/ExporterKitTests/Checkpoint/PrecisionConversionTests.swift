@@ -156,8 +156,8 @@ struct CheckpointPrecisionConversionTests {
             try halves.withUnsafeMutableBufferPointer { try file.readFloat16(name, into: $0) }
         } throws: { error in
             (error as? CheckpointError)?.description
-                == "tensor 'model.layers.3.mlp.down_proj.weight': 12 values exceed the float16 range "
-                + "(largest magnitude 1.2e+05); pass --allow-clamp to clamp them"
+                == "'\(file.url.path)': tensor 'model.layers.3.mlp.down_proj.weight': 12 values exceed the float16 "
+                + "range of ±65504 (largest magnitude 119808); pass --allow-clamp to clamp them"
         }
         let report = try halves.withUnsafeMutableBufferPointer {
             try file.readFloat16(name, into: $0, outOfRange: .clamp)
@@ -170,9 +170,15 @@ struct CheckpointPrecisionConversionTests {
         try floats.withUnsafeMutableBufferPointer { try file.readFloat(name, into: $0) }
         #expect(floats[0] == 70_144)
         #expect(
-            CheckpointError.float16RangeExceeded(tensor: "t", count: 1, largestMagnitude: 65536).description
-                == "tensor 't': 1 value exceeds the float16 range (largest magnitude 6.6e+04); pass --allow-clamp to clamp them"
-        )
+            CheckpointError.float16RangeExceeded(path: "m.safetensors", tensor: "t", count: 1, largestMagnitude: 65536)
+                .description
+                == "'m.safetensors': tensor 't': 1 value exceeds the float16 range of ±65504 (largest magnitude 65536); "
+                + "pass --allow-clamp to clamp them")
+        // Exact enough to see each exceeds 65504, where `6.6e+04` printed all three alike.
+        for (magnitude, text) in [(Float(65519), "65519"), (65520, "65520"), (65504.004, "65504.004"), (1e6, "1000000"),
+                                  (.greatestFiniteMagnitude, "3.4028235e+38")] {
+            #expect(CheckpointError.exactMagnitude(magnitude) == text)
+        }
     }
 
     @Test("counts cover the whole tensor even when it spans many read chunks")
@@ -186,7 +192,7 @@ struct CheckpointPrecisionConversionTests {
         var halves = [Float16](repeating: 0, count: count)
         #expect(
             throws: CheckpointError.float16RangeExceeded(
-                tensor: "w", count: 2,
+                path: file.url.path, tensor: "w", count: 2,
                 largestMagnitude: PrecisionConversion.float(bfloat16Bits: PrecisionConversion.bfloat16Bits(1e6)))
         ) { try halves.withUnsafeMutableBufferPointer { try file.readFloat16("w", into: $0) } }
     }
@@ -197,8 +203,8 @@ struct CheckpointPrecisionConversionTests {
         let (directory, file) = try bf16File("model.norm.weight", values)
         defer { try? FileManager.default.removeItem(at: directory) }
         var halves = [Float16](repeating: 0, count: values.count)
-        let expected = CheckpointError.nonFiniteValues(tensor: "model.norm.weight", count: 3)
-        #expect(expected.description == "tensor 'model.norm.weight': 3 values are NaN or infinite")
+        let expected = CheckpointError.nonFiniteValues(path: file.url.path, tensor: "model.norm.weight", count: 3)
+        #expect(expected.description == "'\(file.url.path)': tensor 'model.norm.weight': 3 values are NaN or infinite")
         #expect(throws: expected) {
             try halves.withUnsafeMutableBufferPointer { try file.readFloat16("model.norm.weight", into: $0) }
         }
@@ -219,15 +225,15 @@ struct CheckpointPrecisionConversionTests {
             tensors: [.f16("h", [3], [1, .nan, .infinity]), .f32("s", [3], [-.infinity, 0, 1])])
         let mixed = try SafetensorsFile(url: url)
         var three = [Float16](repeating: 0, count: 3)
-        #expect(throws: CheckpointError.nonFiniteValues(tensor: "h", count: 2)) {
+        #expect(throws: CheckpointError.nonFiniteValues(path: url.path, tensor: "h", count: 2)) {
             try three.withUnsafeMutableBufferPointer { try mixed.readFloat16("h", into: $0) }
         }
         var threeFloats = [Float](repeating: 0, count: 3)
-        #expect(throws: CheckpointError.nonFiniteValues(tensor: "s", count: 1)) {
+        #expect(throws: CheckpointError.nonFiniteValues(path: url.path, tensor: "s", count: 1)) {
             try threeFloats.withUnsafeMutableBufferPointer { try mixed.readFloat("s", into: $0) }
         }
         #expect(
-            CheckpointError.nonFiniteValues(tensor: "t", count: 1).description
-                == "tensor 't': 1 value is NaN or infinite")
+            CheckpointError.nonFiniteValues(path: "m.safetensors", tensor: "t", count: 1).description
+                == "'m.safetensors': tensor 't': 1 value is NaN or infinite")
     }
 }

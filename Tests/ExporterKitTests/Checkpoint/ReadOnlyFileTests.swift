@@ -66,4 +66,29 @@ struct ReadOnlyFileTests {
             try BundleError.readingFile("missing") { try ReadOnlyFile(path: "/nonexistent/file") }
         }
     }
+
+    @Test("a FIFO, a folder or a device is refused at once, naming the path and what it is")
+    func notARegularFile() throws {
+        let folder = try Fixtures.temporaryDirectory()
+        let fifo = folder.appendingPathComponent("model.safetensors")
+        try FIFOFixture.make(at: fifo, releaseAfter: 10)
+        let start = Date()
+        #expect(throws: CheckpointError.notARegularFile(path: fifo.path, kind: "a FIFO")) {
+            try ReadOnlyFile(path: fifo.path)
+        }
+        #expect(Date().timeIntervalSince(start) < 5, "waited for a writer")
+        #expect(throws: CheckpointError.notARegularFile(path: folder.path, kind: "a folder")) {
+            try ReadOnlyFile(path: folder.path)
+        }
+        #expect(throws: CheckpointError.notARegularFile(path: "/dev/null", kind: "a character device")) {
+            try ReadOnlyFile(path: "/dev/null")
+        }
+        #expect(
+            CheckpointError.notARegularFile(path: fifo.path, kind: "a FIFO").description
+                == "'\(fifo.path)' is a FIFO, not a regular file")
+        #expect(CheckpointError.notARegularFile(path: "p", kind: "a FIFO").exitStatus == .badInput)
+        #expect(throws: BundleError.readFailed(path: "f", reason: "a FIFO, not a regular file")) {
+            try BundleError.readingFile("f") { try ReadOnlyFile(path: fifo.path) }
+        }
+    }
 }

@@ -65,8 +65,8 @@ struct CheckpointReferenceFileTests {
             try halves.withUnsafeMutableBufferPointer { try file.readFloat16("model.f32", into: $0) }
         } throws: { error in
             (error as? CheckpointError)?.description
-                == "tensor 'model.f32': 2 values exceed the float16 range (largest magnitude 7.0e+04); "
-                + "pass --allow-clamp to clamp them"
+                == "'\(file.url.path)': tensor 'model.f32': 2 values exceed the float16 range of ±65504 "
+                + "(largest magnitude 70000); pass --allow-clamp to clamp them"
         }
         let report = try halves.withUnsafeMutableBufferPointer {
             try file.readFloat16("model.f32", into: $0, outOfRange: .clamp)

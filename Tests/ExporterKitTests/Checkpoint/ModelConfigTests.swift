@@ -1,0 +1,87 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import ExporterKit
+
+@Suite("Checkpoint: config.json fields")
+struct ModelConfigTests {
+    /// The tiny config with `overrides`, parsed.
+    private func config(_ overrides: [String: Any?]) throws -> ModelConfig {
+        let object = Fixtures.tinyConfig(overrides: overrides)
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        return try ModelConfig(bytes: [UInt8](data), path: "config.json")
+    }
+
+    @Test("a usable rope_scaling reaches graph.json; absent or null it is null")
+    func ropeScaling() throws {
+        let directory = try Fixtures.syntheticCheckpoint(overrides: ["rope_scaling": ["type": "linear", "factor": 2]])
+        let graph = GraphDescription(plan: try Fixtures.plan(directory))
+        #expect(graph.rope.scalingType == "linear")
+        #expect(graph.rope.scalingFactor == 2)
+        #expect(try config(["rope_scaling": ["rope_type": "default"]]).ropeScaling.objectValue != nil)
+        #expect(try config(["rope_scaling": NSNull()]).ropeScaling == .null)
+        #expect(try config([:]).ropeScaling == .null)
+    }
+
+    /// The tiny config's required keys plus `extra` (JSON text of more keys), parsed.
+    private func config(json extra: String) throws -> ModelConfig {
+        let json = #"{"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "#
+            + #""num_attention_heads": 4, "vocab_size": 256, "max_position_embeddings": 512, "# + extra + "}"
+        return try ModelConfig(bytes: Array(json.utf8), path: "config.json")
+    }
+
+    @Test(
+        "a rope_scaling factor that is not a positive number, or a rope_scaling of the wrong type, is refused by key",
+        arguments: [
+            (#"{"type": "linear", "factor": -2}"#, "'rope_scaling.factor' must be a positive number, found -2"),
+            (#"{"type": "linear", "factor": 0}"#, "'rope_scaling.factor' must be a positive number, found 0"),
+            (#"{"type": "linear", "factor": -0.0}"#, "'rope_scaling.factor' must be a positive number, found -0.0"),
+            (#"{"type": "linear", "factor": 1e999}"#, "'rope_scaling.factor' must be a positive number, found 1e999"),
+            (#"{"type": "linear", "factor": "2"}"#, "'rope_scaling.factor' should be a number, found a string"),
+            (#"{"type": 3, "factor": 2}"#, "'rope_scaling.type' should be a string, found a number"),
+            (#"{"rope_type": ["linear"]}"#, "'rope_scaling.rope_type' should be a string, found an array"),
+            (#""linear""#, "'rope_scaling' should be an object, found a string"),
+            ("2", "'rope_scaling' should be an object, found a number"),
+        ])
+    func badRopeScaling(_ value: String, _ message: String) throws {
+        let error = #expect(throws: ConfigError.self) { try config(json: #""rope_scaling": "# + value) }
+        #expect(error?.description == "config 'config.json': " + message)
+        #expect(error?.exitStatus == .badInput)
+    }
+
+    @Test("torch_dtype (or dtype) is a float type the weights can be read as, or absent")
+    func torchDType() throws {
+        for name in ["bfloat16", "float16", "float32"] {
+            #expect(try config(["torch_dtype": name]).torchDType == name)
+            #expect(try config(["torch_dtype": nil, "dtype": name]).torchDType == name)
+        }
+        #expect(try config(["torch_dtype": nil]).torchDType == nil)
+        #expect(try config(["torch_dtype": NSNull()]).torchDType == nil)
+        for (field, value) in [("torch_dtype", "int4"), ("dtype", "float8_e4m3fn"), ("torch_dtype", "auto")] {
+            let error = #expect(throws: ConfigError.self) { try config(json: "\"\(field)\": \"\(value)\"") }
+            #expect(
+                error?.description
+                    == "config 'config.json': '\(field)' is '\(value)'; expected one of: bfloat16, float16, float32")
+        }
+    }
+
+    @Test("the configs shipped with the presets and the shared checkpoints all parse")
+    func shippedConfigs() throws {
+        let folders = [
+            Fixtures.presetsDirectory.appendingPathComponent("checkpoints"),
+            URL(fileURLWithPath: "/work/shared/checkpoints"),
+        ]
+        var parsed = 0
+        for folder in folders {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+            for name in names {
+                let url = folder.appendingPathComponent(name).appendingPathComponent("config.json")
+                guard FileManager.default.fileExists(atPath: url.path) else { continue }
+                _ = try ModelConfig(contentsOf: url)
+                parsed += 1
+            }
+        }
+        #expect(parsed >= 4)
+    }
+}
