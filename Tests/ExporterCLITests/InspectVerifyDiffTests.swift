@@ -200,6 +200,9 @@ struct VerifyCommandTests {
         #expect(
             runExporter(["verify", "x", "--against", "y", "--run", "--tokens", "1,a"]).error.hasPrefix(
                 "Error: --tokens expects non-negative token ids, got 'a'\n"))
+        let agreement = runExporter(["verify", "x", "--against", "y", "--run", "--min-agreement", "1.5"])
+        #expect(agreement.status == 64)
+        #expect(agreement.error.hasPrefix("Error: --min-agreement expects a number from 0 to 1, got '1.5'"))
         let missing = runExporter(["verify", "/nonexistent/x.aimodel"])
         #expect(missing.status == 66)
         #expect(missing.error == "Error: no artifact at '/nonexistent/x.aimodel': no such file or folder\n")

@@ -47,7 +47,7 @@ enum VerifyCommand {
         let minimumSQNR = try arguments.number("min-sqnr")
         let runForward = arguments.flag("run")
         let minimumLogitSNR = try arguments.number("min-logit-snr") ?? 3
-        let minimumAgreement = try arguments.number("min-agreement", minimum: 0)
+        let minimumAgreement = try arguments.number("min-agreement", minimum: 0, maximum: 1)
         let maximumKL = try arguments.number("max-kl", minimum: 0)
         if against == nil {
             for option in ["run", "min-sqnr"] where arguments.isGiven(option) {
