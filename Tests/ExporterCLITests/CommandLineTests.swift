@@ -36,7 +36,7 @@ struct CommandLineTests {
     }
 
     @Test("--dry-run prints the same plan as 'plan'")
-    func dryRun() {
+    func dryRun() throws {
         // The memory available now is part of a plan: fixed, so that both runs see the same.
         let memory = ["EXPORTER_TEST_AVAILABLE_MEMORY": "8000000000"]
         let plan = runExporter(["plan", "qwen3-0.6b", "--json"], environment: memory)
@@ -52,6 +52,14 @@ struct CommandLineTests {
         #expect(planned.status == 0, "\(planned.error)")
         #expect(planned.output.contains("model.layers.27.mlp.down_proj.weight"))
         #expect(runExporter(export + ["--dry-run", "--tensors"], environment: memory).output == planned.output)
+        // What the export would refuse before reading a weight, the plan refuses too.
+        let missingCalibration = runExporter(["plan", "qwen3-0.6b", "--calibration", "/nonexistent/tokens.txt"], environment: memory)
+        #expect(missingCalibration.status == 66)
+        let file = try Fixtures.temporaryDirectory().appendingPathComponent("a-file")
+        try Data("x".utf8).write(to: file)
+        let outputIsAFile = runExporter(["plan", "qwen3-0.6b", "--output-dir", file.path], environment: memory)
+        #expect(outputIsAFile.status == 74)
+        #expect(outputIsAFile.error == "Error: cannot write '\(file.path)': not a directory\n")
         let stray = runExporter(["qwen3-0.6b", "--tensors"])
         #expect(stray.status == 64)
         #expect(stray.error.hasPrefix("Error: --tensors applies to --dry-run\n"))

@@ -55,7 +55,7 @@ enum CompileCommand {
     /// Compiles and prints each artifact's summary, or their compiled sections as JSON, or
     /// nothing (`.none`: `exporter <model> --compile --json` prints them in its own report).
     @discardableResult
-    static func compile(_ bundleURL: URL, request: CompileRequest, output: Output, context: CommandContext) throws
+    static func compile(_ bundleURL: URL, request: CompileRequest, output: OutputStyle, context: CommandContext) throws
         -> [CompileResult]
     {
         let results = try Compiler.compile(bundleURL: bundleURL, request: request, progress: ProgressBar(context: context).update)
@@ -67,10 +67,6 @@ enum CompileCommand {
         return results
     }
 
-    /// What a command that writes artifacts prints of them.
-    enum Output {
-        case text, json, none
-    }
 
     /// `--min-deployment-version`, as a usage error when wrong.
     static func deploymentVersion(_ arguments: ParsedArguments) throws -> DeploymentVersion {

@@ -58,7 +58,7 @@ enum ConvertCommand {
     /// - Throws: the writer's and the verifier's errors.
     @discardableResult
     static func write(
-        bundle: URL, to destination: URL, overwrite: Bool, output: CompileCommand.Output, context: CommandContext
+        bundle: URL, to destination: URL, overwrite: Bool, output: OutputStyle, context: CommandContext
     ) throws -> Written {
         try MLPackageWriter.write(
             bundle: bundle, to: destination, overwrite: overwrite, progress: ProgressBar(context: context).update)

@@ -37,13 +37,14 @@ enum ExportCommand {
         let devices = try CompileCommand.deviceTable(arguments, context: context)
         let version = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
-        let (compilePlatform, compileDevices) = try checkedBeforeExport(plan, arguments, devices: devices)
+        let (compilePlatform, compileDevices) = try checkedBeforeExport(plan, arguments, devices: devices, context: context)
         let outputDirectory = URL(fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory)
         if !compileDevices.isEmpty {
             // The bundle and every compiled artifact together, before any is written (each step
             // checks its own part again).
             let subject = CompileSubject(plan: plan)
-            let bundleBytes = plan.estimatedBundleBytes(tokenizerBytes: 0)
+            let tokenizerBytes = ExportRunner.tokenizerBytes(ExportRunner.tokenizer(of: plan, synthetic: arguments.flag("synthetic")))
+            let bundleBytes = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes)
             try Compiler.checkDisk(
                 compileDevices.map { CompilePlan(subject: subject, device: $0) },
                 otherFilesBytes: bundleBytes - plan.estimatedWeightsBytes, besides: bundleBytes,
@@ -68,7 +69,7 @@ enum ExportCommand {
             plan, settings: settings, warn: { context.printError("warning: \($0)") }, progress: bar.update,
             stepProgress: calibrationBar.update)
         // With --json, one report at the end; otherwise each step prints as it ends.
-        let output: CompileCommand.Output = json ? .none : .text
+        let output: OutputStyle = json ? .none : .text
         if !json { ExportSummary.lines(result).forEach { context.print($0) } }
         var compiled: [CompileResult] = []
         if arguments.flag("compile") {
@@ -106,11 +107,17 @@ enum ExportCommand {
     /// with no eligible architecture, `--format mlpackage` of a model Core ML cannot express.
     /// Returns the platform and devices `--compile` compiles for (none without it).
     static func checkedBeforeExport(
-        _ plan: ExportPlan, _ arguments: ParsedArguments, devices: DeviceTable
+        _ plan: ExportPlan, _ arguments: ParsedArguments, devices: DeviceTable, context: CommandContext
     ) throws -> (DevicePlatform, [DeviceArchitecture]) {
         let platform: DevicePlatform = plan.platform == .macOS ? .macOS : .iOS
         let compiled = arguments.flag("compile") ? try devices.select([], platform: platform) : []
         if arguments.value("format") == "mlpackage" { try LanguageModelProgram.checkSupported(plan) }
+        _ = try arguments.tokenIds(inFileOf: "calibration", relativeTo: context.currentDirectory)
+        let output = URL(fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory)
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: output.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw BundleError.writeFailed(path: output.standardizedFileURL.path, reason: "not a directory")
+        }
         return (platform, compiled)
     }
 }

@@ -26,7 +26,7 @@ enum PlanCommand {
         let options = try ExportArguments.options(from: arguments, model: model)
         let devices = try CompileCommand.deviceTable(arguments, context: context)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
-        _ = try ExportCommand.checkedBeforeExport(plan, arguments, devices: devices)
+        _ = try ExportCommand.checkedBeforeExport(plan, arguments, devices: devices, context: context)
         let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
         let conversion = ExportRunner.conversionForecast(
             plan, synthetic: arguments.flag("synthetic"), allowClamp: arguments.flag("allow-clamp"),

@@ -122,6 +122,9 @@ enum VerifyCommand {
                 "\(report.tensorsDecoded) decoded" + (compared ? ", \(report.tensorsCompared) compared with the checkpoint" : ""),
             ],
         ]
+        if !report.tensorListChecked {
+            rows.append(["", "names and shapes not checked: the graph lacks this family's layout"])
+        }
         if compared, let worst = report.measuredSQNR.filter({ $0.value.isFinite }).min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
             rows.append(["lowest SQNR", "\(Format.decimal(worst.value)) dB  \(worst.key)"])
         }
@@ -152,6 +155,7 @@ enum VerifyCommand {
         root["files_checked"] = .number(String(report.filesChecked))
         root["tensors_decoded"] = .number(String(report.tensorsDecoded))
         root["tensors_compared"] = .number(String(report.tensorsCompared))
+        root["tensor_list_checked"] = .bool(report.tensorListChecked)
         root["failures"] = .array(
             report.failures.map { .object(JSONObject([("subject", .string($0.subject)), ("reason", .string($0.reason))])) })
         root["sqnr_db"] = .object(JSONObject(report.measuredSQNR.sorted { $0.key < $1.key }.map { ($0.key, double($0.value)) }))

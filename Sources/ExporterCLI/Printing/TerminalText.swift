@@ -17,11 +17,6 @@ enum TerminalText {
         return result
     }
 
-    /// `text` whose newlines separate lines: each line ``escaped(_:)``, newlines kept.
-    static func escapedLines(_ text: String) -> String {
-        text.split(separator: "\n", omittingEmptySubsequences: false).map { escaped(String($0)) }.joined(separator: "\n")
-    }
-
     /// Whether `scalar` is a control character (general category Cc).
     static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)

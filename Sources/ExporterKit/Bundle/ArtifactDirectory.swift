@@ -19,10 +19,13 @@ public final class ArtifactDirectory {
     private var published = false
     /// An exclusive `flock` on the staging folder while it is being filled: cleaners
     /// (``removeAbandonedStaging(in:)``) leave a locked folder alone. The kernel drops it when
-    /// the process ends, however it ends.
+    /// the process ends, however it ends. -1 where the file system has no `flock` (NFS without
+    /// it): the folder is then unlocked, and cleaners, unable to lock either, remove nothing.
     private var stagingLock: Int32 = -1
-    /// Every file created, with the size it was finished at, checked before publishing.
-    private var created: [(url: URL, file: OutputFile)] = []
+    /// Every file created (where it is, the path errors name), checked before publishing
+    /// against the size it was finished at (`finishedSizes`, by path).
+    private var files: [(url: URL, reportedPath: String)] = []
+    private var finishedSizes: [String: Int] = [:]
     /// Folders above the staging folder that this artifact created (the model's folder of a
     /// first export), deepest first: removed again, when empty, if nothing is published.
     private var createdParents: [String] = []
@@ -40,11 +43,36 @@ public final class ArtifactDirectory {
             throw BundleError.outputExists(path: destination.path)
         }
         let parent = destination.deletingLastPathComponent()
-        staging = parent.appendingPathComponent(
-            ArtifactDirectory.stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString, isDirectory: true)
-        createdParents = try ArtifactDirectory.makeDirectories(staging, faults: faults, reportedAs: { _ in destination.path })
-            .filter { $0 != staging.standardizedFileURL.path }.reversed()
-        stagingLock = ArtifactDirectory.lockedDescriptor(staging.path, wait: true)
+        // A cleaner may lock and remove a staging folder between its mkdir and our flock: then
+        // the folder locked is not the one at the path, and a fresh name is tried.
+        var created: [String] = []
+        var chosen: (url: URL, lock: Int32)?
+        for _ in 0..<3 where chosen == nil {
+            let candidate = parent.appendingPathComponent(
+                ArtifactDirectory.stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString, isDirectory: true)
+            created += try ArtifactDirectory.makeDirectories(candidate, faults: faults, reportedAs: { _ in destination.path })
+                .filter { $0 != candidate.standardizedFileURL.path }
+            let lock = ArtifactDirectory.lockedDescriptor(candidate.path, wait: true)
+            switch lock {
+            case .locked(let descriptor) where ArtifactDirectory.isFolder(candidate.path, openAs: descriptor):
+                chosen = (candidate, descriptor)
+            case .locked(let descriptor):
+                close(descriptor)
+            case .unsupported:
+                chosen = (candidate, -1)
+            case .failed(let code):
+                _ = rmdir(candidate.path)
+                for path in created.reversed() { _ = rmdir(path) }
+                throw BundleError.writeFailed(path: destination.path, reason: "cannot lock its staging folder: \(systemErrorMessage(code))")
+            }
+        }
+        guard let chosen else {
+            for path in created.reversed() { _ = rmdir(path) }
+            throw BundleError.writeFailed(path: destination.path, reason: "its staging folder was removed as soon as it was made")
+        }
+        staging = chosen.url
+        stagingLock = chosen.lock
+        createdParents = created.reversed()
         // Staging folders of killed runs for this artifact: nobody holds them any more.
         ArtifactDirectory.removeAbandonedStaging(in: parent, for: destination.lastPathComponent)
     }
@@ -58,16 +86,46 @@ public final class ArtifactDirectory {
         if stagingLock >= 0 { close(stagingLock) }
     }
 
-    /// An open descriptor of the folder at `path` holding an exclusive `flock`, or -1 when it
-    /// cannot be opened or (without `wait`) another process holds the lock.
-    private static func lockedDescriptor(_ path: String, wait: Bool) -> Int32 {
+    /// What trying to lock a folder gave.
+    private enum FolderLock {
+        /// An open descriptor holding an exclusive `flock`.
+        case locked(Int32)
+        /// The file system has no `flock` for it.
+        case unsupported
+        /// It could not be opened, or (without waiting) another process holds the lock: the errno.
+        case failed(Int32)
+    }
+
+    /// Opens the folder at `path` and takes an exclusive `flock` on it, waiting or not.
+    private static func lockedDescriptor(_ path: String, wait: Bool) -> FolderLock {
         let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return -1 }
+        guard descriptor >= 0 else { return .failed(errno) }
         guard flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) == 0 else {
+            let code = errno
             close(descriptor)
-            return -1
+            return [EBADF, ENOLCK, EOPNOTSUPP].contains(code) ? .unsupported : .failed(code)
         }
-        return descriptor
+        return .locked(descriptor)
+    }
+
+    /// Whether `path` is still the folder open as `descriptor` (not removed, not replaced).
+    private static func isFolder(_ path: String, openAs descriptor: Int32) -> Bool {
+        var open = stat()
+        var named = stat()
+        guard fstat(descriptor, &open) == 0, stat(path, &named) == 0 else { return false }
+        return open.st_dev == named.st_dev && open.st_ino == named.st_ino
+    }
+
+    /// Whether the staging folder is still the one this artifact made and locked.
+    private var stagingIsIntact: Bool {
+        if stagingLock >= 0 { return ArtifactDirectory.isFolder(staging.path, openAs: stagingLock) }
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: staging.path, isDirectory: &isDirectory) && isDirectory.boolValue
+    }
+
+    /// The error when the staging folder was taken away.
+    private var stagingRemoved: BundleError {
+        .writeFailed(path: destination.path, reason: "its staging folder was removed while the artifact was being written")
     }
 
     /// Removes the staging folders in `parent` (those of the artifact named `name`, or all)
@@ -84,8 +142,7 @@ public final class ArtifactDirectory {
             let url = parent.appendingPathComponent(entry)
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue else { continue }
-            let descriptor = lockedDescriptor(url.path, wait: false)
-            guard descriptor >= 0 else { continue }
+            guard case .locked(let descriptor) = lockedDescriptor(url.path, wait: false) else { continue }
             try? FileManager.default.removeItem(at: url)
             close(descriptor)
         }
@@ -113,10 +170,16 @@ public final class ArtifactDirectory {
         var created: [String] = []
         for path in missing.reversed() {
             try faults?.check(reportedAs(path), .createDirectory)
-            if mkdir(path, 0o755) != 0 {
-                guard errno == EEXIST else { throw BundleError.writeFailed(path: reportedAs(path), reason: systemErrorMessage(errno)) }
-            } else {
+            var made = mkdir(path, 0o755) == 0
+            // A parent another run made, then removed as empty when its export failed: once more.
+            if !made, errno == ENOENT {
+                let parent = (path as NSString).deletingLastPathComponent
+                made = mkdir(parent, 0o755) == 0 && mkdir(path, 0o755) == 0
+            }
+            if made {
                 created.append(path)
+            } else if errno != EEXIST {
+                throw BundleError.writeFailed(path: reportedAs(path), reason: systemErrorMessage(errno))
             }
         }
         return created
@@ -126,11 +189,14 @@ public final class ArtifactDirectory {
     /// Errors name the file where it will be once published (`<destination>/<relativePath>`).
     /// - Throws: `BundleError.writeFailed`.
     public func createFile(_ relativePath: String, bypassPageCache: Bool = false) throws -> OutputFile {
+        // Never make the staging folder again: a new one would be unlocked and unknown.
+        guard stagingIsIntact else { throw stagingRemoved }
         let url = staging.appendingPathComponent(relativePath)
         try ArtifactDirectory.makeDirectories(url.deletingLastPathComponent(), faults: faults, reportedAs: reported)
         let file = try OutputFile(
             url: url, faults: faults, reportedPath: reported(url.path), bypassPageCache: bypassPageCache)
-        created.append((url, file))
+        files.append((url, file.path))
+        file.whenFinished = { [weak self] size in self?.finishedSizes[url.path] = size }
         return file
     }
 
@@ -148,11 +214,12 @@ public final class ArtifactDirectory {
     /// - Throws: `BundleError.writeFailed`; the previous artifact is then left as it was.
     public func publish() throws {
         let manager = FileManager.default
-        for (url, file) in created {
+        guard stagingIsIntact else { throw stagingRemoved }
+        for (url, reportedPath) in files {
             let size = (try? manager.attributesOfItem(atPath: url.path))?[.size] as? Int
-            guard size == file.size else {
+            guard let finished = finishedSizes[url.path], size == finished else {
                 throw BundleError.writeFailed(
-                    path: file.path, reason: "the file was removed or changed while the artifact was being written")
+                    path: reportedPath, reason: "the file was removed or changed while the artifact was being written")
             }
         }
         if manager.fileExists(atPath: destination.path),
@@ -165,8 +232,15 @@ public final class ArtifactDirectory {
             return
         }
         var displaced: URL?
+        // The previous artifact, moved aside under a staging-like name, stays locked until it is
+        // removed, so that no cleaner takes it while the new one is not yet in place.
+        var displacedLock: Int32 = -1
+        defer { if displacedLock >= 0 { close(displacedLock) } }
         do {
             if manager.fileExists(atPath: destination.path) {
+                if case .locked(let descriptor) = ArtifactDirectory.lockedDescriptor(destination.path, wait: true) {
+                    displacedLock = descriptor
+                }
                 let aside = destination.deletingLastPathComponent().appendingPathComponent(
                     ArtifactDirectory.stagingPrefix + "old-" + destination.lastPathComponent + "-" + UUID().uuidString)
                 try ArtifactDirectory.rename(destination, to: aside, reportedAs: destination.path, faults: faults)
@@ -190,16 +264,17 @@ public final class ArtifactDirectory {
         try faults?.check(reportedPath, .rename)
         #if os(Linux)
             guard let renameat2 = linuxRenameAt2 else { return false }
-            // AT_FDCWD, RENAME_EXCHANGE.
-            guard renameat2(-100, first.path, -100, second.path, 2) == 0 else {
-                if [EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) { return false }
-                throw BundleError.writeFailed(path: reportedPath, reason: systemErrorMessage(errno))
+            guard renameat2(AT_FDCWD, first.path, AT_FDCWD, second.path, linuxRenameExchange) == 0 else {
+                let code = errno
+                if [EINVAL, ENOSYS, EOPNOTSUPP].contains(code) { return false }
+                throw BundleError.writeFailed(path: reportedPath, reason: systemErrorMessage(code))
             }
             return true
         #elseif canImport(Darwin)
             guard renamex_np(first.path, second.path, UInt32(RENAME_SWAP)) == 0 else {
-                if [EINVAL, ENOTSUP].contains(errno) { return false }
-                throw BundleError.writeFailed(path: reportedPath, reason: systemErrorMessage(errno))
+                let code = errno
+                if [EINVAL, ENOTSUP].contains(code) { return false }
+                throw BundleError.writeFailed(path: reportedPath, reason: systemErrorMessage(code))
             }
             return true
         #else
@@ -207,10 +282,25 @@ public final class ArtifactDirectory {
         #endif
     }
 
+    /// Whether artifacts in `folder` are replaced by one exchange (else two renames): tried on
+    /// two scratch folders there. Tests count the operations of a replacement by it.
+    static func exchangesAtomically(in folder: URL) -> Bool {
+        let first = folder.appendingPathComponent(".exchange-probe-\(UUID().uuidString)")
+        let second = folder.appendingPathComponent(".exchange-probe-\(UUID().uuidString)")
+        defer {
+            try? FileManager.default.removeItem(at: first)
+            try? FileManager.default.removeItem(at: second)
+        }
+        guard mkdir(first.path, 0o755) == 0, mkdir(second.path, 0o755) == 0 else { return false }
+        return (try? exchange(first, second, reportedAs: first.path, faults: nil)) == true
+    }
+
     #if os(Linux)
         private typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
         /// glibc's `renameat2` (2.28 and later), which Swift's Glibc module does not import.
         private static let linuxRenameAt2: RenameAt2? = dlsym(nil, "renameat2").map { unsafeBitCast($0, to: RenameAt2.self) }
+        /// `RENAME_EXCHANGE` of `<linux/fs.h>`, which Swift's Glibc module does not import either.
+        private static let linuxRenameExchange: UInt32 = 1 << 1
     #endif
 
     /// Renames `source` to `target` atomically (one `rename(2)`, on the same file system).

@@ -199,14 +199,24 @@ public enum ExportRunner {
         }
     }
 
+    /// Bytes of the tokenizer files a bundle copies.
+    public static func tokenizerBytes(_ tokenizer: TokenizerFiles?) -> Int {
+        (tokenizer?.files ?? []).map { ((try? FileManager.default.attributesOfItem(atPath: $0.path))?[.size] as? Int) ?? 0 }
+            .saturatingSum
+    }
+
+    /// The tokenizer files the export of `plan` will copy: none for synthetic weights or a
+    /// checkpoint not on this machine.
+    public static func tokenizer(of plan: ExportPlan, synthetic: Bool) -> TokenizerFiles? {
+        guard !synthetic, let directory = plan.model.source.checkpointDirectory else { return nil }
+        return try? TokenizerFiles(directory: directory)
+    }
+
     /// Refuses a bundle estimated larger than the free space `available` of its volume.
     /// - Throws: `ResourceError.notEnoughDisk`.
     static func checkDisk(_ plan: ExportPlan, tokenizer: TokenizerFiles?, outputDirectory: URL, available: Int?) throws {
         guard let available else { return }
-        let tokenizerBytes = (tokenizer?.files ?? []).reduce(0) { total, file in
-            total + (((try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? Int) ?? 0)
-        }
-        let needed = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes)
+        let needed = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes(tokenizer))
         guard needed <= available else {
             throw ResourceError.notEnoughDisk(
                 directory: outputDirectory.standardizedFileURL.path, neededBytes: needed, availableBytes: available)

@@ -137,6 +137,8 @@ public final class OutputFile {
     public private(set) var size = 0
     /// CRC-32 of the bytes written so far.
     public private(set) var crc = CRC32()
+    /// Told the final size once ``finish()`` succeeds (the artifact folder checks it before publishing).
+    var whenFinished: ((Int) -> Void)?
 
     private let descriptor: Int32
     /// Two staging buffers, aligned and sized for direct writes (multiples of `directAlignment`):
@@ -273,6 +275,7 @@ public final class OutputFile {
         guard fsync(descriptor) == 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
         closed = true
         guard close(descriptor) == 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
+        whenFinished?(size)
     }
 
     /// Hands the staged bytes to the write queue and stages into the other buffer, once that

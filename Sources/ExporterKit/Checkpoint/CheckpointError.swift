@@ -10,7 +10,7 @@ public enum CheckpointError: Error, Equatable, Sendable {
 
     /// The file could not be opened or inspected (`reason` is the system's).
     case cannotOpen(path: String, reason: String)
-    /// The path names a FIFO, a device, a socket or a folder where a file is read
+    /// The path names a FIFO, a device or a folder where a file is read
     /// (`kind` says which: "a FIFO"); refused before any read could block.
     case notARegularFile(path: String, kind: String)
     /// A read failed or came back short (`reason` says which).

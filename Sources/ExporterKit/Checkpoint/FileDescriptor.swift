@@ -31,7 +31,8 @@ final class ReadOnlyFile: @unchecked Sendable {
     /// refused at once rather than waiting forever for a writer; `pread` of a regular file
     /// ignores the flag, which is cleared anyway.
     /// - Throws: `CheckpointError.cannotOpen` when it cannot be opened,
-    ///   `CheckpointError.notARegularFile` when it is a FIFO, a device, a socket or a folder.
+    ///   `CheckpointError.notARegularFile` when it is a FIFO, a device or a folder (a socket
+    ///   does not open: `cannotOpen`).
     init(path: String) throws {
         self.path = path
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)

@@ -64,18 +64,17 @@ public enum TensorDType: String, CaseIterable, Sendable {
         }
     }
 
+    /// A config's `torch_dtype` spellings of the dtypes a checkpoint may store weights in.
+    private static let byTorchDType: KeyValuePairs<String, TensorDType> = ["bfloat16": .bf16, "float16": .f16, "float32": .f32]
+
     /// The `torch_dtype` values ``init(torchDType:)`` knows, as a config spells them.
-    public static let torchDTypeNames = ["bfloat16", "float16", "float32"]
+    public static var torchDTypeNames: [String] { byTorchDType.map(\.key) }
 
     /// The dtype a config's `torch_dtype` names (`bfloat16`, `float16`, `float32`); nil for
     /// any other or none.
     public init?(torchDType: String?) {
-        switch torchDType {
-        case "bfloat16": self = .bf16
-        case "float16": self = .f16
-        case "float32": self = .f32
-        default: return nil
-        }
+        guard let found = Self.byTorchDType.first(where: { $0.key == torchDType }) else { return nil }
+        self = found.value
     }
 
     /// The 16-bit patterns compression reads a tensor of this dtype as

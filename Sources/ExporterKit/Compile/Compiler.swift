@@ -137,7 +137,7 @@ extension Compiler {
         guard needed <= available else {
             throw ResourceError.notEnoughDisk(
                 directory: outputDirectory.standardizedFileURL.path, neededBytes: needed, availableBytes: available,
-                what: besides > 0 ? "the bundle and its compiled artifacts" : "the compiled artifacts")
+                what: besides > 0 ? .bundleAndCompiledArtifacts : .compiledArtifacts)
         }
     }
 }

@@ -101,7 +101,7 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
     /// (for `perBlock`, the row groups; ``lutCount(rows:columns:)`` counts the tiles).
     public func groupCount(rows: Int) -> Int {
         switch granularity {
-        case .perGroupedChannel, .perBlock: return (rows + max(groupSize ?? 1, 1) - 1) / max(groupSize ?? 1, 1)
+        case .perGroupedChannel, .perBlock: return rows.dividedRoundingUp(by: max(groupSize ?? 1, 1))
         case .perChannel: return rows
         case .perTensor, nil: return 1
         }
@@ -110,8 +110,7 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
     /// Column blocks of a `columns`-wide tensor: `⌈columns / block_size⌉` for `perBlock`, else 1.
     public func blockCount(columns: Int) -> Int {
         guard granularity == .perBlock else { return 1 }
-        let size = max(blockSize ?? columns, 1)
-        return (columns + size - 1) / size
+        return columns.dividedRoundingUp(by: max(blockSize ?? columns, 1))
     }
 
     /// Lookup tables (or scales) stored for a `rows × columns` tensor.

@@ -123,6 +123,12 @@ public enum MLPackageVerifier {
                     throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "a LUT without bits or groups")
                 }
                 let rows = record.shape[0]
+                // The package's manifest says how its LUTs cover the rows: hold it to the shape
+                // before looping over it.
+                guard lutRows > 0, lutCount > 0, lutRows <= rows, lutCount <= rows, lutRows * lutCount == rows else {
+                    throw CoreMLError.bundleMismatch(
+                        tensor: tensor.name, reason: "\(lutCount) LUT groups of \(lutRows) rows do not cover its \(rows) rows")
+                }
                 let perBlock = record.compression.granularity == .perBlock
                 let groupRows =
                     record.compression.granularity == .perGroupedChannel || perBlock ? (record.compression.groupSize ?? rows) : rows

@@ -100,7 +100,7 @@ extension ExportPlan {
                 ahead += 1
             }
             readFrontier = max(readFrontier, ahead - 1)
-            let readAhead = index < readFrontier ? (costs[(index + 1)...readFrontier].map(\.loaded)).saturatingSum : 0
+            let readAhead = index < readFrontier ? costs[(index + 1)...readFrontier].map(\.loaded).saturatingSum : 0
             let bytes = [costs[index].working, readAhead, waitingToWrite(costs, before: index)].saturatingSum
             if bytes > peak.bytes { peak = (index, bytes) }
         }
@@ -149,7 +149,7 @@ struct TensorMemory {
     }
 
     init(_ tensor: PlannedTensor, precision: ComputePrecision, conditions: ConversionMemoryConditions, workers: Int) {
-        let elements = (tensor.spec.shape).saturatingProduct
+        let elements = tensor.spec.shape.saturatingProduct
         let half = [elements, 2].saturatingProduct
         let scheme = tensor.scheme
         let kind = conditions.storedPatterns(tensor.spec)

@@ -122,7 +122,7 @@ extension TensorLayout {
             guard spec.shape.allSatisfy({ $0 > 0 }) else {
                 throw ConfigError.impossibleModel(path: configPath, reason: "tensor '\(spec.name)' would have shape \(spec.shape)")
             }
-            parameters = [parameters, (spec.shape).saturatingProduct].saturatingSum
+            parameters = [parameters, spec.shape.saturatingProduct].saturatingSum
         }
         guard parameters <= ModelConfig.largestParameterCount else {
             throw ConfigError.impossibleModel(

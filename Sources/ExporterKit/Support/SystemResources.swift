@@ -55,9 +55,27 @@ public enum SystemResources {
 public enum ResourceError: ExporterError, Equatable {
     /// Converting needs more memory than the machine has available.
     case notEnoughMemory(model: String, neededBytes: Int, availableBytes: Int, peakTensor: String)
-    /// The artifacts (`what`: "the bundle", "the compiled artifacts"…) would not fit in the
-    /// free space of their volume.
-    case notEnoughDisk(directory: String, neededBytes: Int, availableBytes: Int, what: String = "the bundle")
+    /// The artifacts (`what`) would not fit in the free space of their volume.
+    case notEnoughDisk(directory: String, neededBytes: Int, availableBytes: Int, what: DiskNeed = .bundle)
+
+    /// What needs the disk space.
+    public enum DiskNeed: Equatable, Sendable {
+        /// A portable bundle.
+        case bundle
+        /// Compiled artifacts of a bundle already written.
+        case compiledArtifacts
+        /// A bundle and its compiled artifacts (`exporter <model> --compile`).
+        case bundleAndCompiledArtifacts
+
+        /// The subject and verb of the message.
+        var needs: String {
+            switch self {
+            case .bundle: return "the bundle needs"
+            case .compiledArtifacts: return "the compiled artifacts need"
+            case .bundleAndCompiledArtifacts: return "the bundle and its compiled artifacts need"
+            }
+        }
+    }
 
     public var description: String {
         switch self {
@@ -66,7 +84,7 @@ public enum ResourceError: ExporterError, Equatable {
                 + "'\(tensor)' is compressed) but \(Format.mebibytes(available)) is available; "
                 + "close other programs or export on a machine with more memory"
         case .notEnoughDisk(let directory, let needed, let available, let what):
-            return "\(what) \(what.hasSuffix("s") ? "need" : "needs") about \(Format.mebibytes(needed)) but '\(directory)' has "
+            return "\(what.needs) about \(Format.mebibytes(needed)) but '\(directory)' has "
                 + "\(Format.mebibytes(available)) free; free some space or choose another --output-dir"
         }
     }

@@ -32,6 +32,9 @@ public struct VerificationReport: Sendable {
     /// How many of the failures concern the artifact itself (files, records, format rules), as
     /// opposed to differences from the checkpoint: the artifact is readable when there are none.
     public var structuralFailures = 0
+    /// Whether the tensor list was held against the graph's layout (not for a family whose
+    /// layout needs config fields the graph does not record, such as experts).
+    public var tensorListChecked = false
 
     /// Whether everything held.
     public var passed: Bool { failures.isEmpty }
@@ -315,6 +318,7 @@ public enum ArtifactVerifier {
         /// none foreign or repeated, every shape as the graph implies.
         private mutating func checkTensorList(against graph: GraphDescription) {
             guard let expected = graph.expectedTensors() else { return }
+            report.tensorListChecked = true
             var shapes: [String: [Int]] = [:]
             for tensor in manifest.tensors {
                 if shapes[tensor.name] != nil { fail("tensor '\(tensor.name)'", "listed twice") }

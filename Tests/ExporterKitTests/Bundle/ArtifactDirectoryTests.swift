@@ -54,6 +54,33 @@ struct ArtifactDirectoryTests {
         }
     }
 
+    @Test("a staging folder taken away (and made again by someone) stops the artifact; an unfinished file stops publishing")
+    func stagingTakenAway() throws {
+        let parent = try Fixtures.temporaryDirectory()
+        let destination = parent.appendingPathComponent("M.aimodel")
+        let removed = BundleError.writeFailed(
+            path: destination.path, reason: "its staging folder was removed while the artifact was being written")
+        let directory = try ArtifactDirectory(destination: destination, overwrite: false)
+        try FileManager.default.removeItem(at: directory.staging)
+        #expect(throws: removed) { try directory.createFile("a.bin") }
+        // Made again at the same path: not the folder this artifact locked.
+        try FileManager.default.createDirectory(at: directory.staging, withIntermediateDirectories: false)
+        #expect(throws: removed) { try directory.createFile("a.bin") }
+        #expect(throws: removed) { try directory.publish() }
+        #expect(!FileManager.default.fileExists(atPath: destination.path))
+
+        let other = try ArtifactDirectory(destination: parent.appendingPathComponent("N.aimodel"), overwrite: false)
+        let file = try other.createFile("b.bin")
+        try file.write([1])
+        #expect(
+            throws: BundleError.writeFailed(
+                path: parent.appendingPathComponent("N.aimodel/b.bin").path,
+                reason: "the file was removed or changed while the artifact was being written")
+        ) { try other.publish() }
+        try file.finish()
+        try other.publish()
+    }
+
     @Test("replacing an artifact exchanges it whole: the new one in place, the old one gone, nothing beside")
     func replacing() throws {
         let parent = try Fixtures.temporaryDirectory()

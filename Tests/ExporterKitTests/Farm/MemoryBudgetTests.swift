@@ -24,17 +24,22 @@ struct MemoryBudgetTests {
         let budget = MemoryBudget(capacity: 100)
         budget.hold(60)
         let announced = Locked<[Int]>([])
+        let waiting = DispatchSemaphore(value: 0)
         let acquired = DispatchSemaphore(value: 0)
         let holding = Locked(false)
         DispatchQueue.global().async {
-            budget.hold(41) { held, holders in announced.mutate { $0 = [held, holders] } }
+            budget.hold(41) { held, holders in
+                announced.mutate { $0 = [held, holders] }
+                waiting.signal()
+            }
             holding.mutate { $0 = true }
             acquired.signal()
         }
-        // Whatever the timing, the second hold cannot proceed while the first is held.
-        #expect(acquired.wait(timeout: .now() + 0.2) == .timedOut)
-        #expect(!holding.value)
+        #expect(waiting.wait(timeout: .now() + 10) == .success)
         #expect(announced.value == [60, 1])
+        // Whatever the timing, the second hold cannot proceed while the first is held.
+        #expect(acquired.wait(timeout: .now() + 0.1) == .timedOut)
+        #expect(!holding.value)
         budget.release(60)
         #expect(acquired.wait(timeout: .now() + 10) == .success)
         #expect(budget.peakHolders == 1)
@@ -42,6 +47,32 @@ struct MemoryBudgetTests {
         // Freed memory serves the next hold at once.
         budget.hold(100)
         #expect(budget.peakHolders == 1)
+    }
+
+    @Test("holds are served in arrival order: a large one waiting is not overtaken by a small one that would fit")
+    func arrivalOrder() {
+        let budget = MemoryBudget(capacity: 100)
+        budget.hold(50)
+        let order = Locked<[Int]>([])
+        let largeWaiting = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
+        DispatchQueue.global().async(group: done) {
+            budget.hold(80) { _, _ in largeWaiting.signal() }
+            order.mutate { $0.append(80) }
+            budget.release(80)
+        }
+        #expect(largeWaiting.wait(timeout: .now() + 10) == .success)
+        DispatchQueue.global().async(group: done) {
+            // 50 + 30 fits, but the 80 came first.
+            budget.hold(30)
+            order.mutate { $0.append(30) }
+            budget.release(30)
+        }
+        usleep(100_000)
+        #expect(order.value == [])
+        budget.release(50)
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(order.value == [80, 30])
     }
 
     @Test("a hold larger than the capacity proceeds alone; no capacity means no limit")

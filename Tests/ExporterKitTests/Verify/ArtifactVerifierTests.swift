@@ -69,6 +69,7 @@ struct ArtifactVerifierTests {
         #expect(try failures { m in m.platform = "android" } == ["'manifest.json': platform is 'android', expected one of: iOS, macOS"])
         #expect(try failures { m in m.kind = "compiled" } == ["'manifest.json': kind is 'compiled' but there is no compiled section"])
         #expect(try failures { _ in } == [])
+        #expect(ArtifactVerifier.verify(try LoadedArtifact(url: bundle)).tensorListChecked)
     }
 
     @Test("tensors read in blocks of any size give the whole-tensor report, faults named by their element")
