@@ -185,6 +185,18 @@ struct CommandLineTests {
         #expect(macOS.error.hasPrefix("Error: 'Qwen/Qwen3-4B-Instruct-2507' has no registry preset."))
     }
 
+    @Test("a folder name that cannot name an artifact (hidden, control characters) asks for --output-name")
+    func unusableFolderName() throws {
+        for name in [".hidden-model", "bad\u{1B}[31mname"] {
+            let folder = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: name)
+            let run = runExporter(["plan", folder.path, "--experimental", "--compute-precision", "float16"])
+            #expect(run.status == 64)
+            #expect(run.error.contains("cannot name its artifact (control characters, or a leading '.'); pass --output-name\n"))
+            #expect(!run.error.contains("\u{1B}"))
+            #expect(runExporter(["plan", folder.path, "--experimental", "--compute-precision", "float16", "--output-name", "Fine"]).status == 0)
+        }
+    }
+
     @Test("the refusal without a preset adds what the user most likely meant: --preset for a preset's shape, a mistyped path")
     func noPresetHints() throws {
         // A local fine-tune of Qwen3-4B: the config of the preset's shape.

@@ -1,3 +1,5 @@
+import ExporterKit
+
 /// Text from inputs made safe to print: a hostile config, manifest or file name must not be
 /// able to drive the terminal (escape sequences, carriage returns) or forge lines (newlines)
 /// through a message or a report.
@@ -18,7 +20,5 @@ enum TerminalText {
     }
 
     /// Whether `scalar` is a control character (general category Cc).
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
-    }
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.isControlCharacter }
 }

@@ -168,6 +168,11 @@ public struct ExportPlan: Sendable {
         for rule in compression.unusedRules(for: specs) {
             warnings.append("compression config '\(compression.name)': rule '\(rule.pattern)' matches no tensor")
         }
+        if options.outputName == nil,
+            model.name.hasPrefix(".") || model.name.unicodeScalars.contains(where: \.isControlCharacter)
+        {
+            throw ResolutionError.unusableName(model.name)
+        }
         return ExportPlan(
             model: model, options: options, platform: options.platform, precision: precision,
             contextLength: contextLength, compression: compression, tensors: tensors,

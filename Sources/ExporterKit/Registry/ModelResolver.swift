@@ -46,6 +46,9 @@ public enum ResolutionError: ExporterError, Equatable {
     case contextTooLong(requested: Int, maximum: Int)
     /// `--preset` names no preset.
     case unknownPreset(String, available: [String])
+    /// The model's name, which names the artifact without `--output-name`, cannot name a
+    /// folder safely (control characters, a leading '.', which would hide it).
+    case unusableName(String)
     /// `--preset` names a preset whose architecture differs from the checkpoint's.
     case presetMismatch(preset: String, field: String, preset_value: String, checkpoint_value: String)
 
@@ -79,6 +82,9 @@ public enum ResolutionError: ExporterError, Equatable {
             return "--compute-precision is required for '\(model)' (no registry preset found)."
         case .contextTooLong(let requested, let maximum):
             return "--max-context-length (\(requested)) exceeds the model's max_position_embeddings (\(maximum))"
+        case .unusableName(let name):
+            return "the model's name '\(name)' cannot name its artifact (control characters, or a leading '.'); "
+                + "pass --output-name"
         case .unknownPreset(let name, let available):
             return "unknown preset '\(name)'; available: \(available.joined(separator: ", "))"
         case .presetMismatch(let preset, let field, let presetValue, let checkpointValue):
@@ -90,7 +96,7 @@ public enum ResolutionError: ExporterError, Equatable {
     public var exitStatus: ExitStatus {
         switch self {
         case .notAModelName, .notFound: return .notFound
-        case .precisionRequired, .contextTooLong, .unknownPreset: return .usage
+        case .precisionRequired, .contextTooLong, .unknownPreset, .unusableName: return .usage
         case .notAvailable, .noPreset: return .unsupported
         case .presetMismatch: return .badInput
         }

@@ -56,3 +56,9 @@ public enum Format {
         }
     }
 }
+
+extension Unicode.Scalar {
+    /// Whether this is a control character (general category Cc: C0 with newline and tab, DEL,
+    /// C1), which names and printed text must not carry raw.
+    public var isControlCharacter: Bool { value < 0x20 || (0x7F...0x9F).contains(value) }
+}
