@@ -254,6 +254,22 @@ struct CompileCommandTests {
                     + "\(Format.mebibytes(memory.tablesBytes))\n"))
         let inspectJSON = try #require(try JSONParser.parse(Array(runExporter(["inspect", compiled.path, "--json"]).output.utf8)).objectValue)
         #expect(inspectJSON["memory_total_bytes"]?.intValue == memory.totalBytes)
+        // diff compares what each side's device reserves: the compiled plan for the compiled side.
+        let diff = try #require(
+            try JSONParser.parse(Array(runExporter(["diff", folder.appendingPathComponent("Tiny.aimodel").path, compiled.path, "--json"]).output.utf8))
+                .objectValue)
+        let memoryRow = try #require(diff["quantities"]?.arrayValue?.compactMap(\.objectValue).first { $0["field"]?.stringValue == "memory" })
+        #expect(memoryRow["b"]?.intValue == memory.totalBytes)
+        #expect(memoryRow["a"]?.intValue == reader.manifest.memory.totalBytes)
+        // A plan has no weights to evaluate.
+        let planFile = folder.appendingPathComponent("plan.json")
+        try Data(runExporter(["plan", checkpoint.path, "--experimental", "--compute-precision", "float16", "--json"]).output.utf8).write(to: planFile)
+        let evalPlan = runExporter(["eval", planFile.path, "--against", checkpoint.path, "--tokens-file", tokens.path])
+        #expect(evalPlan.status == 65)
+        #expect(evalPlan.error == "Error: '\(planFile.path)' is not an exporter artifact: it is a plan, which has no weights to run\n")
+        let diffPackage = runExporter(["diff", compiled.path, folder.appendingPathComponent("Tiny.mlpackage").path])
+        #expect(diffPackage.status == 64)
+        #expect(diffPackage.error.hasPrefix("Error: diff compares bundles, compiled artifacts and manifests; for the Core ML package "))
         for command in [["convert", compiled.path, "--to", "mlpackage"], ["compile", compiled.path]] {
             let refused = runExporter(command)
             #expect(refused.status == 65)

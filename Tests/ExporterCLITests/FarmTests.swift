@@ -243,7 +243,9 @@ struct FarmTests {
         let farm = folder.appendingPathComponent("collide.json")
         try Data(
             (#"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "jobs": ["#
-                + #"{"name": "short", "model": "m0", "context": 64}, {"name": "long", "model": "m0", "context": 256}]}"#)
+                + #"{"name": "short", "model": "m0", "context": 64}, {"name": "long", "model": "m0", "context": 256}, "#
+                + #"{"name": "upper", "model": "m0", "output_name": "M0"}, "#
+                + #"{"name": "odd", "model": "m0", "output_name": "Odd", "devices": ["h99x"]}]}"#)
                 .utf8
         ).write(to: farm)
         let output = folder.appendingPathComponent("out").path
@@ -251,12 +253,34 @@ struct FarmTests {
             let run = try BuiltExporter.run(["batch", farm.path, "--output", output])
             #expect(run.status == 1)
             let jobs = try report(folder).jobs
-            #expect(jobs.map(\.status) == ["built", "failed"] || jobs.map(\.status) == ["skipped", "failed"])
+            #expect(jobs.map(\.status).dropFirst() == ["failed", "failed", "failed"])
+            #expect(["built", "skipped"].contains(jobs[0].status))
+            // A device the table does not offer fails the job before its export.
+            #expect(jobs[3].error?.hasPrefix("devices: unknown iOS architecture 'h99x'; known: ") == true)
+            #expect(jobs[3].bundle == nil)
             #expect(jobs[1].error == "writes the same bundle as job 'short' ('m0/m0.aimodel'); give one of them another 'output_name'")
             #expect(jobs[1].exitStatus == 65)
+            // The same folder on a case-insensitive file system.
+            #expect(jobs[2].error == "writes the same bundle as job 'short' ('m0/M0.aimodel'); give one of them another 'output_name'")
         }
         let bundle = try BundleReader(url: folder.appendingPathComponent("out/m0/m0.aimodel"))
         #expect(bundle.manifest.contextLength == 64)
+    }
+
+    @Test("an output that is a file, and a malformed shard, are refused in plain words")
+    func badOutputAndShard() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let file = folder.appendingPathComponent("a-file")
+        try Data("x".utf8).write(to: file)
+        let run = try BuiltExporter.run(["batch", farm.path, "--output", file.path])
+        #expect(run.status == 74)
+        #expect(run.error.hasPrefix("Error: cannot write '\(file.path)': "))
+        #expect(!run.error.contains("NSCocoaErrorDomain"))
+        for shard in ["1//2", "+1/2", "1/2/3", "0/2", "3/2", "a/2"] {
+            let bad = try BuiltExporter.run(["batch", farm.path, "--output", folder.appendingPathComponent("out").path, "--shard", shard])
+            #expect(bad.status == 64, "\(shard)")
+            #expect(bad.error == "Error: --shard expects I/N with 1 ≤ I ≤ N, got '\(shard)'\n")
+        }
     }
 
     @Test("a second farm run on a held output folder gives up with a clear message")
@@ -288,6 +312,8 @@ struct FarmTests {
             (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "palette_search": "fast"}]}"#,
              "job 'a': 'palette_search' must be one of: standard, thorough, exact"),
             (#"{"schema": "exporter.farm/2", "jobs": []}"#, "schema is 'exporter.farm/2'; this version reads 'exporter.farm/1'"),
+            (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "devices": ["h17p", "h17p"]}]}"#,
+             "job 'a': device 'h17p' is listed twice"),
         ]
         for (text, message) in cases {
             let url = folder.appendingPathComponent("farm.json")

@@ -105,6 +105,13 @@ struct InspectDiffTests {
         #expect(run.output.hasPrefix("Ti\\u{1B}[31mny\\u{A}FAKE  ("))
         #expect(run.output.contains("bad\\u{A}name\\u{1B}[1m"))
         #expect(!run.output.split(separator: "\n").contains { $0.hasPrefix("FAKE") || $0.hasPrefix("name") })
+        // The HTML report shows them the same way, and markup as entities.
+        try TinyArtifacts.editManifest(bundle) { manifest in manifest.model.name = "<b>\"Ti\u{1B}ny\u{0}" }
+        let page = bundle.deletingLastPathComponent().appendingPathComponent("report.html")
+        #expect(runExporter(["inspect", bundle.path, "--html", page.path]).status == 0)
+        let html = try String(contentsOf: page, encoding: .utf8)
+        #expect(!html.unicodeScalars.contains { $0.isControlCharacter && $0 != "\n" })
+        #expect(html.contains("&lt;b&gt;&quot;Ti\\u{1B}ny\\u{0}"))
     }
 
     @Test("a broken manifest is refused naming the file and, in plain words, the key path")

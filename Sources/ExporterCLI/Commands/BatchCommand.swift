@@ -41,9 +41,13 @@ enum BatchCommand {
         settings.reverify = arguments.flag("reverify")
         settings.waitForLock = arguments.flag("wait")
         if let text = arguments.value("shard") {
-            let parts = text.split(separator: "/").compactMap { Int($0) }
-            guard parts.count == 2, parts[1] >= 1, (1...parts[1]).contains(parts[0]) else { throw FarmError.invalidShard(text) }
-            settings.shard = (parts[0], parts[1])
+            // Digits only on either side of one '/': Int() alone takes "+1", split() skips "1//2".
+            let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+                .map { $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) ? Int($0) : nil }
+            guard parts.count == 2, let index = parts[0], let count = parts[1], count >= 1, (1...count).contains(index) else {
+                throw FarmError.invalidShard(text)
+            }
+            settings.shard = (index, count)
         }
         let runner = FarmRunner(farm: farm, resolver: try context.resolver(), settings: settings)
         if arguments.flag("matrix") {
@@ -81,7 +85,8 @@ enum BatchCommand {
                 ])
             }
             Format.table(rows, rightAligned: [2, 3]).forEach { context.print($0) }
-            context.print("report: \(runner.reportURL.path)")
+            let written = arguments.flag("collect") ? settings.outputDirectory.appendingPathComponent("farm-report.json") : runner.reportURL
+            context.print("report: \(written.path)")
         }
         if report.failedCount > 0 { throw FarmError.jobsFailed(count: report.failedCount, total: report.jobs.count) }
         return .success

@@ -26,7 +26,11 @@ enum DiffCommand {
         let maxDrop = try arguments.number("min-sqnr-drop", minimum: 0)
         let listed = try arguments.int("tensors", range: 0...) ?? 20
         func load(_ path: String) throws -> LoadedArtifact {
-            try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+            guard !MLPackageViews.isPackage(path) else {
+                throw UsageError.validation(
+                    "diff compares bundles, compiled artifacts and manifests; for the Core ML package '\(path)', diff the bundle it was converted from")
+            }
+            return try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         }
         let diff = ManifestDiff(before: try load(first), after: try load(second))
         let regressions = diff.regressions(maxSizeGrowthPercent: maxGrowth, maxSQNRDrop: maxDrop)

@@ -29,7 +29,9 @@ enum EvalCommand {
             throw UsageError.validation("eval requires --tokens-file <file> or --tokens <ids>")
         }
         guard tokens.count >= 2 else {
-            throw UsageError.invalidValue(value: "\(tokens.count) token", option: "--tokens-file", expected: "at least 2 tokens")
+            throw UsageError.invalidValue(
+                value: "\(tokens.count) token", option: arguments.isGiven("tokens") ? "--tokens" : "--tokens-file",
+                expected: "at least 2 tokens (perplexity predicts each from those before it)")
         }
         let artifact = try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         let checkpoint = URL(fileURLWithPath: against, relativeTo: context.currentDirectory).standardizedFileURL

@@ -19,6 +19,9 @@ enum InspectCommand {
         guard let path = arguments.positional(0) else { throw UsageError.missingArgument("artifact") }
         let worst = try arguments.int("worst", range: 0...) ?? 5
         if MLPackageViews.isPackage(path) {
+            for option in ["html", "worst"] where arguments.isGiven(option) {
+                throw UsageError.validation("--\(option) applies to bundles, compiled artifacts and manifests, not a Core ML package")
+            }
             return try MLPackageViews.inspect(
                 URL(fileURLWithPath: path, relativeTo: context.currentDirectory), json: arguments.flag("json"), context: context)
         }

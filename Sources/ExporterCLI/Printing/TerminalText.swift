@@ -11,7 +11,7 @@ enum TerminalText {
         var result = ""
         for scalar in text.unicodeScalars {
             if isControl(scalar) {
-                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+                result += scalar.shownEscaped
             } else {
                 result.unicodeScalars.append(scalar)
             }

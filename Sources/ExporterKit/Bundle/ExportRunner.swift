@@ -77,10 +77,13 @@ public enum ExportRunner {
     public static func inputFingerprints(directory: URL, weights: CheckpointWeights) throws
         -> [(name: String, fingerprint: String)]
     {
-        var urls = weights.files.map(\.url)
-        if let index = weights.indexURL { urls.append(index) }
-        urls += try TokenizerFiles(directory: directory).files
-        return try urls.map { ($0.lastPathComponent, try BuildKey.fingerprint(of: $0)) }
+        // Weights files with their tensors' byte ranges, sorted so that the windows are read in order.
+        var inputs = weights.files.map { file in
+            (url: file.url, tensors: file.tensors.values.map(\.byteRange).sorted { $0.lowerBound < $1.lowerBound })
+        }
+        if let index = weights.indexURL { inputs.append((index, [])) }
+        inputs += try TokenizerFiles(directory: directory).files.map { ($0, []) }
+        return try inputs.map { ($0.url.lastPathComponent, try BuildKey.fingerprint(of: $0.url, tensorRanges: $0.tensors)) }
     }
 
     /// Exports `plan`.

@@ -224,6 +224,9 @@ public struct FarmFile: Equatable, Sendable {
                 throw bad("'devices' must be an array of architecture ids")
             }
             job.devices = items.compactMap(\.stringValue)
+            if let repeated = job.devices.enumerated().first(where: { job.devices[..<$0.offset].contains($0.element) }) {
+                throw bad("device '\(repeated.element)' is listed twice")
+            }
         }
         if let value = object["synthetic"], !value.isNull {
             if let flag = value.boolValue {

@@ -186,13 +186,17 @@ public struct FarmRunner {
     /// - Parameter log: a line per job as it ends.
     /// - Throws: `FarmError.locked` when another run holds the folder; job failures are in the report.
     public func run(log: @escaping (String) -> Void = { _ in }) throws -> FarmReport {
-        try FileManager.default.createDirectory(at: settings.outputDirectory, withIntermediateDirectories: true)
+        do {
+            try FileManager.default.createDirectory(at: settings.outputDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw BundleError.writeFailed(path: settings.outputDirectory.path, reason: fileSystemFailureReason(error))
+        }
         let lock = try FarmLock(directory: settings.outputDirectory, wait: settings.waitForLock, log: log)
         defer { lock.release() }
         removeLeftovers()
         let verified = VerifiedFiles(root: settings.outputDirectory, trusting: !settings.reverify)
         let jobs = settings.shard.map { shardJobs(index: $0.index, count: $0.count) } ?? farm.jobs
-        let collisions = bundleCollisions()
+        let refusals = refusalsBeforeRunning()
         let collected = Collected(count: jobs.count)
         let slots = DispatchSemaphore(value: max(1, settings.concurrentJobs))
         let group = DispatchGroup()
@@ -202,7 +206,7 @@ public struct FarmRunner {
             DispatchQueue.global().async {
                 let start = Date()
                 let result =
-                    collisions[job.name].map {
+                    refusals[job.name].map {
                         FarmJobResult(
                             name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: $0,
                             exitStatus: ExitStatus.badInput.rawValue)
@@ -229,20 +233,33 @@ public struct FarmRunner {
         return report
     }
 
-    /// Why jobs fail before they run: each job whose bundle an earlier job of the farm file (in
-    /// any shard) already writes, by name. Both would report `built` while one overwrote the other.
-    func bundleCollisions() -> [String: String] {
+    /// Why jobs fail before they run, by name: a device the table does not offer for the job's
+    /// platform (found before the export, not after it), or a bundle an earlier job of the farm
+    /// file (in any shard) already writes, where both would report `built` while one overwrote
+    /// the other.
+    func refusalsBeforeRunning() -> [String: String] {
         var owners: [String: String] = [:]
         var collisions: [String: String] = [:]
+        let table = try? DeviceTable.load(presetsDirectory: resolver.catalog.directory)
         for job in farm.jobs {
+            if let table, !job.devices.isEmpty {
+                do {
+                    _ = try table.select(job.devices, platform: job.platform == .macOS ? .macOS : .iOS)
+                } catch {
+                    collisions[job.name] = "devices: \(error)"
+                    continue
+                }
+            }
             // A job that cannot be planned fails on its own.
             guard let plan = try? ExportPlan.make(options: options(of: job), resolver: resolver) else { continue }
             let bundle = ExportRunner.bundleURL(for: plan, in: settings.outputDirectory)
             let relative = String(bundle.path.dropFirst(settings.outputDirectory.path.count + 1))
-            if let owner = owners[relative] {
+            // Case-insensitively: on macOS's usual file system `M.aimodel` and `m.aimodel` are one folder.
+            let key = relative.lowercased()
+            if let owner = owners[key] {
                 collisions[job.name] = "writes the same bundle as job '\(owner)' ('\(relative)'); give one of them another 'output_name'"
             } else {
-                owners[relative] = job.name
+                owners[key] = job.name
             }
         }
         return collisions

@@ -10,11 +10,18 @@ public enum BuildKey {
     /// Bytes per sampled window.
     static let sampleBytes = 64 << 10
 
-    /// A file's content fingerprint: its size and the CRC-32 of evenly spaced windows
-    /// (first and last included). A fine-tune changes values everywhere, so every window changes;
-    /// reading 4 MiB instead of gigabytes keeps a farm's no-op run in seconds.
+    /// Bytes read at the start, middle and end of every tensor.
+    static let tensorSampleBytes = 4 << 10
+
+    /// A file's content fingerprint: its size and the CRC-32 of evenly spaced windows (first
+    /// and last included) and, for a weights file, of three small windows in every tensor
+    /// (`tensorRanges`, file offsets): start, middle and end, or the whole of a small one.
+    /// A fine-tune changes values everywhere, a LoRA merge or a norm edit every value of the
+    /// tensors it touches, so a window changes; reading a few MiB instead of gigabytes keeps a
+    /// farm's no-op run in seconds. A change to a few values of a large tensor can go unseen:
+    /// `batch --force` rebuilds.
     /// - Throws: `BundleError.readFailed` naming the file.
-    public static func fingerprint(of url: URL) throws -> String {
+    public static func fingerprint(of url: URL, tensorRanges: [Range<Int>] = []) throws -> String {
         // Positioned reads into one buffer (FileHandle read each window 4 KiB at a time).
         try BundleError.readingFile(url.path) {
             let file = try ReadOnlyFile(path: url.path)
@@ -22,12 +29,24 @@ public enum BuildKey {
             let windows = size <= sampleBytes * sampleCount ? 1 : sampleCount
             let windowBytes = windows == 1 ? size : sampleBytes
             let stepBytes = windows == 1 ? 0 : (size - sampleBytes) / (windows - 1)
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: windowBytes, alignment: 16)
+            var ranges = (0..<windows).map { ($0 * stepBytes)..<($0 * stepBytes + windowBytes) }
+            for tensor in tensorRanges where tensor.lowerBound >= 0 && tensor.upperBound <= size && !tensor.isEmpty {
+                if tensor.count <= 3 * tensorSampleBytes {
+                    ranges.append(tensor)
+                    continue
+                }
+                let middle = tensor.lowerBound + (tensor.count - tensorSampleBytes) / 2
+                for start in [tensor.lowerBound, middle, tensor.upperBound - tensorSampleBytes] {
+                    ranges.append(start..<(start + tensorSampleBytes))
+                }
+            }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(windowBytes, 3 * tensorSampleBytes), alignment: 16)
             defer { buffer.deallocate() }
             var crc = CRC32()
-            for window in 0..<windows {
-                try file.read(into: buffer, at: window * stepBytes)
-                crc.update(UnsafeRawBufferPointer(buffer))
+            for range in ranges {
+                let part = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<range.count])
+                try file.read(into: part, at: range.lowerBound)
+                crc.update(UnsafeRawBufferPointer(part))
             }
             return "\(size):\(BundleWriter.hex(crc.value))"
         }

@@ -183,8 +183,20 @@ extension InspectionSummary {
         return svg + "</svg>\n"
     }
 
+    /// `text` as HTML text or attribute value: markup characters as entities, control
+    /// characters (which HTML cannot carry) shown as `\u{XX}`, as the terminal shows them.
     private func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+        var result = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": result += "&amp;"
+            case "<": result += "&lt;"
+            case ">": result += "&gt;"
+            case "\"": result += "&quot;"
+            case _ where scalar.isControlCharacter: result += scalar.shownEscaped
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
     }
 }

@@ -57,7 +57,10 @@ public struct ManifestDiff: Sendable {
         public var sqnrDrop: Double? {
             guard let before = sqnrBefore, let after = sqnrAfter else { return nil }
             if before == after { return 0 }
-            return before - after
+            guard before.isFinite, after.isFinite else { return before - after }
+            // In hundredths, as manifests write SQNR: 21.26 − 18.45 is then 2.81, not
+            // 2.8100000000000023, and a threshold of 2.81 is not exceeded.
+            return ((before * 100).rounded() - (after * 100).rounded()) / 100
         }
     }
 
@@ -97,7 +100,8 @@ public struct ManifestDiff: Sendable {
         add("parameters", ma.parameters, mb.parameters, bytes: false)
         add("context length", ma.contextLength, mb.contextLength, bytes: false)
         add("KV cache", ma.kvCache.bytes, mb.kvCache.bytes, bytes: true)
-        add("memory (est.)", ma.memory.totalBytes, mb.memory.totalBytes, bytes: true)
+        // A compiled artifact's own plan, as inspect shows it: what its device reserves.
+        add("memory", ma.compiled?.memory.totalBytes ?? ma.memory.totalBytes, mb.compiled?.memory.totalBytes ?? mb.memory.totalBytes, bytes: true)
         for role in TensorRole.allCases.map(\.rawValue) {
             let x = a.groups.first { $0.role == role }
             let y = b.groups.first { $0.role == role }
@@ -165,7 +169,9 @@ public struct ManifestDiff: Sendable {
             let before = size.before, let after = size.after
         {
             let growth = size.percent ?? (after > before ? Double.infinity : 0)
-            if growth > limit {
+            // Multiplied out rather than divided, so that growing by exactly the limit passes.
+            let exceeds = before > 0 ? (after - before) * 100 > limit * before : after > before
+            if exceeds {
                 result.append(
                     "size on disk grew by \(String(format: "%.2f", growth))% (\(String(format: "%.0f", before)) → \(String(format: "%.0f", after)) bytes), "
                         + "more than --max-size-growth \(ManifestDiff.plain(limit))%")

@@ -61,4 +61,7 @@ extension Unicode.Scalar {
     /// Whether this is a control character (general category Cc: C0 with newline and tab, DEL,
     /// C1), which names and printed text must not carry raw.
     public var isControlCharacter: Bool { value < 0x20 || (0x7F...0x9F).contains(value) }
+
+    /// How a control character is shown in printed text and reports: `\u{1B}`.
+    public var shownEscaped: String { "\\u{" + String(value, radix: 16, uppercase: true) + "}" }
 }

@@ -76,6 +76,9 @@ public enum ArtifactVerifier {
     public static func compareForward(
         artifact: LoadedArtifact, checkpoint: URL, tokens: [Int], progress: (WorkProgress) -> Void = { _ in }
     ) throws -> ForwardComparison {
+        guard artifact.manifest.kind != "plan" else {
+            throw BundleError.notABundle(path: artifact.manifestURL.path, reason: "it is a plan, which has no weights to run")
+        }
         let reader: DecodableArtifact =
             artifact.manifest.kind == "compiled"
             ? try CompiledArtifactReader(url: artifact.folder, verifyFiles: false)

@@ -49,6 +49,30 @@ struct BuildKeyTests {
         #expect(try BuildKey.fingerprint(of: url) != "\(size):\(BundleWriter.hex(expected.value))")
     }
 
+    @Test("every tensor adds windows at its start, middle and end (a small one whole): a tensor between the file's windows counts")
+    func tensorWindows() throws {
+        let size = 20 << 20
+        var bytes = [UInt8](repeating: 7, count: size)
+        let url = try Fixtures.temporaryDirectory().appendingPathComponent("model.safetensors")
+        try Data(bytes).write(to: url)
+        let step = (size - BuildKey.sampleBytes) / (BuildKey.sampleCount - 1)
+        // Both between the file's first two windows.
+        let large = (BuildKey.sampleBytes + 1_000)..<(BuildKey.sampleBytes + 101_000)
+        let small = (step - 9_000)..<(step - 1_000)
+        #expect(large.upperBound < small.lowerBound && small.upperBound < step)
+        let ranges = [large, small]
+        let before = (try BuildKey.fingerprint(of: url), try BuildKey.fingerprint(of: url, tensorRanges: ranges))
+        let middle = large.lowerBound + (large.count - BuildKey.tensorSampleBytes) / 2
+        for changed in [large.lowerBound, middle + 7, large.upperBound - 1, small.lowerBound + 4_000] {
+            bytes[changed] ^= 0xFF
+            try Data(bytes).write(to: url)
+            // The file's windows alone miss it; the tensor's see it.
+            #expect(try BuildKey.fingerprint(of: url) == before.0)
+            #expect(try BuildKey.fingerprint(of: url, tensorRanges: ranges) != before.1, "byte \(changed)")
+            bytes[changed] ^= 0xFF
+        }
+    }
+
     @Test("a missing file is a read error naming it")
     func missingFile() throws {
         let url = try Fixtures.temporaryDirectory().appendingPathComponent("absent.safetensors")
