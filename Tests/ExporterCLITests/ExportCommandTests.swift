@@ -308,7 +308,9 @@ struct HuggingFaceCacheCommandTests {
         #expect(manifest.model.source.repoID == "Acme/Tiny-Qwen3")
         #expect(manifest.model.source.revision == "0123456789abcdef0123456789abcdef01234567")
         let size = try FileManager.default.attributesOfItem(atPath: checkpoint.appendingPathComponent("model.safetensors").path)[.size] as? Int
-        #expect(manifest.model.source.files == [Manifest.SourceFile(name: "model.safetensors", bytes: try #require(size))])
+        #expect(manifest.model.source.files.map(\.name) == ["model.safetensors"])
+        #expect(manifest.model.source.files.map(\.bytes) == [try #require(size)])
+        #expect(manifest.model.source.files.first?.fingerprint?.hasPrefix("\(try #require(size)):") == true)
         #expect(manifest.tokenizer?.reasoningMarker == nil)
         #expect(manifest.tokenizer?.defaultResponseTokens == 512)
     }

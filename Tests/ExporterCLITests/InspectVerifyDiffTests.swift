@@ -191,6 +191,32 @@ struct VerifyCommandTests {
         #expect(again.output == run.output)
     }
 
+    @Test("the manifest records its checkpoint's fingerprints; verify --against and eval warn on another checkpoint")
+    func provenance() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(seed: 7)
+        let other = try Fixtures.syntheticCheckpoint(seed: 8)
+        let output = try Fixtures.temporaryDirectory()
+        #expect(runExporter([checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]).status == 0)
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let source = try BundleReader(url: bundle).manifest.model.source.files
+        let weights = try CheckpointWeights(directory: checkpoint)
+        let expected = try ExportRunner.inputFingerprints(directory: checkpoint, weights: weights).first { $0.name == "model.safetensors" }
+        #expect(source.map(\.name) == ["model.safetensors"])
+        #expect(source.first?.fingerprint == expected?.fingerprint)
+        let tokens = output.appendingPathComponent("tokens.txt")
+        try Data("1 2 3 4".utf8).write(to: tokens)
+        let warning =
+            "warning: the checkpoint is not the one this artifact was exported from: 'model.safetensors' differs from the "
+            + "file its manifest records\n"
+        let right = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", tokens.path])
+        #expect(right.status == 0 && right.error.isEmpty, "\(right.error)")
+        let wrong = runExporter(["eval", bundle.path, "--against", other.path, "--tokens-file", tokens.path])
+        #expect(wrong.status == 0)
+        #expect(wrong.error == warning)
+        let verify = runExporter(["verify", bundle.path, "--against", other.path])
+        #expect(verify.error.hasPrefix(warning))
+    }
+
     @Test("flag combinations that cannot work are usage errors")
     func usage() throws {
         let run = runExporter(["verify", "x.aimodel", "--run"])

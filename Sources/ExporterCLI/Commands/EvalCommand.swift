@@ -35,6 +35,7 @@ enum EvalCommand {
         }
         let artifact = try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         let checkpoint = URL(fileURLWithPath: against, relativeTo: context.currentDirectory).standardizedFileURL
+        try VerifyCommand.warnIfNotExported(artifact.manifest, checkpoint: checkpoint, context: context)
         let bar = ProgressBar(context: context)
         let result = try FidelityEvaluation.evaluate(
             artifact: artifact, checkpoint: checkpoint, tokens: tokens, progress: bar.update)

@@ -69,6 +69,7 @@ enum VerifyCommand {
             let url = URL(fileURLWithPath: against, relativeTo: context.currentDirectory).standardizedFileURL
             checkpointURL = url
             checkpoint = try CheckpointWeights(directory: url)
+            try warnIfNotExported(artifact.manifest, checkpoint: url, context: context)
         }
         var report = ArtifactVerifier.verify(artifact, against: checkpoint, minimumSQNR: minimumSQNR)
         var comparison: ForwardComparison?
@@ -110,6 +111,17 @@ enum VerifyCommand {
         }
         for failure in report.failures { context.printError("Error: \(failure)") }
         return report.passed ? .success : .verificationFailed
+    }
+
+    /// Warns when the checkpoint's weights files are not those the artifact was exported from
+    /// (their fingerprints are in its manifest): the comparison then measures another model.
+    static func warnIfNotExported(_ manifest: Manifest, checkpoint: URL, context: CommandContext) throws {
+        let differing = try ExportRunner.sourceMismatches(manifest, checkpoint: checkpoint)
+        guard !differing.isEmpty else { return }
+        context.printError(
+            "warning: the checkpoint is not the one this artifact was exported from: "
+                + differing.map { "'\($0)'" }.joined(separator: ", ")
+                + (differing.count == 1 ? " differs from the file" : " differ from the files") + " its manifest records")
     }
 
     static func percent(_ fraction: Double) -> String { String(format: "%.1f%%", fraction * 100) }

@@ -120,8 +120,11 @@ public enum ExportRunner {
             let weights = try CheckpointWeights(directory: directory, containmentRoot: root)
             warnings += try CheckpointValidator.validate(
                 weights, against: plan.tensors.map(\.spec), tiedEmbeddings: plan.model.config.tieWordEmbeddings)
-            sourceFiles = weights.fileSizes.sorted { $0.key < $1.key }.map { Manifest.SourceFile(name: $0.key, bytes: $0.value) }
             fingerprints = try inputFingerprints(directory: directory, weights: weights)
+            let fingerprintOf = Dictionary(fingerprints.map { ($0.name, $0.fingerprint) }, uniquingKeysWith: { first, _ in first })
+            sourceFiles = weights.fileSizes.sorted { $0.key < $1.key }.map {
+                Manifest.SourceFile(name: $0.key, bytes: $0.value, fingerprint: fingerprintOf[$0.key])
+            }
             tokenizer = try TokenizerFiles(directory: directory)
             let checkpoint = CheckpointWeightSource(weights: weights, outOfRange: settings.allowClamp ? .clamp : .refuse)
             checkpointSource = checkpoint
@@ -200,6 +203,20 @@ public enum ExportRunner {
                 model: plan.outputName, neededBytes: needed.totalBytes, availableBytes: available,
                 peakTensor: needed.peakTensor)
         }
+    }
+
+    /// The weights files of `manifest`'s source that the checkpoint at `directory` does not
+    /// hold as they were exported (fingerprints differ, or the file is missing), by name:
+    /// empty when it is the checkpoint exported, or when the manifest records no fingerprints
+    /// (synthetic weights, manifests before 0.6.0).
+    public static func sourceMismatches(_ manifest: Manifest, checkpoint directory: URL) throws -> [String] {
+        let recorded = manifest.model.source.files.filter { $0.fingerprint != nil }
+        guard !recorded.isEmpty else { return [] }
+        let weights = try CheckpointWeights(directory: directory)
+        let now = Dictionary(
+            try inputFingerprints(directory: directory, weights: weights).map { ($0.name, $0.fingerprint) },
+            uniquingKeysWith: { first, _ in first })
+        return recorded.filter { now[$0.name] != $0.fingerprint }.map(\.name)
     }
 
     /// Bytes of the tokenizer files a bundle copies.

@@ -126,12 +126,23 @@ public struct Manifest: Codable, Equatable, Sendable {
         }
     }
 
-    /// A checkpoint file and its size.
+    /// A checkpoint file, its size and its content fingerprint.
     public struct SourceFile: Codable, Equatable, Sendable {
         /// Path relative to the checkpoint folder.
         public var name: String
         /// Size in bytes.
         public var bytes: Int
+        /// Its content fingerprint (``BuildKey/fingerprint(of:tensorRanges:)``), by which
+        /// `verify --against` and `eval` tell whether a checkpoint is the one exported; nil in
+        /// manifests written before 0.6.0.
+        @NullEncoded public var fingerprint: String?
+
+        /// A file record.
+        public init(name: String, bytes: Int, fingerprint: String? = nil) {
+            self.name = name
+            self.bytes = bytes
+            self.fingerprint = fingerprint
+        }
     }
 
     /// The compression applied.
