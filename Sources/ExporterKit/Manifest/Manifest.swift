@@ -344,7 +344,8 @@ public struct Manifest: Codable, Equatable, Sendable {
 public enum ToolVersion {
     /// Semantic version of this build (0.6.0: the shipped configs' `*.bias` rule is optional, so
     /// families without biases lose that warning from their manifests, a LUT entry of zero is
-    /// always +0, linear RoPE tables divide positions, and build keys sample every tensor; 0.5.0: manifests gain `conversion`, a plan's forecast of the export's
+    /// always +0, linear RoPE tables divide positions, build keys sample every tensor, and source
+    /// files carry their fingerprints; 0.5.0: manifests gain `conversion`, a plan's forecast of the export's
     /// memory, null in bundles; 0.4.0: the standard palette search no longer polishes small
     /// groups and makes one swap round, which changes most grouped LUTs).
     public static let current = "0.6.0"
