@@ -55,6 +55,11 @@ struct CommandLineTests {
         // What the export would refuse before reading a weight, the plan refuses too.
         let missingCalibration = runExporter(["plan", "qwen3-0.6b", "--calibration", "/nonexistent/tokens.txt"], environment: memory)
         #expect(missingCalibration.status == 66)
+        let outsideFile = try Fixtures.temporaryDirectory().appendingPathComponent("tokens.txt")
+        try Data("1 2 151936".utf8).write(to: outsideFile)
+        let outside = runExporter(["plan", "qwen3-0.6b", "--calibration", outsideFile.path], environment: memory)
+        #expect(outside.status == 64)
+        #expect(outside.error.hasPrefix("Error: --calibration expects token ids below the vocabulary size 151936, got '151936'"))
         let file = try Fixtures.temporaryDirectory().appendingPathComponent("a-file")
         try Data("x".utf8).write(to: file)
         let outputIsAFile = runExporter(["plan", "qwen3-0.6b", "--output-dir", file.path], environment: memory)

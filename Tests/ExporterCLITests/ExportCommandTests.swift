@@ -353,6 +353,10 @@ struct MLPackageCommandTests {
         #expect(verify.status == 0, "\(verify.error)")
         #expect(verify.output.hasPrefix("verified \(package.path): "))
         #expect(verify.output.contains("tensors equal to Tiny.aimodel's bit for bit"))
+        // Away from its bundle it says what it did not compare.
+        let alone = try Fixtures.temporaryDirectory().appendingPathComponent("Tiny.mlpackage")
+        try FileManager.default.copyItem(at: package, to: alone)
+        #expect(runExporter(["verify", alone.path]).output.hasSuffix("; not compared with a bundle (none beside it: pass --bundle)\n"))
         let weights = package.appendingPathComponent("Data/com.apple.CoreML/weights/weight.bin")
         var bytes = try Data(contentsOf: weights)
         bytes[bytes.count - 1] ^= 0x01

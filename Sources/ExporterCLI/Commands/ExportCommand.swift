@@ -112,7 +112,13 @@ enum ExportCommand {
         let platform: DevicePlatform = plan.platform == .macOS ? .macOS : .iOS
         let compiled = arguments.flag("compile") ? try devices.select([], platform: platform) : []
         if arguments.value("format") == "mlpackage" { try LanguageModelProgram.checkSupported(plan) }
-        _ = try arguments.tokenIds(inFileOf: "calibration", relativeTo: context.currentDirectory)
+        let vocabulary = plan.model.config.vocabularySize
+        if let tokens = try arguments.tokenIds(inFileOf: "calibration", relativeTo: context.currentDirectory),
+            let outside = tokens.first(where: { $0 >= vocabulary })
+        {
+            throw UsageError.invalidValue(
+                value: String(outside), option: "--calibration", expected: "token ids below the vocabulary size \(vocabulary)")
+        }
         let output = URL(fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory)
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: output.path, isDirectory: &isDirectory), !isDirectory.boolValue {

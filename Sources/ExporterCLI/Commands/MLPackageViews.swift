@@ -66,7 +66,11 @@ enum MLPackageViews {
             context.writeOutput(JSONWriter.string(.object(root)))
         } else if let report {
             var line = "verified \(url.path): \(report.filesChecked) files, \(report.blobsChecked) blobs"
-            if let source { line += ", \(report.tensorsCompared) tensors equal to \(source.lastPathComponent)'s bit for bit" }
+            if let source {
+                line += ", \(report.tensorsCompared) tensors equal to \(source.lastPathComponent)'s bit for bit"
+            } else {
+                line += "; not compared with a bundle (none beside it: pass --bundle)"
+            }
             context.print(line)
         }
         if let failure { context.printError("Error: \(failure)") }

@@ -154,7 +154,7 @@ public enum ExportRunner {
             faults: settings.faults)
         request.calibration = calibration
         let manifest = try BundleWriter.write(request, extraWarnings: {
-            warnings + (checkpointSource?.clampLog.entries ?? []).map {
+            warnings + (checkpointSource?.clampLog.entries(in: plan.tensors.map(\.spec.name)) ?? []).map {
                 "tensor '\($0.tensor)': \($0.count) \($0.count == 1 ? "value" : "values") clamped to the float16 range (--allow-clamp)"
             }
         }, progress: progress)

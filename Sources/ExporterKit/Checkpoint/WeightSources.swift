@@ -12,14 +12,22 @@ public struct CheckpointWeightSource: WeightSource {
     /// Values clamped to the float16 range, by tensor.
     public final class ClampLog: @unchecked Sendable {
         private let lock = NSLock()
-        private var counts: [(String, Int)] = []
+        /// Clamped values by tensor: a tensor read again (a second pass) counts once.
+        private var counts: [String: Int] = [:]
 
-        /// Tensors with clamped values and how many, in reading order.
-        public var entries: [(tensor: String, count: Int)] { lock.withLock { counts.map { ($0.0, $0.1) } } }
+        /// Tensors with clamped values and how many, in the order of `tensors` (workers read
+        /// in any order; a manifest must not depend on it), then any others by name.
+        public func entries(in tensors: [String]) -> [(tensor: String, count: Int)] {
+            let recorded = lock.withLock { counts }
+            let position = Dictionary(tensors.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+            return recorded.sorted {
+                (position[$0.key] ?? .max, $0.key) < (position[$1.key] ?? .max, $1.key)
+            }.map { (tensor: $0.key, count: $0.value) }
+        }
 
         func record(_ tensor: String, _ count: Int) {
             guard count > 0 else { return }
-            lock.withLock { counts.append((tensor, count)) }
+            lock.withLock { counts[tensor] = count }
         }
     }
 

@@ -77,6 +77,12 @@ public struct LanguageModelProgram {
     /// - Throws: `CoreMLError.unsupported`, as ``build(bundle:)`` would.
     public static func checkSupported(_ plan: ExportPlan) throws {
         try Emitter.checkSupported(GraphDescription(plan: plan))
+        for tensor in plan.tensors where tensor.scheme.granularity == .perBlock {
+            let (rows, columns) = tensor.spec.matrixShape
+            try Emitter.checkTiles(
+                name: tensor.spec.name, shape: tensor.spec.shape, groupRows: tensor.scheme.groupSize ?? rows,
+                blockColumns: tensor.scheme.blockSize ?? columns)
+        }
     }
 }
 
@@ -96,6 +102,18 @@ private struct Emitter {
         graph = bundle.graph
         weightsPath = bundle.url.appendingPathComponent(BundleWriter.weightsName).path
         try Emitter.checkSupported(graph)
+    }
+
+    /// Refuses `per_block` tiles that do not divide the tensor: Core ML needs equal tiles.
+    /// - Throws: `CoreMLError.unsupported` naming the tensor.
+    static func checkTiles(name: String, shape: [Int], groupRows: Int, blockColumns: Int) throws {
+        let rows = shape.first ?? 1
+        let columns = shape.dropFirst().reduce(1, *)
+        guard groupRows >= 1, blockColumns >= 1, rows % groupRows == 0, columns % blockColumns == 0 else {
+            throw CoreMLError.unsupported(
+                reason: "tensor '\(name)': per_block tiles of \(groupRows)x\(blockColumns) do not divide the shape \(shape) "
+                    + "(Core ML needs equal tiles)")
+        }
     }
 
     /// Refuses a graph the program cannot express; `exporter <model> --format mlpackage` asks
@@ -182,11 +200,7 @@ private struct Emitter {
             guard groupRows > 0 else { throw CoreMLError.tensor(name: name, reason: "group size \(groupRows)") }
             let blockColumns = perBlock ? (tensor.compression.blockSize ?? columns) : columns
             let blocks = perBlock ? columns.dividedRoundingUp(by: max(blockColumns, 1)) : 1
-            if perBlock, blockColumns < 1 || rows % groupRows != 0 || columns % blockColumns != 0 {
-                throw CoreMLError.tensor(
-                    name: name,
-                    reason: "per_block tiles of \(groupRows)x\(blockColumns) do not divide the shape \(shape) (Core ML needs equal tiles)")
-            }
+            if perBlock { try Emitter.checkTiles(name: name, shape: shape, groupRows: groupRows, blockColumns: blockColumns) }
             let groups = rows.dividedRoundingUp(by: groupRows)
             guard lutPart.bytes == groups * blocks * entries * 2, indexPart.bytes == (elements * bits + 7) / 8 else {
                 throw CoreMLError.tensor(name: name, reason: "lut or indices of unexpected size")

@@ -321,10 +321,12 @@ struct FidelityBundleTests {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "mistral")
         let bundle = try export(checkpoint).bundleURL
         let destination = try Fixtures.temporaryDirectory().appendingPathComponent("Tiny.mlpackage")
-        #expect(throws: CoreMLError.tensor(
-            name: "model.layers.0.self_attn.q_proj.weight",
-            reason: "per_block tiles of 4x48 do not divide the shape [64, 64] (Core ML needs equal tiles)")) {
-            _ = try MLPackageWriter.write(bundle: bundle, to: destination, overwrite: false)
-        }
+        let refusal = CoreMLError.unsupported(
+            reason: "tensor 'model.layers.0.self_attn.q_proj.weight': per_block tiles of 4x48 do not divide the shape "
+                + "[64, 64] (Core ML needs equal tiles)")
+        #expect(throws: refusal) { _ = try MLPackageWriter.write(bundle: bundle, to: destination, overwrite: false) }
+        // Known from the plan alone: `--format mlpackage` refuses before exporting.
+        let plan = try Fixtures.plan(checkpoint, compression: .file(try configFile(blockSize: 48)))
+        #expect(throws: refusal) { try LanguageModelProgram.checkSupported(plan) }
     }
 }
