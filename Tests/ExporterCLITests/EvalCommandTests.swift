@@ -25,6 +25,11 @@ struct EvalCommandTests {
         #expect(root["linear_bits_per_weight"]?.doubleValue.map { $0 > 4 && $0 < 5 } == true)
         let again = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", tokensFile.path, "--json"])
         #expect(again.output == json.output)
+        // Every number as the evaluation computed it, not rounded to six decimals.
+        let result = try FidelityEvaluation.evaluate(
+            artifact: try LoadedArtifact(url: bundle), checkpoint: checkpoint, tokens: [1, 5, 9, 200, 33, 17])
+        #expect(root["mean_kl"]?.doubleValue == result.comparison.meanKL)
+        #expect(root["source_perplexity"]?.doubleValue == result.sourcePerplexity)
     }
 
     @Test("on a terminal a progress line follows both passes layer by layer and is cleared; in a pipe, nothing")

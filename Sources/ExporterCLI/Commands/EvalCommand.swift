@@ -73,7 +73,8 @@ enum EvalCommand {
     }
 
     static func json(_ result: FidelityEvaluation, artifact: String) -> JSONValue {
-        func double(_ value: Double) -> JSONValue { value.isFinite ? .number(String(format: "%.6f", value)) : .null }
+        // The shortest decimal that reads back as the same double: a small KL keeps its digits.
+        func double(_ value: Double) -> JSONValue { value.isFinite ? .number(String(value)) : .null }
         var root = JSONObject()
         root["artifact"] = .string(artifact)
         root["compression"] = .string(result.compression)
