@@ -42,7 +42,7 @@ enum TinyArtifacts {
     /// Rewrites the manifest after `edit`, in canonical form.
     static func editManifest(_ bundle: URL, _ edit: (inout Manifest) throws -> Void) throws {
         let url = bundle.appendingPathComponent("manifest.json")
-        var manifest = try BundleReader.decodeManifest(Data(contentsOf: url), path: url.path)
+        var manifest = try Manifest.decoded(from: Data(contentsOf: url), path: url.path)
         try edit(&manifest)
         try Data(try manifest.canonicalJSON()).write(to: url)
     }
@@ -276,6 +276,6 @@ struct VerifyCommandTests {
 extension TinyArtifacts {
     static func manifestOf(_ bundle: URL) throws -> Manifest {
         let url = bundle.appendingPathComponent("manifest.json")
-        return try BundleReader.decodeManifest(Data(contentsOf: url), path: url.path)
+        return try Manifest.decoded(from: Data(contentsOf: url), path: url.path)
     }
 }

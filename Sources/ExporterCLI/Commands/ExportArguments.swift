@@ -82,7 +82,7 @@ enum ExportArguments {
         if arguments.command.option(named: "seed") != nil, let seed = arguments.value("seed"), UInt64(seed) == nil {
             throw UsageError.invalidValue(value: seed, option: "--seed", expected: "a non-negative integer")
         }
-        if let name = options.outputName, name.unicodeScalars.contains(where: TerminalText.isControl) {
+        if let name = options.outputName, name.unicodeScalars.contains(where: \.isControlCharacter) {
             throw UsageError.validation("--output-name must not contain control characters, got '\(name)'")
         }
         return options

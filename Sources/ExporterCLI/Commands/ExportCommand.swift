@@ -37,8 +37,9 @@ enum ExportCommand {
         let devices = try CompileCommand.deviceTable(arguments, context: context)
         let version = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
-        let (compilePlatform, compileDevices) = try checkedBeforeExport(plan, arguments, devices: devices, context: context)
-        let outputDirectory = URL(fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory)
+        let checked = try checkedBeforeExport(plan, arguments, devices: devices, context: context)
+        let (compilePlatform, compileDevices, outputDirectory) = (checked.platform, checked.devices, checked.outputDirectory)
+        let availableDisk = context.availableDiskBytes(at: outputDirectory)
         if !compileDevices.isEmpty {
             // The bundle and every compiled artifact together, before any is written (each step
             // checks its own part again).
@@ -48,15 +49,15 @@ enum ExportCommand {
             try Compiler.checkDisk(
                 compileDevices.map { CompilePlan(subject: subject, device: $0) },
                 otherFilesBytes: bundleBytes - plan.estimatedWeightsBytes, besides: bundleBytes,
-                outputDirectory: outputDirectory, available: context.availableDiskBytes(at: outputDirectory))
+                outputDirectory: outputDirectory, available: availableDisk)
         }
         var settings = ExportSettings(outputDirectory: outputDirectory)
         settings.overwrite = arguments.flag("overwrite")
         settings.allowClamp = arguments.flag("allow-clamp")
-        settings.calibrationTokens = try arguments.tokenIds(inFileOf: "calibration", relativeTo: context.currentDirectory)
+        settings.calibrationTokens = checked.calibrationTokens
         settings.faults = context.faults
         settings.availableMemoryBytes = context.availableMemoryBytes()
-        settings.availableDiskBytes = context.availableDiskBytes(at: settings.outputDirectory)
+        settings.availableDiskBytes = availableDisk
         if arguments.flag("synthetic") {
             guard let seed = UInt64(arguments.value("seed") ?? "0") else {
                 throw UsageError.invalidValue(value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")
@@ -103,19 +104,29 @@ enum ExportCommand {
         }
     }
 
+    /// What the export needs beyond its plan, read and checked once before anything is written.
+    struct Checked {
+        /// The platform and devices `--compile` compiles for (no devices without it).
+        let platform: DevicePlatform
+        let devices: [DeviceArchitecture]
+        /// The `--calibration` token ids, all inside the vocabulary.
+        let calibrationTokens: [Int]?
+        /// `--output-dir`, which is not a file.
+        let outputDirectory: URL
+    }
+
     /// Refuses before exporting what would fail after it, so nothing is written: `--compile`
-    /// with no eligible architecture, `--format mlpackage` of a model Core ML cannot express.
-    /// Returns the platform and devices `--compile` compiles for (none without it).
+    /// with no eligible architecture, `--format mlpackage` of a model Core ML cannot express,
+    /// calibration ids outside the vocabulary, an output folder that is a file.
     static func checkedBeforeExport(
         _ plan: ExportPlan, _ arguments: ParsedArguments, devices: DeviceTable, context: CommandContext
-    ) throws -> (DevicePlatform, [DeviceArchitecture]) {
+    ) throws -> Checked {
         let platform: DevicePlatform = plan.platform == .macOS ? .macOS : .iOS
         let compiled = arguments.flag("compile") ? try devices.select([], platform: platform) : []
         if arguments.value("format") == "mlpackage" { try LanguageModelProgram.checkSupported(plan) }
         let vocabulary = plan.model.config.vocabularySize
-        if let tokens = try arguments.tokenIds(inFileOf: "calibration", relativeTo: context.currentDirectory),
-            let outside = tokens.first(where: { $0 >= vocabulary })
-        {
+        let tokens = try arguments.tokenIds(inFileOf: "calibration", relativeTo: context.currentDirectory)
+        if let outside = tokens?.first(where: { $0 >= vocabulary }) {
             throw UsageError.invalidValue(
                 value: String(outside), option: "--calibration", expected: "token ids below the vocabulary size \(vocabulary)")
         }
@@ -124,6 +135,6 @@ enum ExportCommand {
         if FileManager.default.fileExists(atPath: output.path, isDirectory: &isDirectory), !isDirectory.boolValue {
             throw BundleError.writeFailed(path: output.standardizedFileURL.path, reason: "not a directory")
         }
-        return (platform, compiled)
+        return Checked(platform: platform, devices: compiled, calibrationTokens: tokens, outputDirectory: output)
     }
 }

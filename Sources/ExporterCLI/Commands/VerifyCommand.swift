@@ -68,8 +68,9 @@ enum VerifyCommand {
         if let against {
             let url = URL(fileURLWithPath: against, relativeTo: context.currentDirectory).standardizedFileURL
             checkpointURL = url
-            checkpoint = try CheckpointWeights(directory: url)
-            try warnIfNotExported(artifact.manifest, checkpoint: url, context: context)
+            let weights = try CheckpointWeights(directory: url)
+            checkpoint = weights
+            try warnIfNotExported(artifact.manifest, checkpoint: url, weights: weights, context: context)
         }
         var report = ArtifactVerifier.verify(artifact, against: checkpoint, minimumSQNR: minimumSQNR)
         var comparison: ForwardComparison?
@@ -115,8 +116,10 @@ enum VerifyCommand {
 
     /// Warns when the checkpoint's weights files are not those the artifact was exported from
     /// (their fingerprints are in its manifest): the comparison then measures another model.
-    static func warnIfNotExported(_ manifest: Manifest, checkpoint: URL, context: CommandContext) throws {
-        let differing = try ExportRunner.sourceMismatches(manifest, checkpoint: checkpoint)
+    static func warnIfNotExported(
+        _ manifest: Manifest, checkpoint: URL, weights: CheckpointWeights? = nil, context: CommandContext
+    ) throws {
+        let differing = try ExportRunner.sourceMismatches(manifest, checkpoint: checkpoint, weights: weights)
         guard !differing.isEmpty else { return }
         context.printError(
             "warning: the checkpoint is not the one this artifact was exported from: "

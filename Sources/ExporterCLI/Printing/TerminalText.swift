@@ -7,10 +7,10 @@ enum TerminalText {
     /// `text` as one line: every control character (C0 including newline and tab, DEL, C1)
     /// shown as `\u{XX}`.
     static func escaped(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        guard text.unicodeScalars.contains(where: \.isControlCharacter) else { return text }
         var result = ""
         for scalar in text.unicodeScalars {
-            if isControl(scalar) {
+            if scalar.isControlCharacter {
                 result += scalar.shownEscaped
             } else {
                 result.unicodeScalars.append(scalar)
@@ -19,6 +19,4 @@ enum TerminalText {
         return result
     }
 
-    /// Whether `scalar` is a control character (general category Cc).
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.isControlCharacter }
 }

@@ -19,7 +19,7 @@ public struct BundleReader {
         guard let manifestData = try BundleReader.readDocument(manifestURL) else {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
         }
-        manifest = try BundleReader.decodeManifest(manifestData, path: manifestURL.path)
+        manifest = try Manifest.decoded(from: manifestData, path: manifestURL.path)
         guard manifest.kind == "bundle" else { throw BundleError.notPortable(path: url.path, manifest: manifest) }
         for file in manifest.files {
             guard BundleReader.isInsideBundle(file.path) else {
@@ -92,12 +92,6 @@ public struct BundleReader {
         }
         guard let bytes = try? file.bytes(at: 0, count: file.byteCount) else { return nil }
         return Data(bytes)
-    }
-
-    /// Decodes a manifest, checking its schema before anything else.
-    /// - Throws: `BundleError.unsupportedSchema` or `.notABundle`.
-    public static func decodeManifest(_ data: Data, path: String) throws -> Manifest {
-        try Manifest.decoded(from: data, path: path)
     }
 
     /// Recomputes a file's size and CRC-32 and compares them with the manifest, unless

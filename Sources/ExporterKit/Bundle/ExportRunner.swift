@@ -209,10 +209,13 @@ public enum ExportRunner {
     /// hold as they were exported (fingerprints differ, or the file is missing), by name:
     /// empty when it is the checkpoint exported, or when the manifest records no fingerprints
     /// (synthetic weights, manifests before 0.6.0).
-    public static func sourceMismatches(_ manifest: Manifest, checkpoint directory: URL) throws -> [String] {
+    /// - Parameter weights: the checkpoint's weights when already open.
+    public static func sourceMismatches(
+        _ manifest: Manifest, checkpoint directory: URL, weights opened: CheckpointWeights? = nil
+    ) throws -> [String] {
         let recorded = manifest.model.source.files.filter { $0.fingerprint != nil }
         guard !recorded.isEmpty else { return [] }
-        let weights = try CheckpointWeights(directory: directory)
+        let weights = try opened ?? CheckpointWeights(directory: directory)
         let now = Dictionary(
             try inputFingerprints(directory: directory, weights: weights).map { ($0.name, $0.fingerprint) },
             uniquingKeysWith: { first, _ in first })

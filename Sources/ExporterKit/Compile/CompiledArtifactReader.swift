@@ -22,7 +22,7 @@ public struct CompiledArtifactReader {
         func invalid(_ reason: String) -> CompileError { .notACompiledArtifact(path: url.path, reason: reason) }
         let manifestURL = url.appendingPathComponent(BundleWriter.manifestName)
         guard let data = try? Data(contentsOf: manifestURL) else { throw invalid("no readable \(BundleWriter.manifestName)") }
-        manifest = try BundleReader.decodeManifest(data, path: manifestURL.path)
+        manifest = try Manifest.decoded(from: data, path: manifestURL.path)
         guard manifest.kind == "compiled", let compiled = manifest.compiled else {
             throw invalid("its manifest is of kind '\(manifest.kind)'")
         }

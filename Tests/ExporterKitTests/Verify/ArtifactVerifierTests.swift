@@ -15,7 +15,7 @@ struct ArtifactVerifierTests {
 
     private func manifest(_ bundle: URL) throws -> Manifest {
         let url = bundle.appendingPathComponent("manifest.json")
-        return try BundleReader.decodeManifest(Data(contentsOf: url), path: url.path)
+        return try Manifest.decoded(from: Data(contentsOf: url), path: url.path)
     }
 
     /// Rewrites `weights.bin` through `edit` and records its new CRC-32, so only the format checks can object.
