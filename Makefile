@@ -79,7 +79,7 @@ fuzz: fuzz-build
 	done
 
 lint:
-	$(SWIFT) format lint --recursive Sources Tests
+	$(SWIFT) format lint --strict --recursive Sources Tests
 
 clean:
 	rm -rf .build $(BENCH_DIR) report-check

@@ -29,7 +29,9 @@ enum CompileBench {
         let bundleFiles = try FileManager.default.subpathsOfDirectory(atPath: bundleURL.path).sorted()
             .map { bundleURL.appendingPathComponent($0) }
             .filter { (try? $0.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true }
-        let bundleBytes = try bundleFiles.reduce(0) { $0 + (try $1.resourceValues(forKeys: [.fileSizeKey]).fileSize ?? 0) }
+        let bundleBytes = try bundleFiles.reduce(0) {
+            $0 + (try $1.resourceValues(forKeys: [.fileSizeKey]).fileSize ?? 0)
+        }
         let table = try DeviceTable.load(presetsDirectory: presets)
         let devices = table.eligible(for: .iOS)
         let output = work.appendingPathComponent("compiled", isDirectory: true)
@@ -41,10 +43,13 @@ enum CompileBench {
         _ = try shell("cat " + bundleFiles.map { "'\($0.path)'" }.joined(separator: " ") + " > /dev/null")
         let copy = work.appendingPathComponent("cat-copy.bin").path
         let catSeconds = try best(of: 3, prepare: { _ = try shell("rm -f '\(copy)' && sync") }) {
-            _ = try shell("cat " + bundleFiles.map { "'\($0.path)'" }.joined(separator: " ") + " > '\(copy)' && sync '\(copy)'")
+            _ = try shell(
+                "cat " + bundleFiles.map { "'\($0.path)'" }.joined(separator: " ") + " > '\(copy)' && sync '\(copy)'")
         }
         try? FileManager.default.removeItem(atPath: copy)
-        print("bundle: \(bundleURL.lastPathComponent), \(bundleBytes) bytes; cat into a file (and sync): \(format(catSeconds)) s")
+        print(
+            "bundle: \(bundleURL.lastPathComponent), \(bundleBytes) bytes; cat into a file (and sync): \(format(catSeconds)) s"
+        )
         print("")
         print(row(["arch", "seconds", "ratio to cat", "artifact bytes", "regions", "verdict"]))
         for device in devices {
@@ -56,10 +61,12 @@ enum CompileBench {
                 result = try Compiler.compile(bundleURL: bundleURL, request: request).first
             }
             let compiled = result?.manifest.compiled
-            print(row([
-                device.id, format(seconds), format(seconds / catSeconds), "\(result?.manifest.sizes.bundleBytes ?? 0)",
-                "\(compiled?.regions.count ?? 0)", compiled?.verdict.memory.rawValue ?? "",
-            ]))
+            print(
+                row([
+                    device.id, format(seconds), format(seconds / catSeconds),
+                    "\(result?.manifest.sizes.bundleBytes ?? 0)",
+                    "\(compiled?.regions.count ?? 0)", compiled?.verdict.memory.rawValue ?? "",
+                ]))
         }
     }
 
@@ -88,7 +95,8 @@ enum CompileBench {
     private static func row(_ cells: [String]) -> String {
         cells.enumerated().map { index, cell in
             let width = [6, 9, 13, 15, 8, 18][min(index, 5)]
-            return index == 0 ? cell.padding(toLength: width, withPad: " ", startingAt: 0)
+            return index == 0
+                ? cell.padding(toLength: width, withPad: " ", startingAt: 0)
                 : String(repeating: " ", count: max(0, width - cell.count)) + cell
         }.joined(separator: " ")
     }

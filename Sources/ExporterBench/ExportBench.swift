@@ -35,22 +35,29 @@ enum ExportBench {
         let perTensorConfig = try benchConfig(
             "4bit_per_tensor", #"{"mode": "palettize", "bits": 4, "granularity": "per_tensor"}"#)
         let group16Config = try benchConfig(
-            "4bit_group16", #"{"mode": "palettize", "bits": 4, "granularity": "per_grouped_channel", "group_size": 16}"#)
+            "4bit_group16", #"{"mode": "palettize", "bits": 4, "granularity": "per_grouped_channel", "group_size": 16}"#
+        )
         let resolver = ModelResolver(
             catalog: catalog, locateInCache: { _ in nil }, cacheDescription: { $0 })
         let files = try CheckpointWeights(directory: checkpoint).files.map(\.url.path)
-        let inputBytes = files.compactMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int }.reduce(0, +)
+        let inputBytes = files.compactMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int }
+            .reduce(0, +)
         _ = try ReadBench.catFiles(files)
         let catSeconds = try (0..<3).map { _ in try ReadBench.catFiles(files) }.min() ?? 0
-        print(String(format: "input %.2f GB in %d files; cat %.3f s; %d cores", Double(inputBytes) / 1e9, files.count,
-                     catSeconds, ProcessInfo.processInfo.activeProcessorCount))
+        print(
+            String(
+                format: "input %.2f GB in %d files; cat %.3f s; %d cores", Double(inputBytes) / 1e9, files.count,
+                catSeconds, ProcessInfo.processInfo.activeProcessorCount))
         // The I/O an export cannot avoid, in the same run: reading its input (pread, both
         // threads) and writing a bundle-sized file the way the bundle's weights are written.
         let weights = try CheckpointWeights(directory: checkpoint)
         let readSeconds = try (0..<3).map { _ in try ReadBench.readAll(weights, threads: 2, convert: false) }.min() ?? 0
-        let writeSeconds = try (0..<2).map { _ in try writeBundleSized(root.appendingPathComponent("write-floor.bin")) }.min() ?? 0
-        print(String(format: "floor: read the input %.3f s (%.2f× cat), write 890 MB %.3f s (%.2f× cat)",
-                     readSeconds, readSeconds / catSeconds, writeSeconds, writeSeconds / catSeconds))
+        let writeSeconds =
+            try (0..<2).map { _ in try writeBundleSized(root.appendingPathComponent("write-floor.bin")) }.min() ?? 0
+        print(
+            String(
+                format: "floor: read the input %.3f s (%.2f× cat), write 890 MB %.3f s (%.2f× cat)",
+                readSeconds, readSeconds / catSeconds, writeSeconds, writeSeconds / catSeconds))
         print("")
         print("mode                         seconds   × cat   CPU s   params/s    bundle MB   peak RSS")
         // Each export is the `exporter` command itself, in a child process: its own peak
@@ -98,7 +105,8 @@ enum ExportBench {
             print(
                 ReadBench.pad(label, 28)
                     + String(
-                        format: " %7.2f  %6.2f  %6.2f  %9.0fM  %10.1f   %d MiB", best.seconds, best.seconds / catSeconds,
+                        format: " %7.2f  %6.2f  %6.2f  %9.0fM  %10.1f   %d MiB", best.seconds,
+                        best.seconds / catSeconds,
                         best.cpuSeconds, Double(plan.parameters) / best.seconds / 1e6, Double(bytes) / 1e6,
                         best.peakBytes >> 20))
         }
@@ -123,14 +131,19 @@ enum ExportBench {
                 for (index, (_, compression)) in modes.enumerated() {
                     _ = dropPageCache()
                     let arguments =
-                        [checkpoint.path, "--preset", "qwen2.5-1.5b-instruct", "--output-dir", output.path, "--overwrite"]
+                        [
+                            checkpoint.path, "--preset", "qwen2.5-1.5b-instruct", "--output-dir", output.path,
+                            "--overwrite",
+                        ]
                         + compression
                     coldExport[index] = min(coldExport[index], try ChildRun.measure(executable, arguments).seconds)
                 }
             }
             print(String(format: "cat from the disk                %6.2f s", coldCat))
             for (index, (label, _)) in modes.enumerated() {
-                print(ReadBench.pad(label, 28) + String(format: " %7.2f s  %6.2f× cold cat", coldExport[index], coldExport[index] / coldCat))
+                print(
+                    ReadBench.pad(label, 28)
+                        + String(format: " %7.2f s  %6.2f× cold cat", coldExport[index], coldExport[index] / coldCat))
             }
         }
         try? FileManager.default.removeItem(at: output)
@@ -171,21 +184,26 @@ struct ChildRun {
     static func measure(_ executable: String, _ arguments: [String]) throws -> ChildRun {
         var pid = pid_t()
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer { for argument in argv { free(argument) } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         let start = DispatchTime.now()
         let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
-        guard spawned == 0 else { throw ReadBenchError("cannot run \(executable): \(String(cString: strerror(spawned)))") }
+        guard spawned == 0 else {
+            throw ReadBenchError("cannot run \(executable): \(String(cString: strerror(spawned)))")
+        }
         var status: Int32 = 0
         var usage = rusage()
         guard wait4(pid, &status, 0, &usage) == pid else { throw ReadBenchError("wait4 failed") }
         let seconds = ReadBench.seconds(since: start)
-        guard status == 0 else { throw ReadBenchError("\(executable) \(arguments.joined(separator: " ")) failed (\(status))") }
+        guard status == 0 else {
+            throw ReadBenchError("\(executable) \(arguments.joined(separator: " ")) failed (\(status))")
+        }
         func time(_ value: timeval) -> Double { Double(value.tv_sec) + Double(value.tv_usec) / 1e6 }
         return ChildRun(
-            seconds: seconds, cpuSeconds: time(usage.ru_utime) + time(usage.ru_stime), peakBytes: usage.ru_maxrss * 1024)
+            seconds: seconds, cpuSeconds: time(usage.ru_utime) + time(usage.ru_stime), peakBytes: usage.ru_maxrss * 1024
+        )
     }
 }

@@ -22,7 +22,10 @@ enum PalettizeBench {
         let shapes = quick ? [(1536, 1536)] : [(8960, 1536), (1536, 8960), (1536, 1536)]
         for (rows, columns) in shapes {
             let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: 42)
-            for granularity in [PaletteGranularity.perTensor, .perGroupedChannel(groupSize: 8), .perGroupedChannel(groupSize: 16), .perGroupedChannel(groupSize: 32)] {
+            for granularity in [
+                PaletteGranularity.perTensor, .perGroupedChannel(groupSize: 8), .perGroupedChannel(groupSize: 16),
+                .perGroupedChannel(groupSize: 32),
+            ] {
                 let spec = PaletteSpec(bits: 4, granularity: granularity)
                 // One warm-up run, then the best of three.
                 var best = Double.infinity
@@ -45,11 +48,12 @@ enum PalettizeBench {
                     single = min(single, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
                 }
                 let count = Double(rows * columns)
-                print(row([
-                    "\(rows)×\(columns)", modeName(granularity), "\(rows * columns)", format(best, 4),
-                    format(best * 1e9 / count, 2), format(single * 1e9 / count, 2),
-                    format(count * 2 / best / 1e9, 2), format(tensor?.sqnrDecibels ?? .nan, 2),
-                ]))
+                print(
+                    row([
+                        "\(rows)×\(columns)", modeName(granularity), "\(rows * columns)", format(best, 4),
+                        format(best * 1e9 / count, 2), format(single * 1e9 / count, 2),
+                        format(count * 2 / best / 1e9, 2), format(tensor?.sqnrDecibels ?? .nan, 2),
+                    ]))
             }
         }
 
@@ -58,10 +62,13 @@ enum PalettizeBench {
         let columns = 1536
         let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: 7)
         print("")
-        print("quality on \(rows)×\(columns), 4 bits (squared error; lower is better; Lloyd: the median of \(referenceSeeds) seeds, seconds per run)")
+        print(
+            "quality on \(rows)×\(columns), 4 bits (squared error; lower is better; Lloyd: the median of \(referenceSeeds) seeds, seconds per run)"
+        )
         print(row(["mode", "method", "seconds", "squared error", "vs exact", "SQNR dB"]))
         for groupRows in [8, 32, 256] {
-            let granularity: PaletteGranularity = groupRows == rows ? .perTensor : .perGroupedChannel(groupSize: groupRows)
+            let granularity: PaletteGranularity =
+                groupRows == rows ? .perTensor : .perGroupedChannel(groupSize: groupRows)
             let spec = PaletteSpec(bits: 4, granularity: granularity)
             var results: [(String, Double, Double)] = []
             for (label, clustering) in [
@@ -69,7 +76,8 @@ enum PalettizeBench {
             ] {
                 let start = DispatchTime.now().uptimeNanoseconds
                 let tensor = try weights.withUnsafeBufferPointer {
-                    try Palettizer.palettize($0, rows: rows, columns: columns, spec: spec, workerCount: workers, clustering: clustering)
+                    try Palettizer.palettize(
+                        $0, rows: rows, columns: columns, spec: spec, workerCount: workers, clustering: clustering)
                 }
                 results.append((label, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, tensor.squaredError))
             }
@@ -80,10 +88,11 @@ enum PalettizeBench {
             let exact = results[0].2
             let signal = weights.reduce(0.0) { $0 + Double(Float($1)) * Double(Float($1)) }
             for (label, seconds, error) in results {
-                print(row([
-                    modeName(granularity), label, format(seconds, 4), String(format: "%.6e", error),
-                    String(format: "%+.3f%%", (error / exact - 1) * 100), format(10 * log10(signal / error), 3),
-                ]))
+                print(
+                    row([
+                        modeName(granularity), label, format(seconds, 4), String(format: "%.6e", error),
+                        String(format: "%+.3f%%", (error / exact - 1) * 100), format(10 * log10(signal / error), 3),
+                    ]))
             }
         }
         try bfloat16Quality(rowsPerTensor: 512)
@@ -96,11 +105,15 @@ enum PalettizeBench {
     /// on the same groups.
     static func bfloat16Quality(rowsPerTensor: Int) throws {
         print("")
-        print("group 8 on bfloat16 checkpoint values (first \(rowsPerTensor) rows of each tensor, one worker; Lloyd: the median of \(referenceSeeds) seeds)")
-        print(row([
-            "tensor", "µs/group", "thorough µs", "exact µs/group", "ours vs exact", "thorough vs exact", "Lloyd vs exact",
-            "SQNR dB",
-        ]))
+        print(
+            "group 8 on bfloat16 checkpoint values (first \(rowsPerTensor) rows of each tensor, one worker; Lloyd: the median of \(referenceSeeds) seeds)"
+        )
+        print(
+            row([
+                "tensor", "µs/group", "thorough µs", "exact µs/group", "ours vs exact", "thorough vs exact",
+                "Lloyd vs exact",
+                "SQNR dB",
+            ]))
         let generator = SyntheticWeights(seed: 0)
         let spec = PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 8))
         var totalError = 0.0
@@ -111,7 +124,8 @@ enum PalettizeBench {
         var totalThoroughSeconds = 0.0
         var totalGroups = 0
         for (name, shape) in [
-            ("model.layers.0.self_attn.q_proj.weight", [1536, 1536]), ("model.layers.0.mlp.gate_proj.weight", [8960, 1536]),
+            ("model.layers.0.self_attn.q_proj.weight", [1536, 1536]),
+            ("model.layers.0.mlp.gate_proj.weight", [8960, 1536]),
             ("model.layers.0.mlp.down_proj.weight", [1536, 8960]),
         ] {
             let rows = min(rowsPerTensor, shape[0])
@@ -133,7 +147,8 @@ enum PalettizeBench {
                 for _ in 0..<(slot < 2 ? 3 : 1) {
                     let start = DispatchTime.now().uptimeNanoseconds
                     let tensor = try weights.withUnsafeBufferPointer {
-                        try Palettizer.palettize($0, rows: rows, columns: columns, spec: spec, workerCount: 1, clustering: clustering)
+                        try Palettizer.palettize(
+                            $0, rows: rows, columns: columns, spec: spec, workerCount: 1, clustering: clustering)
                     }
                     seconds[slot] = min(seconds[slot], Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
                     errors[slot] = tensor.squaredError
@@ -149,21 +164,23 @@ enum PalettizeBench {
             totalSeconds += seconds[0]
             totalThoroughSeconds += seconds[1]
             totalGroups += groups
-            print(row([
-                "\(shape[0])×\(shape[1])", format(seconds[0] * 1e6 / Double(groups), 1),
-                format(seconds[1] * 1e6 / Double(groups), 1), format(seconds[2] * 1e6 / Double(groups), 1),
-                String(format: "%+.3f%%", (errors[0] / errors[2] - 1) * 100),
-                String(format: "%+.3f%%", (errors[1] / errors[2] - 1) * 100),
-                String(format: "%+.3f%%", (lloyd / errors[2] - 1) * 100), format(10 * log10(signal / errors[0]), 3),
-            ]))
+            print(
+                row([
+                    "\(shape[0])×\(shape[1])", format(seconds[0] * 1e6 / Double(groups), 1),
+                    format(seconds[1] * 1e6 / Double(groups), 1), format(seconds[2] * 1e6 / Double(groups), 1),
+                    String(format: "%+.3f%%", (errors[0] / errors[2] - 1) * 100),
+                    String(format: "%+.3f%%", (errors[1] / errors[2] - 1) * 100),
+                    String(format: "%+.3f%%", (lloyd / errors[2] - 1) * 100), format(10 * log10(signal / errors[0]), 3),
+                ]))
         }
-        print(row([
-            "all", format(totalSeconds * 1e6 / Double(totalGroups), 1),
-            format(totalThoroughSeconds * 1e6 / Double(totalGroups), 1), "",
-            String(format: "%+.3f%%", (totalError / totalExact - 1) * 100),
-            String(format: "%+.3f%%", (totalThorough / totalExact - 1) * 100),
-            String(format: "%+.3f%%", (totalLloyd / totalExact - 1) * 100), "",
-        ]))
+        print(
+            row([
+                "all", format(totalSeconds * 1e6 / Double(totalGroups), 1),
+                format(totalThoroughSeconds * 1e6 / Double(totalGroups), 1), "",
+                String(format: "%+.3f%%", (totalError / totalExact - 1) * 100),
+                String(format: "%+.3f%%", (totalThorough / totalExact - 1) * 100),
+                String(format: "%+.3f%%", (totalLloyd / totalExact - 1) * 100), "",
+            ]))
     }
 
     /// Seeds of the Lloyd/k-means++ baseline: one run is what other converters do, but its
@@ -191,6 +208,8 @@ enum PalettizeBench {
     private static func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
 
     private static func row(_ cells: [String]) -> String {
-        "| " + cells.map { $0.padding(toLength: max(12, $0.count), withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |"
+        "| "
+            + cells.map { $0.padding(toLength: max(12, $0.count), withPad: " ", startingAt: 0) }.joined(
+                separator: " | ") + " |"
     }
 }

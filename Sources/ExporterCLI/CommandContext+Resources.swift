@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 extension CommandContext {
     /// Overrides the available memory, in bytes: for tests only (README "Resource limits").

@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// What a command sees of the world: arguments, environment, folders and output streams.
 /// The real process builds one from itself; tests build one that captures the output.
@@ -53,6 +53,11 @@ public struct CommandContext {
     /// Prints a line on standard output, its control characters escaped (newlines included:
     /// text from inputs cannot drive the terminal or forge a line).
     func print(_ line: String = "") { writeOutput(TerminalText.escaped(line) + "\n") }
+
+    /// Prints each line on standard output as `print(_:)` does.
+    func print(lines: [String]) {
+        for line in lines { print(line) }
+    }
 
     /// Prints a line on standard error, its control characters escaped as `print(_:)` does.
     func printError(_ line: String) { writeError(TerminalText.escaped(line) + "\n") }

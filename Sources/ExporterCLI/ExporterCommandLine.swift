@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// Entry point of the command-line tool: parse, run, print errors, return the exit status.
 public enum ExporterCommandLine {
@@ -39,16 +39,16 @@ public enum ExporterCommandLine {
     /// the library's; other C libraries manage their own.
     static func keepFreedMemoryForReuse() {
         #if os(Linux)
-        // `mallopt` and its parameters (glibc's malloc.h, stable values) are not in Swift's Glibc
-        // module; looked up at run time, it is simply absent from other C libraries.
-        typealias SetOption = @convention(c) (Int32, Int32) -> Int32
-        guard let symbol = dlsym(nil, "mallopt") else { return }
-        let setOption = unsafeBitCast(symbol, to: SetOption.self)
-        let (trimThreshold, mmapThreshold, arenaMax): (Int32, Int32, Int32) = (-1, -3, -8)
-        _ = setOption(arenaMax, 1)
-        // Larger thresholds are refused by some glibc versions; 32 MiB still covers all but the embedding.
-        if setOption(mmapThreshold, 1 << 30) == 0 { _ = setOption(mmapThreshold, 32 << 20) }
-        _ = setOption(trimThreshold, 1 << 30)
+            // `mallopt` and its parameters (glibc's malloc.h, stable values) are not in Swift's Glibc
+            // module; looked up at run time, it is simply absent from other C libraries.
+            typealias SetOption = @convention(c) (Int32, Int32) -> Int32
+            guard let symbol = dlsym(nil, "mallopt") else { return }
+            let setOption = unsafeBitCast(symbol, to: SetOption.self)
+            let (trimThreshold, mmapThreshold, arenaMax): (Int32, Int32, Int32) = (-1, -3, -8)
+            _ = setOption(arenaMax, 1)
+            // Larger thresholds are refused by some glibc versions; 32 MiB still covers all but the embedding.
+            if setOption(mmapThreshold, 1 << 30) == 0 { _ = setOption(mmapThreshold, 32 << 20) }
+            _ = setOption(trimThreshold, 1 << 30)
         #endif
     }
 

@@ -1,6 +1,6 @@
-import Foundation
 import ExporterCLI
 import ExporterKit
+import Foundation
 import TestSupport
 
 /// Runs one command line in-process and captures what it prints.

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterCLI
 @testable import ExporterKit
 
@@ -53,13 +54,16 @@ struct CommandLineTests {
         #expect(planned.output.contains("model.layers.27.mlp.down_proj.weight"))
         #expect(runExporter(export + ["--dry-run", "--tensors"], environment: memory).output == planned.output)
         // What the export would refuse before reading a weight, the plan refuses too.
-        let missingCalibration = runExporter(["plan", "qwen3-0.6b", "--calibration", "/nonexistent/tokens.txt"], environment: memory)
+        let missingCalibration = runExporter(
+            ["plan", "qwen3-0.6b", "--calibration", "/nonexistent/tokens.txt"], environment: memory)
         #expect(missingCalibration.status == 66)
         let outsideFile = try Fixtures.temporaryDirectory().appendingPathComponent("tokens.txt")
         try Data("1 2 151936".utf8).write(to: outsideFile)
         let outside = runExporter(["plan", "qwen3-0.6b", "--calibration", outsideFile.path], environment: memory)
         #expect(outside.status == 64)
-        #expect(outside.error.hasPrefix("Error: --calibration expects token ids below the vocabulary size 151936, got '151936'"))
+        #expect(
+            outside.error.hasPrefix(
+                "Error: --calibration expects token ids below the vocabulary size 151936, got '151936'"))
         let file = try Fixtures.temporaryDirectory().appendingPathComponent("a-file")
         try Data("x".utf8).write(to: file)
         let outputIsAFile = runExporter(["plan", "qwen3-0.6b", "--output-dir", file.path], environment: memory)
@@ -88,9 +92,10 @@ struct CommandLineTests {
         #expect(conversion["available_bytes"]?.intValue == 123)
 
         let human = runExporter(["plan"] + arguments, environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "\(peak - 1)"])
-        #expect(human.output.contains(
-            "  conversion      \(Format.mebibytes(peak)) at peak (est.); \(Format.mebibytes(peak - 1)) available: "
-                + "refused\n                  at \(expected.peakTensor)\n"))
+        #expect(
+            human.output.contains(
+                "  conversion      \(Format.mebibytes(peak)) at peak (est.); \(Format.mebibytes(peak - 1)) available: "
+                    + "refused\n                  at \(expected.peakTensor)\n"))
         let output = try Fixtures.temporaryDirectory().path
         let refused = runExporter(
             arguments + ["--output-dir", output], environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "\(peak - 1)"])
@@ -99,7 +104,8 @@ struct CommandLineTests {
             arguments + ["--output-dir", output], environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "\(peak)"])
         #expect(exported.status == 0)
         // A bundle's manifest has no forecast: it would differ from machine to machine.
-        let bundle = try Data(contentsOf: URL(fileURLWithPath: output).appendingPathComponent("tiny/Tiny.aimodel/manifest.json"))
+        let bundle = try Data(
+            contentsOf: URL(fileURLWithPath: output).appendingPathComponent("tiny/Tiny.aimodel/manifest.json"))
         #expect(String(decoding: bundle, as: UTF8.self).contains("\n  \"conversion\" : null,\n"))
     }
 
@@ -116,11 +122,13 @@ struct CommandLineTests {
             #expect(conversion["peak_tensor"]?.stringValue == expected.peakTensor)
             #expect(conversion["storage_from"]?.stringValue == "torch_dtype")
         }
-        let standard = plan.conversionMemory(ConversionMemoryConditions(torchDType: "bfloat16", allowClamp: false, calibrated: false))
+        let standard = plan.conversionMemory(
+            ConversionMemoryConditions(torchDType: "bfloat16", allowClamp: false, calibrated: false))
         let human = runExporter(["plan", "Qwen2.5-1.5B"], environment: memory)
-        #expect(human.output.contains(
-            "  conversion      \(Format.mebibytes(standard.totalBytes)) at peak (est.); 7.5 GiB available\n"
-                + "                  at \(standard.peakTensor) (weights as bfloat16)\n"))
+        #expect(
+            human.output.contains(
+                "  conversion      \(Format.mebibytes(standard.totalBytes)) at peak (est.); 7.5 GiB available\n"
+                    + "                  at \(standard.peakTensor) (weights as bfloat16)\n"))
         // On two workers, as ConversionMemoryTests pins: streamed blocks. With clamping, the
         // int8 embedding may hold a value beyond float16 and be converted whole: its float16
         // copy and its int8 values come on top.
@@ -196,13 +204,20 @@ struct CommandLineTests {
             let folder = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: name)
             let run = runExporter(["plan", folder.path, "--experimental", "--compute-precision", "float16"])
             #expect(run.status == 64)
-            #expect(run.error.contains("cannot name its artifact (control characters, or a leading '.'); pass --output-name\n"))
+            #expect(
+                run.error.contains(
+                    "cannot name its artifact (control characters, or a leading '.'); pass --output-name\n"))
             #expect(!run.error.contains("\u{1B}"))
-            #expect(runExporter(["plan", folder.path, "--experimental", "--compute-precision", "float16", "--output-name", "Fine"]).status == 0)
+            #expect(
+                runExporter([
+                    "plan", folder.path, "--experimental", "--compute-precision", "float16", "--output-name", "Fine",
+                ]).status == 0)
         }
     }
 
-    @Test("the refusal without a preset adds what the user most likely meant: --preset for a preset's shape, a mistyped path")
+    @Test(
+        "the refusal without a preset adds what the user most likely meant: --preset for a preset's shape, a mistyped path"
+    )
     func noPresetHints() throws {
         // A local fine-tune of Qwen3-4B: the config of the preset's shape.
         let folder = try Fixtures.temporaryDirectory().appendingPathComponent("MyQwen")
@@ -233,10 +248,13 @@ struct CommandLineTests {
         #expect(run.status == 64)
         #expect(
             run.error
-                == "Error: --compute-precision is required for 'Qwen/Qwen3-4B-Instruct-2507' (no registry preset found).\n")
+                == "Error: --compute-precision is required for 'Qwen/Qwen3-4B-Instruct-2507' (no registry preset found).\n"
+        )
         let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "qwen3"))
         let local = runExporter(["plan", directory.path, "--experimental"])
-        #expect(local.error == "Error: --compute-precision is required for '\(directory.path)' (no registry preset found).\n")
+        #expect(
+            local.error
+                == "Error: --compute-precision is required for '\(directory.path)' (no registry preset found).\n")
     }
 
     @Test("a local checkpoint without a preset is refused unless --experimental")
@@ -277,10 +295,14 @@ struct CommandLineTests {
                 """)
         let usage = runExporter(["plan", "qwen3-4b", "--platform", "\u{1B}[2J\nx"])
         #expect(usage.status == 64)
-        #expect(usage.error.hasPrefix("Error: invalid value '\\u{1B}[2J\\u{A}x' for '--platform'; expected one of: iOS, macOS\nUsage: "))
+        #expect(
+            usage.error.hasPrefix(
+                "Error: invalid value '\\u{1B}[2J\\u{A}x' for '--platform'; expected one of: iOS, macOS\nUsage: "))
         let name = runExporter(["plan", "qwen3-4b", "--output-name", "a\nb\u{1B}"])
         #expect(name.status == 64)
-        #expect(name.error.hasPrefix("Error: --output-name must not contain control characters, got 'a\\u{A}b\\u{1B}'\nUsage: "))
+        #expect(
+            name.error.hasPrefix(
+                "Error: --output-name must not contain control characters, got 'a\\u{A}b\\u{1B}'\nUsage: "))
     }
 
     @Test("an empty path, an empty positional, a negative gate, an empty token item, a bad --seed are usage errors")
@@ -298,11 +320,23 @@ struct CommandLineTests {
             (["verify", bundle.path, "--against", ""], "--against expects a path, got ''"),
             ([""], "'<model>' must not be empty"),
             (["inspect", ""], "'<artifact>' must not be empty"),
-            (["diff", bundle.path, bundle.path, "--max-size-growth", "-5"], "--max-size-growth expects a non-negative number, got '-5'"),
-            (["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,,2"], "--tokens expects non-negative token ids, got ''"),
-            (["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,2,"], "--tokens expects non-negative token ids, got ''"),
+            (
+                ["diff", bundle.path, bundle.path, "--max-size-growth", "-5"],
+                "--max-size-growth expects a non-negative number, got '-5'"
+            ),
+            (
+                ["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,,2"],
+                "--tokens expects non-negative token ids, got ''"
+            ),
+            (
+                ["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,2,"],
+                "--tokens expects non-negative token ids, got ''"
+            ),
             (export + ["--seed", "-1", "--dry-run"], "--seed expects a non-negative integer, got '-1'"),
-            (export + ["--seed", "x", "--output-dir", try Fixtures.temporaryDirectory().path], "--seed expects a non-negative integer, got 'x'"),
+            (
+                export + ["--seed", "x", "--output-dir", try Fixtures.temporaryDirectory().path],
+                "--seed expects a non-negative integer, got 'x'"
+            ),
         ]
         for (arguments, message) in cases {
             let run = runExporter(arguments)
@@ -321,11 +355,14 @@ struct CommandLineTests {
     func contextRefusals() {
         let tooLong = runExporter(["plan", "qwen2.5-1.5b", "--max-context-length", "40000"])
         #expect(tooLong.status == 64)
-        #expect(tooLong.error == "Error: --max-context-length (40000) exceeds the model's max_position_embeddings (32768)\n")
+        #expect(
+            tooLong.error == "Error: --max-context-length (40000) exceeds the model's max_position_embeddings (32768)\n"
+        )
         for bad in ["0", "-5", "abc", "4k"] {
             let run = runExporter(["plan", "qwen2.5-1.5b", "--max-context-length", bad])
             #expect(run.status == 64)
-            #expect(run.error.hasPrefix("Error: --max-context-length expects a positive integer, got '\(bad)'\nUsage: "))
+            #expect(
+                run.error.hasPrefix("Error: --max-context-length expects a positive integer, got '\(bad)'\nUsage: "))
         }
     }
 
@@ -346,7 +383,9 @@ struct CommandLineTests {
     func usageError() {
         let run = runExporter(["plan", "qwen3-4b", "--platform", "android"])
         #expect(run.status == 64)
-        #expect(run.error.hasPrefix("Error: invalid value 'android' for '--platform'; expected one of: iOS, macOS\nUsage: exporter plan"))
+        #expect(
+            run.error.hasPrefix(
+                "Error: invalid value 'android' for '--platform'; expected one of: iOS, macOS\nUsage: exporter plan"))
         #expect(run.error.hasSuffix("  See 'exporter plan --help' for more information.\n"))
     }
 
@@ -358,7 +397,8 @@ struct CommandLineTests {
         #expect(run.status == 65)
         #expect(
             run.error
-                == "Error: config '\(directory.path)/config.json': 'num_hidden_layers' should be an integer, found a string\n")
+                == "Error: config '\(directory.path)/config.json': 'num_hidden_layers' should be an integer, found a string\n"
+        )
     }
 
     @Test("list and --list-models in text and JSON")
@@ -388,7 +428,8 @@ struct ListDevicesTests {
     func devices() throws {
         let text = runExporter(["list", "--devices"])
         #expect(text.status == 0)
-        #expect(text.output.contains("  h17p   iOS       A18         yes  8.0 GiB   2.8 GiB*   5.6 GiB*   256.0 MiB*\n"))
+        #expect(
+            text.output.contains("  h17p   iOS       A18         yes  8.0 GiB   2.8 GiB*   5.6 GiB*   256.0 MiB*\n"))
         let json = runExporter(["list", "--json"])
         let object = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
         let ids = object["devices"]?.arrayValue?.compactMap { $0.objectValue?["id"]?.stringValue } ?? []

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterCLI
 @testable import ExporterKit
 
@@ -8,7 +9,8 @@ import TestSupport
 struct CompileCommandTests {
     /// Exports a tiny synthetic model for `platform` and returns its bundle.
     private func bundle(platform: String = "iOS") throws -> URL {
-        let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(overrides: ["num_hidden_layers": 3]))
+        let checkpoint = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(overrides: ["num_hidden_layers": 3]))
         let output = try Fixtures.temporaryDirectory()
         let run = runExporter([
             checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--platform", platform,
@@ -48,31 +50,46 @@ struct CompileCommandTests {
         #expect(h17p["memory"]?.stringValue == "needs-entitlement")
         #expect(
             h17p["entitlements"]?.arrayValue?.compactMap(\.stringValue) == [
-                "com.apple.developer.kernel.increased-memory-limit", "com.apple.developer.kernel.extended-virtual-addressing",
+                "com.apple.developer.kernel.increased-memory-limit",
+                "com.apple.developer.kernel.extended-virtual-addressing",
             ])
         #expect(h17p["neural_engine"]?.stringValue == "regions-over-budget")
         #expect(h17p["regions_over_budget"]?.arrayValue?.compactMap(\.intValue) == [0, 19])
         let total = try #require(h17p["total_bytes"]?.intValue)
         #expect(total > 3_000_000_000 && total <= 6_000_000_000)
         let human = runExporter(["plan", "qwen3-4b"])
-        #expect(human.output.contains("  h17p iOS       A18      3.3 GiB  2.8 GiB / 5.6 GiB   needs-entitlement  regions 0, 19 over budget\n"))
+        #expect(
+            human.output.contains(
+                "  h17p iOS       A18      3.3 GiB  2.8 GiB / 5.6 GiB   needs-entitlement  regions 0, 19 over budget\n")
+        )
     }
 
     @Test("compile writes one artifact per eligible architecture and prints each verdict")
     func compileAll() throws {
         let bundleURL = try bundle()
         let output = try Fixtures.temporaryDirectory()
-        let run = runExporter(["compile", bundleURL.path, "--platform", "iOS", "--min-deployment-version", "27.0", "--output", output.path])
+        let run = runExporter([
+            "compile", bundleURL.path, "--platform", "iOS", "--min-deployment-version", "27.0", "--output", output.path,
+        ])
         #expect(run.status == 0, "\(run.error)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).sorted() == ["Tiny.h16p.aimodelc", "Tiny.h17p.aimodelc"])
-        #expect(run.output.hasPrefix("wrote \(output.path)/Tiny.h16p.aimodelc\n  device         h16p (A17 Pro; iOS 27.0+)\n"))
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: output.path).sorted() == [
+                "Tiny.h16p.aimodelc", "Tiny.h17p.aimodelc",
+            ])
+        #expect(
+            run.output.hasPrefix(
+                "wrote \(output.path)/Tiny.h16p.aimodelc\n  device         h16p (A17 Pro; iOS 27.0+)\n"))
         #expect(run.output.contains("  regions        3: embedding, layers 0–2, head\n"))
         #expect(run.output.contains("  verdict        fits: 1.6 MiB within the default app memory limit of 2.8 GiB\n"))
         #expect(run.output.contains("  Neural Engine  all 3 regions within 256.0 MiB\n"))
         let again = runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p"])
         #expect(again.status == 73)
-        #expect(again.error == "Error: '\(output.path)/Tiny.h17p.aimodelc' already exists; pass --overwrite to replace it\n")
-        #expect(runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p", "--overwrite"]).status == 0)
+        #expect(
+            again.error == "Error: '\(output.path)/Tiny.h17p.aimodelc' already exists; pass --overwrite to replace it\n"
+        )
+        #expect(
+            runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p", "--overwrite"]).status
+                == 0)
         _ = try CompiledArtifactReader(url: output.appendingPathComponent("Tiny.h17p.aimodelc"))
     }
 
@@ -80,7 +97,9 @@ struct CompileCommandTests {
     func progress() throws {
         let bundleURL = try bundle()
         let output = try Fixtures.temporaryDirectory()
-        let arguments = ["compile", bundleURL.path, "--platform", "iOS", "--min-deployment-version", "27.0", "--output", output.path]
+        let arguments = [
+            "compile", bundleURL.path, "--platform", "iOS", "--min-deployment-version", "27.0", "--output", output.path,
+        ]
         let piped = runExporter(arguments)
         #expect(piped.status == 0 && piped.error.isEmpty, "\(piped.error)")
         let shown = runExporter(arguments + ["--overwrite"], terminal: true)
@@ -94,10 +113,12 @@ struct CompileCommandTests {
         let lines = shown.error.split(separator: "\r").map(String.init).filter { $0.contains("%") }
         let total = sizes[0] + sizes[1]
         #expect(
-            lines.first?.contains("  0%  \(ProgressBar.bytes(0, of: total))  h16p (1 of 2): weights written  ETA -- ") == true,
+            lines.first?.contains("  0%  \(ProgressBar.bytes(0, of: total))  h16p (1 of 2): weights written  ETA -- ")
+                == true,
             "\(lines)")
         #expect(
-            lines.last?.contains("100%  \(ProgressBar.bytes(total, of: total))  h17p (2 of 2): weights written  ETA 0s") == true,
+            lines.last?.contains("100%  \(ProgressBar.bytes(total, of: total))  h17p (2 of 2): weights written  ETA 0s")
+                == true,
             "\(lines)")
         #expect(shown.error.hasSuffix("\r\u{1B}[K"))
     }
@@ -107,7 +128,8 @@ struct CompileCommandTests {
         let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
         let output = try Fixtures.temporaryDirectory()
         let run = runExporter([
-            checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir", output.path,
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir",
+            output.path,
             "--compile",
         ])
         #expect(run.status == 0, "\(run.error)")
@@ -146,20 +168,26 @@ struct CompileCommandTests {
         #expect(otherPlatform.error == "Error: architecture 'h13g' is a macOS device, not iOS; pass --platform macOS\n")
         // h14g is the M2 of Macs and of the Vision Pro: the platform that compiles iOS bundles is named.
         let visionPro = compile(["--device", "h14g"])
-        #expect(visionPro.error == "Error: architecture 'h14g' is a visionOS device, not iOS; pass --platform visionOS\n")
+        #expect(
+            visionPro.error == "Error: architecture 'h14g' is a visionOS device, not iOS; pass --platform visionOS\n")
         let elsewhere = try Fixtures.temporaryDirectory()
-        #expect(runExporter(["compile", bundleURL.path, "--output", elsewhere.path, "--device", "h14g", "--platform", "visionOS"]).status == 0)
+        #expect(
+            runExporter([
+                "compile", bundleURL.path, "--output", elsewhere.path, "--device", "h14g", "--platform", "visionOS",
+            ]).status == 0)
         let mismatch = compile(["--platform", "macOS"])
         #expect(mismatch.status == 69)
         #expect(
             mismatch.error
-                == "Error: 'Tiny.aimodel' was exported for iOS and cannot be compiled for macOS; export it with --platform macOS\n")
+                == "Error: 'Tiny.aimodel' was exported for iOS and cannot be compiled for macOS; export it with --platform macOS\n"
+        )
         let macBundle = try bundle(platform: "macOS")
         let macToIOS = runExporter(["compile", macBundle.path, "--platform", "iOS", "--output", output.path])
         #expect(macToIOS.status == 69)
         #expect(
             macToIOS.error
-                == "Error: 'Tiny.aimodel' was exported for macOS and cannot be compiled for iOS; export it with --platform iOS\n")
+                == "Error: 'Tiny.aimodel' was exported for macOS and cannot be compiled for iOS; export it with --platform iOS\n"
+        )
         // Unless the family has no iOS export at all.
         let phi3 = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))
         let phi3Output = try Fixtures.temporaryDirectory()
@@ -169,7 +197,8 @@ struct CompileCommandTests {
         ])
         #expect(phi3Export.status == 0, "\(phi3Export.error)")
         let phi3ToIOS = runExporter([
-            "compile", phi3Output.appendingPathComponent("tiny/Tiny.aimodel").path, "--platform", "iOS", "--output", output.path,
+            "compile", phi3Output.appendingPathComponent("tiny/Tiny.aimodel").path, "--platform", "iOS", "--output",
+            output.path,
         ])
         #expect(phi3ToIOS.status == 69)
         #expect(
@@ -187,8 +216,11 @@ struct CompileCommandTests {
                 """)
         let garbled = compile(["--min-deployment-version", "latest"])
         #expect(garbled.status == 64)
-        #expect(garbled.error.hasPrefix("Error: --min-deployment-version expects a version such as 27.0, got 'latest'\n"))
-        let exportOld = runExporter(["qwen3-0.6b", "--synthetic", "--compile", "--min-deployment-version", "18.0", "--output-dir", output.path])
+        #expect(
+            garbled.error.hasPrefix("Error: --min-deployment-version expects a version such as 27.0, got 'latest'\n"))
+        let exportOld = runExporter([
+            "qwen3-0.6b", "--synthetic", "--compile", "--min-deployment-version", "18.0", "--output-dir", output.path,
+        ])
         #expect(exportOld.status == 64)
         #expect(exportOld.error.hasPrefix("Error: --min-deployment-version 18.0 is below 27.0"))
         let missing = runExporter(["compile", output.appendingPathComponent("None.aimodel").path])
@@ -211,10 +243,14 @@ struct CompileCommandTests {
             """.utf8
         ).write(to: table)
         let output = try Fixtures.temporaryDirectory()
-        let missing = runExporter(["compile", bundleURL.path, "--output", output.path, "--devices", "/nonexistent/devices.json"])
+        let missing = runExporter([
+            "compile", bundleURL.path, "--output", output.path, "--devices", "/nonexistent/devices.json",
+        ])
         #expect(missing.status == 66)
         #expect(missing.error == "Error: no device table at '/nonexistent/devices.json'\n")
-        let run = runExporter(["compile", bundleURL.path, "--output", output.path, "--devices", table.path, "--device", "lab1"])
+        let run = runExporter([
+            "compile", bundleURL.path, "--output", output.path, "--devices", table.path, "--device", "lab1",
+        ])
         #expect(run.status == 0, "\(run.error)")
         #expect(run.output.contains("  verdict        does-not-fit: 1.6 MiB is over 976.6 KiB\n"))
         #expect(
@@ -223,22 +259,29 @@ struct CompileCommandTests {
                     + "slower compute unit on device\n"))
     }
 
-    @Test("verify, eval and inspect take a compiled artifact by its own rules; convert and compile refuse it, naming its bundle")
+    @Test(
+        "verify, eval and inspect take a compiled artifact by its own rules; convert and compile refuse it, naming its bundle"
+    )
     func compiledArtifactCommands() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 3])
         let output = try Fixtures.temporaryDirectory()
         let export = runExporter([
-            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path, "--compile",
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+            "--compile",
         ])
         #expect(export.status == 0, "\(export.error)")
         let folder = output.appendingPathComponent("tiny")
         let compiled = folder.appendingPathComponent("Tiny.h17p.aimodelc")
-        let bundleRun = runExporter(["verify", folder.appendingPathComponent("Tiny.aimodel").path, "--against", checkpoint.path, "--run"])
+        let bundleRun = runExporter([
+            "verify", folder.appendingPathComponent("Tiny.aimodel").path, "--against", checkpoint.path, "--run",
+        ])
         let compiledRun = runExporter(["verify", compiled.path, "--against", checkpoint.path, "--run"])
         #expect(compiledRun.status == 0, "\(compiledRun.output)\(compiledRun.error)")
         #expect(compiledRun.output.hasSuffix("everything holds\n"))
         // The same tensors, SQNRs and forward pass as the bundle's.
-        #expect(compiledRun.output.split(separator: "\n").dropFirst(2) == bundleRun.output.split(separator: "\n").dropFirst(2))
+        #expect(
+            compiledRun.output.split(separator: "\n").dropFirst(2)
+                == bundleRun.output.split(separator: "\n").dropFirst(2))
         let tokens = folder.appendingPathComponent("tokens.txt")
         try Data("1 2 3 4 5 6".utf8).write(to: tokens)
         let eval = runExporter(["eval", compiled.path, "--against", checkpoint.path, "--tokens-file", tokens.path])
@@ -252,24 +295,37 @@ struct CompileCommandTests {
                 "  memory        \(Format.mebibytes(memory.totalBytes)) = weights \(Format.mebibytes(memory.weightsBytes)) + KV "
                     + "\(Format.mebibytes(memory.kvCacheBytes)) + working \(Format.mebibytes(memory.workingBytes)) + tables "
                     + "\(Format.mebibytes(memory.tablesBytes))\n"))
-        let inspectJSON = try #require(try JSONParser.parse(Array(runExporter(["inspect", compiled.path, "--json"]).output.utf8)).objectValue)
+        let inspectJSON = try #require(
+            try JSONParser.parse(Array(runExporter(["inspect", compiled.path, "--json"]).output.utf8)).objectValue)
         #expect(inspectJSON["memory_total_bytes"]?.intValue == memory.totalBytes)
         // diff compares what each side's device reserves: the compiled plan for the compiled side.
         let diff = try #require(
-            try JSONParser.parse(Array(runExporter(["diff", folder.appendingPathComponent("Tiny.aimodel").path, compiled.path, "--json"]).output.utf8))
-                .objectValue)
-        let memoryRow = try #require(diff["quantities"]?.arrayValue?.compactMap(\.objectValue).first { $0["field"]?.stringValue == "memory" })
+            try JSONParser.parse(
+                Array(
+                    runExporter(["diff", folder.appendingPathComponent("Tiny.aimodel").path, compiled.path, "--json"])
+                        .output.utf8)
+            )
+            .objectValue)
+        let memoryRow = try #require(
+            diff["quantities"]?.arrayValue?.compactMap(\.objectValue).first { $0["field"]?.stringValue == "memory" })
         #expect(memoryRow["b"]?.intValue == memory.totalBytes)
         #expect(memoryRow["a"]?.intValue == reader.manifest.memory.totalBytes)
         // A plan has no weights to evaluate.
         let planFile = folder.appendingPathComponent("plan.json")
-        try Data(runExporter(["plan", checkpoint.path, "--experimental", "--compute-precision", "float16", "--json"]).output.utf8).write(to: planFile)
+        try Data(
+            runExporter(["plan", checkpoint.path, "--experimental", "--compute-precision", "float16", "--json"]).output
+                .utf8
+        ).write(to: planFile)
         let evalPlan = runExporter(["eval", planFile.path, "--against", checkpoint.path, "--tokens-file", tokens.path])
         #expect(evalPlan.status == 65)
-        #expect(evalPlan.error == "Error: '\(planFile.path)' is not an exporter artifact: it is a plan, which has no weights to run\n")
+        #expect(
+            evalPlan.error
+                == "Error: '\(planFile.path)' is not an exporter artifact: it is a plan, which has no weights to run\n")
         let diffPackage = runExporter(["diff", compiled.path, folder.appendingPathComponent("Tiny.mlpackage").path])
         #expect(diffPackage.status == 64)
-        #expect(diffPackage.error.hasPrefix("Error: diff compares bundles, compiled artifacts and manifests; for the Core ML package "))
+        #expect(
+            diffPackage.error.hasPrefix(
+                "Error: diff compares bundles, compiled artifacts and manifests; for the Core ML package "))
         for command in [["convert", compiled.path, "--to", "mlpackage"], ["compile", compiled.path]] {
             let refused = runExporter(command)
             #expect(refused.status == 65)
@@ -322,16 +378,21 @@ struct CompileCommandTests {
                 + "Error: 'tables/rope_cos.f32': the RoPE tables are not those of the graph\n")
     }
 
-    @Test("what would fail after an export is refused before it: --compile with no eligible device, --format mlpackage of phi3")
+    @Test(
+        "what would fail after an export is refused before it: --compile with no eligible device, --format mlpackage of phi3"
+    )
     func refusedBeforeExport() throws {
         let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
         let table = try Fixtures.temporaryDirectory().appendingPathComponent("devices.json")
         // The shipped table's iOS devices, none of them compiled ahead of time.
-        let shipped = try String(contentsOf: Fixtures.presetsDirectory.appendingPathComponent("devices.json"), encoding: .utf8)
-        try Data(shipped.replacingOccurrences(of: #""ahead_of_time": true"#, with: #""ahead_of_time": false"#).utf8).write(to: table)
+        let shipped = try String(
+            contentsOf: Fixtures.presetsDirectory.appendingPathComponent("devices.json"), encoding: .utf8)
+        try Data(shipped.replacingOccurrences(of: #""ahead_of_time": true"#, with: #""ahead_of_time": false"#).utf8)
+            .write(to: table)
         let output = try Fixtures.temporaryDirectory()
         let export = [
-            checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir", output.path,
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir",
+            output.path,
         ]
         let message =
             "Error: no iOS architecture to compile for: the device table marks none of h14p, h15p, h16p, h17p as eligible "
@@ -350,18 +411,23 @@ struct CompileCommandTests {
 
         let phi3 = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))
         let phi3Export = [
-            phi3.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--platform", "macOS", "--output-dir",
+            phi3.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--platform", "macOS",
+            "--output-dir",
             output.path, "--format", "mlpackage", "--output-name", "Phi",
         ]
         for extra in [[], ["--dry-run"]] {
             let run = runExporter(phi3Export + extra)
             #expect(run.status == 69)
-            #expect(run.error == "Error: cannot write an mlpackage: no Core ML program for architecture 'phi3' (mistral, qwen2, qwen3)\n")
+            #expect(
+                run.error
+                    == "Error: cannot write an mlpackage: no Core ML program for architecture 'phi3' (mistral, qwen2, qwen3)\n"
+            )
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["tiny"])
     }
 
-    @Test("compile and convert refuse a bundle whose manifest lies about a part, naming tensor and file, never trapping")
+    @Test(
+        "compile and convert refuse a bundle whose manifest lies about a part, naming tensor and file, never trapping")
     func lyingManifest() throws {
         let bundleURL = try bundle()
         let manifestURL = bundleURL.appendingPathComponent("manifest.json")
@@ -374,7 +440,10 @@ struct CompileCommandTests {
                 "Error: tensor 'model.embed_tokens.weight': values holds \(bytes) bytes, its shape and scheme need "
                 + "\(original.tensors[0].parts[1].bytes)\n"
             let output = try Fixtures.temporaryDirectory()
-            for command in [["compile", bundleURL.path, "--output", output.path], ["convert", bundleURL.path, "--output", output.appendingPathComponent("x.mlpackage").path]] {
+            for command in [
+                ["compile", bundleURL.path, "--output", output.path],
+                ["convert", bundleURL.path, "--output", output.appendingPathComponent("x.mlpackage").path],
+            ] {
                 let run = runExporter(command)
                 #expect(run.status == 1)
                 #expect(run.error == expected)
@@ -403,15 +472,24 @@ struct CompileCommandTests {
         let refused = runExporter(export + ["--compile"], environment: room)
         #expect(refused.status == 71)
         #expect(refused.error.hasPrefix("Error: the bundle and its compiled artifacts need about "))
-        #expect(refused.error.hasSuffix("but '\(output.path)' has \(Format.mebibytes(bundleBytes + (1 << 10))) free; free some space or choose another --output-dir\n"))
+        #expect(
+            refused.error.hasSuffix(
+                "but '\(output.path)' has \(Format.mebibytes(bundleBytes + (1 << 10))) free; free some space or choose another --output-dir\n"
+            ))
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
         #expect(runExporter(export, environment: room).status == 0)
         let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
         let compiled = try Fixtures.temporaryDirectory()
-        let compile = runExporter(["compile", bundle.path, "--output", compiled.path], environment: ["EXPORTER_TEST_AVAILABLE_DISK": "100000"])
+        let compile = runExporter(
+            ["compile", bundle.path, "--output", compiled.path], environment: ["EXPORTER_TEST_AVAILABLE_DISK": "100000"]
+        )
         #expect(compile.status == 71)
         #expect(compile.error.hasPrefix("Error: the compiled artifacts need about "))
         #expect(try FileManager.default.contentsOfDirectory(atPath: compiled.path) == [])
-        #expect(runExporter(["compile", bundle.path, "--output", compiled.path], environment: ["EXPORTER_TEST_AVAILABLE_DISK": "100000000"]).status == 0)
+        #expect(
+            runExporter(
+                ["compile", bundle.path, "--output", compiled.path],
+                environment: ["EXPORTER_TEST_AVAILABLE_DISK": "100000000"]
+            ).status == 0)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterCLI
 @testable import ExporterKit
 
@@ -11,7 +12,8 @@ struct ConvertCommandTests {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
         let output = try Fixtures.temporaryDirectory()
         let run = runExporter([
-            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "64", "--format", "mlpackage",
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "64", "--format",
+            "mlpackage",
             "--output-dir", output.path,
         ])
         #expect(run.status == 0, "\(run.error)")
@@ -34,7 +36,8 @@ struct ConvertCommandTests {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
         let output = try Fixtures.temporaryDirectory()
         let export = runExporter([
-            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "64", "--output-dir", output.path,
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "64", "--output-dir",
+            output.path,
         ])
         #expect(export.status == 0, "\(export.error)")
         let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
@@ -47,7 +50,8 @@ struct ConvertCommandTests {
         let weightBytes = try #require(manifest.files.first { $0.path == MLPackageWriter.weightsPath }?.bytes)
         let lines = shown.error.split(separator: "\r").map(String.init).filter { $0.contains("%") }
         let written = "100%  \(ProgressBar.bytes(weightBytes, of: weightBytes))  weights written  ETA 0s"
-        let compared = "100%  \(manifest.tensors.count)/\(manifest.tensors.count) tensors compared with the bundle  ETA 0s"
+        let compared =
+            "100%  \(manifest.tensors.count)/\(manifest.tensors.count) tensors compared with the bundle  ETA 0s"
         let writtenLine = try #require(lines.firstIndex { $0.contains(written) }, "\(lines)")
         let comparedLine = try #require(lines.firstIndex { $0.contains(compared) }, "\(lines)")
         #expect(writtenLine < comparedLine)

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterCLI
 @testable import ExporterKit
 
@@ -18,12 +19,16 @@ struct EvalCommandTests {
         #expect(run.output.contains("  tokens           6\n"))
         #expect(run.output.contains(" checkpoint → "))
         #expect(run.output.contains("  top-1 agreement  "))
-        let json = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", tokensFile.path, "--json"])
+        let json = runExporter([
+            "eval", bundle.path, "--against", checkpoint.path, "--tokens-file", tokensFile.path, "--json",
+        ])
         let root = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
         #expect(root["tokens"]?.intValue == 6)
         #expect(root["source_perplexity"]?.doubleValue != nil)
         #expect(root["linear_bits_per_weight"]?.doubleValue.map { $0 > 4 && $0 < 5 } == true)
-        let again = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", tokensFile.path, "--json"])
+        let again = runExporter([
+            "eval", bundle.path, "--against", checkpoint.path, "--tokens-file", tokensFile.path, "--json",
+        ])
         #expect(again.output == json.output)
         // Every number as the evaluation computed it, not rounded to six decimals.
         let result = try FidelityEvaluation.evaluate(

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterCLI
 @testable import ExporterKit
 
@@ -25,18 +26,29 @@ struct ExportCommandTests {
     func synthThenExport() throws {
         let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "mistral"), name: "Mini")
         let checkpoint = try Fixtures.temporaryDirectory().appendingPathComponent("Mini")
-        let synth = runExporter(["synth", config.path, "--out", checkpoint.path, "--seed", "5", "--shard-size", "50000"])
+        let synth = runExporter([
+            "synth", config.path, "--out", checkpoint.path, "--seed", "5", "--shard-size", "50000",
+        ])
         #expect(synth.status == 0, "\(synth.error)")
-        #expect(FileManager.default.fileExists(atPath: checkpoint.appendingPathComponent("model.safetensors.index.json").path))
+        #expect(
+            FileManager.default.fileExists(
+                atPath: checkpoint.appendingPathComponent("model.safetensors.index.json").path))
         let synthAgain = runExporter(["synth", config.path, "--out", checkpoint.path, "--shard-size", "50000"])
         #expect(synthAgain.status == 73)
         #expect(
             synthAgain.error
-                == "Error: '\(checkpoint.path)/model-00001-of-00004.safetensors' already exists; pass --overwrite to replace it\n")
-        #expect(runExporter(["synth", config.path, "--out", checkpoint.path, "--seed", "5", "--shard-size", "50000", "--overwrite"]).status == 0)
-        try Data(#"{"model": {"vocab": {"<|im_start|>": 0}}}"#.utf8).write(to: checkpoint.appendingPathComponent("tokenizer.json"))
+                == "Error: '\(checkpoint.path)/model-00001-of-00004.safetensors' already exists; pass --overwrite to replace it\n"
+        )
+        #expect(
+            runExporter([
+                "synth", config.path, "--out", checkpoint.path, "--seed", "5", "--shard-size", "50000", "--overwrite",
+            ]).status == 0)
+        try Data(#"{"model": {"vocab": {"<|im_start|>": 0}}}"#.utf8).write(
+            to: checkpoint.appendingPathComponent("tokenizer.json"))
         let output = try Fixtures.temporaryDirectory()
-        let arguments = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
+        let arguments = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+        ]
         let run = runExporter(arguments)
         #expect(run.status == 0, "\(run.error)")
         #expect(run.output.hasPrefix("wrote \(output.path)/mini/Mini.aimodel\n"))
@@ -47,23 +59,29 @@ struct ExportCommandTests {
         #expect(run.output.contains(", \(Format.decimal(manifest.sizes.bitsPerWeight)) bits per weight\n"))
         let again = runExporter(arguments)
         #expect(again.status == 73)
-        #expect(again.error == "Error: '\(output.path)/mini/Mini.aimodel' already exists; pass --overwrite to replace it\n")
+        #expect(
+            again.error == "Error: '\(output.path)/mini/Mini.aimodel' already exists; pass --overwrite to replace it\n")
         #expect(runExporter(arguments + ["--overwrite"]).status == 0)
     }
 
-    @Test("--palette-search thorough and exact are recorded per palettised tensor, never lose SQNR to the standard search; other values are refused")
+    @Test(
+        "--palette-search thorough and exact are recorded per palettised tensor, never lose SQNR to the standard search; other values are refused"
+    )
     func paletteSearch() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
         func export(_ extra: [String]) throws -> [(name: String, search: String?, sqnr: Double)] {
             let output = try Fixtures.temporaryDirectory()
             let run = runExporter(
-                [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path] + extra)
+                [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
+                    + extra)
             #expect(run.status == 0, "\(run.error)")
             let manifest = output.appendingPathComponent("tiny/Tiny.aimodel/manifest.json")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: manifest)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: manifest)) as? [String: Any])
             let tensors = try #require(object["tensors"] as? [[String: Any]])
             return tensors.compactMap { tensor in
-                guard let compression = tensor["compression"] as? [String: Any], compression["mode"] as? String == "palettize",
+                guard let compression = tensor["compression"] as? [String: Any],
+                    compression["mode"] as? String == "palettize",
                     let name = tensor["name"] as? String, let sqnr = tensor["sqnr_db"] as? Double
                 else { return nil }
                 return (name, compression["search"] as? String, sqnr)
@@ -82,12 +100,16 @@ struct ExportCommandTests {
         }
         #expect(try export(["--palette-search", "standard"]).map(\.sqnr) == standard.map(\.sqnr))
         let plan = runExporter(["plan", "Qwen2.5-1.5B", "--palette-search", "exact"])
-        #expect(plan.output.contains("compression     4bit_weight_palettized_group8, embedding int8 per tensor, exact LUT search\n"))
+        #expect(
+            plan.output.contains(
+                "compression     4bit_weight_palettized_group8, embedding int8 per tensor, exact LUT search\n"))
         let thoroughPlan = runExporter(["plan", "Qwen2.5-1.5B", "--palette-search", "thorough"])
         #expect(thoroughPlan.output.contains("embedding int8 per tensor, thorough LUT search\n"))
         let refused = runExporter([checkpoint.path, "--experimental", "--palette-search", "fast"])
         #expect(refused.status == 64)
-        #expect(refused.error.contains("invalid value 'fast' for '--palette-search'; expected one of: standard, thorough, exact"))
+        #expect(
+            refused.error.contains(
+                "invalid value 'fast' for '--palette-search'; expected one of: standard, thorough, exact"))
     }
 
     @Test("a rule matching nothing is a warning on standard error and in the manifest, unless it says it is optional")
@@ -95,7 +117,10 @@ struct ExportCommandTests {
         // qwen3 has no biases: the shipped configs' optional *.bias rule says nothing.
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
         let output = try Fixtures.temporaryDirectory()
-        let base = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path, "--overwrite"]
+        let base = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+            "--overwrite",
+        ]
         let shipped = runExporter(base)
         #expect(shipped.status == 0 && shipped.error.isEmpty, "\(shipped.error)")
         let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
@@ -112,11 +137,15 @@ struct ExportCommandTests {
         let mine = runExporter(base + ["--compression-config", config.path])
         #expect(mine.status == 0)
         #expect(mine.error == "warning: compression config 'mine': rule '*.nothing' matches no tensor\n")
-        #expect(try BundleReader(url: bundle).manifest.warnings == ["compression config 'mine': rule '*.nothing' matches no tensor"])
+        #expect(
+            try BundleReader(url: bundle).manifest.warnings == [
+                "compression config 'mine': rule '*.nothing' matches no tensor"
+            ])
         try write(#""yes""#)
         let invalid = runExporter(base + ["--compression-config", config.path])
         #expect(invalid.status == 65)
-        #expect(invalid.error == "Error: compression config '\(config.path)': rule 2: 'optional' must be true or false\n")
+        #expect(
+            invalid.error == "Error: compression config '\(config.path)': rule 2: 'optional' must be true or false\n")
     }
 
     @Test("a checkpoint whose tensor has the wrong shape names file, tensor and both shapes")
@@ -137,7 +166,8 @@ struct ExportCommandTests {
                 + "[128, 64], the config implies [96, 64]\n")
     }
 
-    @Test("--synthetic generates what a checkpoint of the config's dtype stores: the same weights as exporting `synth`'s")
+    @Test(
+        "--synthetic generates what a checkpoint of the config's dtype stores: the same weights as exporting `synth`'s")
     func syntheticFollowsDType() throws {
         for (torchDType, dtype) in [("bfloat16", "BF16"), ("float16", "F16")] {
             let config = try Fixtures.checkpointDirectory(
@@ -151,7 +181,8 @@ struct ExportCommandTests {
             let checkpoint = root.appendingPathComponent("checkpoint/Small")
             let synth = runExporter(["synth", config.path, "--out", checkpoint.path, "--dtype", dtype, "--seed", "7"])
             #expect(synth.status == 0, "\(synth.error)")
-            let exported = runExporter([checkpoint.path, "--output-dir", root.appendingPathComponent("exported").path] + flags)
+            let exported = runExporter(
+                [checkpoint.path, "--output-dir", root.appendingPathComponent("exported").path] + flags)
             #expect(exported.status == 0, "\(exported.error)")
             let bundles = ["direct", "exported"].map { root.appendingPathComponent("\($0)/small/Small.aimodel") }
             let weights = try bundles.map { try Data(contentsOf: $0.appendingPathComponent("weights.bin")) }
@@ -162,14 +193,19 @@ struct ExportCommandTests {
         }
     }
 
-    @Test("progress: on a terminal, tensors, megabytes of the weights file, rate and ETA, cleared at the end; silent in a pipe")
+    @Test(
+        "progress: on a terminal, tensors, megabytes of the weights file, rate and ETA, cleared at the end; silent in a pipe"
+    )
     func progressBar() throws {
         let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "qwen3"), name: "Small")
         for terminal in [true, false] {
             let output = try Fixtures.temporaryDirectory()
             defer { try? FileManager.default.removeItem(at: output) }
             let run = runExporter(
-                [config.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir", output.path],
+                [
+                    config.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir",
+                    output.path,
+                ],
                 terminal: terminal)
             #expect(run.status == 0, "\(run.error)")
             guard terminal else {
@@ -179,12 +215,14 @@ struct ExportCommandTests {
             let bundle = output.appendingPathComponent("small/Small.aimodel")
             let tensors = try BundleReader(url: bundle).manifest.tensors.count
             let weightsBytes = try #require(
-                try FileManager.default.attributesOfItem(atPath: bundle.appendingPathComponent("weights.bin").path)[.size]
+                try FileManager.default.attributesOfItem(atPath: bundle.appendingPathComponent("weights.bin").path)[
+                    .size]
                     as? Int)
             let lines = run.error.split(separator: "\r", omittingEmptySubsequences: true).map(String.init)
             let last = try #require(lines.last { $0.contains("tensors") })
             #expect(
-                last.contains("100%  \(tensors)/\(tensors) tensors  \(ProgressBar.bytes(weightsBytes, of: weightsBytes))  "),
+                last.contains(
+                    "100%  \(tensors)/\(tensors) tensors  \(ProgressBar.bytes(weightsBytes, of: weightsBytes))  "),
                 "\(last)")
             #expect(last.contains("M params/s  ETA 0s"), "\(last)")
             #expect(run.error.hasSuffix("\r\u{1B}[K"), "the bar is cleared before the summary")
@@ -208,7 +246,8 @@ struct ExportCommandTests {
             let tensors = weights.tensorNames.count
             let last = try #require(run.error.split(separator: "\r").map(String.init).last { $0.contains("%") })
             #expect(
-                last.contains("100%  \(ProgressBar.bytes(bytes, of: bytes))  \(tensors)/\(tensors) tensors  ETA 0s"), "\(last)")
+                last.contains("100%  \(ProgressBar.bytes(bytes, of: bytes))  \(tensors)/\(tensors) tensors  ETA 0s"),
+                "\(last)")
             #expect(run.error.hasSuffix("\r\u{1B}[K"))
         }
     }
@@ -234,14 +273,16 @@ struct ExportCommandTests {
             let error = TextSink()
             let context = CommandContext(
                 arguments: [], environment: [:], currentDirectory: URL(fileURLWithPath: "/"),
-                executable: URL(fileURLWithPath: "/nonexistent/exporter"), writeOutput: { _ in }, writeError: error.append,
+                executable: URL(fileURLWithPath: "/nonexistent/exporter"), writeOutput: { _ in },
+                writeError: error.append,
                 errorIsTerminal: terminal)
             let bar = ProgressBar(context: context)
             bar.update(WorkProgress(done: 0, total: 4, stage: "step"))
             bar.update(WorkProgress(done: 4, total: 4, stage: "step"))
             bar.update(WorkProgress(done: 4, total: 4, stage: "again"))
             let expected =
-                "\r░░░░░░░░░░░░░░░░░░░░░░░░   0%  step  ETA -- " + "\r████████████████████████ 100%  step  ETA 0s \r\u{1B}[K"
+                "\r░░░░░░░░░░░░░░░░░░░░░░░░   0%  step  ETA -- "
+                + "\r████████████████████████ 100%  step  ETA 0s \r\u{1B}[K"
             #expect(error.text == (terminal ? expected : ""))
         }
     }
@@ -283,9 +324,11 @@ struct HuggingFaceCacheCommandTests {
         let blobs = repoFolder.appendingPathComponent("blobs")
         try FileManager.default.createDirectory(at: snapshot, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(at: blobs, withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(at: repoFolder.appendingPathComponent("refs"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: repoFolder.appendingPathComponent("refs"), withIntermediateDirectories: true)
         try Data((revision + "\n").utf8).write(to: repoFolder.appendingPathComponent("refs/main"))
-        for (index, name) in try FileManager.default.contentsOfDirectory(atPath: checkpoint.path).sorted().enumerated() {
+        for (index, name) in try FileManager.default.contentsOfDirectory(atPath: checkpoint.path).sorted().enumerated()
+        {
             let blob = blobs.appendingPathComponent("blob\(index)")
             try FileManager.default.copyItem(at: checkpoint.appendingPathComponent(name), to: blob)
             try FileManager.default.createSymbolicLink(
@@ -307,7 +350,9 @@ struct HuggingFaceCacheCommandTests {
         #expect(manifest.model.source.kind == "huggingface-cache")
         #expect(manifest.model.source.repoID == "Acme/Tiny-Qwen3")
         #expect(manifest.model.source.revision == "0123456789abcdef0123456789abcdef01234567")
-        let size = try FileManager.default.attributesOfItem(atPath: checkpoint.appendingPathComponent("model.safetensors").path)[.size] as? Int
+        let size =
+            try FileManager.default.attributesOfItem(
+                atPath: checkpoint.appendingPathComponent("model.safetensors").path)[.size] as? Int
         #expect(manifest.model.source.files.map(\.name) == ["model.safetensors"])
         #expect(manifest.model.source.files.map(\.bytes) == [try #require(size)])
         #expect(manifest.model.source.files.first?.fingerprint?.hasPrefix("\(try #require(size)):") == true)
@@ -320,7 +365,8 @@ struct HuggingFaceCacheCommandTests {
         // A checkpoint with the Qwen3-0.6B config but tiny weights would not validate; the plan is enough here.
         let config = try Fixtures.checkpointDirectory(
             config: try JSONSerialization.jsonObject(
-                with: Data(contentsOf: Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-0.6B/config.json")))
+                with: Data(
+                    contentsOf: Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-0.6B/config.json")))
                 as? [String: Any] ?? [:])
         let home = try cache(repo: "Qwen/Qwen3-0.6B", checkpoint: config)
         let run = runExporter(["plan", "Qwen3-0.6B", "--json"], environment: ["HF_HOME": home.path])
@@ -356,7 +402,9 @@ struct MLPackageCommandTests {
         // Away from its bundle it says what it did not compare.
         let alone = try Fixtures.temporaryDirectory().appendingPathComponent("Tiny.mlpackage")
         try FileManager.default.copyItem(at: package, to: alone)
-        #expect(runExporter(["verify", alone.path]).output.hasSuffix("; not compared with a bundle (none beside it: pass --bundle)\n"))
+        #expect(
+            runExporter(["verify", alone.path]).output.hasSuffix(
+                "; not compared with a bundle (none beside it: pass --bundle)\n"))
         let weights = package.appendingPathComponent("Data/com.apple.CoreML/weights/weight.bin")
         var bytes = try Data(contentsOf: weights)
         bytes[bytes.count - 1] ^= 0x01
@@ -372,7 +420,9 @@ struct MLPackageCommandTests {
         #expect(root["bundle"]?.stringValue == output.appendingPathComponent("tiny/Tiny.aimodel").path)
     }
 
-    @Test("--json: an export prints what it wrote and every manifest; convert its package; nothing else on standard output")
+    @Test(
+        "--json: an export prints what it wrote and every manifest; convert its package; nothing else on standard output"
+    )
     func exportJSON() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
         let output = try Fixtures.temporaryDirectory()
@@ -388,11 +438,18 @@ struct MLPackageCommandTests {
         let written = try Data(contentsOf: folder.appendingPathComponent("Tiny.aimodel/manifest.json"))
         #expect(root["manifest"] == (try JSONParser.parse(Array(written))))
         let compiled = try #require(root["compiled"]?.arrayValue)
-        #expect(compiled.compactMap { $0.objectValue?["artifact"]?.stringValue } == ["h16p", "h17p"].map {
-            folder.appendingPathComponent("Tiny.\($0).aimodelc").path
-        })
-        #expect(root["mlpackage"]?.objectValue?["package"]?.stringValue == folder.appendingPathComponent("Tiny.mlpackage").path)
-        let plain = runExporter([checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path, "--overwrite", "--json"])
+        #expect(
+            compiled.compactMap { $0.objectValue?["artifact"]?.stringValue }
+                == ["h16p", "h17p"].map {
+                    folder.appendingPathComponent("Tiny.\($0).aimodelc").path
+                })
+        #expect(
+            root["mlpackage"]?.objectValue?["package"]?.stringValue
+                == folder.appendingPathComponent("Tiny.mlpackage").path)
+        let plain = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+            "--overwrite", "--json",
+        ])
         let plainRoot = try #require(try JSONParser.parse(Array(plain.output.utf8)).objectValue)
         #expect(plainRoot["compiled"]?.arrayValue == [])
         #expect(plainRoot["mlpackage"] == .null)

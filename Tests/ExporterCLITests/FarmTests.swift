@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("farm: batch runs", .serialized)
@@ -12,13 +13,15 @@ struct FarmTests {
         var jobs: [String] = []
         for index in 0..<count {
             let modelType = ["qwen2", "qwen3", "mistral"][index % 3]
-            let checkpoint = try Fixtures.syntheticCheckpoint(modelType: modelType, seed: UInt64(index + 1), name: "m\(index)")
+            let checkpoint = try Fixtures.syntheticCheckpoint(
+                modelType: modelType, seed: UInt64(index + 1), name: "m\(index)")
             let destination = folder.appendingPathComponent("m\(index)")
             try FileManager.default.moveItem(at: checkpoint, to: destination)
             if index == failing {
                 var config = Fixtures.tinyConfig(modelType: modelType)
                 config["intermediate_size"] = 96
-                try JSONSerialization.data(withJSONObject: config).write(to: destination.appendingPathComponent("config.json"))
+                try JSONSerialization.data(withJSONObject: config).write(
+                    to: destination.appendingPathComponent("config.json"))
             }
             jobs.append(#"{ "name": "job\#(index)", "model": "m\#(index)", "output_name": "M\#(index)" }"#)
         }
@@ -79,19 +82,28 @@ struct FarmTests {
         let (farm, folder) = try makeFarm(count: 1)
         let output = folder.appendingPathComponent("out").path
         let text = try String(contentsOf: farm, encoding: .utf8)
-        try Data(text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#).utf8)
-            .write(to: farm)
+        try Data(
+            text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#)
+                .utf8
+        )
+        .write(to: farm)
         let first = try BuiltExporter.run(["batch", farm.path, "--output", output])
         #expect(first.status == 0, "\(first.error)")
         #expect(first.output.contains("h17p fits"))
         var job = try #require(try report(folder).jobs.first)
         #expect(job.status == "built")
-        #expect(job.devices == [
-            FarmDeviceResult(device: "h17p", status: "built", artifact: "m0/M0.h17p.aimodelc", memory: "fits",
-                             neuralEngine: "all-regions-within-budget", error: nil)
-        ])
-        try Data(text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p", "h16p"]"#).utf8)
-            .write(to: farm)
+        #expect(
+            job.devices == [
+                FarmDeviceResult(
+                    device: "h17p", status: "built", artifact: "m0/M0.h17p.aimodelc", memory: "fits",
+                    neuralEngine: "all-regions-within-budget", error: nil)
+            ])
+        try Data(
+            text.replacingOccurrences(
+                of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p", "h16p"]"#
+            ).utf8
+        )
+        .write(to: farm)
         _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
         job = try #require(try report(folder).jobs.first)
         #expect(job.status == "skipped")
@@ -101,13 +113,18 @@ struct FarmTests {
         #expect(compiled.manifest.buildKey != job.buildKey)
     }
 
-    @Test("a no-op run reads each artifact in full once it has settled, then trusts it while unchanged; damage still rebuilds")
+    @Test(
+        "a no-op run reads each artifact in full once it has settled, then trusts it while unchanged; damage still rebuilds"
+    )
     func verifiedRecord() throws {
         let (farm, folder) = try makeFarm(count: 1)
         let output = folder.appendingPathComponent("out")
         let text = try String(contentsOf: farm, encoding: .utf8)
-        try Data(text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#).utf8)
-            .write(to: farm)
+        try Data(
+            text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#)
+                .utf8
+        )
+        .write(to: farm)
         let recordURL = output.appendingPathComponent(".farm-verified.json")
         func recorded() throws -> [String] {
             let record = try JSONSerialization.jsonObject(with: Data(contentsOf: recordURL)) as? [String: Any]
@@ -127,14 +144,16 @@ struct FarmTests {
         #expect(try run() == ["skipped", "skipped"])
         let bundle = try BundleReader(url: output.appendingPathComponent("m0/M0.aimodel"))
         let compiled = try CompiledArtifactReader(url: output.appendingPathComponent("m0/M0.h17p.aimodelc"))
-        let expected = (bundle.manifest.files.map { "m0/M0.aimodel/" + $0.path }
+        let expected =
+            (bundle.manifest.files.map { "m0/M0.aimodel/" + $0.path }
             + compiled.manifest.files.map { "m0/M0.h17p.aimodelc/" + $0.path }).sorted()
         #expect(try recorded() == expected)
         // Temporary files of a record or report write a killed run left behind go.
         let leftovers = ["..farm-verified.json.1234", ".farm-report.json.1234", ".farm-report-shard-1-of-2.json.1234"]
         for name in leftovers { try Data("{".utf8).write(to: output.appendingPathComponent(name)) }
         #expect(try run() == ["skipped", "skipped"])
-        #expect(leftovers.allSatisfy { !FileManager.default.fileExists(atPath: output.appendingPathComponent($0).path) })
+        #expect(
+            leftovers.allSatisfy { !FileManager.default.fileExists(atPath: output.appendingPathComponent($0).path) })
         #expect(try run(["--reverify"]) == ["skipped", "skipped"])
         #expect(try recorded() == expected)
         // One bit flipped in place, the size unchanged: the record no longer vouches for the file.
@@ -152,7 +171,9 @@ struct FarmTests {
     @Test("shards cover every job once, and their collected report equals an unsharded run's")
     func shards() throws {
         let (farm, folder) = try makeFarm(count: 5)
-        let whole = try BuiltExporter.run(["batch", farm.path, "--output", folder.appendingPathComponent("whole").path, "--json"])
+        let whole = try BuiltExporter.run([
+            "batch", farm.path, "--output", folder.appendingPathComponent("whole").path, "--json",
+        ])
         #expect(whole.status == 0, "\(whole.error)")
         let wholeReport = try JSONDecoder().decode(FarmReport.self, from: Data(whole.output.utf8))
         let matrix = try BuiltExporter.run(["batch", farm.path, "--matrix", "--shards", "3"])
@@ -181,7 +202,9 @@ struct FarmTests {
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             let entries = (try? FileManager.default.subpathsOfDirectory(atPath: output.path)) ?? []
-            if entries.contains(where: { $0.contains(ArtifactDirectory.stagingPrefix) || $0.hasSuffix(".aimodel") }) { break }
+            if entries.contains(where: { $0.contains(ArtifactDirectory.stagingPrefix) || $0.hasSuffix(".aimodel") }) {
+                break
+            }
             usleep(2_000)
         }
         kill(running.process.processIdentifier, SIGKILL)
@@ -210,7 +233,8 @@ struct FarmTests {
         ]
         func runner(capacity: Int?, output: String) throws -> FarmRunner {
             var settings = FarmSettings(
-                outputDirectory: folder.appendingPathComponent(output), concurrentJobs: 3, executable: BuiltExporter.url,
+                outputDirectory: folder.appendingPathComponent(output), concurrentJobs: 3,
+                executable: BuiltExporter.url,
                 environment: environment)
             settings.availableMemoryBytes = capacity
             return FarmRunner(farm: farm, resolver: try Fixtures.resolver(), settings: settings)
@@ -258,10 +282,16 @@ struct FarmTests {
             // A device the table does not offer fails the job before its export.
             #expect(jobs[3].error?.hasPrefix("devices: unknown iOS architecture 'h99x'; known: ") == true)
             #expect(jobs[3].bundle == nil)
-            #expect(jobs[1].error == "writes the same bundle as job 'short' ('m0/m0.aimodel'); give one of them another 'output_name'")
+            #expect(
+                jobs[1].error
+                    == "writes the same bundle as job 'short' ('m0/m0.aimodel'); give one of them another 'output_name'"
+            )
             #expect(jobs[1].exitStatus == 65)
             // The same folder on a case-insensitive file system.
-            #expect(jobs[2].error == "writes the same bundle as job 'short' ('m0/M0.aimodel'); give one of them another 'output_name'")
+            #expect(
+                jobs[2].error
+                    == "writes the same bundle as job 'short' ('m0/M0.aimodel'); give one of them another 'output_name'"
+            )
         }
         let bundle = try BundleReader(url: folder.appendingPathComponent("out/m0/m0.aimodel"))
         #expect(bundle.manifest.contextLength == 64)
@@ -277,7 +307,9 @@ struct FarmTests {
         #expect(run.error.hasPrefix("Error: cannot write '\(file.path)': "))
         #expect(!run.error.contains("NSCocoaErrorDomain"))
         for shard in ["1//2", "+1/2", "1/2/3", "0/2", "3/2", "a/2"] {
-            let bad = try BuiltExporter.run(["batch", farm.path, "--output", folder.appendingPathComponent("out").path, "--shard", shard])
+            let bad = try BuiltExporter.run([
+                "batch", farm.path, "--output", folder.appendingPathComponent("out").path, "--shard", shard,
+            ])
             #expect(bad.status == 64, "\(shard)")
             #expect(bad.error == "Error: --shard expects I/N with 1 ≤ I ≤ N, got '\(shard)'\n")
         }
@@ -294,33 +326,51 @@ struct FarmTests {
         #expect(run.status == 74)
         #expect(
             run.error
-                == "Error: another farm run (pid \(getpid())) is using '\(output.path)'; wait for it to finish or pass --wait\n")
+                == "Error: another farm run (pid \(getpid())) is using '\(output.path)'; wait for it to finish or pass --wait\n"
+        )
     }
 
     @Test("farm files: unknown keys and invalid values name the job")
     func invalidFarmFiles() throws {
         let folder = try Fixtures.temporaryDirectory("farm")
         let cases: [(String, String)] = [
-            (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "contxt": 4096}]}"#,
-             "job 'a': unknown key 'contxt'"),
-            (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "context": -1}]}"#,
-             "job 'a': 'context' must be a positive integer"),
-            (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "A", "model": "y"}]}"#,
-             "job 'A': the name is used by another job"),
-            (#"{"schema": "exporter.farm/1", "defaults": {"platfrom": "iOS"}, "jobs": [{"name": "a", "model": "x"}]}"#,
-             "defaults: unknown key 'platfrom'"),
-            (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "palette_search": "fast"}]}"#,
-             "job 'a': 'palette_search' must be one of: standard, thorough, exact"),
-            (#"{"schema": "exporter.farm/2", "jobs": []}"#, "schema is 'exporter.farm/2'; this version reads 'exporter.farm/1'"),
-            (#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "devices": ["h17p", "h17p"]}]}"#,
-             "job 'a': device 'h17p' is listed twice"),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "contxt": 4096}]}"#,
+                "job 'a': unknown key 'contxt'"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "context": -1}]}"#,
+                "job 'a': 'context' must be a positive integer"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "A", "model": "y"}]}"#,
+                "job 'A': the name is used by another job"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "defaults": {"platfrom": "iOS"}, "jobs": [{"name": "a", "model": "x"}]}"#,
+                "defaults: unknown key 'platfrom'"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "palette_search": "fast"}]}"#,
+                "job 'a': 'palette_search' must be one of: standard, thorough, exact"
+            ),
+            (
+                #"{"schema": "exporter.farm/2", "jobs": []}"#,
+                "schema is 'exporter.farm/2'; this version reads 'exporter.farm/1'"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "devices": ["h17p", "h17p"]}]}"#,
+                "job 'a': device 'h17p' is listed twice"
+            ),
         ]
         for (text, message) in cases {
             let url = folder.appendingPathComponent("farm.json")
             try Data(text.utf8).write(to: url)
             let run = try BuiltExporter.run(["batch", url.path, "--output", folder.appendingPathComponent("out").path])
             #expect(run.status == 65)
-            #expect(run.error.hasPrefix("Error: farm file '\(url.path)', \(message)") || run.error == "Error: farm file '\(url.path)': \(message)\n")
+            #expect(
+                run.error.hasPrefix("Error: farm file '\(url.path)', \(message)")
+                    || run.error == "Error: farm file '\(url.path)': \(message)\n")
         }
     }
 
@@ -328,7 +378,8 @@ struct FarmTests {
     func paletteSearch() throws {
         let folder = try Fixtures.temporaryDirectory("farm")
         let url = folder.appendingPathComponent("farm.json")
-        let text = #"{"schema": "exporter.farm/1", "defaults": {"palette_search": "exact"}, "jobs": [{"name": "a", "model": "qwen3-0.6b"}, {"name": "b", "model": "qwen3-0.6b", "palette_search": "standard"}]}"#
+        let text =
+            #"{"schema": "exporter.farm/1", "defaults": {"palette_search": "exact"}, "jobs": [{"name": "a", "model": "qwen3-0.6b"}, {"name": "b", "model": "qwen3-0.6b", "palette_search": "standard"}]}"#
         try Data(text.utf8).write(to: url)
         let farm = try FarmFile(contentsOf: url)
         #expect(farm.jobs.map(\.paletteSearch) == [.exact, .standard])
@@ -341,7 +392,8 @@ struct FarmTests {
     @Test("the shipped example farm parses")
     func exampleFarm() throws {
         let farm = try FarmFile(contentsOf: Fixtures.presetsDirectory.appendingPathComponent("farm.json"))
-        #expect(farm.jobs.map(\.name) == ["qwen3-0.6b", "qwen2.5-1.5b-instruct", "qwen2.5-1.5b-instruct-8k", "qwen3-4b"])
+        #expect(
+            farm.jobs.map(\.name) == ["qwen3-0.6b", "qwen2.5-1.5b-instruct", "qwen2.5-1.5b-instruct-8k", "qwen3-4b"])
         #expect(farm.jobs.allSatisfy { $0.synthetic == .ifMissing })
         #expect(farm.jobs[2].context == 8192)
     }

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterCLI
 @testable import ExporterKit
 
@@ -29,7 +30,8 @@ enum TinyArtifacts {
         options.quantizeIOSEmbedding = false
         options.outputName = name
         let plan = try ExportPlan.make(options: options, resolver: try Fixtures.resolver())
-        return try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())).bundleURL
+        return try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
+            .bundleURL
     }
 
     /// Copies a bundle folder so a test can damage it.
@@ -96,7 +98,9 @@ struct VerifyCommandTests {
     func damage() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
         let original = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4")
-        let size = try #require(try FileManager.default.attributesOfItem(atPath: original.appendingPathComponent("weights.bin").path)[.size] as? Int)
+        let size = try #require(
+            try FileManager.default.attributesOfItem(atPath: original.appendingPathComponent("weights.bin").path)[.size]
+                as? Int)
 
         let flipped = try TinyArtifacts.copy(original)
         let weightsURL = flipped.appendingPathComponent("weights.bin")
@@ -113,13 +117,15 @@ struct VerifyCommandTests {
         var text = try Data(contentsOf: tokenizerURL)
         text[3] ^= 0x20
         try text.write(to: tokenizerURL)
-        #expect(runExporter(["verify", tokenizer.path]).error.hasPrefix("Error: 'tokenizer/tokenizer.json': CRC-32 is "))
+        #expect(
+            runExporter(["verify", tokenizer.path]).error.hasPrefix("Error: 'tokenizer/tokenizer.json': CRC-32 is "))
 
         let truncated = try TinyArtifacts.copy(original)
         try bytes.prefix(size - 64).write(to: truncated.appendingPathComponent("weights.bin"))
         let truncRun = runExporter(["verify", truncated.path])
         #expect(truncRun.status == 1)
-        #expect(truncRun.error.hasPrefix("Error: 'weights.bin': size is \(size - 64) bytes, the manifest says \(size)\n"))
+        #expect(
+            truncRun.error.hasPrefix("Error: 'weights.bin': size is \(size - 64) bytes, the manifest says \(size)\n"))
         #expect(truncRun.error.contains("Error: 'weights.bin': header says \(size) bytes, the file has \(size - 64)\n"))
         #expect(truncRun.error.contains("runs past the end of 'weights.bin'"))
 
@@ -130,7 +136,9 @@ struct VerifyCommandTests {
         }
         let editRun = runExporter(["verify", edited.path])
         #expect(editRun.status == 1)
-        let graphSize = try #require(try FileManager.default.attributesOfItem(atPath: edited.appendingPathComponent("graph.json").path)[.size] as? Int)
+        let graphSize = try #require(
+            try FileManager.default.attributesOfItem(atPath: edited.appendingPathComponent("graph.json").path)[.size]
+                as? Int)
         #expect(
             editRun.error == """
                 Error: 'graph.json': size is \(graphSize) bytes, the manifest says \(graphSize + 1)
@@ -140,7 +148,9 @@ struct VerifyCommandTests {
 
         let stray = try TinyArtifacts.copy(original)
         try Data("x".utf8).write(to: stray.appendingPathComponent("extra.txt"))
-        #expect(runExporter(["verify", stray.path]).error == "Error: 'extra.txt': present in the artifact but not listed in the manifest\n")
+        #expect(
+            runExporter(["verify", stray.path]).error
+                == "Error: 'extra.txt': present in the artifact but not listed in the manifest\n")
     }
 
     @Test("a FIFO in place of weights.bin fails at once, naming it, instead of waiting for a writer")
@@ -153,14 +163,16 @@ struct VerifyCommandTests {
         let run = runExporter(["verify", bundle.path])
         #expect(Date().timeIntervalSince(start) < 5, "waited for a writer")
         #expect(run.status == 1)
-        #expect(run.error.hasPrefix("Error: 'weights.bin': cannot read '\(weights.path)': a FIFO, not a regular file\n"))
+        #expect(
+            run.error.hasPrefix("Error: 'weights.bin': cannot read '\(weights.path)': a FIFO, not a regular file\n"))
     }
 
     @Test("swapped tensors pass the checksums and format checks but fail the forward pass")
     func swappedLayout() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
         let bundle = try TinyArtifacts.copy(try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
-        try TinyArtifacts.swapTensors(bundle, "model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.o_proj.weight")
+        try TinyArtifacts.swapTensors(
+            bundle, "model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.o_proj.weight")
         let plain = runExporter(["verify", bundle.path])
         #expect(plain.status == 0, "\(plain.error)")
         let tokens = TinyArtifacts.tokens.map(String.init).joined(separator: ",")
@@ -175,7 +187,9 @@ struct VerifyCommandTests {
     func runJSON() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
         let bundle = try TinyArtifacts.export(checkpoint, bits: 8, name: "Tiny8")
-        let run = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,2,3", "--json"])
+        let run = runExporter([
+            "verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,2,3", "--json",
+        ])
         #expect(run.status == 0, "\(run.error)")
         let root = try #require(try JSONParser.parse(Array(run.output.utf8)).objectValue)
         let forward = try #require(root["forward"]?.objectValue)
@@ -187,7 +201,9 @@ struct VerifyCommandTests {
         #expect(first["artifact"]?.objectValue?["next_token_logprob"]?.doubleValue != nil)
         #expect(positions[2].objectValue?["source"]?.objectValue?["next_token_logprob"]?.isNull == true)
         #expect(forward["top1_agreement"]?.doubleValue == 1)
-        let again = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,2,3", "--json"])
+        let again = runExporter([
+            "verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,2,3", "--json",
+        ])
         #expect(again.output == run.output)
     }
 
@@ -196,11 +212,16 @@ struct VerifyCommandTests {
         let checkpoint = try Fixtures.syntheticCheckpoint(seed: 7)
         let other = try Fixtures.syntheticCheckpoint(seed: 8)
         let output = try Fixtures.temporaryDirectory()
-        #expect(runExporter([checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]).status == 0)
+        #expect(
+            runExporter([
+                checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+            ]).status == 0)
         let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
         let source = try BundleReader(url: bundle).manifest.model.source.files
         let weights = try CheckpointWeights(directory: checkpoint)
-        let expected = try ExportRunner.inputFingerprints(directory: checkpoint, weights: weights).first { $0.name == "model.safetensors" }
+        let expected = try ExportRunner.inputFingerprints(directory: checkpoint, weights: weights).first {
+            $0.name == "model.safetensors"
+        }
         #expect(source.map(\.name) == ["model.safetensors"])
         #expect(source.first?.fingerprint == expected?.fingerprint)
         let tokens = output.appendingPathComponent("tokens.txt")
@@ -222,7 +243,9 @@ struct VerifyCommandTests {
         let run = runExporter(["verify", "x.aimodel", "--run"])
         #expect(run.status == 64)
         #expect(run.error.hasPrefix("Error: --run requires --against <checkpoint>\n"))
-        #expect(runExporter(["verify", "x", "--against", "y", "--tokens", "1"]).error.hasPrefix("Error: --tokens requires --run\n"))
+        #expect(
+            runExporter(["verify", "x", "--against", "y", "--tokens", "1"]).error.hasPrefix(
+                "Error: --tokens requires --run\n"))
         #expect(
             runExporter(["verify", "x", "--against", "y", "--run", "--tokens", "1,a"]).error.hasPrefix(
                 "Error: --tokens expects non-negative token ids, got 'a'\n"))
@@ -246,8 +269,14 @@ struct VerifyCommandTests {
             (["diff", bundle.path, "/nonexistent/x.aimodel"], gone),
             (["eval", "/nonexistent/x.aimodel", "--against", checkpoint.path, "--tokens-file", tokens.path], gone),
             (["convert", "/nonexistent/x.aimodel", "--to", "mlpackage"], gone),
-            (["verify", "/nonexistent/x.mlpackage"], "Error: no artifact at '/nonexistent/x.mlpackage': no such file or folder\n"),
-            (["inspect", "/nonexistent/x.mlpackage"], "Error: no artifact at '/nonexistent/x.mlpackage': no such file or folder\n"),
+            (
+                ["verify", "/nonexistent/x.mlpackage"],
+                "Error: no artifact at '/nonexistent/x.mlpackage': no such file or folder\n"
+            ),
+            (
+                ["inspect", "/nonexistent/x.mlpackage"],
+                "Error: no artifact at '/nonexistent/x.mlpackage': no such file or folder\n"
+            ),
             (
                 ["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens-file", "/nonexistent/t.txt"],
                 "Error: cannot read --tokens-file '/nonexistent/t.txt': no such file\n"
@@ -257,8 +286,11 @@ struct VerifyCommandTests {
                 "Error: cannot read --tokens-file '/nonexistent/t.txt': no such file\n"
             ),
             (
-                [checkpoint.path, "--experimental", "--compute-precision", "float16", "--calibration", "/nonexistent/t.txt",
-                 "--output-dir", try Fixtures.temporaryDirectory().path],
+                [
+                    checkpoint.path, "--experimental", "--compute-precision", "float16", "--calibration",
+                    "/nonexistent/t.txt",
+                    "--output-dir", try Fixtures.temporaryDirectory().path,
+                ],
                 "Error: cannot read --calibration '/nonexistent/t.txt': no such file\n"
             ),
         ]

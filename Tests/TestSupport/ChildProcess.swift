@@ -32,7 +32,9 @@ public enum BuiltExporter {
     }
 
     /// Runs the binary with `arguments` and waits for it.
-    public static func run(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) throws -> Outcome {
+    public static func run(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) throws
+        -> Outcome
+    {
         let process = try start(arguments, environment: environment, directory: directory)
         return process.finish()
     }
@@ -63,7 +65,9 @@ public enum BuiltExporter {
 
     /// Starts the binary with `arguments` without waiting, in a clean environment (no real
     /// Hugging Face cache, the repository's presets, no terminal) plus `environment`.
-    public static func start(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) throws -> Running {
+    public static func start(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) throws
+        -> Running
+    {
         let process = Process()
         process.executableURL = url
         process.arguments = arguments

@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// Folders, configs and catalogs for tests.
 public enum Fixtures {
@@ -75,13 +75,16 @@ extension Fixtures {
         modelType: String = "qwen2", overrides: [String: Any?] = [:], seed: UInt64 = 7, shardBytes: Int = 1 << 40,
         reasoning: Bool = false, name: String = "Tiny", dtype: TensorDType = .bf16
     ) throws -> URL {
-        let directory = try checkpointDirectory(config: tinyConfig(modelType: modelType, overrides: overrides), name: name)
+        let directory = try checkpointDirectory(
+            config: tinyConfig(modelType: modelType, overrides: overrides), name: name)
         let config = try ModelConfig(contentsOf: directory.appendingPathComponent("config.json"))
         let tensors = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
         try SyntheticCheckpoint.write(
-            tensors: tensors.map { ($0.name, $0.shape) }, dtype: dtype, seed: seed, to: directory, shardBytes: shardBytes)
+            tensors: tensors.map { ($0.name, $0.shape) }, dtype: dtype, seed: seed, to: directory,
+            shardBytes: shardBytes)
         let vocabulary = reasoning ? #"{"<|im_start|>": 0, "<think>": 1}"# : #"{"<|im_start|>": 0}"#
-        try Data(#"{"model": {"vocab": \#(vocabulary)}}"#.utf8).write(to: directory.appendingPathComponent("tokenizer.json"))
+        try Data(#"{"model": {"vocab": \#(vocabulary)}}"#.utf8).write(
+            to: directory.appendingPathComponent("tokenizer.json"))
         return directory
     }
 
@@ -103,7 +106,8 @@ extension Fixtures {
             default: pattern = UInt32(PrecisionConversion.bfloat16Bits(value))
             }
             for byte in 0..<size {
-                bytes[descriptor.byteRange.lowerBound + element * size + byte] = UInt8(truncatingIfNeeded: pattern >> (8 * byte))
+                bytes[descriptor.byteRange.lowerBound + element * size + byte] = UInt8(
+                    truncatingIfNeeded: pattern >> (8 * byte))
             }
         }
         try Data(bytes).write(to: url)

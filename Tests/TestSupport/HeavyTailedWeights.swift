@@ -54,7 +54,9 @@ public enum HeavyTailedWeights {
 /// raw weights from a seeded k-means++ initialisation, run to a fixed point.
 public enum ReferenceKMeans {
     /// Centroids (ascending) for `values`.
-    public static func lloydPlusPlus(_ values: [Double], clusters: Int, seed: UInt64, maximumIterations: Int = 300) -> [Double] {
+    public static func lloydPlusPlus(_ values: [Double], clusters: Int, seed: UInt64, maximumIterations: Int = 300)
+        -> [Double]
+    {
         var generator = SplitMix64(seed: seed)
         var centroids = [values[Int(generator.next() % UInt64(values.count))]]
         var distances = values.map { ($0 - centroids[0]) * ($0 - centroids[0]) }

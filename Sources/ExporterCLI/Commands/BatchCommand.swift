@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// `exporter batch <farm.json>`: many exports on a build farm, incremental and shardable.
 enum BatchCommand {
@@ -29,9 +29,12 @@ enum BatchCommand {
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let farmPath = arguments.positional(0) else { throw UsageError.missingArgument("farm") }
-        let farm = try FarmFile(contentsOf: URL(fileURLWithPath: farmPath, relativeTo: context.currentDirectory).absoluteURL)
-        let output = URL(fileURLWithPath: arguments.value("output") ?? "Artifacts", relativeTo: context.currentDirectory)
-            .absoluteURL.standardizedFileURL
+        let farm = try FarmFile(
+            contentsOf: URL(fileURLWithPath: farmPath, relativeTo: context.currentDirectory).absoluteURL)
+        let output = URL(
+            fileURLWithPath: arguments.value("output") ?? "Artifacts", relativeTo: context.currentDirectory
+        )
+        .absoluteURL.standardizedFileURL
         var settings = FarmSettings(
             outputDirectory: output,
             concurrentJobs: try arguments.int("jobs", range: 1...) ?? FarmSettings.defaultConcurrentJobs(),
@@ -44,7 +47,8 @@ enum BatchCommand {
             // Digits only on either side of one '/': Int() alone takes "+1", split() skips "1//2".
             let parts = text.split(separator: "/", omittingEmptySubsequences: false)
                 .map { $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) ? Int($0) : nil }
-            guard parts.count == 2, let index = parts[0], let count = parts[1], count >= 1, (1...count).contains(index) else {
+            guard parts.count == 2, let index = parts[0], let count = parts[1], count >= 1, (1...count).contains(index)
+            else {
                 throw FarmError.invalidShard(text)
             }
             settings.shard = (index, count)
@@ -69,7 +73,9 @@ enum BatchCommand {
         } else {
             // A job's error may span lines (the child's message): each is printed, escaped, on its own.
             report = try runner.run { text in
-                if context.errorIsTerminal { text.split(separator: "\n").forEach { context.printError(String($0)) } }
+                if context.errorIsTerminal {
+                    for line in text.split(separator: "\n") { context.printError(String(line)) }
+                }
             }
         }
         if arguments.flag("json") {
@@ -77,15 +83,18 @@ enum BatchCommand {
         } else {
             var rows = [["job", "status", "time", "bundle", "verdicts or error"]]
             for job in report.jobs {
-                let detail = firstLine(job.error) ?? firstLine(job.devices.compactMap(\.error).first)
+                let detail =
+                    firstLine(job.error) ?? firstLine(job.devices.compactMap(\.error).first)
                     ?? job.devices.map(verdictText).joined(separator: ", ")
                 rows.append([
                     job.name, job.status, report.seconds[job.name].map { Format.decimal($0, places: 1) + " s" } ?? "-",
                     job.bundleBytes.map(Format.megabytes) ?? "-", detail,
                 ])
             }
-            Format.table(rows, rightAligned: [2, 3]).forEach { context.print($0) }
-            let written = arguments.flag("collect") ? settings.outputDirectory.appendingPathComponent("farm-report.json") : runner.reportURL
+            context.print(lines: Format.table(rows, rightAligned: [2, 3]))
+            let written =
+                arguments.flag("collect")
+                ? settings.outputDirectory.appendingPathComponent("farm-report.json") : runner.reportURL
             context.print("report: \(written.path)")
         }
         if report.failedCount > 0 { throw FarmError.jobsFailed(count: report.failedCount, total: report.jobs.count) }

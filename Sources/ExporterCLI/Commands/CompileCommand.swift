@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// `exporter compile <bundle.aimodel>`: one `<Name>.<arch>.aimodelc` per device architecture, with a verdict.
 enum CompileCommand {
@@ -41,9 +41,10 @@ enum CompileCommand {
             ?? DevicePlatform(rawValue: bundle.manifest.platform) ?? .iOS
         try Compiler.checkPlatform(bundle: bundleURL, manifest: bundle.manifest, platform: platform)
         let devices = try table.select(arguments.values("device"), platform: platform)
-        let output = arguments.value("output").map {
-            URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
-        } ?? bundleURL.deletingLastPathComponent()
+        let output =
+            arguments.value("output").map {
+                URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
+            } ?? bundleURL.deletingLastPathComponent()
         var request = CompileRequest(
             platform: platform, devices: devices, minimumDeploymentVersion: version, outputDirectory: output)
         request.overwrite = arguments.flag("overwrite")
@@ -58,15 +59,15 @@ enum CompileCommand {
     static func compile(_ bundleURL: URL, request: CompileRequest, output: OutputStyle, context: CommandContext) throws
         -> [CompileResult]
     {
-        let results = try Compiler.compile(bundleURL: bundleURL, request: request, progress: ProgressBar(context: context).update)
+        let results = try Compiler.compile(
+            bundleURL: bundleURL, request: request, progress: ProgressBar(context: context).update)
         switch output {
         case .json: context.writeOutput(try CanonicalJSON.string(results.compactMap(\.manifest.compiled)))
-        case .text: for result in results { VerdictPrinter.compiledLines(result).forEach { context.print($0) } }
+        case .text: for result in results { context.print(lines: VerdictPrinter.compiledLines(result)) }
         case .none: break
         }
         return results
     }
-
 
     /// `--min-deployment-version`, as a usage error when wrong.
     static func deploymentVersion(_ arguments: ParsedArguments) throws -> DeploymentVersion {

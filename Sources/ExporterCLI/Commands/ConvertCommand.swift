@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// `exporter convert <bundle.aimodel> --to mlpackage`: another format from a portable bundle.
 enum ConvertCommand {
@@ -16,7 +16,8 @@ enum ConvertCommand {
             + "Written beside the bundle as <Name>.mlpackage unless --output is given.",
         arguments: [
             .positional("bundle", help: "A <Name>.aimodel bundle folder."),
-            .option("to", choices: Target.allCases.map(\.rawValue), defaultValue: "mlpackage", help: "The target format."),
+            .option(
+                "to", choices: Target.allCases.map(\.rawValue), defaultValue: "mlpackage", help: "The target format."),
             .option("output", valueName: "path", help: "The package to write (default: beside the bundle)."),
             .flag("overwrite", help: "Replace an existing package."),
             .flag("json", help: "Print the package's manifest and what was verified as JSON."),
@@ -26,11 +27,14 @@ enum ConvertCommand {
         guard let path = arguments.positional(0) else { throw UsageError.missingArgument("bundle") }
         _ = try arguments.choice("to", as: Target.self)
         let bundle = URL(fileURLWithPath: path, relativeTo: context.currentDirectory).standardizedFileURL
-        let destination = arguments.value("output").map {
-            URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
-        } ?? MLPackageWriter.defaultDestination(forBundle: bundle)
+        let destination =
+            arguments.value("output").map {
+                URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
+            } ?? MLPackageWriter.defaultDestination(forBundle: bundle)
         let json = arguments.flag("json")
-        try write(bundle: bundle, to: destination, overwrite: arguments.flag("overwrite"), output: json ? .json : .text, context: context)
+        try write(
+            bundle: bundle, to: destination, overwrite: arguments.flag("overwrite"), output: json ? .json : .text,
+            context: context)
         return .success
     }
 
@@ -68,7 +72,7 @@ enum ConvertCommand {
             package: destination.path, manifest: report.manifest, filesChecked: report.filesChecked,
             blobsChecked: report.blobsChecked, tensorsCompared: report.tensorsCompared)
         switch output {
-        case .text: summary(report, at: destination).forEach { context.print($0) }
+        case .text: context.print(lines: summary(report, at: destination))
         case .json: context.writeOutput(try CanonicalJSON.string(written))
         case .none: break
         }
@@ -81,11 +85,20 @@ enum ConvertCommand {
         return ["wrote \(url.path)"]
             + Format.table(
                 [
-                    ["package", "\(Format.megabytes(manifest.packageBytes)) (\(Format.mebibytes(manifest.packageBytes)))"],
-                    ["target", "\(manifest.deploymentTarget), specification \(manifest.specificationVersion), opset \(manifest.opset)"],
+                    [
+                        "package",
+                        "\(Format.megabytes(manifest.packageBytes)) (\(Format.mebibytes(manifest.packageBytes)))",
+                    ],
+                    [
+                        "target",
+                        "\(manifest.deploymentTarget), specification \(manifest.specificationVersion), opset \(manifest.opset)",
+                    ],
                     ["program", "\(manifest.operationCount) ops, \(manifest.blobCount) weight blobs"],
                     ["KV cache", "\(Format.mebibytes(manifest.kvCacheBytes)) in 2 states"],
-                    ["verified", "\(report.filesChecked) files, \(report.blobsChecked) blobs, \(report.tensorsCompared) tensors equal to the bundle's"],
+                    [
+                        "verified",
+                        "\(report.filesChecked) files, \(report.blobsChecked) blobs, \(report.tensorsCompared) tensors equal to the bundle's",
+                    ],
                 ], indent: "  ")
     }
 }

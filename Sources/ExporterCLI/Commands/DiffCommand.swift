@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// `exporter diff <a> <b>`: what changed between two artifacts or manifests; with thresholds,
 /// a release gate.
@@ -13,8 +13,11 @@ enum DiffCommand {
         arguments: [
             .positional("a", help: "The earlier artifact folder or manifest.json."),
             .positional("b", help: "The later artifact folder or manifest.json."),
-            .option("max-size-growth", valueName: "pct", help: "Fail when the size on disk grows by more than this percentage."),
-            .option("min-sqnr-drop", valueName: "dB", help: "Fail when a tensor's SQNR falls by more than this many dB."),
+            .option(
+                "max-size-growth", valueName: "pct",
+                help: "Fail when the size on disk grows by more than this percentage."),
+            .option(
+                "min-sqnr-drop", valueName: "dB", help: "Fail when a tensor's SQNR falls by more than this many dB."),
             .option("tensors", valueName: "n", defaultValue: "20", help: "How many changed tensors to list."),
             .flag("json", help: "Print the differences as JSON."),
         ])
@@ -28,18 +31,19 @@ enum DiffCommand {
         func load(_ path: String) throws -> LoadedArtifact {
             guard !MLPackageViews.isPackage(path) else {
                 throw UsageError.validation(
-                    "diff compares bundles, compiled artifacts and manifests; for the Core ML package '\(path)', diff the bundle it was converted from")
+                    "diff compares bundles, compiled artifacts and manifests; for the Core ML package '\(path)', diff the bundle it was converted from"
+                )
             }
-            return try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+            return try LoadedArtifact(
+                url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         }
         let diff = ManifestDiff(before: try load(first), after: try load(second))
         let regressions = diff.regressions(maxSizeGrowthPercent: maxGrowth, maxSQNRDrop: maxDrop)
         if arguments.flag("json") {
             context.writeOutput(JSONWriter.string(json(diff, regressions: regressions)))
         } else {
-            lines(diff, listed: listed, gated: maxGrowth != nil || maxDrop != nil, passed: regressions.isEmpty).forEach {
-                context.print($0)
-            }
+            let gated = maxGrowth != nil || maxDrop != nil
+            context.print(lines: lines(diff, listed: listed, gated: gated, passed: regressions.isEmpty))
         }
         for regression in regressions { context.printError("Error: \(regression)") }
         return regressions.isEmpty ? .success : .verificationFailed
@@ -64,12 +68,15 @@ enum DiffCommand {
         var lines = ["a: \(diff.beforeName)", "b: \(diff.afterName)", ""]
         lines += Format.table(
             [["", "a", "b", "change"]]
-                + diff.quantities.map { [$0.field, text($0.before, bytes: $0.isBytes), text($0.after, bytes: $0.isBytes), change($0)] },
+                + diff.quantities.map {
+                    [$0.field, text($0.before, bytes: $0.isBytes), text($0.after, bytes: $0.isBytes), change($0)]
+                },
             rightAligned: [1, 2, 3], indent: "  ")
         if !diff.textChanges.isEmpty {
             lines.append("")
             lines += Format.table(
-                [["changed", "a", "b"]] + diff.textChanges.map { [$0.field, $0.before ?? "—", $0.after ?? "—"] }, indent: "  ")
+                [["changed", "a", "b"]] + diff.textChanges.map { [$0.field, $0.before ?? "—", $0.after ?? "—"] },
+                indent: "  ")
         }
         lines.append("")
         if diff.tensorChanges.isEmpty {
@@ -77,9 +84,13 @@ enum DiffCommand {
         } else {
             var rows = [["tensor", "storage", "SQNR a", "SQNR b"]]
             for change in diff.tensorChanges.prefix(listed) {
-                let storage = change.storageBefore == change.storageAfter
+                let storage =
+                    change.storageBefore == change.storageAfter
                     ? change.storageAfter ?? "—" : "\(change.storageBefore ?? "—") → \(change.storageAfter ?? "—")"
-                rows.append([change.name, storage, ManifestDiff.decibels(change.sqnrBefore), ManifestDiff.decibels(change.sqnrAfter)])
+                rows.append([
+                    change.name, storage, ManifestDiff.decibels(change.sqnrBefore),
+                    ManifestDiff.decibels(change.sqnrAfter),
+                ])
             }
             lines += Format.table(rows, rightAligned: [2, 3], indent: "  ")
             if diff.tensorChanges.count > listed {
@@ -93,7 +104,8 @@ enum DiffCommand {
     static func json(_ diff: ManifestDiff, regressions: [String]) -> JSONValue {
         func number(_ value: Double?) -> JSONValue {
             guard let value, value.isFinite else { return .null }
-            return .number(value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(format: "%.4f", value))
+            return .number(
+                value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(format: "%.4f", value))
         }
         func sqnr(_ value: Double?) -> JSONValue {
             guard let value else { return .null }
@@ -106,13 +118,18 @@ enum DiffCommand {
             diff.quantities.map {
                 .object(
                     JSONObject([
-                        ("field", .string($0.field)), ("a", number($0.before)), ("b", number($0.after)), ("delta", number($0.delta)),
+                        ("field", .string($0.field)), ("a", number($0.before)), ("b", number($0.after)),
+                        ("delta", number($0.delta)),
                         ("percent", number($0.percent)),
                     ]))
             })
         root["changed"] = .array(
             diff.textChanges.map {
-                .object(JSONObject([("field", .string($0.field)), ("a", $0.before.map { .string($0) } ?? .null), ("b", $0.after.map { .string($0) } ?? .null)]))
+                .object(
+                    JSONObject([
+                        ("field", .string($0.field)), ("a", $0.before.map { .string($0) } ?? .null),
+                        ("b", $0.after.map { .string($0) } ?? .null),
+                    ]))
             })
         root["tensors"] = .array(
             diff.tensorChanges.map { change in

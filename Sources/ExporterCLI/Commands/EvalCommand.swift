@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// `exporter eval <artifact> --against <checkpoint> --tokens-file F`: perplexity of the
 /// checkpoint and of the artifact over a text, KL divergence and top-1 agreement.
@@ -33,7 +33,8 @@ enum EvalCommand {
                 value: "\(tokens.count) token", option: arguments.isGiven("tokens") ? "--tokens" : "--tokens-file",
                 expected: "at least 2 tokens (perplexity predicts each from those before it)")
         }
-        let artifact = try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+        let artifact = try LoadedArtifact(
+            url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         let checkpoint = URL(fileURLWithPath: against, relativeTo: context.currentDirectory).standardizedFileURL
         try VerifyCommand.warnIfNotExported(artifact.manifest, checkpoint: checkpoint, context: context)
         let bar = ProgressBar(context: context)
@@ -42,7 +43,7 @@ enum EvalCommand {
         if arguments.flag("json") {
             context.writeOutput(JSONWriter.string(json(result, artifact: path)))
         } else {
-            lines(result, artifact: path).forEach { context.print($0) }
+            context.print(lines: lines(result, artifact: path))
         }
         return .success
     }
@@ -56,14 +57,20 @@ enum EvalCommand {
         let agreeing = comparison.positions.filter(\.top1Agrees).count
         let rows = [
             ["compression", result.compression],
-            ["bits/weight", "\(number(result.linearBitsPerWeight, "%.3f")) linear layers, \(number(result.bitsPerWeight, "%.2f")) overall"],
+            [
+                "bits/weight",
+                "\(number(result.linearBitsPerWeight, "%.3f")) linear layers, \(number(result.bitsPerWeight, "%.2f")) overall",
+            ],
             ["tokens", "\(result.tokenCount)"],
             [
                 "perplexity",
                 "\(number(result.sourcePerplexity, "%.3f")) checkpoint → \(number(result.artifactPerplexity, "%.3f")) artifact "
                     + "(\(number(result.perplexityIncreasePercent, "%+.2f"))%)",
             ],
-            ["mean KL", "\(number(comparison.meanKL, "%.5f")) nats per position (max \(number(comparison.maxKL, "%.4f")))"],
+            [
+                "mean KL",
+                "\(number(comparison.meanKL, "%.5f")) nats per position (max \(number(comparison.maxKL, "%.4f")))",
+            ],
             [
                 "top-1 agreement",
                 "\(VerifyCommand.percent(comparison.top1Agreement)) (\(agreeing)/\(comparison.positions.count))",

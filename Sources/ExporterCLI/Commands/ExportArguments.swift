@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// The options shared by every command that plans an export (`exporter <model>`, `plan`).
 enum ExportArguments {

@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// `exporter <model>`: the main job; the root command of the tool.
 enum ExportCommand {
@@ -10,11 +10,15 @@ enum ExportCommand {
             + "Hugging Face cache), checks the registry, palettises the weights and writes "
             + "<output-dir>/<name>/<Name>.aimodel with its manifest.",
         version: ToolVersion.current,
-        arguments: [.positional("model", isRequired: false, help: "A checkpoint folder, a preset name or an 'org/model' id.")]
+        arguments: [
+            .positional("model", isRequired: false, help: "A checkpoint folder, a preset name or an 'org/model' id.")
+        ]
             + ExportArguments.specs + ExportArguments.writeSpecs + [
                 .flag("dry-run", help: "Show the plan and write nothing (same as 'exporter plan')."),
                 .flag("tensors", help: "With --dry-run: list every tensor."),
-                .flag("json", help: "Print JSON: the plan with --dry-run, the list, or what was written and its manifests."),
+                .flag(
+                    "json",
+                    help: "Print JSON: the plan with --dry-run, the list, or what was written and its manifests."),
                 .flag("list-models", help: "List the model families and presets."),
                 .flag("list-presets", help: "List the presets."),
             ],
@@ -38,13 +42,16 @@ enum ExportCommand {
         let version = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
         let checked = try checkedBeforeExport(plan, arguments, devices: devices, context: context)
-        let (compilePlatform, compileDevices, outputDirectory) = (checked.platform, checked.devices, checked.outputDirectory)
+        let (compilePlatform, compileDevices, outputDirectory) = (
+            checked.platform, checked.devices, checked.outputDirectory
+        )
         let availableDisk = context.availableDiskBytes(at: outputDirectory)
         if !compileDevices.isEmpty {
             // The bundle and every compiled artifact together, before any is written (each step
             // checks its own part again).
             let subject = CompileSubject(plan: plan)
-            let tokenizerBytes = ExportRunner.tokenizerBytes(ExportRunner.tokenizer(of: plan, synthetic: arguments.flag("synthetic")))
+            let tokenizerBytes = ExportRunner.tokenizerBytes(
+                ExportRunner.tokenizer(of: plan, synthetic: arguments.flag("synthetic")))
             let bundleBytes = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes)
             try Compiler.checkDisk(
                 compileDevices.map { CompilePlan(subject: subject, device: $0) },
@@ -60,7 +67,8 @@ enum ExportCommand {
         settings.availableDiskBytes = availableDisk
         if arguments.flag("synthetic") {
             guard let seed = UInt64(arguments.value("seed") ?? "0") else {
-                throw UsageError.invalidValue(value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")
+                throw UsageError.invalidValue(
+                    value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")
             }
             settings.syntheticSeed = seed
         }
@@ -71,7 +79,7 @@ enum ExportCommand {
             stepProgress: calibrationBar.update)
         // With --json, one report at the end; otherwise each step prints as it ends.
         let output: OutputStyle = json ? .none : .text
-        if !json { ExportSummary.lines(result).forEach { context.print($0) } }
+        if !json { context.print(lines: ExportSummary.lines(result)) }
         var compiled: [CompileResult] = []
         if arguments.flag("compile") {
             var request = CompileRequest(
@@ -85,7 +93,8 @@ enum ExportCommand {
         if arguments.value("format") == "mlpackage" {
             let destination = MLPackageWriter.defaultDestination(forBundle: result.bundleURL)
             package = try ConvertCommand.write(
-                bundle: result.bundleURL, to: destination, overwrite: settings.overwrite, output: output, context: context)
+                bundle: result.bundleURL, to: destination, overwrite: settings.overwrite, output: output,
+                context: context)
         }
         if json {
             let report = ExportSummary.Report(
@@ -128,9 +137,11 @@ enum ExportCommand {
         let tokens = try arguments.tokenIds(inFileOf: "calibration", relativeTo: context.currentDirectory)
         if let outside = tokens?.first(where: { $0 >= vocabulary }) {
             throw UsageError.invalidValue(
-                value: String(outside), option: "--calibration", expected: "token ids below the vocabulary size \(vocabulary)")
+                value: String(outside), option: "--calibration",
+                expected: "token ids below the vocabulary size \(vocabulary)")
         }
-        let output = URL(fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory)
+        let output = URL(
+            fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory)
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: output.path, isDirectory: &isDirectory), !isDirectory.boolValue {
             throw BundleError.writeFailed(path: output.standardizedFileURL.path, reason: "not a directory")

@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// `exporter inspect <artifact>`: what am I shipping, on one screen.
 enum InspectCommand {
@@ -20,12 +20,15 @@ enum InspectCommand {
         let worst = try arguments.int("worst", range: 0...) ?? 5
         if MLPackageViews.isPackage(path) {
             for option in ["html", "worst"] where arguments.isGiven(option) {
-                throw UsageError.validation("--\(option) applies to bundles, compiled artifacts and manifests, not a Core ML package")
+                throw UsageError.validation(
+                    "--\(option) applies to bundles, compiled artifacts and manifests, not a Core ML package")
             }
             return try MLPackageViews.inspect(
-                URL(fileURLWithPath: path, relativeTo: context.currentDirectory), json: arguments.flag("json"), context: context)
+                URL(fileURLWithPath: path, relativeTo: context.currentDirectory), json: arguments.flag("json"),
+                context: context)
         }
-        let artifact = try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+        let artifact = try LoadedArtifact(
+            url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         let summary = InspectionSummary(artifact: artifact, worst: worst)
         if let html = arguments.value("html") {
             let url = URL(fileURLWithPath: html, relativeTo: context.currentDirectory)
@@ -43,7 +46,7 @@ enum InspectCommand {
         if arguments.flag("json") {
             context.writeOutput(JSONWriter.string(summary.json))
         } else {
-            InspectPrinter.lines(summary).forEach { context.print($0) }
+            context.print(lines: InspectPrinter.lines(summary))
         }
         return .success
     }

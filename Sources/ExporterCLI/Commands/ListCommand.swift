@@ -33,7 +33,8 @@ enum ListCommand {
     static func show(_ sections: Sections, json: Bool, context: CommandContext) throws -> ExitStatus {
         let catalog = try context.catalog()
         let compressions = try catalog.compressionConfigNames().map { try catalog.compressionConfig(named: $0) }
-        let devices = sections.contains(.devices) ? try DeviceTable.load(presetsDirectory: catalog.directory).devices : []
+        let devices =
+            sections.contains(.devices) ? try DeviceTable.load(presetsDirectory: catalog.directory).devices : []
         if json {
             var root = JSONObject()
             if sections.contains(.families) {
@@ -48,7 +49,10 @@ enum ListCommand {
                             ]))
                     })
                 root["model_type_remapping"] = .object(
-                    JSONObject(ArchitectureRegistry.modelTypeRemapping.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
+                    JSONObject(
+                        ArchitectureRegistry.modelTypeRemapping.sorted { $0.key < $1.key }.map {
+                            ($0.key, .string($0.value))
+                        }))
             }
             if sections.contains(.presets) {
                 root["presets"] = .array(
@@ -68,7 +72,8 @@ enum ListCommand {
             if sections.contains(.compression) {
                 root["compression_configs"] = .array(
                     compressions.map { config in
-                        .object(JSONObject([("name", .string(config.name)), ("description", .string(config.description))]))
+                        .object(
+                            JSONObject([("name", .string(config.name)), ("description", .string(config.description))]))
                     })
             }
             if sections.contains(.devices) {
@@ -82,7 +87,10 @@ enum ListCommand {
                                 ("ahead_of_time", .bool(device.aheadOfTime)),
                                 ("ram_bytes", .number(String(device.ramBytes))),
                                 ("app_memory_limit_bytes", .number(String(device.appMemoryLimitBytes))),
-                                ("increased_memory_limit_bytes", device.increasedMemoryLimitBytes.map { .number(String($0)) } ?? .null),
+                                (
+                                    "increased_memory_limit_bytes",
+                                    device.increasedMemoryLimitBytes.map { .number(String($0)) } ?? .null
+                                ),
                                 ("region_budget_bytes", .number(String(device.regionBudgetBytes))),
                                 ("estimates", .array(device.estimates.map { .string($0) })),
                             ]))
@@ -96,7 +104,9 @@ enum ListCommand {
             lines.append("Model families (model_type; qwen2_5 → qwen2, gemma3 → gemma3_text):")
             lines += Format.table(
                 [["model_type", "macOS", "iOS"]]
-                    + ArchitectureRegistry.families.map { [$0.modelType, $0.supportsMacOS ? "yes" : "no", $0.supportsIOS ? "yes" : "no"] },
+                    + ArchitectureRegistry.families.map {
+                        [$0.modelType, $0.supportsMacOS ? "yes" : "no", $0.supportsIOS ? "yes" : "no"]
+                    },
                 indent: "  ")
             lines.append("")
         }
@@ -125,9 +135,13 @@ enum ListCommand {
                     + devices.map { device in
                         let mark = { (field: String) in device.estimates.contains(field) ? "*" : "" }
                         return [
-                            device.id + mark("id"), device.platform.rawValue, device.chip, device.aheadOfTime ? "yes" : "no",
-                            Format.mebibytes(device.ramBytes), Format.mebibytes(device.appMemoryLimitBytes) + mark("app_memory_limit_bytes"),
-                            device.increasedMemoryLimitBytes.map(Format.mebibytes).map { $0 + mark("increased_memory_limit_bytes") } ?? "-",
+                            device.id + mark("id"), device.platform.rawValue, device.chip,
+                            device.aheadOfTime ? "yes" : "no",
+                            Format.mebibytes(device.ramBytes),
+                            Format.mebibytes(device.appMemoryLimitBytes) + mark("app_memory_limit_bytes"),
+                            device.increasedMemoryLimitBytes.map(Format.mebibytes).map {
+                                $0 + mark("increased_memory_limit_bytes")
+                            } ?? "-",
                             Format.mebibytes(device.regionBudgetBytes) + mark("ane_region_budget_bytes"),
                         ]
                     },
@@ -135,7 +149,7 @@ enum ListCommand {
             lines.append("")
         }
         if lines.last == "" { lines.removeLast() }
-        lines.forEach { context.print($0) }
+        context.print(lines: lines)
         return .success
     }
 }

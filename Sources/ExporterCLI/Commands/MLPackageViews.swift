@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// `inspect` and `verify` of a Core ML package (`.mlpackage`), through our manifest in it.
 enum MLPackageViews {
@@ -17,17 +17,26 @@ enum MLPackageViews {
         }
         context.print("\(manifest.name)  (Core ML package, \(manifest.architecture))")
         let ops = manifest.opCounts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        Format.table(
-            [
-                ["package", "\(Format.megabytes(manifest.packageBytes)) (\(Format.mebibytes(manifest.packageBytes)))"],
-                ["target", "\(manifest.deploymentTarget), specification \(manifest.specificationVersion), \(manifest.opset)"],
-                ["context", "\(Format.grouped(manifest.contextLength)) tokens"],
-                ["KV cache", "\(Format.grouped(manifest.kvCacheBytes)) bytes (\(Format.mebibytes(manifest.kvCacheBytes))), two states"],
-                ["weights", "\(manifest.blobCount) blobs for \(manifest.tensors.count) tensors"],
-                ["program", "\(manifest.operationCount) operations"],
-                ["source", manifest.sourceBundle.name],
-            ], indent: "  "
-        ).forEach { context.print($0) }
+        context.print(
+            lines: Format.table(
+                [
+                    [
+                        "package",
+                        "\(Format.megabytes(manifest.packageBytes)) (\(Format.mebibytes(manifest.packageBytes)))",
+                    ],
+                    [
+                        "target",
+                        "\(manifest.deploymentTarget), specification \(manifest.specificationVersion), \(manifest.opset)",
+                    ],
+                    ["context", "\(Format.grouped(manifest.contextLength)) tokens"],
+                    [
+                        "KV cache",
+                        "\(Format.grouped(manifest.kvCacheBytes)) bytes (\(Format.mebibytes(manifest.kvCacheBytes))), two states",
+                    ],
+                    ["weights", "\(manifest.blobCount) blobs for \(manifest.tensors.count) tensors"],
+                    ["program", "\(manifest.operationCount) operations"],
+                    ["source", manifest.sourceBundle.name],
+                ], indent: "  "))
         for line in wrap(ops, width: 76) { context.print("    " + line) }
         return .success
     }
@@ -62,7 +71,9 @@ enum MLPackageViews {
             root["blobs_checked"] = report.map { .number(String($0.blobsChecked)) } ?? .null
             root["tensors_compared"] = report.map { .number(String($0.tensorsCompared)) } ?? .null
             root["failures"] = .array(
-                failure.map { [.object(JSONObject([("subject", .string(url.lastPathComponent)), ("reason", .string($0))]))] } ?? [])
+                failure.map {
+                    [.object(JSONObject([("subject", .string(url.lastPathComponent)), ("reason", .string($0))]))]
+                } ?? [])
             context.writeOutput(JSONWriter.string(.object(root)))
         } else if let report {
             var line = "verified \(url.path): \(report.filesChecked) files, \(report.blobsChecked) blobs"

@@ -39,8 +39,8 @@ enum PlanCommand {
             manifest.conversion = conversion
             context.writeOutput(String(decoding: try manifest.canonicalJSON(), as: UTF8.self))
         } else {
-            (PlanPrinter.lines(plan, conversion: conversion, listTensors: listTensors)
-                + VerdictPrinter.planLines(verdicts)).forEach { context.print($0) }
+            context.print(lines: PlanPrinter.lines(plan, conversion: conversion, listTensors: listTensors))
+            context.print(lines: VerdictPrinter.planLines(verdicts))
         }
         return .success
     }

@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// `exporter synth <model> --out DIR`: a synthetic checkpoint as real safetensors files.
 enum SynthCommand {
@@ -9,11 +9,15 @@ enum SynthCommand {
         discussion: "Weights are deterministic for a seed, heavy-tailed with rare outliers like trained weights. "
             + "For tests and benchmarks: they compute nothing useful.",
         arguments: [
-            .positional("model", help: "A checkpoint folder (only its config.json is read), a preset or an 'org/model' id."),
+            .positional(
+                "model", help: "A checkpoint folder (only its config.json is read), a preset or an 'org/model' id."),
             .option("out", valueName: "dir", help: "The folder to write (created)."),
             .option("seed", valueName: "n", defaultValue: "0", help: "Seed of the weights."),
-            .option("dtype", choices: ["BF16", "F16", "F32"], defaultValue: "BF16", help: "Storage type of the weights."),
-            .option("shard-size", valueName: "bytes", defaultValue: "5000000000", help: "Largest shard before a new one starts."),
+            .option(
+                "dtype", choices: ["BF16", "F16", "F32"], defaultValue: "BF16", help: "Storage type of the weights."),
+            .option(
+                "shard-size", valueName: "bytes", defaultValue: "5000000000",
+                help: "Largest shard before a new one starts."),
             .flag("overwrite", help: "Replace weights already in the folder."),
         ])
 
@@ -21,9 +25,12 @@ enum SynthCommand {
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
         guard let out = arguments.value("out") else { throw UsageError.validation("missing '--out <dir>'") }
         guard let seed = UInt64(arguments.value("seed") ?? "0") else {
-            throw UsageError.invalidValue(value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")
+            throw UsageError.invalidValue(
+                value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")
         }
-        guard let shardBytes = try arguments.int("shard-size", range: 1...) else { throw UsageError.missingValue(option: "--shard-size") }
+        guard let shardBytes = try arguments.int("shard-size", range: 1...) else {
+            throw UsageError.missingValue(option: "--shard-size")
+        }
         let dtype = TensorDType(rawValue: arguments.value("dtype") ?? "BF16") ?? .bf16
         // Any family with a tensor layout can be synthesised: no platform or preset rules apply.
         let resolved = try context.resolver().resolve(model, platform: .macOS, experimental: true, precisionGiven: true)

@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// `exporter verify <artifact>`: recompute, check every format rule, dequantise; optionally
 /// compare with the checkpoint tensor by tensor and through the reference forward pass.
@@ -17,7 +17,8 @@ enum VerifyCommand {
             .option("against", valueName: "checkpoint", help: "The checkpoint folder the artifact was exported from."),
             .option(
                 "bundle", valueName: "aimodel",
-                help: "For an .mlpackage: the bundle to compare every blob with (default: its source bundle beside it)."),
+                help: "For an .mlpackage: the bundle to compare every blob with (default: its source bundle beside it)."
+            ),
             .option("min-sqnr", valueName: "dB", help: "Fail any compressed tensor below this SQNR (needs --against)."),
             .flag("run", help: "Compare the logits of the checkpoint and the artifact (needs --against)."),
             .option("tokens", valueName: "ids", help: "Comma-separated token ids for --run (default: 8 fixed ids)."),
@@ -25,8 +26,11 @@ enum VerifyCommand {
             .option(
                 "min-logit-snr", valueName: "dB", defaultValue: "3",
                 help: "Fail --run when the logits' SNR (each position centred) is lower."),
-            .option("min-agreement", valueName: "fraction", help: "Fail --run when fewer positions agree on the top-1 token."),
-            .option("max-kl", valueName: "nats", help: "Fail --run when the mean KL divergence per position is larger."),
+            .option(
+                "min-agreement", valueName: "fraction",
+                help: "Fail --run when fewer positions agree on the top-1 token."),
+            .option(
+                "max-kl", valueName: "nats", help: "Fail --run when the mean KL divergence per position is larger."),
             .flag("json", help: "Print the report as JSON (with --run: top-5 logits per position for both sides)."),
         ])
 
@@ -41,7 +45,9 @@ enum VerifyCommand {
         if MLPackageViews.isPackage(path) {
             return try MLPackageViews.verify(
                 URL(fileURLWithPath: path, relativeTo: context.currentDirectory),
-                bundle: arguments.value("bundle").map { URL(fileURLWithPath: $0, relativeTo: context.currentDirectory) },
+                bundle: arguments.value("bundle").map {
+                    URL(fileURLWithPath: $0, relativeTo: context.currentDirectory)
+                },
                 json: arguments.flag("json"), context: context)
         }
         let minimumSQNR = try arguments.number("min-sqnr")
@@ -62,7 +68,8 @@ enum VerifyCommand {
         }
         let tokens = try arguments.tokenIds(relativeTo: context.currentDirectory)
 
-        let artifact = try LoadedArtifact(url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+        let artifact = try LoadedArtifact(
+            url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         var checkpointURL: URL?
         var checkpoint: CheckpointWeights?
         if let against {
@@ -77,11 +84,14 @@ enum VerifyCommand {
         if runForward, let checkpointURL {
             if report.structuralFailures > 0 {
                 // Broken files or records: the forward pass would read garbage; the failures say why.
-                report.failures.append(VerificationFailure("forward pass", "not run: the artifact failed the checks above"))
+                report.failures.append(
+                    VerificationFailure("forward pass", "not run: the artifact failed the checks above"))
             } else {
-                let sequence = tokens ?? defaultTokens(vocabularySize: artifact.manifest.tensors.first?.shape.first ?? 1)
+                let sequence =
+                    tokens ?? defaultTokens(vocabularySize: artifact.manifest.tensors.first?.shape.first ?? 1)
                 let result = try ArtifactVerifier.compareForward(
-                    artifact: artifact, checkpoint: checkpointURL, tokens: sequence, progress: ProgressBar(context: context).update)
+                    artifact: artifact, checkpoint: checkpointURL, tokens: sequence,
+                    progress: ProgressBar(context: context).update)
                 comparison = result
                 if !(result.logitSNR >= minimumLogitSNR) {
                     report.failures.append(
@@ -94,7 +104,8 @@ enum VerifyCommand {
                     report.failures.append(
                         VerificationFailure(
                             "forward pass",
-                            "top-1 agreement \(percent(result.top1Agreement)) is below --min-agreement \(percent(minimumAgreement))"))
+                            "top-1 agreement \(percent(result.top1Agreement)) is below --min-agreement \(percent(minimumAgreement))"
+                        ))
                 }
                 if let maximumKL, !(result.meanKL <= maximumKL) {
                     report.failures.append(
@@ -108,7 +119,7 @@ enum VerifyCommand {
         if arguments.flag("json") {
             context.writeOutput(JSONWriter.string(json(report, comparison: comparison, artifact: path)))
         } else {
-            lines(report, comparison: comparison, artifact: path, compared: checkpoint != nil).forEach { context.print($0) }
+            context.print(lines: lines(report, comparison: comparison, artifact: path, compared: checkpoint != nil))
         }
         for failure in report.failures { context.printError("Error: \(failure)") }
         return report.passed ? .success : .verificationFailed
@@ -124,23 +135,31 @@ enum VerifyCommand {
         context.printError(
             "warning: the checkpoint is not the one this artifact was exported from: "
                 + differing.map { "'\($0)'" }.joined(separator: ", ")
-                + (differing.count == 1 ? " differs from the file" : " differ from the files") + " its manifest records")
+                + (differing.count == 1 ? " differs from the file" : " differ from the files") + " its manifest records"
+        )
     }
 
     static func percent(_ fraction: Double) -> String { String(format: "%.1f%%", fraction * 100) }
 
-    static func lines(_ report: VerificationReport, comparison: ForwardComparison?, artifact: String, compared: Bool) -> [String] {
+    static func lines(_ report: VerificationReport, comparison: ForwardComparison?, artifact: String, compared: Bool)
+        -> [String]
+    {
         var rows = [
             ["files", "\(report.filesChecked) checked (size and CRC-32)"],
             [
                 "tensors",
-                "\(report.tensorsDecoded) decoded" + (compared ? ", \(report.tensorsCompared) compared with the checkpoint" : ""),
+                "\(report.tensorsDecoded) decoded"
+                    + (compared ? ", \(report.tensorsCompared) compared with the checkpoint" : ""),
             ],
         ]
         if !report.tensorListChecked {
             rows.append(["", "names and shapes not checked: the graph lacks this family's layout"])
         }
-        if compared, let worst = report.measuredSQNR.filter({ $0.value.isFinite }).min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
+        if compared,
+            let worst = report.measuredSQNR.filter({ $0.value.isFinite }).min(by: {
+                ($0.value, $0.key) < ($1.value, $1.key)
+            })
+        {
             rows.append(["lowest SQNR", "\(Format.decimal(worst.value)) dB  \(worst.key)"])
         }
         if let comparison {
@@ -150,8 +169,14 @@ enum VerifyCommand {
                 "\(comparison.positions.count) tokens: top-1 agreement \(percent(comparison.top1Agreement)) "
                     + "(\(agreeing)/\(comparison.positions.count))",
             ])
-            rows.append(["", "max |Δlogit| \(String(format: "%.4f", comparison.maxLogitDifference)), logit SNR \(ManifestDiff.decibels(comparison.logitSNR))"])
-            rows.append(["", "KL per position: mean \(String(format: "%.5f", comparison.meanKL)), max \(String(format: "%.5f", comparison.maxKL)) nats"])
+            rows.append([
+                "",
+                "max |Δlogit| \(String(format: "%.4f", comparison.maxLogitDifference)), logit SNR \(ManifestDiff.decibels(comparison.logitSNR))",
+            ])
+            rows.append([
+                "",
+                "KL per position: mean \(String(format: "%.5f", comparison.meanKL)), max \(String(format: "%.5f", comparison.maxKL)) nats",
+            ])
             if let source = comparison.sourcePerplexity, let artifactPerplexity = comparison.artifactPerplexity {
                 func text(_ value: Double) -> String { String(format: value < 1e6 ? "%.3f" : "%.3e", value) }
                 rows.append(["", "perplexity \(text(source)) (checkpoint), \(text(artifactPerplexity)) (artifact)"])
@@ -172,8 +197,11 @@ enum VerifyCommand {
         root["tensors_compared"] = .number(String(report.tensorsCompared))
         root["tensor_list_checked"] = .bool(report.tensorListChecked)
         root["failures"] = .array(
-            report.failures.map { .object(JSONObject([("subject", .string($0.subject)), ("reason", .string($0.reason))])) })
-        root["sqnr_db"] = .object(JSONObject(report.measuredSQNR.sorted { $0.key < $1.key }.map { ($0.key, double($0.value)) }))
+            report.failures.map {
+                .object(JSONObject([("subject", .string($0.subject)), ("reason", .string($0.reason))]))
+            })
+        root["sqnr_db"] = .object(
+            JSONObject(report.measuredSQNR.sorted { $0.key < $1.key }.map { ($0.key, double($0.value)) }))
         root["forward"] = comparison?.json ?? .null
         return .object(root)
     }

@@ -11,12 +11,14 @@ extension ParsedArguments {
         else {
             let expected: String
             switch (minimum, maximum) {
-            case (let low?, let high?): expected = "a number from \(Format.decimal(low, places: 0)) to \(Format.decimal(high, places: 0))"
+            case (let low?, let high?):
+                expected = "a number from \(Format.decimal(low, places: 0)) to \(Format.decimal(high, places: 0))"
             case (let low?, nil): expected = low == 0 ? "a non-negative number" : "a number of at least \(low)"
             default: expected = "a number"
             }
             throw UsageError.invalidValue(
-                value: text, option: occurrences[command.option(named: name)?.name ?? name]?.last?.spelling ?? "--\(name)",
+                value: text,
+                option: occurrences[command.option(named: name)?.name ?? name]?.last?.spelling ?? "--\(name)",
                 expected: expected)
         }
         return number

@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// The summary printed once an export is written.
 enum ExportSummary {
@@ -36,11 +36,15 @@ enum ExportSummary {
             "wrote \(result.bundleURL.path)"
         ]
         if manifest.model.weights == "synthetic" {
-            lines.append("  SYNTHETIC WEIGHTS: generated for testing; this bundle computes nothing useful. Never ship it.")
+            lines.append(
+                "  SYNTHETIC WEIGHTS: generated for testing; this bundle computes nothing useful. Never ship it.")
         }
         lines += Format.table(
             [
-                ["bundle", "\(Format.megabytes(bundleBytes)) (\(Format.mebibytes(bundleBytes))), \(Format.decimal(manifest.sizes.bitsPerWeight)) bits per weight"],
+                [
+                    "bundle",
+                    "\(Format.megabytes(bundleBytes)) (\(Format.mebibytes(bundleBytes))), \(Format.decimal(manifest.sizes.bitsPerWeight)) bits per weight",
+                ],
                 ["parameters", Format.grouped(manifest.parameters)],
                 ["context", "\(Format.grouped(manifest.contextLength)) tokens"],
                 ["KV cache", "\(Format.mebibytes(manifest.kvCache.bytes)) (\(manifest.kvCache.dtype))"],

@@ -46,7 +46,10 @@ enum InspectPrinter {
                     + "\(kv.dtype)",
             ],
             memoryRow(m),
-            ["compression", m.compression.config + (m.compression.iosEmbeddingInt8 ? ", embedding int8 per tensor" : "")],
+            [
+                "compression",
+                m.compression.config + (m.compression.iosEmbeddingInt8 ? ", embedding int8 per tensor" : ""),
+            ],
         ]
         if let tokenizer = m.tokenizer, !tokenizer.files.isEmpty {
             facts.append([
@@ -59,8 +62,10 @@ enum InspectPrinter {
             facts.append(["tokenizer", "none in the artifact"])
         }
         if let compiled = m.compiled, let memory = facts.firstIndex(where: { $0[0] == "memory" }) {
-            facts.insert(["", "the portable bundle's estimate: \(Format.mebibytes(m.memory.totalBytes))"], at: memory + 1)
-            facts.insert(["compiled for", "\(compiled.architecture) (\(compiled.chip)), from \(compiled.portable.name)"], at: 3)
+            facts.insert(
+                ["", "the portable bundle's estimate: \(Format.mebibytes(m.memory.totalBytes))"], at: memory + 1)
+            facts.insert(
+                ["compiled for", "\(compiled.architecture) (\(compiled.chip)), from \(compiled.portable.name)"], at: 3)
         }
         lines += Format.table(facts, indent: "  ")
         lines.append("")
@@ -84,7 +89,8 @@ enum InspectPrinter {
         lines.append("")
         if let verdicts = summary.deviceVerdicts, !verdicts.isEmpty {
             lines += Format.table(
-                [["device", "verdict", "detail"]] + verdicts.map { [$0.device, $0.verdict, $0.detail ?? ""] }, indent: "  ")
+                [["device", "verdict", "detail"]] + verdicts.map { [$0.device, $0.verdict, $0.detail ?? ""] },
+                indent: "  ")
         } else {
             lines.append("  no device verdicts (compile with 'exporter compile')")
         }

@@ -11,10 +11,12 @@ enum PlanPrinter {
         let kv = plan.kvCache
         let memory = plan.memory
         let embeddingNote = plan.tensors.contains { $0.rule == "ios-embedding" } ? ", embedding int8 per tensor" : ""
-        let searches = CompressionScheme.Search.allCases.filter { search in plan.tensors.contains { $0.scheme.search == search } }
+        let searches = CompressionScheme.Search.allCases.filter { search in
+            plan.tensors.contains { $0.scheme.search == search }
+        }
         let searchNote = searches.map { ", \($0.rawValue) LUT search" }.joined()
         var lines = [
-            "\(plan.outputName)  (\(presetText))",
+            "\(plan.outputName)  (\(presetText))"
         ]
         lines += Format.table(
             [
@@ -22,7 +24,10 @@ enum PlanPrinter {
                 ["source", sourceDescription(model.source)],
                 ["platform", plan.platform.rawValue],
                 ["precision", plan.precision.rawValue],
-                ["context", "\(Format.grouped(plan.contextLength)) tokens (max \(Format.grouped(model.config.maxPositionEmbeddings)))"],
+                [
+                    "context",
+                    "\(Format.grouped(plan.contextLength)) tokens (max \(Format.grouped(model.config.maxPositionEmbeddings)))",
+                ],
                 ["parameters", Format.grouped(plan.parameters)],
                 ["compression", plan.compression.name + embeddingNote + searchNote],
                 [
@@ -99,7 +104,8 @@ enum PlanPrinter {
     static func sourceDescription(_ source: ModelSource) -> String {
         switch source {
         case .directory(let url): return "directory \(url.path)"
-        case .huggingFaceCache(let repoID, _, let revision): return "Hugging Face cache \(repoID) @ \(revision.prefix(12))"
+        case .huggingFaceCache(let repoID, _, let revision):
+            return "Hugging Face cache \(repoID) @ \(revision.prefix(12))"
         case .presetConfigOnly(let repoID): return "preset config of \(repoID) (weights not on this machine)"
         }
     }

@@ -1,5 +1,5 @@
-import Foundation
 import ExporterKit
+import Foundation
 
 /// A one-line progress bar on standard error, drawn only on a terminal: the share done, what
 /// is under way and the time left, redrawn at most ten times a second and cleared when done.
@@ -29,7 +29,8 @@ final class ProgressBar {
     func update(_ progress: WorkProgress) {
         draw(
             fraction: Double(progress.done) / Double(max(progress.total, 1)), finished: progress.done >= progress.total,
-            detail: progress.countsBytes ? "\(Self.bytes(progress.done, of: progress.total))  \(progress.stage)" : progress.stage)
+            detail: progress.countsBytes
+                ? "\(Self.bytes(progress.done, of: progress.total))  \(progress.stage)" : progress.stage)
     }
 
     /// Seconds since the first update (which starts the clock).

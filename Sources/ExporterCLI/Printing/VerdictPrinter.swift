@@ -13,7 +13,8 @@ enum VerdictPrinter {
                 + "within \(Format.mebibytes(verdict.increasedMemoryLimitBytes ?? 0)) with the entitlements "
                 + verdict.entitlements.joined(separator: ", ")
         case .doesNotFit:
-            let raised = verdict.increasedMemoryLimitBytes.map { " and \(Format.mebibytes($0)) with the entitlements" } ?? ""
+            let raised =
+                verdict.increasedMemoryLimitBytes.map { " and \(Format.mebibytes($0)) with the entitlements" } ?? ""
             return "does-not-fit: \(Format.mebibytes(verdict.totalBytes)) is over \(limit)\(raised)"
         }
     }
@@ -44,13 +45,20 @@ enum VerdictPrinter {
         return ["wrote \(result.url.path)"]
             + Format.table(
                 [
-                    ["device", "\(compiled.architecture) (\(compiled.chip); \(compiled.platform) \(compiled.minDeploymentVersion)+)"],
+                    [
+                        "device",
+                        "\(compiled.architecture) (\(compiled.chip); \(compiled.platform) \(compiled.minDeploymentVersion)+)",
+                    ],
                     [
                         "size",
                         "\(Format.megabytes(bytes)), \(delta >= 0 ? "+" : "-")\(Format.megabytes(abs(delta))) "
                             + "against the portable bundle",
                     ],
-                    ["regions", "\(compiled.regions.count): " + compiled.regions.map { labels[$0.index] ?? "" }.joined(separator: ", ")],
+                    [
+                        "regions",
+                        "\(compiled.regions.count): "
+                            + compiled.regions.map { labels[$0.index] ?? "" }.joined(separator: ", "),
+                    ],
                     [
                         "memory",
                         "\(Format.mebibytes(memory.totalBytes)) = weights \(Format.mebibytes(memory.weightsBytes)) + KV "
@@ -75,7 +83,8 @@ enum VerdictPrinter {
                 ? "all \(verdict.regions) regions fit"
                 : "regions \(verdict.regionsOverBudget.map(String.init).joined(separator: ", ")) over budget"
             rows.append([
-                "\(verdict.architecture) \(verdict.platform)", verdict.chip, Format.mebibytes(verdict.totalBytes), limit,
+                "\(verdict.architecture) \(verdict.platform)", verdict.chip, Format.mebibytes(verdict.totalBytes),
+                limit,
                 verdict.memory.rawValue, engine,
             ])
         }

@@ -49,9 +49,12 @@ public final class ArtifactDirectory {
         var chosen: (url: URL, lock: Int32)?
         for _ in 0..<3 where chosen == nil {
             let candidate = parent.appendingPathComponent(
-                ArtifactDirectory.stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString, isDirectory: true)
-            created += try ArtifactDirectory.makeDirectories(candidate, faults: faults, reportedAs: { _ in destination.path })
-                .filter { $0 != candidate.standardizedFileURL.path }
+                ArtifactDirectory.stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString,
+                isDirectory: true)
+            created += try ArtifactDirectory.makeDirectories(
+                candidate, faults: faults, reportedAs: { _ in destination.path }
+            )
+            .filter { $0 != candidate.standardizedFileURL.path }
             let lock = ArtifactDirectory.lockedDescriptor(candidate.path, wait: true)
             switch lock {
             case .locked(let descriptor) where ArtifactDirectory.isFolder(candidate.path, openAs: descriptor):
@@ -63,12 +66,14 @@ public final class ArtifactDirectory {
             case .failed(let code):
                 _ = rmdir(candidate.path)
                 for path in created.reversed() { _ = rmdir(path) }
-                throw BundleError.writeFailed(path: destination.path, reason: "cannot lock its staging folder: \(systemErrorMessage(code))")
+                throw BundleError.writeFailed(
+                    path: destination.path, reason: "cannot lock its staging folder: \(systemErrorMessage(code))")
             }
         }
         guard let chosen else {
             for path in created.reversed() { _ = rmdir(path) }
-            throw BundleError.writeFailed(path: destination.path, reason: "its staging folder was removed as soon as it was made")
+            throw BundleError.writeFailed(
+                path: destination.path, reason: "its staging folder was removed as soon as it was made")
         }
         staging = chosen.url
         stagingLock = chosen.lock
@@ -125,7 +130,8 @@ public final class ArtifactDirectory {
 
     /// The error when the staging folder was taken away.
     private var stagingRemoved: BundleError {
-        .writeFailed(path: destination.path, reason: "its staging folder was removed while the artifact was being written")
+        .writeFailed(
+            path: destination.path, reason: "its staging folder was removed while the artifact was being written")
     }
 
     /// Removes the staging folders in `parent` (those of the artifact named `name`, or all)
@@ -141,7 +147,8 @@ public final class ArtifactDirectory {
             }
             let url = parent.appendingPathComponent(entry)
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue else { continue }
+            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue
+            else { continue }
             guard case .locked(let descriptor) = lockedDescriptor(url.path, wait: false) else { continue }
             try? FileManager.default.removeItem(at: url)
             close(descriptor)
@@ -160,11 +167,15 @@ public final class ArtifactDirectory {
         var missing: [String] = []
         var current = url.standardizedFileURL.path
         var isDirectory: ObjCBool = false
-        while !current.isEmpty, current != "/", !FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory) {
+        while !current.isEmpty, current != "/",
+            !FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory)
+        {
             missing.append(current)
             current = (current as NSString).deletingLastPathComponent
         }
-        if !current.isEmpty, FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory), !isDirectory.boolValue {
+        if !current.isEmpty, FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory),
+            !isDirectory.boolValue
+        {
             throw BundleError.writeFailed(path: reportedAs(current), reason: "not a directory")
         }
         var created: [String] = []
@@ -260,7 +271,9 @@ public final class ArtifactDirectory {
     /// Exchanges two existing paths atomically; false when the system or file system cannot
     /// (the caller then renames in two steps).
     /// - Throws: `BundleError.writeFailed` naming `reportedPath` for any other failure.
-    private static func exchange(_ first: URL, _ second: URL, reportedAs reportedPath: String, faults: FaultInjector?) throws -> Bool {
+    private static func exchange(_ first: URL, _ second: URL, reportedAs reportedPath: String, faults: FaultInjector?)
+        throws -> Bool
+    {
         try faults?.check(reportedPath, .rename)
         #if os(Linux)
             guard let renameat2 = linuxRenameAt2 else { return false }
@@ -296,16 +309,21 @@ public final class ArtifactDirectory {
     }
 
     #if os(Linux)
-        private typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+        private typealias RenameAt2 =
+            @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
         /// glibc's `renameat2` (2.28 and later), which Swift's Glibc module does not import.
-        private static let linuxRenameAt2: RenameAt2? = dlsym(nil, "renameat2").map { unsafeBitCast($0, to: RenameAt2.self) }
+        private static let linuxRenameAt2: RenameAt2? = dlsym(nil, "renameat2").map {
+            unsafeBitCast($0, to: RenameAt2.self)
+        }
         /// `RENAME_EXCHANGE` of `<linux/fs.h>`, which Swift's Glibc module does not import either.
         private static let linuxRenameExchange: UInt32 = 1 << 1
     #endif
 
     /// Renames `source` to `target` atomically (one `rename(2)`, on the same file system).
     /// - Throws: `BundleError.writeFailed` naming `reportedPath` (the artifact's destination).
-    private static func rename(_ source: URL, to target: URL, reportedAs reportedPath: String, faults: FaultInjector?) throws {
+    private static func rename(_ source: URL, to target: URL, reportedAs reportedPath: String, faults: FaultInjector?)
+        throws
+    {
         try faults?.check(reportedPath, .rename)
         guard Foundation.rename(source.path, target.path) == 0 else {
             throw BundleError.writeFailed(path: reportedPath, reason: systemErrorMessage(errno))

@@ -78,7 +78,8 @@ extension BundleError {
         } catch let error as CheckpointError {
             switch error {
             case .cannotOpen: throw BundleError.readFailed(path: path, reason: "cannot open")
-            case .notARegularFile(_, let kind): throw BundleError.readFailed(path: path, reason: "\(kind), not a regular file")
+            case .notARegularFile(_, let kind):
+                throw BundleError.readFailed(path: path, reason: "\(kind), not a regular file")
             case .readFailed(_, let reason): throw BundleError.readFailed(path: path, reason: reason)
             default: throw BundleError.readFailed(path: path, reason: error.description)
             }

@@ -26,7 +26,8 @@ public struct BundleReader {
                 throw BundleError.fileMismatch(path: file.path, reason: "the manifest names a file outside the bundle")
             }
             guard file.bytes >= 0 else {
-                throw BundleError.fileMismatch(path: file.path, reason: "the manifest gives a negative size \(file.bytes)")
+                throw BundleError.fileMismatch(
+                    path: file.path, reason: "the manifest gives a negative size \(file.bytes)")
             }
             if verifyFiles { try BundleReader.verify(file, in: url, verified: verified) }
         }
@@ -59,7 +60,8 @@ public struct BundleReader {
         var sizes: [String: Int] = [:]
         for tensor in manifest.tensors {
             if let layer = tensor.layer, !(0..<graph.layers).contains(layer) {
-                throw BundleError.invalidTensor(tensor: tensor.name, reason: "layer \(layer), the graph has \(graph.layers) layers")
+                throw BundleError.invalidTensor(
+                    tensor: tensor.name, reason: "layer \(layer), the graph has \(graph.layers) layers")
             }
             // The decoder's record rules first (part sizes against shape and scheme), then the
             // bounds of the part it reads later, a range of rows at a time.
@@ -70,7 +72,8 @@ public struct BundleReader {
                 guard part.offset >= 0, part.bytes >= 0, part.offset <= size, part.bytes <= size - part.offset else {
                     throw BundleError.fileMismatch(
                         path: part.file,
-                        reason: "tensor '\(tensor.name)': \(part.bytes) bytes at offset \(part.offset) lie outside the file's "
+                        reason:
+                            "tensor '\(tensor.name)': \(part.bytes) bytes at offset \(part.offset) lie outside the file's "
                             + "\(size) bytes")
                 }
             }
@@ -109,11 +112,13 @@ public struct BundleReader {
             return (reader.byteCount, reader.byteCount == file.bytes ? try CRC32.checksum(of: reader) : 0)
         }
         guard size == file.bytes else {
-            throw BundleError.fileMismatch(path: file.path, reason: "size is \(size) bytes, the manifest says \(file.bytes)")
+            throw BundleError.fileMismatch(
+                path: file.path, reason: "size is \(size) bytes, the manifest says \(file.bytes)")
         }
         let actual = BundleWriter.hex(crc)
         guard actual == file.crc32 else {
-            throw BundleError.fileMismatch(path: file.path, reason: "CRC-32 is \(actual), the manifest says \(file.crc32)")
+            throw BundleError.fileMismatch(
+                path: file.path, reason: "CRC-32 is \(actual), the manifest says \(file.crc32)")
         }
         verified?.record(url, before: before, bytes: file.bytes, crc32: file.crc32)
     }
@@ -150,7 +155,8 @@ public struct BundleReader {
         let actualSize = try fileSize(BundleWriter.weightsName)
         guard declaredSize == UInt64(actualSize) else {
             throw BundleError.fileMismatch(
-                path: BundleWriter.weightsName, reason: "the header says \(declaredSize) bytes, the file has \(actualSize)")
+                path: BundleWriter.weightsName,
+                reason: "the header says \(declaredSize) bytes, the file has \(actualSize)")
         }
     }
 
@@ -187,7 +193,9 @@ public struct BundleReader {
     /// The tensor `name` dequantised to float32, row-major.
     /// - Throws: `BundleError` when the tensor is unknown or its record breaks a format rule.
     public func dequantize(_ name: String) throws -> [Float] {
-        guard let tensor = manifest.tensors.first(where: { $0.name == name }) else { throw BundleError.unknownTensor(name) }
+        guard let tensor = manifest.tensors.first(where: { $0.name == name }) else {
+            throw BundleError.unknownTensor(name)
+        }
         return try dequantize(tensor)
     }
 

@@ -101,11 +101,13 @@ public enum BundleWriter {
             let encoded = try encoder.compress(tensor, try prefetcher.values(of: index), from: request.source)
             let parts = layout.parts[index]
             guard encoded.blobs.count == parts.count else {
-                throw BundleError.invalidTensor(tensor: tensor.spec.name, reason: "encoder produced an unexpected part count")
+                throw BundleError.invalidTensor(
+                    tensor: tensor.spec.name, reason: "encoder produced an unexpected part count")
             }
             for (blob, part) in zip(encoded.blobs, parts) where blob.byteCount != part.bytes {
                 throw BundleError.invalidTensor(
-                    tensor: tensor.spec.name, reason: "\(part.kind) is \(blob.byteCount) bytes, the layout expects \(part.bytes)")
+                    tensor: tensor.spec.name,
+                    reason: "\(part.kind) is \(blob.byteCount) bytes, the layout expects \(part.bytes)")
             }
             try writer.enqueue(zip(encoded.blobs, parts.map(\.offset)).map { ($0, $1) }, tensor: tensor.spec.name)
             manifest.tensors[index].parts = parts.map {
@@ -117,7 +119,8 @@ public enum BundleWriter {
             progress(
                 ExportProgress(
                     tensorsDone: index + 1, tensorCount: plan.tensors.count, parametersDone: parametersDone,
-                    parameterCount: plan.parameters, bytesDone: nextStart ?? layout.fileBytes, byteCount: layout.fileBytes,
+                    parameterCount: plan.parameters, bytesDone: nextStart ?? layout.fileBytes,
+                    byteCount: layout.fileBytes,
                     tensorName: tensor.spec.name))
         }
         try writer.drain()
@@ -135,7 +138,9 @@ public enum BundleWriter {
                 let copy = try directory.createFile("tokenizer/" + file.lastPathComponent)
                 try copyContents(of: file, to: copy)
                 try copy.finish()
-                files.append(Manifest.File(path: "tokenizer/" + file.lastPathComponent, bytes: copy.size, crc32: hex(copy.crc.value)))
+                files.append(
+                    Manifest.File(
+                        path: "tokenizer/" + file.lastPathComponent, bytes: copy.size, crc32: hex(copy.crc.value)))
             }
             manifest.tokenizer = tokenizer.manifestRecord
         }
@@ -156,7 +161,6 @@ public enum BundleWriter {
         let digits = String(crc, radix: 16)
         return String(repeating: "0", count: 8 - digits.count) + digits
     }
-
 
     private static func copyContents(of source: URL, to output: OutputFile) throws {
         try BundleError.readingFile(source.path) {
@@ -218,7 +222,8 @@ final class TensorWriteQueue: @unchecked Sendable {
                     for (blob, offset) in blobs {
                         try file.pad(toMultipleOf: alignment)
                         guard file.size == offset else {
-                            throw BundleError.invalidTensor(tensor: tensor, reason: "written at \(file.size), planned at \(offset)")
+                            throw BundleError.invalidTensor(
+                                tensor: tensor, reason: "written at \(file.size), planned at \(offset)")
                         }
                         try blob.write(file)
                     }

@@ -83,7 +83,9 @@ public enum ExportRunner {
         }
         if let index = weights.indexURL { inputs.append((index, [])) }
         inputs += try TokenizerFiles(directory: directory).files.map { ($0, []) }
-        return try inputs.map { ($0.url.lastPathComponent, try BuildKey.fingerprint(of: $0.url, tensorRanges: $0.tensors)) }
+        return try inputs.map {
+            ($0.url.lastPathComponent, try BuildKey.fingerprint(of: $0.url, tensorRanges: $0.tensors))
+        }
     }
 
     /// Exports `plan`.
@@ -110,9 +112,14 @@ public enum ExportRunner {
         if let seed = settings.syntheticSeed {
             source = SyntheticWeightSource(seed: seed, storage: SyntheticWeightSource.storage(for: plan.model.config))
         } else {
-            guard let directory = plan.model.source.checkpointDirectory, let root = plan.model.source.containmentRoot else {
+            guard let directory = plan.model.source.checkpointDirectory, let root = plan.model.source.containmentRoot
+            else {
                 let repoID: String
-                if case .presetConfigOnly(let id) = plan.model.source { repoID = id } else { repoID = plan.model.argument }
+                if case .presetConfigOnly(let id) = plan.model.source {
+                    repoID = id
+                } else {
+                    repoID = plan.model.argument
+                }
                 throw ExportError.noWeights(
                     model: plan.model.preset?.id ?? plan.model.argument, repoID: repoID,
                     lookedIn: "the Hugging Face cache, models--" + repoID.replacingOccurrences(of: "/", with: "--"))
@@ -121,12 +128,14 @@ public enum ExportRunner {
             warnings += try CheckpointValidator.validate(
                 weights, against: plan.tensors.map(\.spec), tiedEmbeddings: plan.model.config.tieWordEmbeddings)
             fingerprints = try inputFingerprints(directory: directory, weights: weights)
-            let fingerprintOf = Dictionary(fingerprints.map { ($0.name, $0.fingerprint) }, uniquingKeysWith: { first, _ in first })
+            let fingerprintOf = Dictionary(
+                fingerprints.map { ($0.name, $0.fingerprint) }, uniquingKeysWith: { first, _ in first })
             sourceFiles = weights.fileSizes.sorted { $0.key < $1.key }.map {
                 Manifest.SourceFile(name: $0.key, bytes: $0.value, fingerprint: fingerprintOf[$0.key])
             }
             tokenizer = try TokenizerFiles(directory: directory)
-            let checkpoint = CheckpointWeightSource(weights: weights, outOfRange: settings.allowClamp ? .clamp : .refuse)
+            let checkpoint = CheckpointWeightSource(
+                weights: weights, outOfRange: settings.allowClamp ? .clamp : .refuse)
             checkpointSource = checkpoint
             source = checkpoint
         }
@@ -134,7 +143,8 @@ public enum ExportRunner {
             source: source, allowClamp: settings.allowClamp, calibrated: settings.calibrationTokens != nil)
         try checkMemory(plan, conditions: memoryConditions, available: settings.availableMemoryBytes)
         try checkDisk(
-            plan, tokenizer: tokenizer, outputDirectory: settings.outputDirectory, available: settings.availableDiskBytes)
+            plan, tokenizer: tokenizer, outputDirectory: settings.outputDirectory,
+            available: settings.availableDiskBytes)
         // The plan's (uneven groups, rules matching nothing) too: the manifest records them,
         // but whoever runs the export should not have to read it to learn of them.
         (plan.warnings + warnings).forEach(warn)
@@ -153,11 +163,14 @@ public enum ExportRunner {
                 allowClamp: settings.allowClamp, calibration: calibration.map { "\($0.tokenCount):\($0.tokensCRC32)" }),
             faults: settings.faults)
         request.calibration = calibration
-        let manifest = try BundleWriter.write(request, extraWarnings: {
-            warnings + (checkpointSource?.clampLog.entries(in: plan.tensors.map(\.spec.name)) ?? []).map {
-                "tensor '\($0.tensor)': \($0.count) \($0.count == 1 ? "value" : "values") clamped to the float16 range (--allow-clamp)"
-            }
-        }, progress: progress)
+        let manifest = try BundleWriter.write(
+            request,
+            extraWarnings: {
+                warnings
+                    + (checkpointSource?.clampLog.entries(in: plan.tensors.map(\.spec.name)) ?? []).map {
+                        "tensor '\($0.tensor)': \($0.count) \($0.count == 1 ? "value" : "values") clamped to the float16 range (--allow-clamp)"
+                    }
+            }, progress: progress)
         return ExportResult(bundleURL: destination, manifest: manifest)
     }
 
@@ -224,8 +237,10 @@ public enum ExportRunner {
 
     /// Bytes of the tokenizer files a bundle copies.
     public static func tokenizerBytes(_ tokenizer: TokenizerFiles?) -> Int {
-        (tokenizer?.files ?? []).map { ((try? FileManager.default.attributesOfItem(atPath: $0.path))?[.size] as? Int) ?? 0 }
-            .saturatingSum
+        (tokenizer?.files ?? []).map {
+            ((try? FileManager.default.attributesOfItem(atPath: $0.path))?[.size] as? Int) ?? 0
+        }
+        .saturatingSum
     }
 
     /// The tokenizer files the export of `plan` will copy: none for synthetic weights or a
@@ -237,7 +252,8 @@ public enum ExportRunner {
 
     /// Refuses a bundle estimated larger than the free space `available` of its volume.
     /// - Throws: `ResourceError.notEnoughDisk`.
-    static func checkDisk(_ plan: ExportPlan, tokenizer: TokenizerFiles?, outputDirectory: URL, available: Int?) throws {
+    static func checkDisk(_ plan: ExportPlan, tokenizer: TokenizerFiles?, outputDirectory: URL, available: Int?) throws
+    {
         guard let available else { return }
         let needed = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes(tokenizer))
         guard needed <= available else {

@@ -170,7 +170,9 @@ public final class OutputFile {
     ///   - reportedPath: the path errors name (default: `url`'s).
     ///   - bypassPageCache: write around the page cache where the system allows it.
     /// - Throws: `BundleError.writeFailed` naming the path.
-    public init(url: URL, faults: FaultInjector? = nil, reportedPath: String? = nil, bypassPageCache: Bool = false) throws {
+    public init(url: URL, faults: FaultInjector? = nil, reportedPath: String? = nil, bypassPageCache: Bool = false)
+        throws
+    {
         let path = reportedPath ?? url.path
         self.path = path
         self.faults = faults
@@ -187,7 +189,7 @@ public final class OutputFile {
     deinit {
         inFlight.wait()
         if !closed { _ = close(descriptor) }
-        buffers.forEach { $0.deallocate() }
+        for buffer in buffers { buffer.deallocate() }
     }
 
     static func errnoText() -> String { systemErrorMessage(errno) }
@@ -285,7 +287,9 @@ public final class OutputFile {
         try waitForWrites()
         let staged = WorkerShared(UnsafeRawBufferPointer(start: buffer, count: buffered))
         writeQueue.async(group: inFlight) { [self] in
-            do { try writeAll(staged.value) } catch { lock.withLock { if writeFailure == nil { writeFailure = error } } }
+            do { try writeAll(staged.value) } catch {
+                lock.withLock { if writeFailure == nil { writeFailure = error } }
+            }
         }
         filling = 1 - filling
         buffered = 0

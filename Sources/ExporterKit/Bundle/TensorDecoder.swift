@@ -35,7 +35,9 @@ struct TensorDecoder {
     /// - Throws: `BundleError.invalidTensor` naming the broken rule; `read`'s errors.
     init(_ tensor: Manifest.Tensor, precision: String, read: (Manifest.Part) throws -> [UInt8]) throws {
         func invalid(_ reason: String) -> BundleError { .invalidTensor(tensor: tensor.name, reason: reason) }
-        guard !tensor.shape.isEmpty, tensor.shape.allSatisfy({ $0 > 0 }) else { throw invalid("invalid shape \(tensor.shape)") }
+        guard !tensor.shape.isEmpty, tensor.shape.allSatisfy({ $0 > 0 }) else {
+            throw invalid("invalid shape \(tensor.shape)")
+        }
         var (elements, overflow) = (1, false)
         for dimension in tensor.shape where !overflow {
             (elements, overflow) = elements.multipliedReportingOverflow(by: dimension)
@@ -64,7 +66,9 @@ struct TensorDecoder {
         switch scheme.mode {
         case .keep:
             guard kinds == ["values"] else { throw invalid("parts \(kinds), expected [values]") }
-            guard let stored = ComputePrecision(rawValue: precision) else { throw invalid("unknown precision '\(precision)'") }
+            guard let stored = ComputePrecision(rawValue: precision) else {
+                throw invalid("unknown precision '\(precision)'")
+            }
             streamedPart = try part("values", bytes: elements * stored.bytesPerElement)
             layout = .keep(stored)
         case .palettize:
@@ -76,7 +80,8 @@ struct TensorDecoder {
             guard let bits = scheme.bits, CompressionScheme.paletteBits.contains(bits) else {
                 throw invalid("palette of \(scheme.bits ?? 0) bits")
             }
-            let groupRows = scheme.granularity == .perGroupedChannel || scheme.granularity == .perBlock
+            let groupRows =
+                scheme.granularity == .perGroupedChannel || scheme.granularity == .perBlock
                 ? (scheme.groupSize ?? 0) : rows
             guard groupRows > 0 else { throw invalid("group size \(groupRows)") }
             let blockColumns = scheme.granularity == .perBlock ? (scheme.blockSize ?? 0) : columns
@@ -86,7 +91,8 @@ struct TensorDecoder {
             let blocks = columns.dividedRoundingUp(by: blockColumns)
             // Every LUT entry as Float once (a table lookup: Linux x86-64 builds convert float16
             // in software).
-            let lut = try small("lut", bytes: groups * blocks * (1 << bits) * 2).withUnsafeBytes(Float16Table.floats(littleEndian:))
+            let lut = try small("lut", bytes: groups * blocks * (1 << bits) * 2).withUnsafeBytes(
+                Float16Table.floats(littleEndian:))
             streamedPart = try part("indices", bytes: (elements * bits + 7) / 8)
             var positions: [Int] = []
             var exact: [Float] = []
@@ -102,7 +108,9 @@ struct TensorDecoder {
                     guard position < elements else {
                         throw invalid("outlier index \(position) is outside the \(elements) elements")
                     }
-                    if let previous, position <= previous { throw invalid("outlier indices are not strictly ascending") }
+                    if let previous, position <= previous {
+                        throw invalid("outlier indices are not strictly ascending")
+                    }
                     guard value.isFinite else { throw invalid("outlier value at element \(position) is not finite") }
                     previous = position
                 }
@@ -154,7 +162,9 @@ struct TensorDecoder {
 
     /// Decodes `range` of rows into `output` (`range.count * columns` elements) from `bytes`,
     /// the bytes `streamedBytes(rows: range)` of `streamedPart`.
-    func decode(rows range: Range<Int>, from bytes: UnsafeRawBufferPointer, into output: UnsafeMutableBufferPointer<Float>) {
+    func decode(
+        rows range: Range<Int>, from bytes: UnsafeRawBufferPointer, into output: UnsafeMutableBufferPointer<Float>
+    ) {
         let firstElement = range.lowerBound * columns
         let count = range.count * columns
         precondition(output.count >= count && bytes.count == streamedBytes(rows: range).count, "decode buffer sizes")
@@ -178,13 +188,16 @@ struct TensorDecoder {
             let blocks = columns.dividedRoundingUp(by: palette.blockColumns)
             palette.lut.withUnsafeBufferPointer { lut in
                 var reader = BitStreamReader(
-                    bytes: bytes.bindMemory(to: UInt8.self), bits: palette.bits, bitOffset: firstElement * palette.bits % 8)
+                    bytes: bytes.bindMemory(to: UInt8.self), bits: palette.bits,
+                    bitOffset: firstElement * palette.bits % 8)
                 var element = 0
                 for row in range {
                     let rowBase = (row / palette.groupRows) * blocks
                     for block in 0..<blocks {
                         let count = min(columns, (block + 1) * palette.blockColumns) - block * palette.blockColumns
-                        reader.lookUp(count, in: lut.baseAddress! + (rowBase + block) * entries, into: output.baseAddress! + element)
+                        reader.lookUp(
+                            count, in: lut.baseAddress! + (rowBase + block) * entries,
+                            into: output.baseAddress! + element)
                         element += count
                     }
                 }
@@ -217,14 +230,16 @@ struct TensorDecoder {
         let rows = rows ?? 0..<decoder.rows
         guard rows.lowerBound >= 0, rows.upperBound <= decoder.rows else {
             throw BundleError.invalidTensor(
-                tensor: tensor.name, reason: "rows \(rows.lowerBound)..<\(rows.upperBound) are outside its \(decoder.rows)")
+                tensor: tensor.name,
+                reason: "rows \(rows.lowerBound)..<\(rows.upperBound) are outside its \(decoder.rows)")
         }
         let bytes = decoder.streamedBytes(rows: rows)
         var part = decoder.streamedPart
         (part.offset, part.bytes) = (part.offset + bytes.lowerBound, bytes.count)
         let stored = try read(part)
         guard stored.count == bytes.count else {
-            throw BundleError.invalidTensor(tensor: tensor.name, reason: "\(part.kind) read \(stored.count) bytes of \(bytes.count)")
+            throw BundleError.invalidTensor(
+                tensor: tensor.name, reason: "\(part.kind) read \(stored.count) bytes of \(bytes.count)")
         }
         let count = rows.count * decoder.columns
         return [Float](unsafeUninitializedCapacity: count) { output, initialized in

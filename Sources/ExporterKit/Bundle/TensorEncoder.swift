@@ -67,7 +67,9 @@ struct TensorEncoder {
                 })
         }
         if let kind = source.storedPatterns(spec) {
-            if Self.streams(tensor, precision: precision, calibrated: importance[spec.name] != nil) { return .stream(kind) }
+            if Self.streams(tensor, precision: precision, calibrated: importance[spec.name] != nil) {
+                return .stream(kind)
+            }
             if tensor.scheme.mode == .palettize && usesPlainPalette(tensor) {
                 let patterns = try [UInt16](unsafeUninitializedCapacity: spec.elementCount) { buffer, count in
                     count = 0
@@ -149,7 +151,8 @@ struct TensorEncoder {
             let read = { (elements: Range<Int>, buffer: UnsafeMutableBufferPointer<UInt16>) in
                 try source.readStoredPatterns(spec, elements: elements, into: buffer)
             }
-            guard try Self.float16Blocks(of: spec.elementCount, kind: kind, converting: false, read: read, body: { _ in })
+            guard
+                try Self.float16Blocks(of: spec.elementCount, kind: kind, converting: false, read: read, body: { _ in })
             else {
                 // Values float16 cannot hold: through the reader, which reports or clamps them.
                 return try compress(tensor, try loadHalf(tensor, from: source), from: source)
@@ -173,7 +176,8 @@ struct TensorEncoder {
             let blockColumns = scheme.granularity == .perBlock ? (scheme.blockSize ?? columns) : columns
             let palette = try values.withUnsafeBufferPointer {
                 try BlockPalettizer.palettize(
-                    $0, rows: rows, columns: columns, bits: scheme.bits ?? 4, groupRows: groupRows, blockColumns: blockColumns,
+                    $0, rows: rows, columns: columns, bits: scheme.bits ?? 4, groupRows: groupRows,
+                    blockColumns: blockColumns,
                     outlierCount: scheme.outlierCount(elements: spec.elementCount), importance: importance[spec.name],
                     name: spec.name, clustering: PaletteClustering(search: scheme.search))
             }
@@ -236,7 +240,8 @@ struct TensorEncoder {
             let quantized = try values.withUnsafeBufferPointer {
                 try LinearQuantizer.quantizeInt8(
                     $0, rows: rows, columns: columns,
-                    granularity: tensor.scheme.granularity == .perChannel ? .perOutputChannel : .perTensor, name: spec.name)
+                    granularity: tensor.scheme.granularity == .perChannel ? .perOutputChannel : .perTensor,
+                    name: spec.name)
             }
             return EncodedTensor(blobs: [Blob(quantized.scales), Blob(quantized.values)], sqnr: quantized.sqnrDecibels)
         case (.palettize, .single), (.linear, .single), (.keep, .patterns), (.linear, .patterns):
@@ -271,7 +276,8 @@ struct TensorEncoder {
                 continue
             }
             let converted = UnsafeMutableBufferPointer(rebasing: halves[0..<block.count])
-            _ = PrecisionConversion.toFloat16(bfloat16Bits: UnsafeBufferPointer(block), into: converted, clampingOutOfRange: false)
+            _ = PrecisionConversion.toFloat16(
+                bfloat16Bits: UnsafeBufferPointer(block), into: converted, clampingOutOfRange: false)
             try converted.withMemoryRebound(to: UInt16.self) { try body(UnsafeBufferPointer($0)) }
         }
         return true

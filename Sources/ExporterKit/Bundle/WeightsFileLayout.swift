@@ -63,7 +63,9 @@ public struct WeightsFileLayout: Equatable, Sendable {
             return [
                 ("lut", "float16", scheme.lutCount(rows: rows, columns: columns) * (1 << bits) * 2),
                 ("indices", "uint\(bits)", (elements * bits + 7) / 8),
-            ] + (outliers == 0 ? [] : [("outlier_indices", "uint32", outliers * 4), ("outlier_values", "float16", outliers * 2)])
+            ]
+                + (outliers == 0
+                    ? [] : [("outlier_indices", "uint32", outliers * 4), ("outlier_values", "float16", outliers * 2)])
         case .linear:
             return [("scales", "float32", scheme.groupCount(rows: rows) * 4), ("values", "int8", elements)]
         }

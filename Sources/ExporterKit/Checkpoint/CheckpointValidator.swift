@@ -34,17 +34,22 @@ public enum CheckpointValidator {
     /// Checks every planned tensor is present with its shape and a float dtype.
     /// - Returns: warnings, e.g. the unexpected tensors listed in one line.
     /// - Throws: `CheckpointMismatch` for the first problem, naming file, tensor and both shapes.
-    public static func validate(_ weights: CheckpointWeights, against tensors: [TensorSpec], tiedEmbeddings: Bool) throws
+    public static func validate(_ weights: CheckpointWeights, against tensors: [TensorSpec], tiedEmbeddings: Bool)
+        throws
         -> [String]
     {
         let checkpoint = weights.directory.path
         for tensor in tensors {
             guard let found = weights.tensors[tensor.name] else {
-                if tensor.role == .head, !tiedEmbeddings { throw CheckpointMismatch.missingHead(checkpoint: checkpoint) }
-                throw CheckpointMismatch.missingTensor(checkpoint: checkpoint, tensor: tensor.name, expectedShape: tensor.shape)
+                if tensor.role == .head, !tiedEmbeddings {
+                    throw CheckpointMismatch.missingHead(checkpoint: checkpoint)
+                }
+                throw CheckpointMismatch.missingTensor(
+                    checkpoint: checkpoint, tensor: tensor.name, expectedShape: tensor.shape)
             }
             guard floatTypes.contains(found.dtype) else {
-                throw CheckpointMismatch.notFloat(file: found.fileURL.path, tensor: tensor.name, dtype: found.dtype.rawValue)
+                throw CheckpointMismatch.notFloat(
+                    file: found.fileURL.path, tensor: tensor.name, dtype: found.dtype.rawValue)
             }
             guard found.shape == tensor.shape else {
                 throw CheckpointMismatch.wrongShape(
@@ -56,6 +61,8 @@ public enum CheckpointValidator {
         guard !unexpected.isEmpty else { return [] }
         let shown = unexpected.prefix(8).joined(separator: ", ")
         let more = unexpected.count > 8 ? " and \(unexpected.count - 8) more" : ""
-        return ["checkpoint has \(unexpected.count) tensor(s) the architecture does not use, not exported: \(shown)\(more)"]
+        return [
+            "checkpoint has \(unexpected.count) tensor(s) the architecture does not use, not exported: \(shown)\(more)"
+        ]
     }
 }

@@ -94,7 +94,8 @@ final class ReadOnlyFile: @unchecked Sendable {
     ) throws {
         // Malloc's own alignment: a larger one pads the request, and a freed buffer no longer
         // fits the next, so the heap grew by a piece per call.
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, min(pieceBytes, range.count)), alignment: 16)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: max(1, min(pieceBytes, range.count)), alignment: 16)
         defer { buffer.deallocate() }
         var start = range.lowerBound
         while start < range.upperBound {

@@ -46,7 +46,8 @@ extension ModelConfig {
         guard scores <= ModelConfig.largestDerivedBytes else {
             throw ConfigError.impossibleModel(
                 path: path,
-                reason: "attention scores of more than \(ModelConfig.largestDerivedBytes) bytes at max_position_embeddings")
+                reason:
+                    "attention scores of more than \(ModelConfig.largestDerivedBytes) bytes at max_position_embeddings")
         }
     }
 }

@@ -55,7 +55,8 @@ public struct ModelConfig: Equatable, Sendable {
             throw ConfigError.invalidJSON(path: path, reason: error.description)
         }
         guard let object = document.objectValue else {
-            throw ConfigError.invalidJSON(path: path, reason: "the document is \(document.typeDescription), not an object")
+            throw ConfigError.invalidJSON(
+                path: path, reason: "the document is \(document.typeDescription), not an object")
         }
         let fields = ConfigFields(object: object, path: path)
         raw = object
@@ -159,7 +160,9 @@ struct ConfigFields {
     }
 
     func positiveInt(_ field: String) throws -> Int {
-        guard let value = try optionalPositiveInt(field) else { throw ConfigError.missingField(path: path, field: field) }
+        guard let value = try optionalPositiveInt(field) else {
+            throw ConfigError.missingField(path: path, field: field)
+        }
         return value
     }
 

@@ -15,7 +15,8 @@ extension SyntheticCheckpoint {
         let tensors = try ArchitectureRegistry.tensors(for: model.config, configPath: model.configURL.path)
         try createFolder(directory)
         let result = try write(
-            tensors: tensors.map { ($0.name, $0.shape) }, dtype: dtype, seed: seed, to: directory, shardBytes: shardBytes,
+            tensors: tensors.map { ($0.name, $0.shape) }, dtype: dtype, seed: seed, to: directory,
+            shardBytes: shardBytes,
             replacingExisting: replacingExisting, progress: progress)
         do {
             let config = try Data(contentsOf: model.configURL)
@@ -42,7 +43,8 @@ extension SyntheticCheckpoint {
             ancestor = ancestor.deletingLastPathComponent()
         }
         if FileManager.default.fileExists(atPath: ancestor.path, isDirectory: &isDirectory), !isDirectory.boolValue {
-            throw CheckpointError.writeFailed(path: directory.path, reason: "'\(ancestor.path)' is a file, not a folder")
+            throw CheckpointError.writeFailed(
+                path: directory.path, reason: "'\(ancestor.path)' is a file, not a folder")
         }
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -103,7 +103,8 @@ public enum SyntheticCheckpoint {
             let name = String(format: "model-%05d-of-%05d.safetensors", number + 1, shards.count)
             let url = directory.appendingPathComponent(name)
             let shardDeclarations = shard.map { declarations[$0] }
-            try writeFile(url, declarations: shardDeclarations, metadata: metadata, generator: generator, written: written)
+            try writeFile(
+                url, declarations: shardDeclarations, metadata: metadata, generator: generator, written: written)
             files.append(url)
             weightMap += shardDeclarations.map { ($0.name, name) }
         }

@@ -130,7 +130,8 @@ public struct SyntheticWeights: Sendable {
         for done in stride(from: 0, to: count, by: Self.batch) {
             let size = min(Self.batch, count - done)
             profile.fill(
-                UnsafeMutableBufferPointer(rebasing: destination[done..<(done + size)]), from: elements.lowerBound + done)
+                UnsafeMutableBufferPointer(rebasing: destination[done..<(done + size)]),
+                from: elements.lowerBound + done)
         }
     }
 

@@ -65,7 +65,9 @@ public enum TensorDType: String, CaseIterable, Sendable {
     }
 
     /// A config's `torch_dtype` spellings of the dtypes a checkpoint may store weights in.
-    private static let byTorchDType: KeyValuePairs<String, TensorDType> = ["bfloat16": .bf16, "float16": .f16, "float32": .f32]
+    private static let byTorchDType: KeyValuePairs<String, TensorDType> = [
+        "bfloat16": .bf16, "float16": .f16, "float32": .f32,
+    ]
 
     /// The `torch_dtype` values ``init(torchDType:)`` knows, as a config spells them.
     public static var torchDTypeNames: [String] { byTorchDType.map(\.key) }

@@ -27,7 +27,8 @@ public struct TokenizerFiles: Equatable, Sendable {
         files = TokenizerFiles.knownNames.map { directory.appendingPathComponent($0) }
             .filter { manager.fileExists(atPath: $0.path) }
         var found: String?
-        for file in files where ["tokenizer.json", "tokenizer_config.json", "added_tokens.json", "vocab.json"]
+        for file in files
+        where ["tokenizer.json", "tokenizer_config.json", "added_tokens.json", "vocab.json"]
             .contains(file.lastPathComponent)
         {
             guard let data = try? Data(contentsOf: file) else {
@@ -35,7 +36,9 @@ public struct TokenizerFiles: Equatable, Sendable {
             }
             // Markers are JSON strings in the vocabulary or added tokens; a quoted search finds
             // them without building a 150,000-entry dictionary.
-            if let marker = TokenizerFiles.reasoningMarkers.first(where: { data.range(of: Data("\"\($0)\"".utf8)) != nil }) {
+            if let marker = TokenizerFiles.reasoningMarkers.first(where: {
+                data.range(of: Data("\"\($0)\"".utf8)) != nil
+            }) {
                 found = marker
                 break
             }

@@ -28,7 +28,8 @@ public protocol WeightSource: Sendable {
     /// Fills `buffer` with the patterns of elements `elements` of `tensor` (row-major), which
     /// must have ``storedPatterns(_:)``. Called from several threads at once.
     /// - Throws: the source's read errors.
-    func readStoredPatterns(_ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>) throws
+    func readStoredPatterns(_ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>)
+        throws
 
     /// A hint that `tensor` will be read soon: a source on disk starts reading it now.
     func willRead(_ tensor: TensorSpec)

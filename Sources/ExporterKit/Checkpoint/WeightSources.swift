@@ -161,7 +161,8 @@ public struct SyntheticWeightSource: WeightSource {
             case .bfloat16:
                 // Converted as the checkpoint reader converts bfloat16 (the values stay within ±10).
                 withUnsafeTemporaryAllocation(of: UInt16.self, capacity: elements.count) { bits in
-                    generator.generateBFloat16Bits(name: tensor.name, shape: tensor.shape, elements: elements, into: bits)
+                    generator.generateBFloat16Bits(
+                        name: tensor.name, shape: tensor.shape, elements: elements, into: bits)
                     _ = PrecisionConversion.toFloat16(
                         bfloat16Bits: UnsafeBufferPointer(bits), into: part, clampingOutOfRange: false)
                 }
@@ -206,7 +207,8 @@ public struct SyntheticWeightSource: WeightSource {
         _ tensor: TensorSpec, elements: Range<Int>, count: Int, chunk body: (Range<Int>, Int) -> Void
     ) throws {
         guard elements.lowerBound >= 0, elements.upperBound <= tensor.elementCount else {
-            throw CheckpointError.elementRangeOutOfBounds(tensor: tensor.name, requested: elements, elementCount: tensor.elementCount)
+            throw CheckpointError.elementRangeOutOfBounds(
+                tensor: tensor.name, requested: elements, elementCount: tensor.elementCount)
         }
         guard count == elements.count else {
             throw CheckpointError.destinationSizeMismatch(tensor: tensor.name, expected: elements.count, actual: count)

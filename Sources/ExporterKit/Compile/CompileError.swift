@@ -39,23 +39,29 @@ public enum CompileError: ExporterError, Equatable {
             return "architecture '\(id)' is a \(platform.rawValue) device, not \(requested.rawValue); "
                 + "pass --platform \(platform.rawValue)"
         case .ineligibleDevice(let id, let products, let chip, let rule):
-            return "ahead-of-time compilation is not offered for '\(id)' (\(products.joined(separator: ", ")); \(chip)): "
+            return
+                "ahead-of-time compilation is not offered for '\(id)' (\(products.joined(separator: ", ")); \(chip)): "
                 + rule
         case .deploymentVersionTooLow(let given, let minimum):
-            return "--min-deployment-version \(given) is below \(minimum), the first version that loads compiled artifacts"
+            return
+                "--min-deployment-version \(given) is below \(minimum), the first version that loads compiled artifacts"
         case .invalidDeploymentVersion(let given):
             return "--min-deployment-version expects a version such as 27.0, got '\(given)'"
         case .platformMismatch(let bundle, let bundlePlatform, let requested, let registryType):
             let needed = requested.bundlePlatform
             let family = try? ArchitectureRegistry.family(for: registryType)
             if let family, !family.supports(needed) {
-                return "'\(bundle)' was exported for \(bundlePlatform) and cannot be compiled for \(requested.rawValue): "
+                return
+                    "'\(bundle)' was exported for \(bundlePlatform) and cannot be compiled for \(requested.rawValue): "
                     + RegistryError.noIOSVariant(modelType: registryType).description
             }
             return "'\(bundle)' was exported for \(bundlePlatform) and cannot be compiled for \(requested.rawValue); "
                 + "export it with --platform \(needed.rawValue)"
         case .noEligibleArchitecture(let platform, let known, let rule):
-            let listed = known.isEmpty ? "the device table has none" : "the device table marks none of \(known.joined(separator: ", ")) as eligible"
+            let listed =
+                known.isEmpty
+                ? "the device table has none"
+                : "the device table marks none of \(known.joined(separator: ", ")) as eligible"
             return "no \(platform.rawValue) architecture to compile for: \(listed) (\(rule))"
         case .deviceTableNotFound(let path):
             return "no device table at '\(path)'"
@@ -71,7 +77,8 @@ public enum CompileError: ExporterError, Equatable {
     public var exitStatus: ExitStatus {
         switch self {
         case .invalidDeviceTable, .unsupportedDeviceTableSchema, .notACompiledArtifact: return .badInput
-        case .unknownArchitecture, .architectureOnOtherPlatform, .ineligibleDevice, .noEligibleArchitecture, .platformMismatch,
+        case .unknownArchitecture, .architectureOnOtherPlatform, .ineligibleDevice, .noEligibleArchitecture,
+            .platformMismatch,
             .unsupportedRopeScaling:
             return .unsupported
         case .deploymentVersionTooLow, .invalidDeploymentVersion: return .usage

@@ -147,7 +147,8 @@ public struct CompilePlan: Sendable {
             var stored = 0
             for index in members {
                 for part in tensors[index].parts {
-                    offset = (offset + CompilePlan.partAlignment - 1) / CompilePlan.partAlignment * CompilePlan.partAlignment
+                    offset =
+                        (offset + CompilePlan.partAlignment - 1) / CompilePlan.partAlignment * CompilePlan.partAlignment
                     offset += part.bytes
                     stored += part.bytes
                 }
@@ -168,12 +169,18 @@ public struct CompilePlan: Sendable {
                     current = (open.first, unit.layer, members)
                     continue
                 }
-                drafts.append((.layers, open.first...open.last, open.members, kvPerLayer * (open.last - open.first + 1), layerWorking))
+                drafts.append(
+                    (
+                        .layers, open.first...open.last, open.members, kvPerLayer * (open.last - open.first + 1),
+                        layerWorking
+                    ))
             }
             current = (unit.layer, unit.layer, unit.tensors)
         }
         if let open = current {
-            drafts.append((.layers, open.first...open.last, open.members, kvPerLayer * (open.last - open.first + 1), layerWorking))
+            drafts.append(
+                (.layers, open.first...open.last, open.members, kvPerLayer * (open.last - open.first + 1), layerWorking)
+            )
         }
         if !trailing.isEmpty { drafts.append((.head, nil, trailing, 0, headWorking)) }
 
@@ -187,7 +194,8 @@ public struct CompilePlan: Sendable {
             for member in draft.members {
                 let source = tensors[member].parts
                 let placed = source.map { part -> WeightsFileLayout.Part in
-                    cursor = (cursor + CompilePlan.partAlignment - 1) / CompilePlan.partAlignment * CompilePlan.partAlignment
+                    cursor =
+                        (cursor + CompilePlan.partAlignment - 1) / CompilePlan.partAlignment * CompilePlan.partAlignment
                     defer { cursor += part.bytes }
                     return WeightsFileLayout.Part(kind: part.kind, dtype: part.dtype, offset: cursor, bytes: part.bytes)
                 }
@@ -204,7 +212,9 @@ public struct CompilePlan: Sendable {
         }
         self.regions = regions
         weightsFileBytes = offset
-        let peak = regions.max { $0.workingBytes < $1.workingBytes || ($0.workingBytes == $1.workingBytes && $0.index > $1.index) }
+        let peak = regions.max {
+            $0.workingBytes < $1.workingBytes || ($0.workingBytes == $1.workingBytes && $0.index > $1.index)
+        }
         memory = CompiledMemoryPlan(
             weightsBytes: offset, kvCacheBytes: kvCache.totalBytes, workingBytes: peak?.workingBytes ?? 0,
             tablesBytes: CompilePlan.ropeTableBytes(graph), peakRegion: peak?.index ?? 0)

@@ -47,7 +47,8 @@ public struct CompileSubject: Sendable {
         graph = bundle.graph
         tensors = try manifest.tensors.map { tensor in
             guard let role = TensorRole(rawValue: tensor.role) else {
-                throw BundleError.notABundle(path: bundle.url.path, reason: "tensor '\(tensor.name)' has role '\(tensor.role)'")
+                throw BundleError.notABundle(
+                    path: bundle.url.path, reason: "tensor '\(tensor.name)' has role '\(tensor.role)'")
             }
             return Tensor(
                 name: tensor.name, role: role, layer: tensor.layer,

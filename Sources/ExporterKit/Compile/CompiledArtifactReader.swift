@@ -21,7 +21,9 @@ public struct CompiledArtifactReader {
         self.url = url
         func invalid(_ reason: String) -> CompileError { .notACompiledArtifact(path: url.path, reason: reason) }
         let manifestURL = url.appendingPathComponent(BundleWriter.manifestName)
-        guard let data = try? Data(contentsOf: manifestURL) else { throw invalid("no readable \(BundleWriter.manifestName)") }
+        guard let data = try? Data(contentsOf: manifestURL) else {
+            throw invalid("no readable \(BundleWriter.manifestName)")
+        }
         manifest = try Manifest.decoded(from: data, path: manifestURL.path)
         guard manifest.kind == "compiled", let compiled = manifest.compiled else {
             throw invalid("its manifest is of kind '\(manifest.kind)'")
@@ -29,19 +31,23 @@ public struct CompiledArtifactReader {
         self.compiled = compiled
         for file in manifest.files {
             guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
-                throw BundleError.fileMismatch(path: file.path, reason: "the manifest names a file outside the artifact")
+                throw BundleError.fileMismatch(
+                    path: file.path, reason: "the manifest names a file outside the artifact")
             }
             if verifyFiles { try BundleReader.verify(file, in: url, verified: verified) }
         }
         func decode<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {
-            guard let data = try? Data(contentsOf: url.appendingPathComponent(name)) else { throw invalid("no readable \(name)") }
+            guard let data = try? Data(contentsOf: url.appendingPathComponent(name)) else {
+                throw invalid("no readable \(name)")
+            }
             do { return try JSONDecoder().decode(type, from: data) } catch { throw invalid("\(name) does not decode") }
         }
         graph = try decode(GraphDescription.self, BundleWriter.graphName)
         staticDescription = try decode(StaticDescription.self, StaticDescription.fileName)
         guard staticDescription.schema == StaticDescription.currentSchema else {
             throw BundleError.unsupportedSchema(
-                path: StaticDescription.fileName, found: staticDescription.schema, supported: StaticDescription.currentSchema)
+                path: StaticDescription.fileName, found: staticDescription.schema,
+                supported: StaticDescription.currentSchema)
         }
         try checkLayout()
     }
@@ -62,8 +68,12 @@ public struct CompiledArtifactReader {
         guard version == CompilePlan.formatVersion else {
             throw mismatch("format version \(version); this version reads \(CompilePlan.formatVersion)")
         }
-        guard Int(UInt32(littleEndianBytes: fixed[12..<16])) == page else { throw mismatch("page size differs from the manifest's") }
-        guard Int(UInt32(littleEndianBytes: fixed[16..<20])) == CompilePlan.partAlignment else { throw mismatch("part alignment") }
+        guard Int(UInt32(littleEndianBytes: fixed[12..<16])) == page else {
+            throw mismatch("page size differs from the manifest's")
+        }
+        guard Int(UInt32(littleEndianBytes: fixed[16..<20])) == CompilePlan.partAlignment else {
+            throw mismatch("part alignment")
+        }
         let regionCount = Int(UInt32(littleEndianBytes: fixed[20..<24]))
         guard regionCount == regions.count else {
             throw mismatch("\(regionCount) regions in the header, \(regions.count) in the manifest")
@@ -80,7 +90,8 @@ public struct CompiledArtifactReader {
             guard Int(UInt64(littleEndianBytes: entry.prefix(8))) == region.offset,
                 Int(UInt64(littleEndianBytes: entry.suffix(8))) == region.bytes
             else { throw mismatch("region \(index) differs between the header and the manifest") }
-            guard region.index == index, region.offset % page == 0, region.bytes % page == 0, region.offset >= end else {
+            guard region.index == index, region.offset % page == 0, region.bytes % page == 0, region.offset >= end
+            else {
                 throw mismatch("region \(index) at \(region.offset) is not page-aligned after the previous one")
             }
             var cursor = region.offset
@@ -88,11 +99,16 @@ public struct CompiledArtifactReader {
                 for part in tensor.parts {
                     guard part.file == name, part.offset % CompilePlan.partAlignment == 0, part.offset >= cursor,
                         part.offset + part.bytes <= region.offset + region.bytes
-                    else { throw mismatch("tensor '\(tensor.name)': \(part.kind) is outside region \(index) or out of order") }
+                    else {
+                        throw mismatch(
+                            "tensor '\(tensor.name)': \(part.kind) is outside region \(index) or out of order")
+                    }
                     cursor = part.offset + part.bytes
                 }
             }
-            if let first = region.firstLayer, let last = region.lastLayer, first <= last { covered += Array(first...last) }
+            if let first = region.firstLayer, let last = region.lastLayer, first <= last {
+                covered += Array(first...last)
+            }
             end = region.offset + region.bytes
         }
         guard end == fileBytes else { throw mismatch("the regions end at \(end), the file at \(fileBytes)") }
@@ -111,7 +127,9 @@ public struct CompiledArtifactReader {
     /// The tensor `name` dequantised to float32 from its first placement (or its placement in region `region`).
     /// - Throws: `BundleError` when the tensor is unknown or its record breaks a format rule.
     public func dequantize(_ name: String, region: Int? = nil) throws -> [Float] {
-        guard var tensor = manifest.tensors.first(where: { $0.name == name }) else { throw BundleError.unknownTensor(name) }
+        guard var tensor = manifest.tensors.first(where: { $0.name == name }) else {
+            throw BundleError.unknownTensor(name)
+        }
         if let region {
             guard let placed = try tensors(inRegion: region).first(where: { $0.name == name }) else {
                 throw BundleError.unknownTensor("\(name) in region \(region)")
@@ -140,7 +158,8 @@ public struct CompiledArtifactReader {
             throw BundleError.fileMismatch(path: file, reason: "the manifest names a file outside the artifact")
         }
         guard offset >= 0, count >= 0 else {
-            throw BundleError.fileMismatch(path: file, reason: "\(count) bytes at offset \(offset) lie outside the file")
+            throw BundleError.fileMismatch(
+                path: file, reason: "\(count) bytes at offset \(offset) lie outside the file")
         }
         let path = url.appendingPathComponent(file).path
         return try BundleError.readingFile(path) { try ReadOnlyFile(path: path).bytes(at: offset, count: count) }

@@ -98,11 +98,13 @@ public enum Compiler {
         // Besides weights and tables, each artifact copies the graph and tokenizer, and its manifest
         // (the bundle's with regions) stays well under twice the bundle's.
         let manifestBytes =
-            (try? FileManager.default.attributesOfItem(atPath: bundleURL.appendingPathComponent(BundleWriter.manifestName).path))?[
+            (try? FileManager.default.attributesOfItem(
+                atPath: bundleURL.appendingPathComponent(BundleWriter.manifestName).path))?[
                 .size] as? Int ?? 0
         try checkDisk(
             plans,
-            otherFilesBytes: bundle.manifest.files.filter { $0.path != BundleWriter.weightsName }.map(\.bytes).saturatingSum
+            otherFilesBytes: bundle.manifest.files.filter { $0.path != BundleWriter.weightsName }.map(\.bytes)
+                .saturatingSum
                 .saturatingAdding(2 * manifestBytes),
             outputDirectory: request.outputDirectory, available: request.availableDiskBytes)
         let totalBytes = plans.reduce(0) { $0 + $1.memory.weightsBytes }
@@ -160,7 +162,8 @@ enum CompiledArtifactWriter {
         // weights.bin: header, then each region's parts, copied from the bundle's weights file,
         // which is read once front to back and checked against its CRC-32 on the way.
         guard let sourceRecord = bundle.manifest.files.first(where: { $0.path == BundleWriter.weightsName }) else {
-            throw BundleError.notABundle(path: bundle.url.path, reason: "the manifest lists no \(BundleWriter.weightsName)")
+            throw BundleError.notABundle(
+                path: bundle.url.path, reason: "the manifest lists no \(BundleWriter.weightsName)")
         }
         let source = try SequentialSource(url: bundle.url.appendingPathComponent(BundleWriter.weightsName))
         let weights = try directory.createFile(Compiler.weightsName, bypassPageCache: true)
@@ -170,7 +173,8 @@ enum CompiledArtifactWriter {
             try weights.pad(toMultipleOf: plan.device.pageSize)
             guard weights.size == region.offset else {
                 throw BundleError.invalidTensor(
-                    tensor: region.placements.first?.name ?? "", reason: "region \(region.index) starts at \(weights.size), planned \(region.offset)")
+                    tensor: region.placements.first?.name ?? "",
+                    reason: "region \(region.index) starts at \(weights.size), planned \(region.offset)")
             }
             for placement in region.placements {
                 for (part, sourcePart) in zip(placement.parts, placement.sourceParts) {
@@ -238,7 +242,8 @@ enum CompiledArtifactWriter {
         for region in plan.regions {
             for placement in region.placements where placed.insert(placement.tensorIndex).inserted {
                 manifest.tensors[placement.tensorIndex].parts = placement.parts.map {
-                    Manifest.Part(kind: $0.kind, dtype: $0.dtype, file: Compiler.weightsName, offset: $0.offset, bytes: $0.bytes)
+                    Manifest.Part(
+                        kind: $0.kind, dtype: $0.dtype, file: Compiler.weightsName, offset: $0.offset, bytes: $0.bytes)
                 }
             }
         }
@@ -256,7 +261,8 @@ enum CompiledArtifactWriter {
                 "\(plan.device.id): \(verdict.totalBytes) bytes exceed the app memory limit of "
                     + "\(plan.device.appMemoryLimitBytes)"
                     + (verdict.memory == .needsEntitlement
-                        ? "; add the entitlements \(verdict.entitlements.joined(separator: ", "))" : " and every raised limit"))
+                        ? "; add the entitlements \(verdict.entitlements.joined(separator: ", "))"
+                        : " and every raised limit"))
         }
         manifest.verdicts = []
         manifest.buildKey = bundle.buildKey.map {
@@ -271,7 +277,8 @@ enum CompiledArtifactWriter {
                 Manifest.Region(
                     index: region.index, kind: region.kind.rawValue, firstLayer: region.layers?.lowerBound,
                     lastLayer: region.layers?.upperBound, offset: region.offset, bytes: region.bytes,
-                    storedBytes: region.storedBytes, kvCacheBytes: region.kvCacheBytes, workingBytes: region.workingBytes,
+                    storedBytes: region.storedBytes, kvCacheBytes: region.kvCacheBytes,
+                    workingBytes: region.workingBytes,
                     footprintBytes: region.footprintBytes, budgetBytes: region.budgetBytes,
                     withinBudget: region.withinBudget,
                     tensors: region.placements.map { placement in
@@ -351,7 +358,9 @@ final class SequentialSource {
         var position = offset
         while position < end {
             while position >= chunkStart + chunkCount {
-                guard try advance() else { throw BundleError.readFailed(path: path, reason: "short read at offset \(position)") }
+                guard try advance() else {
+                    throw BundleError.readFailed(path: path, reason: "short read at offset \(position)")
+                }
             }
             let from = position - chunkStart
             let take = min(end - position, chunkCount - from)
@@ -410,7 +419,8 @@ final class SequentialSource {
         }
         // A span read again must be what it was on the first pass (the artifact is not published otherwise).
         if let first = spanChecksums[offset], first.count == count, first.crc != span.value {
-            throw BundleError.fileMismatch(path: (path as NSString).lastPathComponent, reason: "changed while it was being read")
+            throw BundleError.fileMismatch(
+                path: (path as NSString).lastPathComponent, reason: "changed while it was being read")
         }
     }
 
@@ -426,7 +436,8 @@ final class SequentialSource {
         }
         let actual = BundleWriter.hex(crc.value)
         guard actual == expected.crc32 else {
-            throw BundleError.fileMismatch(path: expected.path, reason: "CRC-32 is \(actual), the manifest says \(expected.crc32)")
+            throw BundleError.fileMismatch(
+                path: expected.path, reason: "CRC-32 is \(actual), the manifest says \(expected.crc32)")
         }
     }
 }

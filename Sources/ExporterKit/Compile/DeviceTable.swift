@@ -85,14 +85,17 @@ public struct DeviceTable: Equatable, Sendable {
     /// - Throws: `CompileError.invalidDeviceTable` or `.unsupportedDeviceTableSchema` naming the file.
     public init(contentsOf url: URL) throws {
         func invalid(_ reason: String) -> CompileError { .invalidDeviceTable(path: url.path, reason: reason) }
-        guard FileManager.default.fileExists(atPath: url.path) else { throw CompileError.deviceTableNotFound(path: url.path) }
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw CompileError.deviceTableNotFound(path: url.path)
+        }
         guard let data = try? Data(contentsOf: url) else { throw invalid("cannot be read") }
         let document: JSONValue
         do { document = try JSONParser.parse([UInt8](data)) } catch { throw invalid("\(error)") }
         guard let root = document.objectValue else { throw invalid("the document is not an object") }
         let schema = root["schema"]?.stringValue ?? ""
         guard schema == DeviceTable.schema else {
-            throw CompileError.unsupportedDeviceTableSchema(path: url.path, found: schema, supported: DeviceTable.schema)
+            throw CompileError.unsupportedDeviceTableSchema(
+                path: url.path, found: schema, supported: DeviceTable.schema)
         }
         var rules: [DevicePlatform: String] = [:]
         if let ruleObject = root["rules"]?.objectValue {
@@ -161,7 +164,9 @@ public struct DeviceTable: Equatable, Sendable {
                 // The same id can name devices of two platforms (the M2 in Macs and the Vision
                 // Pro): suggest one that compiles the same bundles first.
                 let elsewhere = devices.filter { $0.id == id }.map(\.platform)
-                if let suggested = elsewhere.first(where: { $0.bundlePlatform == platform.bundlePlatform }) ?? elsewhere.first {
+                if let suggested = elsewhere.first(where: { $0.bundlePlatform == platform.bundlePlatform })
+                    ?? elsewhere.first
+                {
                     throw CompileError.architectureOnOtherPlatform(id: id, platform: suggested, requested: platform)
                 }
                 let known = devices.filter { $0.platform == platform }.map(\.id)
@@ -226,7 +231,8 @@ public struct DeviceTable: Equatable, Sendable {
         var increased: Int?
         if let value = try field("increased_memory_limit_bytes") {
             guard let bytes = value.intValue, bytes >= limit else {
-                throw invalid("device \(number): 'increased_memory_limit_bytes' must be null or at least the default limit")
+                throw invalid(
+                    "device \(number): 'increased_memory_limit_bytes' must be null or at least the default limit")
             }
             increased = bytes
         }

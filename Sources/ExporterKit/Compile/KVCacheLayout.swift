@@ -27,7 +27,8 @@ public struct KVCacheLayout: Equatable, Sendable {
     /// The layout of `graph`'s cache with buffers aligned to `pageSize`.
     public init(graph: GraphDescription, pageSize: Int) {
         let precision = ComputePrecision(rawValue: graph.computePrecision) ?? .float16
-        bufferBytes = graph.attention.kvHeads * graph.contextLength * graph.attention.headDim * precision.bytesPerElement
+        bufferBytes =
+            graph.attention.kvHeads * graph.contextLength * graph.attention.headDim * precision.bytesPerElement
         slotBytes = (bufferBytes + pageSize - 1) / pageSize * pageSize
         alignment = pageSize
         let slot = slotBytes

@@ -124,7 +124,8 @@ public struct StaticDescription: Codable, Equatable, Sendable {
             bufferShape: [graph.attention.kvHeads, graph.contextLength, graph.attention.headDim],
             bufferBytes: layout.bufferBytes, slotBytes: layout.slotBytes, alignment: layout.alignment,
             totalBytes: layout.totalBytes,
-            layers: layout.layers.map { KVCache.Layer(layer: $0.layer, kOffset: $0.keyOffset, vOffset: $0.valueOffset) })
+            layers: layout.layers.map { KVCache.Layer(layer: $0.layer, kOffset: $0.keyOffset, vOffset: $0.valueOffset) }
+        )
     }
 }
 

@@ -17,7 +17,9 @@ public enum BitPacking {
     ///   fit, ``CompressionError/unsupportedBits(_:tensor:)`` for `bits` not in
     ///   ``PaletteSpec/supportedBits``.
     public static func pack(_ indices: UnsafeBufferPointer<UInt8>, bits: Int) throws -> [UInt8] {
-        guard PaletteSpec.supportedBits.contains(bits) else { throw CompressionError.unsupportedBits(bits, tensor: nil) }
+        guard PaletteSpec.supportedBits.contains(bits) else {
+            throw CompressionError.unsupportedBits(bits, tensor: nil)
+        }
         let limit = 1 << bits
         if let bad = indices.first(where: { Int($0) >= limit }) {
             throw CompressionError.indexOutOfRange(index: Int(bad), bits: bits)
@@ -39,7 +41,9 @@ public enum BitPacking {
     ///   `bytes` is shorter than `ceil(count·bits / 8)`, ``CompressionError/unsupportedBits(_:tensor:)``
     ///   for `bits` not in ``PaletteSpec/supportedBits``.
     public static func unpack(_ bytes: UnsafeBufferPointer<UInt8>, bits: Int, count: Int) throws -> [UInt8] {
-        guard PaletteSpec.supportedBits.contains(bits) else { throw CompressionError.unsupportedBits(bits, tensor: nil) }
+        guard PaletteSpec.supportedBits.contains(bits) else {
+            throw CompressionError.unsupportedBits(bits, tensor: nil)
+        }
         let needed = packedByteCount(count: count, bits: bits)
         guard bytes.count >= needed else {
             throw CompressionError.packedSizeMismatch(expectedBytes: needed, actualBytes: bytes.count)

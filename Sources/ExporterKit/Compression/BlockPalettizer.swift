@@ -76,11 +76,17 @@ public enum BlockPalettizer {
         outlierCount: Int = 0, importance: [Float]? = nil, name: String? = nil,
         workerCount: Int = Palettizer.defaultWorkerCount, clustering: PaletteClustering = .automatic
     ) throws -> BlockPalette {
-        guard PaletteSpec.supportedBits.contains(bits) else { throw CompressionError.unsupportedBits(bits, tensor: name) }
+        guard PaletteSpec.supportedBits.contains(bits) else {
+            throw CompressionError.unsupportedBits(bits, tensor: name)
+        }
         guard groupRows >= 1 else { throw CompressionError.invalidGroupSize(groupRows, tensor: name) }
         guard blockColumns >= 1 else { throw CompressionError.invalidGroupSize(blockColumns, tensor: name) }
-        guard rows >= 0, columns >= 0 else { throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name) }
-        guard rows > 0, columns > 0 else { throw CompressionError.emptyTensor(rows: rows, columns: columns, tensor: name) }
+        guard rows >= 0, columns >= 0 else {
+            throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name)
+        }
+        guard rows > 0, columns > 0 else {
+            throw CompressionError.emptyTensor(rows: rows, columns: columns, tensor: name)
+        }
         let (elements, overflow) = rows.multipliedReportingOverflow(by: columns)
         guard !overflow, elements <= Int(UInt32.max) else {
             throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name)
@@ -95,7 +101,8 @@ public enum BlockPalettizer {
             throw CompressionError.nonFiniteWeight(row: bad / columns, column: bad % columns, tensor: name)
         }
         let columnWeights = normalisedImportance(importance, columns: columns)
-        let outliers = selectOutliers(weights, columns: columns, count: min(max(outlierCount, 0), elements), importance: columnWeights)
+        let outliers = selectOutliers(
+            weights, columns: columns, count: min(max(outlierCount, 0), elements), importance: columnWeights)
         var isOutlier = [Bool](repeating: false, count: elements)
         for index in outliers { isOutlier[Int(index)] = true }
 
@@ -126,10 +133,12 @@ public enum BlockPalettizer {
                                             let firstColumn = block * blockColumns
                                             let lastColumn = min(columns, firstColumn + blockColumns)
                                             let tile = TileBounds(
-                                                rows: firstRow..<lastRow, columns: firstColumn..<lastColumn, width: columns)
+                                                rows: firstRow..<lastRow, columns: firstColumn..<lastColumn,
+                                                width: columns)
                                             let lutStart = (group * blocks + block) * entries
                                             let (tileError, tileSignal) = workspace.palettize(
-                                                tile, weights: weights, isOutlier: outlierBuffer, importance: importanceBuffer,
+                                                tile, weights: weights, isOutlier: outlierBuffer,
+                                                importance: importanceBuffer,
                                                 entries: entries, lut: output.lut.baseAddress.map { $0 + lutStart },
                                                 indices: output.indices, clustering: clustering)
                                             error += tileError
@@ -178,7 +187,9 @@ public enum BlockPalettizer {
                 @inline(__always) func scores(_ body: (Int, Double) -> Void) {
                     for first in stride(from: 0, to: weights.count, by: columns) {
                         for column in 0..<min(columns, weights.count - first) {
-                            body(first + column, Double(abs(floats[Int(weights[first + column].bitPattern)])) * roots[column])
+                            body(
+                                first + column,
+                                Double(abs(floats[Int(weights[first + column].bitPattern)])) * roots[column])
                         }
                     }
                 }
@@ -310,7 +321,8 @@ private final class TileWorkspace {
         let table = scratch.lutValues
         if kept > 0 {
             let sorted = histogram.extractHistogram(.float16, weights: patternWeights)
-            let clusters = KMeans1D.solve(sorted, clusterLimit: entries, elementCount: kept, scratch: scratch, method: clustering)
+            let clusters = KMeans1D.solve(
+                sorted, clusterLimit: entries, elementCount: kept, scratch: scratch, method: clustering)
             for entry in 0..<entries {
                 let value = Palettizer.lutEntry(scratch.centroids[min(entry, clusters - 1)])
                 lut[entry] = value
@@ -333,7 +345,9 @@ private final class TileWorkspace {
                     let pattern = Int(patterns[element])
                     let value = valueOf[pattern]
                     let outlier = isOutlier[element]
-                    let index = outlier || kept == 0 ? Self.nearest(value, in: table, entries: entries) : Int(indexOfPattern[pattern])
+                    let index =
+                        outlier || kept == 0
+                        ? Self.nearest(value, in: table, entries: entries) : Int(indexOfPattern[pattern])
                     indices[element] = UInt8(truncatingIfNeeded: index)
                     signal += value * value
                     if !outlier { error += (value - table[index]) * (value - table[index]) }

@@ -101,19 +101,23 @@ public struct CompressionConfig: Equatable, Sendable {
         if let unknown = object.keys.first(where: { !known.contains($0) }) { throw invalid("unknown key '\(unknown)'") }
         guard let schema = object["schema"]?.stringValue else { throw invalid("no 'schema'") }
         guard schema == CompressionConfig.schema else {
-            throw CompressionConfigError.unsupportedSchema(path: path, found: schema, supported: CompressionConfig.schema)
+            throw CompressionConfigError.unsupportedSchema(
+                path: path, found: schema, supported: CompressionConfig.schema)
         }
         guard let name = object["name"]?.stringValue, !name.isEmpty else { throw invalid("no 'name'") }
         self.name = name
         self.description = object["description"]?.stringValue ?? ""
-        guard let ruleValues = (object["rules"] ?? .array([])).arrayValue else { throw invalid("'rules' is not an array") }
+        guard let ruleValues = (object["rules"] ?? .array([])).arrayValue else {
+            throw invalid("'rules' is not an array")
+        }
         self.rules = try ruleValues.enumerated().map { index, value in
             guard let rule = value.objectValue else { throw invalid("rule \(index + 1) is not an object") }
             return try CompressionConfig.parseRule(rule, label: "rule \(index + 1)", path: path)
         }
         if let value = object["default"], !value.isNull {
             guard let scheme = value.objectValue else { throw invalid("'default' is not an object") }
-            self.defaultScheme = try CompressionConfig.parseScheme(scheme, label: "default", path: path, allowPattern: false)
+            self.defaultScheme = try CompressionConfig.parseScheme(
+                scheme, label: "default", path: path, allowPattern: false)
         } else {
             self.defaultScheme = nil
         }
@@ -161,7 +165,8 @@ public struct CompressionConfig: Equatable, Sendable {
         }
         var scheme = CompressionScheme(mode: mode)
         if let policy = object["uneven_groups"] {
-            guard let value = policy.stringValue, let parsed = CompressionScheme.UnevenGroupPolicy(rawValue: value) else {
+            guard let value = policy.stringValue, let parsed = CompressionScheme.UnevenGroupPolicy(rawValue: value)
+            else {
                 throw invalid("'uneven_groups' must be one of: smaller_last_group, refuse")
             }
             scheme.unevenGroups = parsed
@@ -171,7 +176,8 @@ public struct CompressionConfig: Equatable, Sendable {
             if object.contains("bits") || object.contains("granularity") || object.contains("group_size")
                 || object.contains("block_size") || object.contains("outlier_fraction") || object.contains("search")
             {
-                throw invalid("mode 'keep' takes no bits, granularity, group_size, block_size, outlier_fraction or search")
+                throw invalid(
+                    "mode 'keep' takes no bits, granularity, group_size, block_size, outlier_fraction or search")
             }
             return scheme
         case .palettize:
@@ -255,7 +261,8 @@ public struct CompressionConfig: Equatable, Sendable {
         // A 1-D tensor (norm, bias) is never palettised: it has no channels to share a table.
         if tensor.shape.count < 2, found.0.mode != .keep { return (.keep, found.1) }
         let rows = tensor.matrixShape.rows
-        if found.0.unevenGroups == .refuse, found.0.lastGroupRows(rows: rows) != nil, let groupSize = found.0.groupSize {
+        if found.0.unevenGroups == .refuse, found.0.lastGroupRows(rows: rows) != nil, let groupSize = found.0.groupSize
+        {
             throw CompressionConfigError.unevenGroups(tensor: tensor.name, channels: rows, groupSize: groupSize)
         }
         return found
@@ -285,7 +292,8 @@ public enum GlobPattern {
         }
         let head = String(pattern[..<open])
         let tail = String(pattern[pattern.index(after: close)...])
-        let options = pattern[pattern.index(after: open)..<close].split(separator: ",", omittingEmptySubsequences: false)
+        let options = pattern[pattern.index(after: open)..<close].split(
+            separator: ",", omittingEmptySubsequences: false)
         return options.flatMap { option in expandBraces(tail).map { head + option + $0 } }
     }
 

@@ -53,7 +53,8 @@ public enum CompressionError: Error, Equatable, Sendable, CustomStringConvertibl
         case .outputSizeMismatch(let expected, let actual, let tensor):
             return Self.prefix(tensor) + "output buffer holds \(actual) values but \(expected) are needed"
         case .changedWhileRead(let tensor):
-            return Self.prefix(tensor) + "the checkpoint changed while it was being read (a value its first reading did not hold)"
+            return Self.prefix(tensor)
+                + "the checkpoint changed while it was being read (a value its first reading did not hold)"
         }
     }
 

@@ -204,11 +204,15 @@ final class PaletteWorkspace {
     /// counting as +0) and clears the counts for the next group. Requires no unusable pattern.
     /// With `weights`, each occupied pattern weighs `weights[pattern]` instead of its count
     /// (the tiled palettiser's activation-weighted histogram), and those are cleared instead.
-    func extractHistogram(_ source: SourcePatterns = .float16, weights: UnsafeMutablePointer<Double>? = nil) -> SortedHistogram {
+    func extractHistogram(_ source: SourcePatterns = .float16, weights: UnsafeMutablePointer<Double>? = nil)
+        -> SortedHistogram
+    {
         // Locals, not properties: stores through these pointers could alias `self` as far as
         // the compiler knows, and it would reload every property after each one.
         let (counts, occupancy, patterns, entryStart) = (self.counts, self.occupancy, self.patterns, self.entryStart)
-        let (values, prefixCount, prefixSum, prefixSquares) = (self.values, self.prefixCount, self.prefixSum, self.prefixSquares)
+        let (values, prefixCount, prefixSum, prefixSquares) = (
+            self.values, self.prefixCount, self.prefixSum, self.prefixSquares
+        )
         var distinct = 0
         var seen = 0
         // NaN equals nothing, so the first value always starts an entry.

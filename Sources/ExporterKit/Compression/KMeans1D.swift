@@ -58,7 +58,9 @@ final class KMeansScratch {
     var choices: [Int32] = []
 
     deinit {
-        for pointer in [bounds, nextBounds, splitStarts, splitEnds, splitPoints, windowLow, windowHigh, reachBelow, reachAbove] {
+        for pointer in [
+            bounds, nextBounds, splitStarts, splitEnds, splitPoints, windowLow, windowHigh, reachBelow, reachAbove,
+        ] {
             pointer.deallocate()
         }
         centroids.deallocate()
@@ -343,7 +345,9 @@ enum KMeans1D {
         if full { polishInWindows(histogram, clusterCount: clusterCount, scratch: scratch) }
         var currentCost = cost(histogram, clusterCount: clusterCount, scratch: scratch)
         for _ in 0..<(full ? maximumSwapRounds : 1) {
-            guard let improved = swapClusters(histogram, clusterCount: clusterCount, currentCost: currentCost, scratch: scratch)
+            guard
+                let improved = swapClusters(
+                    histogram, clusterCount: clusterCount, currentCost: currentCost, scratch: scratch)
             else { return }
             if full { polishInWindows(histogram, clusterCount: clusterCount, scratch: scratch) }
             currentCost = min(improved, cost(histogram, clusterCount: clusterCount, scratch: scratch))
@@ -453,7 +457,8 @@ enum KMeans1D {
             let start = bounds[cluster]
             let end = bounds[cluster + 1]
             // An empty cluster keeps a centroid between its neighbours' values.
-            centroids[cluster] = end > start ? histogram.mean(start, end) : histogram.values[min(start, histogram.count - 1)]
+            centroids[cluster] =
+                end > start ? histogram.mean(start, end) : histogram.values[min(start, histogram.count - 1)]
         }
         for word in 0..<words { changed[word] = ~0 }
         for _ in 0..<maximumLloydIterations {
@@ -468,7 +473,8 @@ enum KMeans1D {
                     guard boundary < clusterCount else { break }
                     search &= search &- 1
                     let midpoint = (centroids[boundary - 1] + centroids[boundary]) * 0.5
-                    let bound = firstIndexAbove(midpoint, in: histogram, low: bounds[boundary - 1], hint: bounds[boundary])
+                    let bound = firstIndexAbove(
+                        midpoint, in: histogram, low: bounds[boundary - 1], hint: bounds[boundary])
                     guard bound != bounds[boundary] else { continue }
                     bounds[boundary] = bound
                     anyMoved = true
@@ -505,7 +511,8 @@ enum KMeans1D {
             (scratch.splitPoints[cluster], scratch.splitGains[cluster]) =
                 bestSplit(histogram, scratch.splitStarts[cluster], scratch.splitEnds[cluster])
         }
-        splitIntoBounds(histogram, clusters: nonEmpty, clusterCount: clusterCount, scratch: scratch, tiesToLeftmost: false)
+        splitIntoBounds(
+            histogram, clusters: nonEmpty, clusterCount: clusterCount, scratch: scratch, tiesToLeftmost: false)
         return true
     }
 
@@ -669,7 +676,6 @@ private struct DynamicProgrammingRow {
         fill(end + 1, last, bestOption, toOption)
     }
 }
-
 
 /// The best few swap candidates, kept sorted by benefit without allocating.
 private struct SwapCandidates {

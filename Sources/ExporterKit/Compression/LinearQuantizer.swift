@@ -77,8 +77,12 @@ public enum LinearQuantizer {
         granularity: LinearQuantizationGranularity, name: String? = nil,
         workerCount: Int = Palettizer.defaultWorkerCount
     ) throws -> Int8QuantizedTensor {
-        guard rows >= 0, columns >= 0 else { throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name) }
-        guard rows > 0, columns > 0 else { throw CompressionError.emptyTensor(rows: rows, columns: columns, tensor: name) }
+        guard rows >= 0, columns >= 0 else {
+            throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name)
+        }
+        guard rows > 0, columns > 0 else {
+            throw CompressionError.emptyTensor(rows: rows, columns: columns, tensor: name)
+        }
         let (count, overflow) = rows.multipliedReportingOverflow(by: columns)
         guard !overflow else { throw CompressionError.invalidShape(rows: rows, columns: columns, tensor: name) }
         guard weights.count == count else {
@@ -87,8 +91,10 @@ public enum LinearQuantizer {
         let workers = max(1, min(workerCount, rows))
         return try weights.withMemoryRebound(to: UInt16.self) { bits in
             switch granularity {
-            case .perTensor: return try quantizePerTensor(bits, rows: rows, columns: columns, name: name, workers: workers)
-            case .perOutputChannel: return try quantizePerRow(bits, rows: rows, columns: columns, name: name, workers: workers)
+            case .perTensor:
+                return try quantizePerTensor(bits, rows: rows, columns: columns, name: name, workers: workers)
+            case .perOutputChannel:
+                return try quantizePerRow(bits, rows: rows, columns: columns, name: name, workers: workers)
             }
         }
     }
@@ -161,7 +167,8 @@ public enum LinearQuantizer {
             try read(elements, block)
             codebook.code(UnsafeBufferPointer(block), into: codes.baseAddress!)
             // A separate search (memchr's): checking each code as it is made doubled the loop's time.
-            guard memchr(codes.baseAddress!, Int32(UInt8(bitPattern: Int8Codebook.absent)), elements.count) == nil else {
+            guard memchr(codes.baseAddress!, Int32(UInt8(bitPattern: Int8Codebook.absent)), elements.count) == nil
+            else {
                 throw CompressionError.changedWhileRead(tensor: name)
             }
             try write(UnsafeRawBufferPointer(start: codes.baseAddress, count: elements.count))
@@ -193,13 +200,17 @@ public enum LinearQuantizer {
             count: blocks, workers: workers,
             setUp: { _ in BlockWorkspace(patternCount: patternCount, scratchElements: scratchElements) },
             tearDown: { workspace in
-                failure.lock.withLock { for pattern in 0..<patternCount { totals.value[pattern] += workspace.counts[pattern] } }
+                failure.lock.withLock {
+                    for pattern in 0..<patternCount { totals.value[pattern] += workspace.counts[pattern] }
+                }
             }
         ) { workspace, block in
             // The lowest failing block's error, whichever worker met it first.
             guard !failure.happened(before: block) else { return }
             do {
-                for pattern in try patternsOf(rowRange(block), workspace.scratch) { workspace.counts[Int(pattern)] &+= 1 }
+                for pattern in try patternsOf(rowRange(block), workspace.scratch) {
+                    workspace.counts[Int(pattern)] &+= 1
+                }
             } catch {
                 failure.record(error, order: block)
             }
@@ -216,7 +227,9 @@ public enum LinearQuantizer {
             halfCounts = UnsafeMutableBufferPointer<Int>.allocate(capacity: patternCount)
             halfCounts.initialize(repeating: 0)
             Float16Table.fromBFloat16.withUnsafeBufferPointer { map in
-                for pattern in 0..<patternCount where counts[pattern] > 0 { halfCounts[Int(map[pattern])] += counts[pattern] }
+                for pattern in 0..<patternCount where counts[pattern] > 0 {
+                    halfCounts[Int(map[pattern])] += counts[pattern]
+                }
             }
         }
         defer { if source != .float16 { halfCounts.deallocate() } }
@@ -265,7 +278,9 @@ public enum LinearQuantizer {
             let target = WorkerShared(output)
             WorkDispenser.perform(count: blocks, workers: workers, setUp: { _ in () }) { _, block in
                 let firstRow = block * rowsPerBlock
-                codebook.code(patternsOf(firstRow..<min(rows, firstRow + rowsPerBlock)), into: target.value.baseAddress! + firstRow * columns)
+                codebook.code(
+                    patternsOf(firstRow..<min(rows, firstRow + rowsPerBlock)),
+                    into: target.value.baseAddress! + firstRow * columns)
             }
             initialized = rows * columns
         }
@@ -306,7 +321,8 @@ public enum LinearQuantizer {
                             let shared = SharedBuffers(
                                 bits: bits, floats: floats, scales: scaleBuffer, values: valueBuffer,
                                 rowErrors: errorBuffer, rowSignals: signalBuffer)
-                            WorkDispenser.perform(count: rows, workers: workers, batch: 16, setUp: { _ in () }) { _, row in
+                            WorkDispenser.perform(count: rows, workers: workers, batch: 16, setUp: { _ in () }) {
+                                _, row in
                                 quantizeRow(row, columns: columns, shared)
                             }
                         }
@@ -343,7 +359,8 @@ public enum LinearQuantizer {
     ///
     /// - Throws: ``CompressionError/outputSizeMismatch(expected:actual:tensor:)`` when
     ///   `output` does not hold exactly `rows · columns` values.
-    public static func dequantize(_ tensor: Int8QuantizedTensor, into output: UnsafeMutableBufferPointer<Float>) throws {
+    public static func dequantize(_ tensor: Int8QuantizedTensor, into output: UnsafeMutableBufferPointer<Float>) throws
+    {
         let count = tensor.rows * tensor.columns
         guard output.count == count, tensor.values.count == count else {
             throw CompressionError.outputSizeMismatch(expected: count, actual: output.count, tensor: nil)

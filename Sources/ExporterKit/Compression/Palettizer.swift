@@ -231,7 +231,8 @@ struct PaletteJob {
                 count: batches, workers: workerCount,
                 setUp: { _ in
                     // Zeroed: a read that left a gap must not show the palettiser garbage.
-                    let buffer = UnsafeMutableBufferPointer<UInt16>.allocate(capacity: min(elementCount, batch * groupElements))
+                    let buffer = UnsafeMutableBufferPointer<UInt16>.allocate(
+                        capacity: min(elementCount, batch * groupElements))
                     buffer.initialize(repeating: 0)
                     return StreamingWorker(workspace: PaletteWorkspace.borrow(), buffer: buffer)
                 },
@@ -242,7 +243,8 @@ struct PaletteJob {
             ) { worker, index in
                 guard !failure.happened(before: index) else { return }
                 let groups = (index * batch)..<min(layout.groupCount, (index + 1) * batch)
-                let elements = (groups.lowerBound * groupElements)..<min(elementCount, groups.upperBound * groupElements)
+                let elements =
+                    (groups.lowerBound * groupElements)..<min(elementCount, groups.upperBound * groupElements)
                 do {
                     try read(elements, UnsafeMutableBufferPointer(rebasing: worker.buffer[0..<elements.count]))
                 } catch {
@@ -347,11 +349,12 @@ struct PaletteJob {
             let first = group * layout.groupRows * layout.columns
             let count = layout.rowCount(ofGroup: group) * layout.columns
             let chunk = (count + chunkCount - 1) / chunkCount
-            WorkDispenser.perform(count: chunkCount, workers: workerCount, setUp: { workspaces[$0] }) { workspace, index in
+            WorkDispenser.perform(count: chunkCount, workers: workerCount, setUp: { workspaces[$0] }) {
+                workspace, index in
                 let start = min(count, index * chunk)
                 workspace.countOnly(source + first + start, count: min(count, start + chunk) - start)
             }
-            workspaces.forEach { $0.markOccupied() }
+            for workspace in workspaces { workspace.markOccupied() }
             let main = workspaces[0]
             for worker in 1..<workerCount { main.absorb(workspaces[worker]) }
             guard finishGroup(group, elementCount: count, workspace: main, output: output) else { continue }
@@ -374,7 +377,8 @@ struct PaletteJob {
     /// Clusters the counted group, writes its LUT and fills the workspace's index table; or,
     /// when the group holds a pattern without a finite float16 value, marks it failed, clears
     /// the counts and returns false.
-    private func finishGroup(_ group: Int, elementCount: Int, workspace: PaletteWorkspace, output: GroupOutputs) -> Bool {
+    private func finishGroup(_ group: Int, elementCount: Int, workspace: PaletteWorkspace, output: GroupOutputs) -> Bool
+    {
         guard !workspace.sawUnusable(patterns) else {
             workspace.reset()
             output.failed[group] = true

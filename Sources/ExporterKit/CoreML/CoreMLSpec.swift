@@ -94,7 +94,8 @@ public enum CoreMLSpec {
         public func encode(into writer: inout ProtobufWriter) {
             switch self {
             case .tensor(let tensor): writer.message(1, tensor)
-            case .state(let tensor): writer.message(5) { $0.message(1) { $0.message(1, tensor) } }  // StateType.wrappedType
+            // StateType.wrappedType
+            case .state(let tensor): writer.message(5) { $0.message(1) { $0.message(1, tensor) } }
             }
         }
     }
@@ -132,7 +133,7 @@ public enum CoreMLSpec {
             case .floats(let values): writer.message(1) { $0.packedFloats(1, values) }
             case .ints(let values): writer.message(2) { $0.packedInts(1, values.map(Int64.init)) }
             case .bools(let values): writer.message(3) { $0.packedBools(1, values) }
-            case .strings(let values): writer.message(4) { writer in values.forEach { writer.string(1, $0) } }
+            case .strings(let values): writer.message(4) { writer in for value in values { writer.string(1, value) } }
             case .bytes(let values): writer.message(7) { $0.bytes(1, values) }
             }
         }
@@ -207,11 +208,10 @@ public enum CoreMLSpec {
             self.attributes = attributes
         }
 
-
         public func encode(into writer: inout ProtobufWriter) {
             writer.string(1, type)
             writer.map(2, inputs.sorted { $0.key < $1.key }) { writer, bindings in
-                writer.message(2) { argument in bindings.forEach { argument.message(1, $0) } }
+                writer.message(2) { argument in for binding in bindings { argument.message(1, binding) } }
             }
             for output in outputs { writer.message(3, output) }
             writer.map(5, attributes.sorted { $0.key < $1.key }) { $0.message(2, $1) }

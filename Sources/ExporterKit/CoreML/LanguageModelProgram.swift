@@ -111,7 +111,8 @@ private struct Emitter {
         let columns = shape.dropFirst().reduce(1, *)
         guard groupRows >= 1, blockColumns >= 1, rows % groupRows == 0, columns % blockColumns == 0 else {
             throw CoreMLError.unsupported(
-                reason: "tensor '\(name)': per_block tiles of \(groupRows)x\(blockColumns) do not divide the shape \(shape) "
+                reason:
+                    "tensor '\(name)': per_block tiles of \(groupRows)x\(blockColumns) do not divide the shape \(shape) "
                     + "(Core ML needs equal tiles)")
         }
     }
@@ -121,10 +122,12 @@ private struct Emitter {
     /// - Throws: `CoreMLError.unsupported`.
     static func checkSupported(_ graph: GraphDescription) throws {
         guard Emitter.families.contains(graph.architecture) else {
-            throw CoreMLError.unsupported(reason: "no Core ML program for architecture '\(graph.architecture)' (mistral, qwen2, qwen3)")
+            throw CoreMLError.unsupported(
+                reason: "no Core ML program for architecture '\(graph.architecture)' (mistral, qwen2, qwen3)")
         }
         guard graph.computePrecision == ComputePrecision.float16.rawValue else {
-            throw CoreMLError.unsupported(reason: "the bundle computes in \(graph.computePrecision); the program needs float16")
+            throw CoreMLError.unsupported(
+                reason: "the bundle computes in \(graph.computePrecision); the program needs float16")
         }
         guard graph.activation == "silu" else {
             throw CoreMLError.unsupported(reason: "activation '\(graph.activation)' (only silu)")
@@ -134,7 +137,8 @@ private struct Emitter {
         }
         let attention = graph.attention
         guard attention.heads % attention.kvHeads == 0, attention.headDim % 2 == 0 else {
-            throw CoreMLError.unsupported(reason: "\(attention.heads) heads over \(attention.kvHeads) KV heads of dimension \(attention.headDim)")
+            throw CoreMLError.unsupported(
+                reason: "\(attention.heads) heads over \(attention.kvHeads) KV heads of dimension \(attention.headDim)")
         }
     }
 
@@ -177,10 +181,13 @@ private struct Emitter {
         case .keep:
             let values = try part(tensor, "values")
             guard values.bytes == elements * 2 else {
-                throw CoreMLError.tensor(name: name, reason: "values hold \(values.bytes) bytes, expected \(elements * 2)")
+                throw CoreMLError.tensor(
+                    name: name, reason: "values hold \(values.bytes) bytes, expected \(elements * 2)")
             }
             let value = builder.blobValue(
-                MILBlobStorage.Blob(dataType: .float16, elementCount: elements, source: .fileRange(path: weightsPath, offset: values.offset)),
+                MILBlobStorage.Blob(
+                    dataType: .float16, elementCount: elements,
+                    source: .fileRange(path: weightsPath, offset: values.offset)),
                 type: output)
             record.blobs = [blobRecord("values", value, type: output)]
             variable = builder.constant(base, value, type: output)
@@ -188,7 +195,8 @@ private struct Emitter {
             guard let bits = tensor.compression.bits, let indexType = CoreMLSpec.DataType.paletteIndices(bits: bits),
                 let storage = MILBlobStorage.DataType.paletteIndices(bits: bits), shape.count == 2
             else {
-                throw CoreMLError.tensor(name: name, reason: "a palette of \(tensor.compression.bits ?? 0) bits over shape \(shape)")
+                throw CoreMLError.tensor(
+                    name: name, reason: "a palette of \(tensor.compression.bits ?? 0) bits over shape \(shape)")
             }
             let outlierCount = tensor.compression.outlierCount(elements: elements)
             let lutPart = try part(tensor, "lut")
@@ -196,11 +204,14 @@ private struct Emitter {
             let entries = 1 << bits
             let perBlock = tensor.compression.granularity == .perBlock
             let groupRows =
-                tensor.compression.granularity == .perGroupedChannel || perBlock ? (tensor.compression.groupSize ?? rows) : rows
+                tensor.compression.granularity == .perGroupedChannel || perBlock
+                ? (tensor.compression.groupSize ?? rows) : rows
             guard groupRows > 0 else { throw CoreMLError.tensor(name: name, reason: "group size \(groupRows)") }
             let blockColumns = perBlock ? (tensor.compression.blockSize ?? columns) : columns
             let blocks = perBlock ? columns.dividedRoundingUp(by: max(blockColumns, 1)) : 1
-            if perBlock { try Emitter.checkTiles(name: name, shape: shape, groupRows: groupRows, blockColumns: blockColumns) }
+            if perBlock {
+                try Emitter.checkTiles(name: name, shape: shape, groupRows: groupRows, blockColumns: blockColumns)
+            }
             let groups = rows.dividedRoundingUp(by: groupRows)
             guard lutPart.bytes == groups * blocks * entries * 2, indexPart.bytes == (elements * bits + 7) / 8 else {
                 throw CoreMLError.tensor(name: name, reason: "lut or indices of unexpected size")
@@ -225,7 +236,9 @@ private struct Emitter {
             let lutType = T(.float16, fixed: [lutCount, blocks, entries, 1])
             let indexShape = T(indexType, fixed: [rows, columns])
             let indices = builder.blobValue(
-                MILBlobStorage.Blob(dataType: storage, elementCount: elements, source: .fileRange(path: weightsPath, offset: indexPart.offset)),
+                MILBlobStorage.Blob(
+                    dataType: storage, elementCount: elements,
+                    source: .fileRange(path: weightsPath, offset: indexPart.offset)),
                 type: indexShape)
             let lut = builder.blobValue(
                 MILBlobStorage.Blob(dataType: .float16, elementCount: lutCount * blocks * entries, source: lutSource),
@@ -235,10 +248,12 @@ private struct Emitter {
             record.lutGroups = lutCount
             record.lutGroupRows = lutRows
             if outlierCount == 0 {
-                variable = builder.constexpr("constexpr_lut_to_dense", base, inputs: [("indices", indices), ("lut", lut)], output: output)
+                variable = builder.constexpr(
+                    "constexpr_lut_to_dense", base, inputs: [("indices", indices), ("lut", lut)], output: output)
             } else {
                 let palette = builder.constexpr(
-                    "constexpr_lut_to_dense", base + "_palette", inputs: [("indices", indices), ("lut", lut)], output: output)
+                    "constexpr_lut_to_dense", base + "_palette", inputs: [("indices", indices), ("lut", lut)],
+                    output: output)
                 variable = try outliers(tensor, count: outlierCount, palette: palette, record: &record)
             }
         case .linear:
@@ -263,11 +278,14 @@ private struct Emitter {
                 scale = CoreMLSpec.Value(type: .tensor(scaleType), contents: .immediate(.bytes(scaleBytes)))
             } else {
                 scale = builder.blobValue(
-                    MILBlobStorage.Blob(dataType: .float16, elementCount: scaleCount, source: .bytes(scaleBytes)), type: scaleType)
+                    MILBlobStorage.Blob(dataType: .float16, elementCount: scaleCount, source: .bytes(scaleBytes)),
+                    type: scaleType)
             }
             let dataType = T(.int8, fixed: [rows, columns])
             let data = builder.blobValue(
-                MILBlobStorage.Blob(dataType: .int8, elementCount: elements, source: .fileRange(path: weightsPath, offset: valuesPart.offset)),
+                MILBlobStorage.Blob(
+                    dataType: .int8, elementCount: elements,
+                    source: .fileRange(path: weightsPath, offset: valuesPart.offset)),
                 type: dataType)
             record.op = "constexpr_blockwise_shift_scale"
             record.blobs = [blobRecord("values", data, type: dataType)]
@@ -295,7 +313,8 @@ private struct Emitter {
         let indexPart = try part(tensor, "outlier_indices")
         let valuePart = try part(tensor, "outlier_values")
         guard indexPart.bytes == count * 4, valuePart.bytes == count * 2 else {
-            throw CoreMLError.tensor(name: name, reason: "outlier parts of unexpected size (expected \(count) outliers)")
+            throw CoreMLError.tensor(
+                name: name, reason: "outlier parts of unexpected size (expected \(count) outliers)")
         }
         let stored = try bundle.readBytes(file: indexPart.file, offset: indexPart.offset, count: indexPart.bytes)
         var mask = [UInt8](repeating: 0, count: (elements + 7) / 8)
@@ -303,39 +322,52 @@ private struct Emitter {
         for index in 0..<count {
             let element = Int((0..<4).reduce(UInt32(0)) { $0 | UInt32(stored[index * 4 + $1]) << (8 * UInt32($1)) })
             guard element > previous, element < elements else {
-                throw CoreMLError.tensor(name: name, reason: "outlier index \(element) out of order or past \(elements) elements")
+                throw CoreMLError.tensor(
+                    name: name, reason: "outlier index \(element) out of order or past \(elements) elements")
             }
             mask[element / 8] |= 1 << UInt8(element % 8)
             previous = element
         }
         let base = Emitter.varName(name)
         let maskType = T(.uint1, fixed: shape)
-        let maskValue = builder.blobValue(MILBlobStorage.Blob(dataType: .uint1, elementCount: elements, source: .bytes(mask)), type: maskType)
+        let maskValue = builder.blobValue(
+            MILBlobStorage.Blob(dataType: .uint1, elementCount: elements, source: .bytes(mask)), type: maskType)
         let valuesType = T(.float16, fixed: [count])
         let values = builder.blobValue(
-            MILBlobStorage.Blob(dataType: .float16, elementCount: count, source: .fileRange(path: weightsPath, offset: valuePart.offset)),
+            MILBlobStorage.Blob(
+                dataType: .float16, elementCount: count, source: .fileRange(path: weightsPath, offset: valuePart.offset)
+            ),
             type: valuesType)
         let flagsType = T(.uint8, fixed: [count])
         let flags = builder.blobValue(
-            MILBlobStorage.Blob(dataType: .uint8, elementCount: count, source: .bytes([UInt8](repeating: 1, count: count))), type: flagsType)
+            MILBlobStorage.Blob(
+                dataType: .uint8, elementCount: count, source: .bytes([UInt8](repeating: 1, count: count))),
+            type: flagsType)
         let sparse = builder.constexpr(
-            "constexpr_sparse_to_dense", base + "_outliers", inputs: [("nonzero_data", values), ("mask", maskValue)], output: palette.type)
+            "constexpr_sparse_to_dense", base + "_outliers", inputs: [("nonzero_data", values), ("mask", maskValue)],
+            output: palette.type)
         let ones = builder.constexpr(
-            "constexpr_sparse_to_dense", base + "_outlier_flags", inputs: [("nonzero_data", flags), ("mask", maskValue)],
+            "constexpr_sparse_to_dense", base + "_outlier_flags",
+            inputs: [("nonzero_data", flags), ("mask", maskValue)],
             output: T(.uint8, fixed: shape))
         let condition = builder.op(
-            "cast", base + "_outlier_mask", [("x", .variable(ones)), ("dtype", .string("bool"))], output: T(.bool, fixed: shape))
+            "cast", base + "_outlier_mask", [("x", .variable(ones)), ("dtype", .string("bool"))],
+            output: T(.bool, fixed: shape))
         record.op = "select"
         record.blobs += [
-            blobRecord("outlier_mask", maskValue, type: maskType), blobRecord("outlier_values", values, type: valuesType),
+            blobRecord("outlier_mask", maskValue, type: maskType),
+            blobRecord("outlier_values", values, type: valuesType),
             blobRecord("outlier_flags", flags, type: flagsType),
         ]
         return builder.op(
-            "select", base, [("cond", .variable(condition)), ("a", .variable(sparse)), ("b", .variable(palette))], output: palette.type)
+            "select", base, [("cond", .variable(condition)), ("a", .variable(sparse)), ("b", .variable(palette))],
+            output: palette.type)
     }
 
     func blobRecord(_ kind: String, _ value: CoreMLSpec.Value, type: T) -> MLPackageTensor.Blob {
-        guard case .blob(_, let offset) = value.contents, let index = builder.blobs.metadataOffsets.firstIndex(of: offset) else {
+        guard case .blob(_, let offset) = value.contents,
+            let index = builder.blobs.metadataOffsets.firstIndex(of: offset)
+        else {
             return MLPackageTensor.Blob(kind: kind, dtype: type.dataType.milName, offset: -1, bytes: 0, shape: [])
         }
         let shape = type.shape.map { dimension -> Int in
@@ -343,7 +375,8 @@ private struct Emitter {
             return -1
         }
         return MLPackageTensor.Blob(
-            kind: kind, dtype: type.dataType.milName, offset: offset, bytes: builder.blobs.blobs[index].byteCount, shape: shape)
+            kind: kind, dtype: type.dataType.milName, offset: offset, bytes: builder.blobs.blobs[index].byteCount,
+            shape: shape)
     }
 
     static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
@@ -358,18 +391,24 @@ private struct Emitter {
     mutating func rmsNorm(_ x: MILVariable, weight name: String, _ base: String) throws -> MILVariable {
         let weight = try weight(name)
         let shape = x.type.shape
-        let x32 = builder.op("cast", base + "_x32", [("x", .variable(x)), ("dtype", .string("fp32"))], output: tensor(shape, .float32))
-        let square = builder.op("mul", base + "_square", [("x", .variable(x32)), ("y", .variable(x32))], output: tensor(shape, .float32))
+        let x32 = builder.op(
+            "cast", base + "_x32", [("x", .variable(x)), ("dtype", .string("fp32"))], output: tensor(shape, .float32))
+        let square = builder.op(
+            "mul", base + "_square", [("x", .variable(x32)), ("y", .variable(x32))], output: tensor(shape, .float32))
         var reduced = shape
         reduced[reduced.count - 1] = .fixed(1)
         let mean = builder.op(
-            "reduce_mean", base + "_mean", [("x", .variable(square)), ("axes", .ints([-1])), ("keep_dims", .bools([true], shape: []))],
+            "reduce_mean", base + "_mean",
+            [("x", .variable(square)), ("axes", .ints([-1])), ("keep_dims", .bools([true], shape: []))],
             output: tensor(reduced, .float32))
         let inverse = builder.op(
             "rsqrt", base + "_rsqrt", [("x", .variable(mean)), ("epsilon", .float32(Float(graph.rmsNormEpsilon)))],
             output: tensor(reduced, .float32))
-        let normed32 = builder.op("mul", base + "_normed32", [("x", .variable(x32)), ("y", .variable(inverse))], output: tensor(shape, .float32))
-        let normed = builder.op("cast", base + "_normed", [("x", .variable(normed32)), ("dtype", .string("fp16"))], output: tensor(shape))
+        let normed32 = builder.op(
+            "mul", base + "_normed32", [("x", .variable(x32)), ("y", .variable(inverse))],
+            output: tensor(shape, .float32))
+        let normed = builder.op(
+            "cast", base + "_normed", [("x", .variable(normed32)), ("dtype", .string("fp16"))], output: tensor(shape))
         return builder.op("mul", base, [("x", .variable(normed)), ("y", .variable(weight))], output: tensor(shape))
     }
 
@@ -379,19 +418,28 @@ private struct Emitter {
         var half = shape
         half[3] = .fixed(graph.attention.headDim / 2)
         let halves = builder.op(
-            "split", base + "_halves", [("x", .variable(x)), ("num_splits", .ints([2], shape: [])), ("axis", .ints([-1], shape: []))],
+            "split", base + "_halves",
+            [("x", .variable(x)), ("num_splits", .ints([2], shape: [])), ("axis", .ints([-1], shape: []))],
             outputs: [tensor(half), tensor(half)])
-        let negated = builder.op("mul", base + "_neg", [("x", .variable(halves[1])), ("y", .float16(-1))], output: tensor(half))
+        let negated = builder.op(
+            "mul", base + "_neg", [("x", .variable(halves[1])), ("y", .float16(-1))], output: tensor(half))
         let rotated = builder.op(
             "concat", base + "_rotated",
-            [("values", .variables([negated, halves[0]])), ("axis", .ints([-1], shape: [])), ("interleave", .bools([false], shape: []))],
+            [
+                ("values", .variables([negated, halves[0]])), ("axis", .ints([-1], shape: [])),
+                ("interleave", .bools([false], shape: [])),
+            ],
             output: tensor(shape))
-        let withCos = builder.op("mul", base + "_cos", [("x", .variable(x)), ("y", .variable(cos))], output: tensor(shape))
-        let withSin = builder.op("mul", base + "_sin", [("x", .variable(rotated)), ("y", .variable(sin))], output: tensor(shape))
+        let withCos = builder.op(
+            "mul", base + "_cos", [("x", .variable(x)), ("y", .variable(cos))], output: tensor(shape))
+        let withSin = builder.op(
+            "mul", base + "_sin", [("x", .variable(rotated)), ("y", .variable(sin))], output: tensor(shape))
         return builder.op("add", base, [("x", .variable(withCos)), ("y", .variable(withSin))], output: tensor(shape))
     }
 
-    mutating func linear(_ x: MILVariable, _ name: String, bias: String?, outputs: Int, _ base: String) throws -> MILVariable {
+    mutating func linear(_ x: MILVariable, _ name: String, bias: String?, outputs: Int, _ base: String) throws
+        -> MILVariable
+    {
         let weight = try weight(name)
         let biasVariable: MILVariable
         if let bias {
@@ -399,15 +447,18 @@ private struct Emitter {
         } else {
             let zeros = [UInt8](repeating: 0, count: outputs * 2)
             let type = T(.float16, fixed: [outputs])
-            let value = outputs <= 16
+            let value =
+                outputs <= 16
                 ? CoreMLSpec.Value(type: .tensor(type), contents: .immediate(.bytes(zeros)))
-                : builder.blobValue(MILBlobStorage.Blob(dataType: .float16, elementCount: outputs, source: .bytes(zeros)), type: type)
+                : builder.blobValue(
+                    MILBlobStorage.Blob(dataType: .float16, elementCount: outputs, source: .bytes(zeros)), type: type)
             biasVariable = builder.constant(base + "_bias", value, type: type)
         }
         var shape = x.type.shape
         shape[shape.count - 1] = .fixed(outputs)
         return builder.op(
-            "linear", base, [("x", .variable(x)), ("weight", .variable(weight)), ("bias", .variable(biasVariable))], output: tensor(shape))
+            "linear", base, [("x", .variable(x)), ("weight", .variable(weight)), ("bias", .variable(biasVariable))],
+            output: tensor(shape))
     }
 
     /// Float16 cos and sin tables `[context, head_dim]` (HF's `cat(freqs, freqs)` layout),
@@ -416,7 +467,9 @@ private struct Emitter {
         let dimension = graph.attention.headDim
         let context = graph.contextLength
         let factor = graph.rope.scalingType == "linear" ? Float(graph.rope.scalingFactor ?? 1) : 1
-        let inverse = (0..<(dimension / 2)).map { 1 / Float(pow(Double(Float(graph.rope.theta)), Double(Float(2 * $0) / Float(dimension)))) }
+        let inverse = (0..<(dimension / 2)).map {
+            1 / Float(pow(Double(Float(graph.rope.theta)), Double(Float(2 * $0) / Float(dimension))))
+        }
         var cosBytes: [UInt8] = []
         var sinBytes: [UInt8] = []
         cosBytes.reserveCapacity(context * dimension * 2)
@@ -451,47 +504,65 @@ private struct Emitter {
         let position = MILVariable(name: "current_position", type: T(.int32, fixed: [1]))
         let keyCache = MILVariable(name: "key_cache", type: T(.float16, fixed: cacheShape))
         let valueCache = MILVariable(name: "value_cache", type: T(.float16, fixed: cacheShape))
-        [inputIDs, mask, position, keyCache, valueCache].forEach { builder.reserve($0.name) }
+        for input in [inputIDs, mask, position, keyCache, valueCache] { builder.reserve(input.name) }
 
         // Positions: N from the ids' shape; the rows [position, position + N) of the tables and caches.
-        let idsShape = builder.op("shape", "input_ids_shape", [("x", .variable(inputIDs))], output: T(.int32, fixed: [2]))
+        let idsShape = builder.op(
+            "shape", "input_ids_shape", [("x", .variable(inputIDs))], output: T(.int32, fixed: [2]))
         let count = builder.op(
             "slice_by_index", "token_count", [("x", .variable(idsShape)), ("begin", .ints([1])), ("end", .ints([2]))],
             output: T(.int32, fixed: [1]))
-        let endPosition = builder.op("add", "end_position", [("x", .variable(position)), ("y", .variable(count))], output: T(.int32, fixed: [1]))
+        let endPosition = builder.op(
+            "add", "end_position", [("x", .variable(position)), ("y", .variable(count))], output: T(.int32, fixed: [1]))
         let zero = builder.constant(
-            "zero_1d", CoreMLSpec.Value(type: .tensor(T(.int32, fixed: [1])), contents: .immediate(.ints([0]))), type: T(.int32, fixed: [1]))
+            "zero_1d", CoreMLSpec.Value(type: .tensor(T(.int32, fixed: [1])), contents: .immediate(.ints([0]))),
+            type: T(.int32, fixed: [1]))
         let headDimConst = builder.constant(
-            "head_dim_1d", CoreMLSpec.Value(type: .tensor(T(.int32, fixed: [1])), contents: .immediate(.ints([Int32(headDim)]))),
+            "head_dim_1d",
+            CoreMLSpec.Value(type: .tensor(T(.int32, fixed: [1])), contents: .immediate(.ints([Int32(headDim)]))),
             type: T(.int32, fixed: [1]))
         let tableBegin = builder.op(
             "concat", "rope_begin",
-            [("values", .variables([position, zero])), ("axis", .ints([0], shape: [])), ("interleave", .bools([false], shape: []))],
+            [
+                ("values", .variables([position, zero])), ("axis", .ints([0], shape: [])),
+                ("interleave", .bools([false], shape: [])),
+            ],
             output: T(.int32, fixed: [2]))
         let tableEnd = builder.op(
             "concat", "rope_end",
-            [("values", .variables([endPosition, headDimConst])), ("axis", .ints([0], shape: [])), ("interleave", .bools([false], shape: []))],
+            [
+                ("values", .variables([endPosition, headDimConst])), ("axis", .ints([0], shape: [])),
+                ("interleave", .bools([false], shape: [])),
+            ],
             output: T(.int32, fixed: [2]))
         let tables = ropeTables()
         let tableType = T(.float16, fixed: [context, headDim])
         let cosTable = builder.constant(
             "rope_cos_table",
-            builder.blobValue(MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.cos)), type: tableType),
+            builder.blobValue(
+                MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.cos)),
+                type: tableType),
             type: tableType)
         let sinTable = builder.constant(
             "rope_sin_table",
-            builder.blobValue(MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.sin)), type: tableType),
+            builder.blobValue(
+                MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.sin)),
+                type: tableType),
             type: tableType)
         let cos = builder.op(
-            "slice_by_index", "rope_cos", [("x", .variable(cosTable)), ("begin", .variable(tableBegin)), ("end", .variable(tableEnd))],
+            "slice_by_index", "rope_cos",
+            [("x", .variable(cosTable)), ("begin", .variable(tableBegin)), ("end", .variable(tableEnd))],
             output: tensor([n, .fixed(headDim)]))
         let sin = builder.op(
-            "slice_by_index", "rope_sin", [("x", .variable(sinTable)), ("begin", .variable(tableBegin)), ("end", .variable(tableEnd))],
+            "slice_by_index", "rope_sin",
+            [("x", .variable(sinTable)), ("begin", .variable(tableBegin)), ("end", .variable(tableEnd))],
             output: tensor([n, .fixed(headDim)]))
-        let groupedMask = queriesPerKV == 1
+        let groupedMask =
+            queriesPerKV == 1
             ? mask
             : builder.op(
-                "tile", "causal_mask_grouped", [("x", .variable(mask)), ("reps", .ints([1, 1, Int32(queriesPerKV), 1]))],
+                "tile", "causal_mask_grouped",
+                [("x", .variable(mask)), ("reps", .ints([1, 1, Int32(queriesPerKV), 1]))],
                 output: tensor([.fixed(1), .fixed(1), n, .fixed(context)]))
 
         let embedding = try weight("model.embed_tokens.weight")
@@ -516,7 +587,8 @@ private struct Emitter {
             let v = try projection("v_proj", kvHeads * headDim)
             func split(_ x: MILVariable, _ count: Int, _ name: String) -> MILVariable {
                 builder.op(
-                    "reshape", base + name + "_heads", [("x", .variable(x)), ("shape", .ints([1, -1, Int32(count), Int32(headDim)]))],
+                    "reshape", base + name + "_heads",
+                    [("x", .variable(x)), ("shape", .ints([1, -1, Int32(count), Int32(headDim)]))],
                     output: tensor([.fixed(1), n, .fixed(count), .fixed(headDim)]))
             }
             var qh = split(q, heads, "q")
@@ -537,27 +609,43 @@ private struct Emitter {
 
             // Write the N new rows of this layer at the position, then read the layer's whole row.
             let layerHead = builder.constant(
-                base + "cache_begin_head", CoreMLSpec.Value(type: .tensor(T(.int32, fixed: [2])), contents: .immediate(.ints([Int32(layer), 0]))),
+                base + "cache_begin_head",
+                CoreMLSpec.Value(type: .tensor(T(.int32, fixed: [2])), contents: .immediate(.ints([Int32(layer), 0]))),
                 type: T(.int32, fixed: [2]))
             let layerTail = builder.constant(
                 base + "cache_end_head",
-                CoreMLSpec.Value(type: .tensor(T(.int32, fixed: [2])), contents: .immediate(.ints([Int32(layer + 1), Int32(kvHeads)]))),
+                CoreMLSpec.Value(
+                    type: .tensor(T(.int32, fixed: [2])),
+                    contents: .immediate(.ints([Int32(layer + 1), Int32(kvHeads)]))),
                 type: T(.int32, fixed: [2]))
             let begin = builder.op(
                 "concat", base + "cache_begin",
-                [("values", .variables([layerHead, position, zero])), ("axis", .ints([0], shape: [])), ("interleave", .bools([false], shape: []))],
+                [
+                    ("values", .variables([layerHead, position, zero])), ("axis", .ints([0], shape: [])),
+                    ("interleave", .bools([false], shape: [])),
+                ],
                 output: T(.int32, fixed: [4]))
             let end = builder.op(
                 "concat", base + "cache_end",
-                [("values", .variables([layerTail, endPosition, headDimConst])), ("axis", .ints([0], shape: [])), ("interleave", .bools([false], shape: []))],
+                [
+                    ("values", .variables([layerTail, endPosition, headDimConst])), ("axis", .ints([0], shape: [])),
+                    ("interleave", .bools([false], shape: [])),
+                ],
                 output: T(.int32, fixed: [4]))
             func cached(_ state: MILVariable, _ update: MILVariable, _ name: String) -> MILVariable {
-                let read = builder.op("read_state", base + name + "_read", [("input", .variable(state))], output: T(.float16, fixed: cacheShape))
+                let read = builder.op(
+                    "read_state", base + name + "_read", [("input", .variable(state))],
+                    output: T(.float16, fixed: cacheShape))
                 let updated = builder.op(
                     "slice_update", base + name + "_updated",
-                    [("x", .variable(read)), ("update", .variable(update)), ("begin", .variable(begin)), ("end", .variable(end))],
+                    [
+                        ("x", .variable(read)), ("update", .variable(update)), ("begin", .variable(begin)),
+                        ("end", .variable(end)),
+                    ],
                     output: T(.float16, fixed: cacheShape))
-                builder.op("write_state", base + name + "_write", [("input", .variable(state)), ("data", .variable(updated))], outputs: [])
+                builder.op(
+                    "write_state", base + name + "_write", [("input", .variable(state)), ("data", .variable(updated))],
+                    outputs: [])
                 return builder.op(
                     "slice_by_index", base + name + "_layer",
                     [
@@ -569,36 +657,48 @@ private struct Emitter {
             let keys = cached(keyCache, kt, "key_cache")
             let values = cached(valueCache, vt, "value_cache")
             // Query heads h = g·kvHead + j fold into [1, kv_heads, g·N, head_dim]; the mask is tiled to match.
-            let folded = queriesPerKV == 1
+            let folded =
+                queriesPerKV == 1
                 ? qt
                 : builder.op(
-                    "reshape", base + "q_grouped", [("x", .variable(qt)), ("shape", .ints([1, Int32(kvHeads), -1, Int32(headDim)]))],
+                    "reshape", base + "q_grouped",
+                    [("x", .variable(qt)), ("shape", .ints([1, Int32(kvHeads), -1, Int32(headDim)]))],
                     output: tensor([.fixed(1), .fixed(kvHeads), n, .fixed(headDim)]))
             let attended = builder.op(
                 "scaled_dot_product_attention", base + "attention",
-                [("query", .variable(folded)), ("key", .variable(keys)), ("value", .variable(values)), ("attn_mask", .variable(groupedMask))],
+                [
+                    ("query", .variable(folded)), ("key", .variable(keys)), ("value", .variable(values)),
+                    ("attn_mask", .variable(groupedMask)),
+                ],
                 output: tensor([.fixed(1), .fixed(kvHeads), n, .fixed(headDim)]))
-            let unfolded = queriesPerKV == 1
+            let unfolded =
+                queriesPerKV == 1
                 ? attended
                 : builder.op(
-                    "reshape", base + "attention_heads", [("x", .variable(attended)), ("shape", .ints([1, Int32(heads), -1, Int32(headDim)]))],
+                    "reshape", base + "attention_heads",
+                    [("x", .variable(attended)), ("shape", .ints([1, Int32(heads), -1, Int32(headDim)]))],
                     output: tensor([.fixed(1), .fixed(heads), n, .fixed(headDim)]))
             let sequenceFirst = builder.op(
                 "transpose", base + "attention_t", [("x", .variable(unfolded)), ("perm", .ints([0, 2, 1, 3]))],
                 output: tensor([.fixed(1), n, .fixed(heads), .fixed(headDim)]))
             let merged = builder.op(
-                "reshape", base + "attention_merged", [("x", .variable(sequenceFirst)), ("shape", .ints([1, -1, Int32(heads * headDim)]))],
+                "reshape", base + "attention_merged",
+                [("x", .variable(sequenceFirst)), ("shape", .ints([1, -1, Int32(heads * headDim)]))],
                 output: tensor([.fixed(1), n, .fixed(heads * headDim)]))
-            let output = try linear(merged, prefix + "self_attn.o_proj.weight", bias: nil, outputs: hidden, base + "o_proj")
-            x = builder.op("add", base + "attention_residual", [("x", .variable(x)), ("y", .variable(output))], output: x.type)
+            let output = try linear(
+                merged, prefix + "self_attn.o_proj.weight", bias: nil, outputs: hidden, base + "o_proj")
+            x = builder.op(
+                "add", base + "attention_residual", [("x", .variable(x)), ("y", .variable(output))], output: x.type)
 
             let m = try rmsNorm(x, weight: prefix + "post_attention_layernorm.weight", base + "post_attention_norm")
             let width = graph.intermediateSize
             let gate = try linear(m, prefix + "mlp.gate_proj.weight", bias: nil, outputs: width, base + "gate_proj")
             let up = try linear(m, prefix + "mlp.up_proj.weight", bias: nil, outputs: width, base + "up_proj")
             let activated = builder.op("silu", base + "gate_silu", [("x", .variable(gate))], output: gate.type)
-            let product = builder.op("mul", base + "gate_up", [("x", .variable(activated)), ("y", .variable(up))], output: gate.type)
-            let down = try linear(product, prefix + "mlp.down_proj.weight", bias: nil, outputs: hidden, base + "down_proj")
+            let product = builder.op(
+                "mul", base + "gate_up", [("x", .variable(activated)), ("y", .variable(up))], output: gate.type)
+            let down = try linear(
+                product, prefix + "mlp.down_proj.weight", bias: nil, outputs: hidden, base + "down_proj")
             x = builder.op("add", base + "mlp_residual", [("x", .variable(x)), ("y", .variable(down))], output: x.type)
         }
         let final = try rmsNorm(x, weight: "model.norm.weight", "final_norm")
@@ -615,7 +715,8 @@ private struct Emitter {
                     name: inputIDs.name, summary: "token ids, [1, N], N from 1 to \(context)",
                     array: CoreMLSpec.ArrayFeature(shape: [1, 1], dataType: .int32, ranges: flexibleRows)),
                 CoreMLSpec.Feature(
-                    name: mask.name, summary: "added to the attention scores: 0 where query i may see position j, -inf elsewhere",
+                    name: mask.name,
+                    summary: "added to the attention scores: 0 where query i may see position j, -inf elsewhere",
                     array: CoreMLSpec.ArrayFeature(
                         shape: [1, 1, 1, context], dataType: .float16,
                         ranges: [(1, 1), (1, 1), (1, context), (context, context)])),
@@ -626,7 +727,7 @@ private struct Emitter {
             outputs: [
                 CoreMLSpec.Feature(
                     name: "logits", summary: "next-token logits, [1, N, \(vocabulary)]",
-                    array: CoreMLSpec.ArrayFeature(shape: [], dataType: .float16)),
+                    array: CoreMLSpec.ArrayFeature(shape: [], dataType: .float16))
             ],
             states: [keyCache, valueCache].map {
                 CoreMLSpec.Feature(

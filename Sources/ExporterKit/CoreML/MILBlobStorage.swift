@@ -96,7 +96,8 @@ public enum MILBlobStorage {
 
         /// Adds a blob and returns the offset of its metadata record.
         public mutating func append(_ blob: Blob) -> Int {
-            let metadata = (fileBytes + MILBlobStorage.alignment - 1) / MILBlobStorage.alignment * MILBlobStorage.alignment
+            let metadata =
+                (fileBytes + MILBlobStorage.alignment - 1) / MILBlobStorage.alignment * MILBlobStorage.alignment
             blobs.append(blob)
             metadataOffsets.append(metadata)
             fileBytes = metadata + MILBlobStorage.recordBytes + blob.byteCount
@@ -117,7 +118,8 @@ public enum MILBlobStorage {
         for (blob, metadataOffset) in zip(layout.blobs, layout.metadataOffsets) {
             try file.pad(toMultipleOf: alignment)
             guard file.size == metadataOffset else {
-                throw CoreMLError.invalidPackage(path: file.path, reason: "blob metadata at \(file.size), planned at \(metadataOffset)")
+                throw CoreMLError.invalidPackage(
+                    path: file.path, reason: "blob metadata at \(file.size), planned at \(metadataOffset)")
             }
             var record = [UInt8](repeating: 0, count: recordBytes)
             put(UInt64(sentinel), at: 0, bytes: 4, into: &record)
@@ -130,7 +132,8 @@ public enum MILBlobStorage {
             case .bytes(let bytes):
                 guard bytes.count == blob.byteCount else {
                     throw CoreMLError.invalidPackage(
-                        path: file.path, reason: "blob at \(metadataOffset) has \(bytes.count) bytes, expected \(blob.byteCount)")
+                        path: file.path,
+                        reason: "blob at \(metadataOffset) has \(bytes.count) bytes, expected \(blob.byteCount)")
                 }
                 try file.write(bytes)
             case .fileRange(let path, let offset):
@@ -181,7 +184,9 @@ public struct MILBlobFile {
     public init(url: URL) throws {
         path = url.path
         let reader: ReadOnlyFile
-        do { reader = try ReadOnlyFile(path: url.path) } catch { throw CoreMLError.invalidPackage(path: url.path, reason: "cannot open") }
+        do { reader = try ReadOnlyFile(path: url.path) } catch {
+            throw CoreMLError.invalidPackage(path: url.path, reason: "cannot open")
+        }
         let fileSize = reader.byteCount
         size = fileSize
         func fail(_ reason: String) -> CoreMLError { .invalidPackage(path: url.path, reason: reason) }
@@ -203,7 +208,8 @@ public struct MILBlobFile {
         var entries: [Entry] = []
         var next = MILBlobStorage.recordBytes
         for index in 0..<count {
-            let metadataOffset = (next + MILBlobStorage.alignment - 1) / MILBlobStorage.alignment * MILBlobStorage.alignment
+            let metadataOffset =
+                (next + MILBlobStorage.alignment - 1) / MILBlobStorage.alignment * MILBlobStorage.alignment
             let metadata = try record(at: metadataOffset)
             guard UInt32(MILBlobStorage.get(metadata, at: 0, bytes: 4)) == MILBlobStorage.sentinel else {
                 throw fail("blob \(index) at \(metadataOffset): no metadata sentinel")
@@ -225,7 +231,9 @@ public struct MILBlobFile {
                 throw fail("blob \(index) at \(metadataOffset): \(padding) padding bits")
             }
             entries.append(
-                Entry(metadataOffset: metadataOffset, dataType: dataType, dataOffset: dataOffset, byteCount: byteCount, paddingBits: padding))
+                Entry(
+                    metadataOffset: metadataOffset, dataType: dataType, dataOffset: dataOffset, byteCount: byteCount,
+                    paddingBits: padding))
             next = dataOffset + byteCount
         }
         guard next == fileSize else { throw fail("\(fileSize - next) bytes after the last of \(count) blobs") }
@@ -253,7 +261,8 @@ public struct MILBlobFile {
     public func bytes(of entry: Entry, range: Range<Int>) throws -> [UInt8] {
         guard range.lowerBound >= 0, range.upperBound <= entry.byteCount else {
             throw CoreMLError.invalidPackage(
-                path: path, reason: "bytes \(range) lie outside the \(entry.byteCount)-byte blob at \(entry.metadataOffset)")
+                path: path,
+                reason: "bytes \(range) lie outside the \(entry.byteCount)-byte blob at \(entry.metadataOffset)")
         }
         let offset = entry.dataOffset + range.lowerBound
         guard let reader = try? ReadOnlyFile(path: path) else {

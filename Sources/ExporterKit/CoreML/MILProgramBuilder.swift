@@ -61,7 +61,8 @@ public final class MILProgramBuilder {
     /// Adds a blob and returns a value referring to it.
     public func blobValue(_ blob: MILBlobStorage.Blob, type: CoreMLSpec.TensorType) -> CoreMLSpec.Value {
         let offset = blobs.append(blob)
-        return CoreMLSpec.Value(type: .tensor(type), contents: .blob(file: MILProgramBuilder.weightFile, offset: offset))
+        return CoreMLSpec.Value(
+            type: .tensor(type), contents: .blob(file: MILProgramBuilder.weightFile, offset: offset))
     }
 
     /// A `const` op holding `value`.
@@ -159,6 +160,7 @@ public final class MILProgramBuilder {
 
     /// A string scalar value (op names).
     static func stringValue(_ text: String) -> CoreMLSpec.Value {
-        CoreMLSpec.Value(type: .tensor(CoreMLSpec.TensorType(.string, fixed: [])), contents: .immediate(.strings([text])))
+        CoreMLSpec.Value(
+            type: .tensor(CoreMLSpec.TensorType(.string, fixed: [])), contents: .immediate(.strings([text])))
     }
 }

@@ -23,18 +23,22 @@ public enum MLPackageVerifier {
     /// - Throws: `BundleError.artifactNotFound` when nothing is at `url`,
     ///   `CoreMLError.invalidPackage` or `BundleError.unsupportedSchema`.
     public static func readManifest(package url: URL) throws -> MLPackageManifest {
-        guard FileManager.default.fileExists(atPath: url.path) else { throw BundleError.artifactNotFound(path: url.path) }
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw BundleError.artifactNotFound(path: url.path)
+        }
         let path = url.appendingPathComponent(MLPackageManifest.path)
         guard let data = try? Data(contentsOf: path) else {
             throw CoreMLError.invalidPackage(path: url.path, reason: "no readable \(MLPackageManifest.path)")
         }
         do {
             return try VersionedDocument.decode(
-                MLPackageManifest.self, from: [UInt8](data), schema: MLPackageManifest.currentSchema, what: "the manifest")
+                MLPackageManifest.self, from: [UInt8](data), schema: MLPackageManifest.currentSchema,
+                what: "the manifest")
         } catch VersionedDocument.Failure.invalid(let reason) {
             throw CoreMLError.invalidPackage(path: path.path, reason: reason)
         } catch VersionedDocument.Failure.unsupportedSchema(let found) {
-            throw BundleError.unsupportedSchema(path: path.path, found: found, supported: MLPackageManifest.currentSchema)
+            throw BundleError.unsupportedSchema(
+                path: path.path, found: found, supported: MLPackageManifest.currentSchema)
         }
     }
 
@@ -55,20 +59,25 @@ public enum MLPackageVerifier {
         let manifest = try readManifest(package: url)
         for file in manifest.files {
             guard !file.path.hasPrefix("/"), !file.path.split(separator: "/").contains("..") else {
-                throw CoreMLError.invalidPackage(path: file.path, reason: "the manifest names a file outside the package")
+                throw CoreMLError.invalidPackage(
+                    path: file.path, reason: "the manifest names a file outside the package")
             }
             try BundleReader.verify(file, in: url)
         }
         let blobs = try MILBlobFile(url: url.appendingPathComponent(MLPackageWriter.weightsPath))
         guard blobs.entries.count == manifest.blobCount else {
             throw CoreMLError.invalidPackage(
-                path: MLPackageWriter.weightsPath, reason: "\(blobs.entries.count) blobs, the manifest says \(manifest.blobCount)")
+                path: MLPackageWriter.weightsPath,
+                reason: "\(blobs.entries.count) blobs, the manifest says \(manifest.blobCount)")
         }
         for tensor in manifest.tensors {
             for blob in tensor.blobs {
-                guard let entry = blobs.entries.first(where: { $0.metadataOffset == blob.offset }), entry.byteCount == blob.bytes else {
+                guard let entry = blobs.entries.first(where: { $0.metadataOffset == blob.offset }),
+                    entry.byteCount == blob.bytes
+                else {
                     throw CoreMLError.invalidPackage(
-                        path: MLPackageWriter.weightsPath, reason: "tensor '\(tensor.name)': no \(blob.bytes)-byte blob at \(blob.offset)")
+                        path: MLPackageWriter.weightsPath,
+                        reason: "tensor '\(tensor.name)': no \(blob.bytes)-byte blob at \(blob.offset)")
                 }
             }
         }
@@ -77,20 +86,28 @@ public enum MLPackageVerifier {
             let bundle = try BundleReader(url: bundleURL)
             let count = manifest.tensors.count
             for tensor in manifest.tensors {
-                progress(WorkProgress(done: compared, total: count, stage: "\(compared)/\(count) tensors compared with the bundle"))
+                progress(
+                    WorkProgress(
+                        done: compared, total: count, stage: "\(compared)/\(count) tensors compared with the bundle"))
                 try compare(tensor, blobs: blobs, bundle: bundle, pieceBytes: pieceBytes)
                 compared += 1
             }
-            progress(WorkProgress(done: compared, total: count, stage: "\(compared)/\(count) tensors compared with the bundle"))
+            progress(
+                WorkProgress(
+                    done: compared, total: count, stage: "\(compared)/\(count) tensors compared with the bundle"))
             let missing = Set(bundle.tensorNames).subtracting(manifest.tensors.map(\.name))
             if let name = missing.sorted().first {
                 throw CoreMLError.bundleMismatch(tensor: name, reason: "not in the package")
             }
         }
-        return Report(manifest: manifest, filesChecked: manifest.files.count, blobsChecked: blobs.entries.count, tensorsCompared: compared)
+        return Report(
+            manifest: manifest, filesChecked: manifest.files.count, blobsChecked: blobs.entries.count,
+            tensorsCompared: compared)
     }
 
-    private static func compare(_ tensor: MLPackageTensor, blobs: MILBlobFile, bundle: BundleReader, pieceBytes: Int) throws {
+    private static func compare(_ tensor: MLPackageTensor, blobs: MILBlobFile, bundle: BundleReader, pieceBytes: Int)
+        throws
+    {
         guard let record = bundle.manifest.tensors.first(where: { $0.name == tensor.name }) else {
             throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "not in the bundle")
         }
@@ -107,19 +124,24 @@ public enum MLPackageVerifier {
         for blob in tensor.blobs {
             let entry = try blobs.entry(atMetadataOffset: blob.offset)
             func differs(fromByte byte: Int) -> CoreMLError {
-                .bundleMismatch(tensor: tensor.name, reason: "\(blob.kind) blob at \(blob.offset) differs from byte \(byte)")
+                .bundleMismatch(
+                    tensor: tensor.name, reason: "\(blob.kind) blob at \(blob.offset) differs from byte \(byte)")
             }
             /// Throws unless `stored` equals `expected`, bytes from `start` of the blob.
             func check(_ stored: [UInt8], _ expected: [UInt8], from start: Int = 0) throws {
                 guard stored != expected else { return }
-                let first = zip(stored, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(stored.count, expected.count)
+                let first =
+                    zip(stored, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+                    ?? min(stored.count, expected.count)
                 throw differs(fromByte: start + first)
             }
             let expected: [UInt8]
             switch blob.kind {
             case "lut":
                 let lut = try bundlePart("lut")
-                guard let bits = record.compression.bits, let lutRows = tensor.lutGroupRows, let lutCount = tensor.lutGroups else {
+                guard let bits = record.compression.bits, let lutRows = tensor.lutGroupRows,
+                    let lutCount = tensor.lutGroups
+                else {
                     throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "a LUT without bits or groups")
                 }
                 let rows = record.shape[0]
@@ -127,11 +149,13 @@ public enum MLPackageVerifier {
                 // before looping over it.
                 guard lutRows > 0, lutCount > 0, lutRows <= rows, lutCount <= rows, lutRows * lutCount == rows else {
                     throw CoreMLError.bundleMismatch(
-                        tensor: tensor.name, reason: "\(lutCount) LUT groups of \(lutRows) rows do not cover its \(rows) rows")
+                        tensor: tensor.name,
+                        reason: "\(lutCount) LUT groups of \(lutRows) rows do not cover its \(rows) rows")
                 }
                 let perBlock = record.compression.granularity == .perBlock
                 let groupRows =
-                    record.compression.granularity == .perGroupedChannel || perBlock ? (record.compression.groupSize ?? rows) : rows
+                    record.compression.granularity == .perGroupedChannel || perBlock
+                    ? (record.compression.groupSize ?? rows) : rows
                 let columns = record.shape.count >= 2 ? record.shape[1] : 1
                 let lutBytes = (2 << bits) * record.compression.blockCount(columns: columns)
                 expected = (0..<lutCount).flatMap { index -> ArraySlice<UInt8> in
@@ -150,9 +174,11 @@ public enum MLPackageVerifier {
                 let elements = record.shape.reduce(1, *)
                 var mask = [UInt8](repeating: 0, count: (elements + 7) / 8)
                 for index in stride(from: 0, to: indices.count - 3, by: 4) {
-                    let element = Int((0..<4).reduce(UInt32(0)) { $0 | UInt32(indices[index + $1]) << (8 * UInt32($1)) })
+                    let element = Int(
+                        (0..<4).reduce(UInt32(0)) { $0 | UInt32(indices[index + $1]) << (8 * UInt32($1)) })
                     guard element < elements else {
-                        throw CoreMLError.bundleMismatch(tensor: tensor.name, reason: "outlier index \(element) past \(elements) elements")
+                        throw CoreMLError.bundleMismatch(
+                            tensor: tensor.name, reason: "outlier index \(element) past \(elements) elements")
                     }
                     mask[element / 8] |= 1 << UInt8(element % 8)
                 }
@@ -168,7 +194,8 @@ public enum MLPackageVerifier {
                     let end = min(common, start + pieceBytes)
                     try check(
                         try blobs.bytes(of: entry, range: start..<end),
-                        try bundle.readBytes(file: part.file, offset: part.offset + start, count: end - start), from: start)
+                        try bundle.readBytes(file: part.file, offset: part.offset + start, count: end - start),
+                        from: start)
                 }
                 // Equal as far as both go: a longer one differs where the shorter ends.
                 guard entry.byteCount == part.bytes else { throw differs(fromByte: common) }

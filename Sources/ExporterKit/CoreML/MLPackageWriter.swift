@@ -110,7 +110,8 @@ public enum MLPackageWriter {
         }
         try weights.finish()
         guard weights.size == program.blobs.fileBytes else {
-            throw CoreMLError.invalidPackage(path: weightsPath, reason: "\(weights.size) bytes written, \(program.blobs.fileBytes) planned")
+            throw CoreMLError.invalidPackage(
+                path: weightsPath, reason: "\(weights.size) bytes written, \(program.blobs.fileBytes) planned")
         }
         let model = try directory.createFile(modelPath)
         try model.write(program.model.serialized)
@@ -128,7 +129,8 @@ public enum MLPackageWriter {
                     fileFormatVersion: "1.0.0",
                     itemInfoEntries: [
                         modelID: .init(
-                            author: "com.apple.CoreML", description: "CoreML Model Specification", name: "model.mlmodel",
+                            author: "com.apple.CoreML", description: "CoreML Model Specification",
+                            name: "model.mlmodel",
                             path: "com.apple.CoreML/model.mlmodel"),
                         weightsID: .init(
                             author: "com.apple.CoreML", description: "CoreML Model Weights", name: "weights",
@@ -141,7 +143,9 @@ public enum MLPackageWriter {
         try packageManifest.finish()
 
         let files = [
-            Manifest.File(path: packageManifestPath, bytes: packageManifest.size, crc32: BundleWriter.hex(packageManifest.crc.value)),
+            Manifest.File(
+                path: packageManifestPath, bytes: packageManifest.size,
+                crc32: BundleWriter.hex(packageManifest.crc.value)),
             Manifest.File(path: modelPath, bytes: model.size, crc32: modelCRC),
             Manifest.File(path: weightsPath, bytes: weights.size, crc32: weightsCRC),
         ].sorted { $0.path < $1.path }
@@ -149,13 +153,16 @@ public enum MLPackageWriter {
         var bundleCRC = CRC32()
         bundleManifest.withUnsafeBytes { bundleCRC.update($0) }
         let manifest = MLPackageManifest(
-            schema: MLPackageManifest.currentSchema, tool: bundle.manifest.tool, name: destination.deletingPathExtension().lastPathComponent,
+            schema: MLPackageManifest.currentSchema, tool: bundle.manifest.tool,
+            name: destination.deletingPathExtension().lastPathComponent,
             architecture: bundle.graph.architecture,
             sourceBundle: .init(name: bundleURL.lastPathComponent, manifestCRC32: BundleWriter.hex(bundleCRC.value)),
             deploymentTarget: CoreMLSpec.deploymentTarget, specificationVersion: CoreMLSpec.specificationVersion,
-            opset: CoreMLSpec.opset, contextLength: bundle.graph.contextLength, kvCacheBytes: bundle.manifest.kvCache.bytes,
+            opset: CoreMLSpec.opset, contextLength: bundle.graph.contextLength,
+            kvCacheBytes: bundle.manifest.kvCache.bytes,
             packageBytes: files.reduce(0) { $0 + $1.bytes }, blobCount: program.blobs.blobs.count,
-            operationCount: program.model.program.operations.count, opCounts: program.opCounts, tensors: program.tensors, files: files)
+            operationCount: program.model.program.operations.count, opCounts: program.opCounts,
+            tensors: program.tensors, files: files)
         let manifestFile = try directory.createFile(MLPackageManifest.path)
         try manifestFile.write(try CanonicalJSON.encode(manifest))
         try manifestFile.finish()

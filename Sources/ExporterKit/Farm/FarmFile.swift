@@ -120,7 +120,8 @@ public struct FarmFile: Equatable, Sendable {
     public static let schema = "exporter.farm/1"
     /// Keys a job (or the defaults) may set.
     static let jobKeys: Set<String> = [
-        "name", "model", "platform", "context", "compression", "compression_config", "compute_precision", "experimental",
+        "name", "model", "platform", "context", "compression", "compression_config", "compute_precision",
+        "experimental",
         "preset", "disable_embedding_quantization_ios", "output_name", "devices", "synthetic", "seed", "allow_clamp",
         "palette_search",
     ]
@@ -144,13 +145,16 @@ public struct FarmFile: Equatable, Sendable {
         let file = path.path
         let document: JSONValue
         do { document = try JSONParser.parse(bytes) } catch { throw FarmError.invalid(path: file, reason: "\(error)") }
-        guard let root = document.objectValue else { throw FarmError.invalid(path: file, reason: "the document is not an object") }
+        guard let root = document.objectValue else {
+            throw FarmError.invalid(path: file, reason: "the document is not an object")
+        }
         if let unknown = root.keys.first(where: { !["schema", "defaults", "jobs"].contains($0) }) {
             throw FarmError.invalid(path: file, reason: "unknown key '\(unknown)'")
         }
         let schema = root["schema"]?.stringValue ?? ""
         guard schema == FarmFile.schema else {
-            throw FarmError.invalid(path: file, reason: "schema is '\(schema)'; this version reads '\(FarmFile.schema)'")
+            throw FarmError.invalid(
+                path: file, reason: "schema is '\(schema)'; this version reads '\(FarmFile.schema)'")
         }
         let defaults = root["defaults"]?.objectValue ?? JSONObject()
         if let bad = defaults.keys.first(where: { !FarmFile.jobKeys.contains($0) || $0 == "name" }) {
@@ -224,7 +228,8 @@ public struct FarmFile: Equatable, Sendable {
                 throw bad("'devices' must be an array of architecture ids")
             }
             job.devices = items.compactMap(\.stringValue)
-            if let repeated = job.devices.enumerated().first(where: { job.devices[..<$0.offset].contains($0.element) }) {
+            if let repeated = job.devices.enumerated().first(where: { job.devices[..<$0.offset].contains($0.element) })
+            {
                 throw bad("device '\(repeated.element)' is listed twice")
             }
         }

@@ -164,7 +164,9 @@ public struct FarmRunner {
     /// each given to the shard with the least work so far (ties to the lower shard), so every
     /// job is in exactly one shard and shards are balanced. The same on every machine.
     public func shardJobs(index: Int, count: Int) -> [FarmJob] {
-        let costs = farm.jobs.map { job in (try? ExportPlan.make(options: options(of: job), resolver: resolver))?.parameters ?? 1 }
+        let costs = farm.jobs.map { job in
+            (try? ExportPlan.make(options: options(of: job), resolver: resolver))?.parameters ?? 1
+        }
         let order = farm.jobs.indices.sorted { costs[$0] != costs[$1] ? costs[$0] > costs[$1] : $0 < $1 }
         var load = [Int](repeating: 0, count: count)
         var assigned = [Int](repeating: 0, count: farm.jobs.count)
@@ -178,8 +180,11 @@ public struct FarmRunner {
 
     /// The report file of this run: `farm-report.json`, or `farm-report-shard-I-of-N.json`.
     public var reportURL: URL {
-        guard let shard = settings.shard else { return settings.outputDirectory.appendingPathComponent("farm-report.json") }
-        return settings.outputDirectory.appendingPathComponent("farm-report-shard-\(shard.index)-of-\(shard.count).json")
+        guard let shard = settings.shard else {
+            return settings.outputDirectory.appendingPathComponent("farm-report.json")
+        }
+        return settings.outputDirectory.appendingPathComponent(
+            "farm-report-shard-\(shard.index)-of-\(shard.count).json")
     }
 
     /// Runs the farm (or its shard) and writes the report.
@@ -257,7 +262,8 @@ public struct FarmRunner {
             // Case-insensitively: on macOS's usual file system `M.aimodel` and `m.aimodel` are one folder.
             let key = relative.lowercased()
             if let owner = owners[key] {
-                collisions[job.name] = "writes the same bundle as job '\(owner)' ('\(relative)'); give one of them another 'output_name'"
+                collisions[job.name] =
+                    "writes the same bundle as job '\(owner)' ('\(relative)'); give one of them another 'output_name'"
             } else {
                 owners[key] = job.name
             }
@@ -285,13 +291,15 @@ public struct FarmRunner {
     /// `verified`'s record of them), else exports it in a child process once its conversion
     /// forecast fits in ``memory`` beside the running exports'.
     func run(_ job: FarmJob, verified: VerifiedFiles? = nil, log: (String) -> Void = { _ in }) -> FarmJobResult {
-        var result = FarmJobResult(name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
+        var result = FarmJobResult(
+            name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
         let plan: ExportPlan
         let synthetic: Bool
         do {
             plan = try ExportPlan.make(options: options(of: job), resolver: resolver)
             synthetic =
-                job.synthetic == .always || (job.synthetic == .ifMissing && plan.model.source.checkpointDirectory == nil)
+                job.synthetic == .always
+                || (job.synthetic == .ifMissing && plan.model.source.checkpointDirectory == nil)
             result.buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
         } catch {
             result.error = "\(error)"
@@ -344,7 +352,8 @@ public struct FarmRunner {
     /// Compiles the job's bundle for each of its devices whose artifact is missing, invalid or
     /// built from other inputs (another bundle, another device entry): a new device compiles,
     /// nothing is re-exported.
-    func compile(_ job: FarmJob, bundle: URL, manifest: Manifest, verified: VerifiedFiles? = nil) -> [FarmDeviceResult] {
+    func compile(_ job: FarmJob, bundle: URL, manifest: Manifest, verified: VerifiedFiles? = nil) -> [FarmDeviceResult]
+    {
         guard !job.devices.isEmpty else { return [] }
         let table: DeviceTable
         do {
@@ -368,9 +377,11 @@ public struct FarmRunner {
             let artifact = Compiler.artifactURL(name: name, device: device, in: folder)
             result.artifact = String(artifact.path.dropFirst(settings.outputDirectory.path.count + 1))
             let expected = manifest.buildKey.map {
-                BuildKey.compiled(bundleKey: $0, device: device, minimumDeploymentVersion: DeploymentVersion.minimum.description)
+                BuildKey.compiled(
+                    bundleKey: $0, device: device, minimumDeploymentVersion: DeploymentVersion.minimum.description)
             }
-            if !settings.force, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: true, verified: verified),
+            if !settings.force,
+                let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: true, verified: verified),
                 expected != nil, reader.manifest.buildKey == expected, let verdict = reader.manifest.compiled?.verdict
             {
                 result.status = "skipped"
@@ -379,7 +390,8 @@ public struct FarmRunner {
                 return result
             }
             let (status, errorText) = runChild([
-                "compile", bundle.path, "--platform", platform.rawValue, "--device", id, "--output", folder.path, "--overwrite",
+                "compile", bundle.path, "--platform", platform.rawValue, "--device", id, "--output", folder.path,
+                "--overwrite",
             ])
             guard status == 0, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
                 let verdict = reader.manifest.compiled?.verdict
@@ -398,7 +410,8 @@ public struct FarmRunner {
     func expectedKey(of job: FarmJob, plan: ExportPlan, synthetic: Bool) throws -> String {
         var fingerprints: [(name: String, fingerprint: String)] = []
         if !synthetic, let directory = plan.model.source.checkpointDirectory {
-            let weights = try CheckpointWeights(directory: directory, containmentRoot: plan.model.source.containmentRoot)
+            let weights = try CheckpointWeights(
+                directory: directory, containmentRoot: plan.model.source.containmentRoot)
             fingerprints = try ExportRunner.inputFingerprints(directory: directory, weights: weights)
         }
         return BuildKey.export(
@@ -452,7 +465,8 @@ public struct FarmRunner {
     /// Writes `bytes` to a temporary file beside `url`, then renames it over `url`.
     /// - Throws: `BundleError.writeFailed`.
     static func writeAtomically(_ bytes: [UInt8], to url: URL) throws {
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString)")
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(
+            ".\(url.lastPathComponent).\(UUID().uuidString)")
         let file = try OutputFile(url: temporary)
         do {
             try file.write(bytes)
@@ -474,13 +488,17 @@ public struct FarmRunner {
         let manager = FileManager.default
         let names = ((try? manager.contentsOfDirectory(atPath: settings.outputDirectory.path)) ?? [])
             .filter { $0.hasPrefix("farm-report-shard-") && $0.hasSuffix(".json") }.sorted()
-        guard !names.isEmpty else { throw FarmError.collect(reason: "no farm-report-shard-*.json in '\(settings.outputDirectory.path)'") }
+        guard !names.isEmpty else {
+            throw FarmError.collect(reason: "no farm-report-shard-*.json in '\(settings.outputDirectory.path)'")
+        }
         var byName: [String: FarmJobResult] = [:]
         var seconds: [String: Double] = [:]
         var counts: Set<String> = []
         for name in names {
             let url = settings.outputDirectory.appendingPathComponent(name)
-            guard let data = try? Data(contentsOf: url), let report = try? JSONDecoder().decode(FarmReport.self, from: data) else {
+            guard let data = try? Data(contentsOf: url),
+                let report = try? JSONDecoder().decode(FarmReport.self, from: data)
+            else {
                 throw FarmError.collect(reason: "'\(name)' is not a farm report")
             }
             guard report.farm == farm.path.lastPathComponent else {
@@ -488,7 +506,9 @@ public struct FarmRunner {
             }
             counts.insert(String(report.shard?.split(separator: "/").last ?? ""))
             for job in report.jobs {
-                guard byName[job.name] == nil else { throw FarmError.collect(reason: "job '\(job.name)' is in two shard reports") }
+                guard byName[job.name] == nil else {
+                    throw FarmError.collect(reason: "job '\(job.name)' is in two shard reports")
+                }
                 byName[job.name] = job
             }
             seconds.merge(report.seconds) { first, _ in first }
@@ -497,11 +517,14 @@ public struct FarmRunner {
             throw FarmError.collect(reason: "found \(names.count) shard reports for shard counts \(counts.sorted())")
         }
         let missing = farm.jobs.map(\.name).filter { byName[$0] == nil }
-        guard missing.isEmpty else { throw FarmError.collect(reason: "no result for job(s) \(missing.joined(separator: ", "))") }
+        guard missing.isEmpty else {
+            throw FarmError.collect(reason: "no result for job(s) \(missing.joined(separator: ", "))")
+        }
         let report = FarmReport(
             schema: FarmReport.currentSchema, farm: farm.path.lastPathComponent, shard: nil,
             jobs: farm.jobs.compactMap { byName[$0.name] }, seconds: seconds)
-        try FarmRunner.writeAtomically(try report.canonicalJSON(), to: settings.outputDirectory.appendingPathComponent("farm-report.json"))
+        try FarmRunner.writeAtomically(
+            try report.canonicalJSON(), to: settings.outputDirectory.appendingPathComponent("farm-report.json"))
         return report
     }
 }

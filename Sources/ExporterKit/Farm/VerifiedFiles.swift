@@ -112,7 +112,8 @@ public final class VerifiedFiles: @unchecked Sendable {
             }.merging(current) { _, new in new }
         }
         try FarmRunner.writeAtomically(
-            try CanonicalJSON.encode(Record(schema: Self.schema, files: files)), to: root.appendingPathComponent(Self.fileName))
+            try CanonicalJSON.encode(Record(schema: Self.schema, files: files)),
+            to: root.appendingPathComponent(Self.fileName))
     }
 
     /// `url`'s path relative to the output folder; nil outside it.

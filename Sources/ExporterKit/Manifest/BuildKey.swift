@@ -40,7 +40,8 @@ public enum BuildKey {
                     ranges.append(start..<(start + tensorSampleBytes))
                 }
             }
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(windowBytes, 3 * tensorSampleBytes), alignment: 16)
+            let buffer = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: max(windowBytes, 3 * tensorSampleBytes), alignment: 16)
             defer { buffer.deallocate() }
             var crc = CRC32()
             for range in ranges {
@@ -92,7 +93,9 @@ public enum BuildKey {
     /// The key of a compiled artifact: its bundle's key, every number of the device entry the
     /// compiler reads, and the minimum deployment version. A changed device entry recompiles
     /// that device only; a changed bundle recompiles every device.
-    public static func compiled(bundleKey: String, device: DeviceArchitecture, minimumDeploymentVersion: String) -> String {
+    public static func compiled(bundleKey: String, device: DeviceArchitecture, minimumDeploymentVersion: String)
+        -> String
+    {
         var hash = SHA256()
         hash.update(field: "exporter.compiled-key/1")
         hash.update(field: bundleKey)

@@ -83,7 +83,9 @@ public struct InspectionSummary: Sendable {
     public init(manifest: Manifest, worst: Int = 5) {
         self.manifest = manifest
         let precision = ComputePrecision(rawValue: manifest.computePrecision) ?? .float16
-        func bits(_ bytes: Int, _ parameters: Int) -> Double { Manifest.rounded(Double(bytes) * 8 / Double(max(parameters, 1))) }
+        func bits(_ bytes: Int, _ parameters: Int) -> Double {
+            Manifest.rounded(Double(bytes) * 8 / Double(max(parameters, 1)))
+        }
         groups = TensorRole.allCases.compactMap { role in
             let tensors = manifest.tensors.filter { $0.role == role.rawValue }
             guard !tensors.isEmpty else { return nil }
@@ -140,7 +142,8 @@ public struct InspectionSummary: Sendable {
             var detail = "\(Format.mebibytes(verdict.totalBytes)) of \(Format.mebibytes(verdict.appMemoryLimitBytes))"
             if let raised = verdict.increasedMemoryLimitBytes { detail += " (\(Format.mebibytes(raised)) entitled)" }
             if !verdict.regionsOverBudget.isEmpty {
-                detail += "; ANE regions \(verdict.regionsOverBudget.map(String.init).joined(separator: ", ")) over budget"
+                detail +=
+                    "; ANE regions \(verdict.regionsOverBudget.map(String.init).joined(separator: ", ")) over budget"
             }
             return DeviceVerdict(device: verdict.architecture, verdict: verdict.memory.rawValue, detail: detail)
         }
@@ -181,7 +184,8 @@ extension InspectionSummary {
             groups.map { group in
                 .object(
                     JSONObject([
-                        ("role", .string(group.role)), ("tensors", int(group.tensors)), ("parameters", int(group.parameters)),
+                        ("role", .string(group.role)), ("tensors", int(group.tensors)),
+                        ("parameters", int(group.parameters)),
                         ("bytes", int(group.bytes)), ("bits_per_weight", double(group.bitsPerWeight)),
                         ("storage", .array(group.storage.map { .string($0) })),
                     ]))
@@ -190,21 +194,28 @@ extension InspectionSummary {
             layers.map { layer in
                 .object(
                     JSONObject([
-                        ("label", .string(layer.label)), ("parameters", int(layer.parameters)), ("bytes", int(layer.bytes)),
+                        ("label", .string(layer.label)), ("parameters", int(layer.parameters)),
+                        ("bytes", int(layer.bytes)),
                         ("bits_per_weight", double(layer.bitsPerWeight)), ("min_sqnr_db", double(layer.minimumSQNR)),
                         ("mean_sqnr_db", double(layer.meanSQNR)),
                     ]))
             })
         root["worst_sqnr"] = .array(
             worstTensors.map {
-                .object(JSONObject([("name", .string($0.name)), ("sqnr_db", double($0.sqnrDB)), ("storage", .string($0.storage))]))
+                .object(
+                    JSONObject([
+                        ("name", .string($0.name)), ("sqnr_db", double($0.sqnrDB)), ("storage", .string($0.storage)),
+                    ]))
             })
         root["device_verdicts"] =
             deviceVerdicts.map { verdicts in
                 .array(
                     verdicts.map {
                         .object(
-                            JSONObject([("device", .string($0.device)), ("verdict", .string($0.verdict)), ("detail", string($0.detail))]))
+                            JSONObject([
+                                ("device", .string($0.device)), ("verdict", .string($0.verdict)),
+                                ("detail", string($0.detail)),
+                            ]))
                     })
             } ?? .null
         root["tokenizer"] =

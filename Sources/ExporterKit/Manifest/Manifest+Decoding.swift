@@ -7,7 +7,8 @@ extension Manifest {
     /// - Throws: `BundleError.unsupportedSchema` or `.notABundle` naming `path`.
     public static func decoded(from data: Data, path: String) throws -> Manifest {
         do {
-            return try VersionedDocument.decode(Manifest.self, from: [UInt8](data), schema: currentSchema, what: "the manifest")
+            return try VersionedDocument.decode(
+                Manifest.self, from: [UInt8](data), schema: currentSchema, what: "the manifest")
         } catch VersionedDocument.Failure.invalid(let reason) {
             throw BundleError.notABundle(path: path, reason: reason)
         } catch VersionedDocument.Failure.unsupportedSchema(let found) {

@@ -93,21 +93,28 @@ public struct ManifestDiff: Sendable {
         let mb = b.manifest
         var quantities: [Quantity] = []
         func add(_ field: String, _ x: Int?, _ y: Int?, bytes: Bool) {
-            quantities.append(Quantity(field: field, before: x.map(Double.init), after: y.map(Double.init), isBytes: bytes))
+            quantities.append(
+                Quantity(field: field, before: x.map(Double.init), after: y.map(Double.init), isBytes: bytes))
         }
         add("size on disk", a.sizeOnDisk, b.sizeOnDisk, bytes: true)
-        quantities.append(Quantity(field: "bits per weight", before: ma.sizes.bitsPerWeight, after: mb.sizes.bitsPerWeight, isBytes: false))
+        quantities.append(
+            Quantity(
+                field: "bits per weight", before: ma.sizes.bitsPerWeight, after: mb.sizes.bitsPerWeight, isBytes: false)
+        )
         add("parameters", ma.parameters, mb.parameters, bytes: false)
         add("context length", ma.contextLength, mb.contextLength, bytes: false)
         add("KV cache", ma.kvCache.bytes, mb.kvCache.bytes, bytes: true)
         // A compiled artifact's own plan, as inspect shows it: what its device reserves.
-        add("memory", ma.compiled?.memory.totalBytes ?? ma.memory.totalBytes, mb.compiled?.memory.totalBytes ?? mb.memory.totalBytes, bytes: true)
+        add(
+            "memory", ma.compiled?.memory.totalBytes ?? ma.memory.totalBytes,
+            mb.compiled?.memory.totalBytes ?? mb.memory.totalBytes, bytes: true)
         for role in TensorRole.allCases.map(\.rawValue) {
             let x = a.groups.first { $0.role == role }
             let y = b.groups.first { $0.role == role }
             guard x != nil || y != nil else { continue }
             add("bytes: \(role)", x?.bytes, y?.bytes, bytes: true)
-            quantities.append(Quantity(field: "bits/w: \(role)", before: x?.bitsPerWeight, after: y?.bitsPerWeight, isBytes: false))
+            quantities.append(
+                Quantity(field: "bits/w: \(role)", before: x?.bitsPerWeight, after: y?.bitsPerWeight, isBytes: false))
         }
         self.quantities = quantities
 
@@ -123,8 +130,10 @@ public struct ManifestDiff: Sendable {
         text("precision", ma.computePrecision, mb.computePrecision)
         text("compression", ma.compression.config, mb.compression.config)
         text("kind", ma.kind, mb.kind)
-        let devicesA = Dictionary((a.deviceVerdicts ?? []).map { ($0.device, $0.verdict) }, uniquingKeysWith: { x, _ in x })
-        let devicesB = Dictionary((b.deviceVerdicts ?? []).map { ($0.device, $0.verdict) }, uniquingKeysWith: { x, _ in x })
+        let devicesA = Dictionary(
+            (a.deviceVerdicts ?? []).map { ($0.device, $0.verdict) }, uniquingKeysWith: { x, _ in x })
+        let devicesB = Dictionary(
+            (b.deviceVerdicts ?? []).map { ($0.device, $0.verdict) }, uniquingKeysWith: { x, _ in x })
         for device in Set(devicesA.keys).union(devicesB.keys).sorted() {
             text("verdict: \(device)", devicesA[device], devicesB[device])
         }
@@ -145,7 +154,8 @@ public struct ManifestDiff: Sendable {
             let change = TensorChange(
                 name: tensor.name, storageBefore: old?.compression.label(precision: precisionA),
                 storageAfter: tensor.compression.label(precision: precisionB), bytesBefore: old?.storedBytes,
-                bytesAfter: tensor.storedBytes, sqnrBefore: old.flatMap { sqnr($0, in: ma) }, sqnrAfter: sqnr(tensor, in: mb))
+                bytesAfter: tensor.storedBytes, sqnrBefore: old.flatMap { sqnr($0, in: ma) },
+                sqnrAfter: sqnr(tensor, in: mb))
             if old == nil || change.storageBefore != change.storageAfter || change.bytesBefore != change.bytesAfter
                 || change.sqnrBefore != change.sqnrAfter
             {
@@ -155,7 +165,8 @@ public struct ManifestDiff: Sendable {
         for tensor in ma.tensors where !namesB.contains(tensor.name) {
             changes.append(
                 TensorChange(
-                    name: tensor.name, storageBefore: tensor.compression.label(precision: precisionA), storageAfter: nil,
+                    name: tensor.name, storageBefore: tensor.compression.label(precision: precisionA),
+                    storageAfter: nil,
                     bytesBefore: tensor.storedBytes, bytesAfter: nil, sqnrBefore: sqnr(tensor, in: ma), sqnrAfter: nil))
         }
         tensorChanges = changes
@@ -182,7 +193,8 @@ public struct ManifestDiff: Sendable {
                 guard let drop = change.sqnrDrop, drop > limit else { continue }
                 result.append(
                     "tensor '\(change.name)': SQNR fell by \(drop.isInfinite ? "∞ dB" : ManifestDiff.decibels(drop)) (\(ManifestDiff.decibels(change.sqnrBefore)) → "
-                        + "\(ManifestDiff.decibels(change.sqnrAfter))), more than --min-sqnr-drop \(ManifestDiff.plain(limit)) dB")
+                        + "\(ManifestDiff.decibels(change.sqnrAfter))), more than --min-sqnr-drop \(ManifestDiff.plain(limit)) dB"
+                )
             }
         }
         return result

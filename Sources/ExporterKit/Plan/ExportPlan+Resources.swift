@@ -145,7 +145,9 @@ struct TensorMemory {
     let stored: Int
 
     init(loaded: Int, lookAheadBytes: Int, working: Int, held: Int, stored: Int) {
-        (self.loaded, self.lookAheadBytes, self.working, self.held, self.stored) = (loaded, lookAheadBytes, working, held, stored)
+        (self.loaded, self.lookAheadBytes, self.working, self.held, self.stored) = (
+            loaded, lookAheadBytes, working, held, stored
+        )
     }
 
     init(_ tensor: PlannedTensor, precision: ComputePrecision, conditions: ConversionMemoryConditions, workers: Int) {
@@ -153,7 +155,8 @@ struct TensorMemory {
         let half = [elements, 2].saturatingProduct
         let scheme = tensor.scheme
         let kind = conditions.storedPatterns(tensor.spec)
-        let streams = kind != nil && TensorEncoder.streams(tensor, precision: precision, calibrated: conditions.calibrated)
+        let streams =
+            kind != nil && TensorEncoder.streams(tensor, precision: precision, calibrated: conditions.calibrated)
         // A bfloat16 or float32 tensor whose values float16 cannot hold is converted whole after all.
         let exceeds = conditions.mayExceedFloat16?(tensor.spec) ?? (kind == .bfloat16)
         let clampedCopy = kind != nil && exceeds && conditions.allowClamp ? half : 0
@@ -186,7 +189,8 @@ struct TensorMemory {
                 // (Palettizer.palettize(streamedRows:)); LUTs and indices go straight to the tensor's.
                 let (rows, columns) = tensor.spec.matrixShape
                 let groupElements = [min(rows, max(1, scheme.groupSize ?? rows)), columns].saturatingProduct
-                let batch = Palettizer.streamReadGroups(groupElements: groupElements, readElements: Palettizer.streamReadElements)
+                let batch = Palettizer.streamReadGroups(
+                    groupElements: groupElements, readElements: Palettizer.streamReadElements)
                 let buffer = [min(elements, [batch, groupElements].saturatingProduct), 2].saturatingProduct
                 loaded = 0
                 working = [output, [workers, buffer].saturatingProduct, clampedCopy].saturatingSum

@@ -163,7 +163,8 @@ public struct ExportPlan: Sendable {
                         + "\(groupSize); its last group holds \(last) channels")
             }
             return PlannedTensor(
-                spec: spec, scheme: scheme, rule: rule, storedBytes: scheme.storedBytes(for: spec, precision: precision))
+                spec: spec, scheme: scheme, rule: rule, storedBytes: scheme.storedBytes(for: spec, precision: precision)
+            )
         }
         for rule in compression.unusedRules(for: specs) {
             warnings.append("compression config '\(compression.name)': rule '\(rule.pattern)' matches no tensor")

@@ -130,13 +130,20 @@ public enum ArchitectureRegistry {
             config.attentionBias ?? (ArchitectureRegistry.canonicalModelType(config.modelType) == "qwen2")
         }
         var templates = [
-            TensorTemplate(prefix + "q_proj.weight", .attention, shape: { [$0.attentionHeads * $0.headDimension, $0.hiddenSize] }),
-            TensorTemplate(prefix + "q_proj.bias", .attention, shape: { [$0.attentionHeads * $0.headDimension] }, when: hasBias),
-            TensorTemplate(prefix + "k_proj.weight", .attention, shape: { [$0.keyValueHeads * $0.headDimension, $0.hiddenSize] }),
-            TensorTemplate(prefix + "k_proj.bias", .attention, shape: { [$0.keyValueHeads * $0.headDimension] }, when: hasBias),
-            TensorTemplate(prefix + "v_proj.weight", .attention, shape: { [$0.keyValueHeads * $0.headDimension, $0.hiddenSize] }),
-            TensorTemplate(prefix + "v_proj.bias", .attention, shape: { [$0.keyValueHeads * $0.headDimension] }, when: hasBias),
-            TensorTemplate(prefix + "o_proj.weight", .attention, shape: { [$0.hiddenSize, $0.attentionHeads * $0.headDimension] }),
+            TensorTemplate(
+                prefix + "q_proj.weight", .attention, shape: { [$0.attentionHeads * $0.headDimension, $0.hiddenSize] }),
+            TensorTemplate(
+                prefix + "q_proj.bias", .attention, shape: { [$0.attentionHeads * $0.headDimension] }, when: hasBias),
+            TensorTemplate(
+                prefix + "k_proj.weight", .attention, shape: { [$0.keyValueHeads * $0.headDimension, $0.hiddenSize] }),
+            TensorTemplate(
+                prefix + "k_proj.bias", .attention, shape: { [$0.keyValueHeads * $0.headDimension] }, when: hasBias),
+            TensorTemplate(
+                prefix + "v_proj.weight", .attention, shape: { [$0.keyValueHeads * $0.headDimension, $0.hiddenSize] }),
+            TensorTemplate(
+                prefix + "v_proj.bias", .attention, shape: { [$0.keyValueHeads * $0.headDimension] }, when: hasBias),
+            TensorTemplate(
+                prefix + "o_proj.weight", .attention, shape: { [$0.hiddenSize, $0.attentionHeads * $0.headDimension] }),
         ]
         if queryKeyNorm {
             templates += [
@@ -148,9 +155,12 @@ public enum ArchitectureRegistry {
     }
 
     private static let swiGLU: [TensorTemplate] = [
-        TensorTemplate("model.layers.{layer}.mlp.gate_proj.weight", .mlp, shape: { [$0.intermediateSize, $0.hiddenSize] }),
-        TensorTemplate("model.layers.{layer}.mlp.up_proj.weight", .mlp, shape: { [$0.intermediateSize, $0.hiddenSize] }),
-        TensorTemplate("model.layers.{layer}.mlp.down_proj.weight", .mlp, shape: { [$0.hiddenSize, $0.intermediateSize] }),
+        TensorTemplate(
+            "model.layers.{layer}.mlp.gate_proj.weight", .mlp, shape: { [$0.intermediateSize, $0.hiddenSize] }),
+        TensorTemplate(
+            "model.layers.{layer}.mlp.up_proj.weight", .mlp, shape: { [$0.intermediateSize, $0.hiddenSize] }),
+        TensorTemplate(
+            "model.layers.{layer}.mlp.down_proj.weight", .mlp, shape: { [$0.hiddenSize, $0.intermediateSize] }),
     ]
 
     /// Mistral, Qwen2 and Qwen3: the three iOS families share one decoder shape.
@@ -180,8 +190,11 @@ public enum ArchitectureRegistry {
                 "model.layers.{layer}.self_attn.o_proj.weight", .attention,
                 shape: { [$0.hiddenSize, $0.attentionHeads * $0.headDimension] }),
             layerNorm("post_attention_layernorm"),
-            TensorTemplate("model.layers.{layer}.mlp.gate_up_proj.weight", .mlp, shape: { [2 * $0.intermediateSize, $0.hiddenSize] }),
-            TensorTemplate("model.layers.{layer}.mlp.down_proj.weight", .mlp, shape: { [$0.hiddenSize, $0.intermediateSize] }),
+            TensorTemplate(
+                "model.layers.{layer}.mlp.gate_up_proj.weight", .mlp,
+                shape: { [2 * $0.intermediateSize, $0.hiddenSize] }),
+            TensorTemplate(
+                "model.layers.{layer}.mlp.down_proj.weight", .mlp, shape: { [$0.hiddenSize, $0.intermediateSize] }),
         ],
         trailing: [finalNorm, untiedHead])
 
@@ -195,9 +208,15 @@ public enum ArchitectureRegistry {
                     shape: { [expertCount($0, "num_local_experts"), $0.hiddenSize] }),
             ],
         perExpert: [
-            TensorTemplate("model.layers.{layer}.block_sparse_moe.experts.{expert}.w1.weight", .mlp, shape: { [$0.intermediateSize, $0.hiddenSize] }),
-            TensorTemplate("model.layers.{layer}.block_sparse_moe.experts.{expert}.w2.weight", .mlp, shape: { [$0.hiddenSize, $0.intermediateSize] }),
-            TensorTemplate("model.layers.{layer}.block_sparse_moe.experts.{expert}.w3.weight", .mlp, shape: { [$0.intermediateSize, $0.hiddenSize] }),
+            TensorTemplate(
+                "model.layers.{layer}.block_sparse_moe.experts.{expert}.w1.weight", .mlp,
+                shape: { [$0.intermediateSize, $0.hiddenSize] }),
+            TensorTemplate(
+                "model.layers.{layer}.block_sparse_moe.experts.{expert}.w2.weight", .mlp,
+                shape: { [$0.hiddenSize, $0.intermediateSize] }),
+            TensorTemplate(
+                "model.layers.{layer}.block_sparse_moe.experts.{expert}.w3.weight", .mlp,
+                shape: { [$0.intermediateSize, $0.hiddenSize] }),
         ],
         expertCountKey: "num_local_experts",
         trailing: [finalNorm, untiedHead])
@@ -208,12 +227,19 @@ public enum ArchitectureRegistry {
             + [
                 layerNorm("post_attention_layernorm"),
                 TensorTemplate(
-                    "model.layers.{layer}.mlp.gate.weight", .mlp, shape: { [expertCount($0, "num_experts"), $0.hiddenSize] }),
+                    "model.layers.{layer}.mlp.gate.weight", .mlp,
+                    shape: { [expertCount($0, "num_experts"), $0.hiddenSize] }),
             ],
         perExpert: [
-            TensorTemplate("model.layers.{layer}.mlp.experts.{expert}.gate_proj.weight", .mlp, shape: { [moeWidth($0), $0.hiddenSize] }),
-            TensorTemplate("model.layers.{layer}.mlp.experts.{expert}.up_proj.weight", .mlp, shape: { [moeWidth($0), $0.hiddenSize] }),
-            TensorTemplate("model.layers.{layer}.mlp.experts.{expert}.down_proj.weight", .mlp, shape: { [$0.hiddenSize, moeWidth($0)] }),
+            TensorTemplate(
+                "model.layers.{layer}.mlp.experts.{expert}.gate_proj.weight", .mlp,
+                shape: { [moeWidth($0), $0.hiddenSize] }),
+            TensorTemplate(
+                "model.layers.{layer}.mlp.experts.{expert}.up_proj.weight", .mlp,
+                shape: { [moeWidth($0), $0.hiddenSize] }),
+            TensorTemplate(
+                "model.layers.{layer}.mlp.experts.{expert}.down_proj.weight", .mlp,
+                shape: { [$0.hiddenSize, moeWidth($0)] }),
         ],
         expertCountKey: "num_experts",
         trailing: [finalNorm, untiedHead])

@@ -14,7 +14,8 @@ public enum ModelSource: Equatable, Sendable {
     public var containmentRoot: URL? {
         switch self {
         case .directory(let url): return url
-        case .huggingFaceCache(_, let snapshot, _): return snapshot.deletingLastPathComponent().deletingLastPathComponent()
+        case .huggingFaceCache(_, let snapshot, _):
+            return snapshot.deletingLastPathComponent().deletingLastPathComponent()
         case .presetConfigOnly: return nil
         }
     }
@@ -60,7 +61,9 @@ public enum ResolutionError: ExporterError, Equatable {
                 "'\(model)' has no registry preset. Pass --experimental to try exporting it anyway "
                     + "(requires --compute-precision).",
                 "Supported models: run 'exporter list' (docs in README.md).",
-            ] + (platform == .iOS ? ["This model may not be suitable for iOS application due to its memory requirements."] : [])
+            ]
+                + (platform == .iOS
+                    ? ["This model may not be suitable for iOS application due to its memory requirements."] : [])
                 + (hint.map { [$0] } ?? [])
         case .notFound(let model, let tried):
             return ["'\(model)' was not found; tried:"] + tried.map { "  - \($0)" }
@@ -177,7 +180,8 @@ public struct ModelResolver {
         // The reference tool refuses a preset-less id before fetching anything; so do we.
         if presetOverride == nil {
             guard experimental else {
-                throw ResolutionError.noPreset(model: argument, platform: platform, hint: ModelResolver.pathHint(argument))
+                throw ResolutionError.noPreset(
+                    model: argument, platform: platform, hint: ModelResolver.pathHint(argument))
             }
             guard precisionGiven else { throw ResolutionError.precisionRequired(model: argument) }
         }
@@ -226,7 +230,9 @@ public struct ModelResolver {
     /// For a local checkpoint without a preset: the presets of its exact shape (a fine-tune of
     /// a preset's base), which `--preset` would apply.
     func presetHint(for config: ModelConfig) -> String? {
-        let matching = catalog.presets.filter { (try? ModelResolver.checkSameArchitecture(preset: $0, config: config)) != nil }
+        let matching = catalog.presets.filter {
+            (try? ModelResolver.checkSameArchitecture(preset: $0, config: config)) != nil
+        }
         guard !matching.isEmpty else { return nil }
         let names = matching.map { "'\($0.id)'" }.joined(separator: " or ")
         return "Its config has the shape of preset \(names): pass --preset \(matching[0].id) to export it with that "
@@ -238,17 +244,21 @@ public struct ModelResolver {
     static func pathHint(_ argument: String) -> String? {
         let first = String(argument.split(separator: "/").first ?? "")
         var isDirectory: ObjCBool = false
-        guard !first.isEmpty, FileManager.default.fileExists(atPath: first, isDirectory: &isDirectory), isDirectory.boolValue
+        guard !first.isEmpty, FileManager.default.fileExists(atPath: first, isDirectory: &isDirectory),
+            isDirectory.boolValue
         else { return nil }
-        return "There is no folder '\(argument)' here, though '\(first)' is one: if you meant a checkpoint folder, check the path."
+        return
+            "There is no folder '\(argument)' here, though '\(first)' is one: if you meant a checkpoint folder, check the path."
     }
 
     /// A preset's defaults fit only a checkpoint of the same shape (a fine-tune of the same base).
     static func checkSameArchitecture(preset: Preset, config: ModelConfig) throws {
         let reference = try ModelConfig(contentsOf: preset.configURL)
         let fields: [(String, String, String)] = [
-            ("model_type", ArchitectureRegistry.canonicalModelType(reference.modelType),
-             ArchitectureRegistry.canonicalModelType(config.modelType)),
+            (
+                "model_type", ArchitectureRegistry.canonicalModelType(reference.modelType),
+                ArchitectureRegistry.canonicalModelType(config.modelType)
+            ),
             ("num_hidden_layers", "\(reference.layerCount)", "\(config.layerCount)"),
             ("hidden_size", "\(reference.hiddenSize)", "\(config.hiddenSize)"),
             ("intermediate_size", "\(reference.intermediateSize)", "\(config.intermediateSize)"),

@@ -88,7 +88,9 @@ public struct PresetCatalog: Sendable {
                 guard let value = object[key] else { throw invalid("preset \(index + 1) has no '\(key)'") }
                 return value
             }
-            guard let id = try field("id").stringValue, !id.isEmpty else { throw invalid("preset \(index + 1): bad 'id'") }
+            guard let id = try field("id").stringValue, !id.isEmpty else {
+                throw invalid("preset \(index + 1): bad 'id'")
+            }
             func bad(_ key: String) -> PresetError { invalid("preset '\(id)': bad '\(key)'") }
             guard let repoID = try field("repo_id").stringValue else { throw bad("repo_id") }
             guard let configPath = try field("config").stringValue else { throw bad("config") }

@@ -97,7 +97,8 @@ extension TensorLayout {
     public func tensors(for config: ModelConfig, configPath: String) throws -> [TensorSpec] {
         let expertCount = try expertCountKey.map { try config.extraPositiveInt($0, path: configPath) } ?? 0
         let perLayerCount = [perLayer.count, [expertCount, perExpert.count].saturatingProduct].saturatingSum
-        let tensorCount = [leading.count, trailing.count, [config.layerCount, perLayerCount].saturatingProduct].saturatingSum
+        let tensorCount = [leading.count, trailing.count, [config.layerCount, perLayerCount].saturatingProduct]
+            .saturatingSum
         guard tensorCount <= ModelConfig.largestTensorCount else {
             throw ConfigError.impossibleModel(
                 path: configPath, reason: "more than \(ModelConfig.largestTensorCount) tensors")
@@ -120,7 +121,8 @@ extension TensorLayout {
         var parameters = 0
         for spec in result {
             guard spec.shape.allSatisfy({ $0 > 0 }) else {
-                throw ConfigError.impossibleModel(path: configPath, reason: "tensor '\(spec.name)' would have shape \(spec.shape)")
+                throw ConfigError.impossibleModel(
+                    path: configPath, reason: "tensor '\(spec.name)' would have shape \(spec.shape)")
             }
             parameters = [parameters, spec.shape.saturatingProduct].saturatingSum
         }

@@ -34,7 +34,8 @@ public struct Calibration: Sendable {
         _ = try model.logits(tokens: tokens, observe: observe) { done in
             progress(
                 WorkProgress(
-                    done: done, total: model.stepCount, stage: "calibration pass, " + ReferenceModel.stage(done, of: architecture)))
+                    done: done, total: model.stepCount,
+                    stage: "calibration pass, " + ReferenceModel.stage(done, of: architecture)))
         }
         energy = sums.mapValues { $0.map { Float($0 / Double(max(tokens.count, 1))) } }
         tokenCount = tokens.count

@@ -60,7 +60,9 @@ public struct ForwardComparison: Sendable {
     /// Largest KL divergence of a position, in nats.
     public var maxKL: Double { positions.map(\.klDivergence).max() ?? 0 }
     /// Perplexity of the sequence under the checkpoint: `exp(−mean log p(next))`; nil for one token.
-    public var sourcePerplexity: Double? { ForwardComparison.perplexity(positions.compactMap(\.source.nextTokenLogProbability)) }
+    public var sourcePerplexity: Double? {
+        ForwardComparison.perplexity(positions.compactMap(\.source.nextTokenLogProbability))
+    }
     /// Perplexity of the sequence under the artifact; nil for one token.
     public var artifactPerplexity: Double? {
         ForwardComparison.perplexity(positions.compactMap(\.artifact.nextTokenLogProbability))
@@ -97,7 +99,8 @@ public struct ForwardComparison: Sendable {
                     index: index, token: tokens[index], nextToken: next,
                     source: Side(top5: topS, nextTokenLogProbability: next.map { logS[$0] }),
                     artifact: Side(top5: topA, nextTokenLogProbability: next.map { logA[$0] }),
-                    klDivergence: max(kl, 0), maxLogitDifference: largest, top1Agrees: topS.first?.token == topA.first?.token))
+                    klDivergence: max(kl, 0), maxLogitDifference: largest,
+                    top1Agrees: topS.first?.token == topA.first?.token))
         }
         self.positions = positions
         logitSNR = SignalToNoise.decibels(signalPower: signal, squaredError: noise)
@@ -145,7 +148,9 @@ extension ForwardComparison {
                         "top5",
                         .array(
                             side.top5.map {
-                                .object(JSONObject([("token", .number("\($0.token)")), ("logit", number(Double($0.logit)))]))
+                                .object(
+                                    JSONObject([("token", .number("\($0.token)")), ("logit", number(Double($0.logit)))])
+                                )
                             })
                     ),
                     ("next_token_logprob", number(side.nextTokenLogProbability)),

@@ -43,7 +43,8 @@ public struct ReferenceArchitecture: Equatable, Sendable {
 
     /// An architecture with every field given.
     public init(
-        family: String, layers: Int, hiddenSize: Int, intermediateSize: Int, vocabularySize: Int, heads: Int, kvHeads: Int,
+        family: String, layers: Int, hiddenSize: Int, intermediateSize: Int, vocabularySize: Int, heads: Int,
+        kvHeads: Int,
         headDim: Int, contextLength: Int, ropeTheta: Double, ropeLinearFactor: Double = 1, rmsNormEpsilon: Double,
         qkvBias: Bool, qkNorm: Bool, tiedEmbeddings: Bool, slidingWindow: Int? = nil
     ) {
@@ -70,7 +71,8 @@ public struct ReferenceArchitecture: Equatable, Sendable {
     public init(graph: GraphDescription) throws {
         try self.init(
             family: graph.architecture, layers: graph.layers, hiddenSize: graph.hiddenSize,
-            intermediateSize: graph.intermediateSize, vocabularySize: graph.vocabularySize, heads: graph.attention.heads,
+            intermediateSize: graph.intermediateSize, vocabularySize: graph.vocabularySize,
+            heads: graph.attention.heads,
             kvHeads: graph.attention.kvHeads, headDim: graph.attention.headDim, contextLength: graph.contextLength,
             ropeTheta: graph.rope.theta, ropeScaling: (graph.rope.scalingType, graph.rope.scalingFactor),
             rmsNormEpsilon: graph.rmsNormEpsilon, qkvBias: graph.attention.qkvBias, qkNorm: graph.attention.qkNorm,
@@ -85,10 +87,13 @@ public struct ReferenceArchitecture: Equatable, Sendable {
         let scaling = config.ropeScaling.objectValue
         try self.init(
             family: family.modelType, layers: config.layerCount, hiddenSize: config.hiddenSize,
-            intermediateSize: config.intermediateSize, vocabularySize: config.vocabularySize, heads: config.attentionHeads,
+            intermediateSize: config.intermediateSize, vocabularySize: config.vocabularySize,
+            heads: config.attentionHeads,
             kvHeads: config.keyValueHeads, headDim: config.headDimension, contextLength: contextLength,
             ropeTheta: config.ropeTheta,
-            ropeScaling: (scaling?["rope_type"]?.stringValue ?? scaling?["type"]?.stringValue, scaling?["factor"]?.doubleValue),
+            ropeScaling: (
+                scaling?["rope_type"]?.stringValue ?? scaling?["type"]?.stringValue, scaling?["factor"]?.doubleValue
+            ),
             rmsNormEpsilon: config.rmsNormEpsilon,
             qkvBias: config.attentionBias ?? (family.modelType == "qwen2"), qkNorm: family.hasQueryKeyNorm,
             tiedEmbeddings: config.tieWordEmbeddings,
@@ -96,7 +101,8 @@ public struct ReferenceArchitecture: Equatable, Sendable {
     }
 
     private init(
-        family: String, layers: Int, hiddenSize: Int, intermediateSize: Int, vocabularySize: Int, heads: Int, kvHeads: Int,
+        family: String, layers: Int, hiddenSize: Int, intermediateSize: Int, vocabularySize: Int, heads: Int,
+        kvHeads: Int,
         headDim: Int, contextLength: Int, ropeTheta: Double, ropeScaling: (type: String?, factor: Double?),
         rmsNormEpsilon: Double, qkvBias: Bool, qkNorm: Bool, tiedEmbeddings: Bool, slidingWindow: Int?
     ) throws {
@@ -115,8 +121,10 @@ public struct ReferenceArchitecture: Equatable, Sendable {
         }
         self.init(
             family: family, layers: layers, hiddenSize: hiddenSize, intermediateSize: intermediateSize,
-            vocabularySize: vocabularySize, heads: heads, kvHeads: kvHeads, headDim: headDim, contextLength: contextLength,
-            ropeTheta: ropeTheta, ropeLinearFactor: factor, rmsNormEpsilon: rmsNormEpsilon, qkvBias: qkvBias, qkNorm: qkNorm,
+            vocabularySize: vocabularySize, heads: heads, kvHeads: kvHeads, headDim: headDim,
+            contextLength: contextLength,
+            ropeTheta: ropeTheta, ropeLinearFactor: factor, rmsNormEpsilon: rmsNormEpsilon, qkvBias: qkvBias,
+            qkNorm: qkNorm,
             tiedEmbeddings: tiedEmbeddings, slidingWindow: slidingWindow)
     }
 
@@ -141,7 +149,8 @@ public struct ReferenceArchitecture: Equatable, Sendable {
         compare("qkv_bias", qkvBias, other.qkvBias)
         compare("qk_norm", qkNorm, other.qkNorm)
         compare("tie_word_embeddings", tiedEmbeddings, other.tiedEmbeddings)
-        compare("sliding_window", slidingWindow.map(String.init) ?? "none", other.slidingWindow.map(String.init) ?? "none")
+        compare(
+            "sliding_window", slidingWindow.map(String.init) ?? "none", other.slidingWindow.map(String.init) ?? "none")
         return result
     }
 }

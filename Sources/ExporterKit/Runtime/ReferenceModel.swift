@@ -82,14 +82,18 @@ extension DecodableArtifact {
     /// - Throws: as ``referenceTensor(_:shape:)``.
     public func referenceRows(_ name: String, shape: [Int], rows: Range<Int>) throws -> [Float] {
         let tensor = try referenceRecord(name, shape: shape)
-        guard shape.count >= 2 else { return try ReferenceModel.rows(rows, of: try dequantize(tensor), shape: shape, name: name) }
+        guard shape.count >= 2 else {
+            return try ReferenceModel.rows(rows, of: try dequantize(tensor), shape: shape, name: name)
+        }
         try ReferenceModel.checkRows(rows, shape: shape, name: name)
         return try dequantize(tensor, rows: rows)
     }
 
     /// The record of `name`, which must have `shape`.
     private func referenceRecord(_ name: String, shape: [Int]) throws -> Manifest.Tensor {
-        guard let tensor = manifest.tensors.first(where: { $0.name == name }) else { throw BundleError.unknownTensor(name) }
+        guard let tensor = manifest.tensors.first(where: { $0.name == name }) else {
+            throw BundleError.unknownTensor(name)
+        }
         guard tensor.shape == shape else {
             throw ReferenceModelError.shapeMismatch(tensor: name, expected: shape, found: tensor.shape)
         }
@@ -135,7 +139,8 @@ public struct ReferenceModel {
         try checkRows(rows, shape: shape, name: name)
         let columns = shape.dropFirst().reduce(1, *)
         guard rows.upperBound * columns <= values.count else {
-            throw ReferenceModelError.rowsOutOfRange(tensor: name, rows: rows, available: values.count / max(columns, 1))
+            throw ReferenceModelError.rowsOutOfRange(
+                tensor: name, rows: rows, available: values.count / max(columns, 1))
         }
         return Array(values[(rows.lowerBound * columns)..<(rows.upperBound * columns)])
     }
@@ -206,7 +211,8 @@ public struct ReferenceModel {
                 try weights.referenceTensor(prefix + name, shape: shape)
             }
             var normed = ReferenceKernels.rmsNorm(
-                x, rows: count, width: hidden, weight: try tensor("input_layernorm.weight", [hidden]), epsilon: a.rmsNormEpsilon)
+                x, rows: count, width: hidden, weight: try tensor("input_layernorm.weight", [hidden]),
+                epsilon: a.rmsNormEpsilon)
             func bias(_ name: String, _ width: Int) throws -> [Float]? {
                 a.qkvBias ? try tensor("self_attn.\(name).bias", [width]) : nil
             }
@@ -214,7 +220,8 @@ public struct ReferenceModel {
             observe?(prefix + "self_attn.k_proj.weight", normed, count, hidden)
             observe?(prefix + "self_attn.v_proj.weight", normed, count, hidden)
             var queries = ReferenceKernels.linear(
-                normed, rows: count, input: hidden, weight: try tensor("self_attn.q_proj.weight", [queryWidth, hidden]),
+                normed, rows: count, input: hidden,
+                weight: try tensor("self_attn.q_proj.weight", [queryWidth, hidden]),
                 output: queryWidth, bias: try bias("q_proj", queryWidth))
             var keys = ReferenceKernels.linear(
                 normed, rows: count, input: hidden, weight: try tensor("self_attn.k_proj.weight", [kvWidth, hidden]),
@@ -224,10 +231,12 @@ public struct ReferenceModel {
                 output: kvWidth, bias: try bias("v_proj", kvWidth))
             if a.qkNorm {
                 queries = ReferenceKernels.rmsNorm(
-                    queries, rows: count * a.heads, width: a.headDim, weight: try tensor("self_attn.q_norm.weight", [a.headDim]),
+                    queries, rows: count * a.heads, width: a.headDim,
+                    weight: try tensor("self_attn.q_norm.weight", [a.headDim]),
                     epsilon: a.rmsNormEpsilon)
                 keys = ReferenceKernels.rmsNorm(
-                    keys, rows: count * a.kvHeads, width: a.headDim, weight: try tensor("self_attn.k_norm.weight", [a.headDim]),
+                    keys, rows: count * a.kvHeads, width: a.headDim,
+                    weight: try tensor("self_attn.k_norm.weight", [a.headDim]),
                     epsilon: a.rmsNormEpsilon)
             }
             rotary.apply(&queries, positions: count, heads: a.heads)
@@ -246,7 +255,8 @@ public struct ReferenceModel {
                 queries: queries, keyCache: keyCache, valueCache: valueCache, positions: count, architecture: a)
             observe?(prefix + "self_attn.o_proj.weight", attended, count, queryWidth)
             let projected = ReferenceKernels.linear(
-                attended, rows: count, input: queryWidth, weight: try tensor("self_attn.o_proj.weight", [hidden, queryWidth]),
+                attended, rows: count, input: queryWidth,
+                weight: try tensor("self_attn.o_proj.weight", [hidden, queryWidth]),
                 output: hidden, bias: nil)
             for index in x.indices { x[index] += projected[index] }
 
@@ -257,10 +267,12 @@ public struct ReferenceModel {
             observe?(prefix + "mlp.gate_proj.weight", normed, count, hidden)
             observe?(prefix + "mlp.up_proj.weight", normed, count, hidden)
             var gate = ReferenceKernels.linear(
-                normed, rows: count, input: hidden, weight: try tensor("mlp.gate_proj.weight", [width, hidden]), output: width,
+                normed, rows: count, input: hidden, weight: try tensor("mlp.gate_proj.weight", [width, hidden]),
+                output: width,
                 bias: nil)
             let up = ReferenceKernels.linear(
-                normed, rows: count, input: hidden, weight: try tensor("mlp.up_proj.weight", [width, hidden]), output: width,
+                normed, rows: count, input: hidden, weight: try tensor("mlp.up_proj.weight", [width, hidden]),
+                output: width,
                 bias: nil)
             for index in gate.indices {
                 let g = gate[index]
@@ -268,7 +280,8 @@ public struct ReferenceModel {
             }
             observe?(prefix + "mlp.down_proj.weight", gate, count, width)
             let down = ReferenceKernels.linear(
-                gate, rows: count, input: width, weight: try tensor("mlp.down_proj.weight", [hidden, width]), output: hidden,
+                gate, rows: count, input: width, weight: try tensor("mlp.down_proj.weight", [hidden, width]),
+                output: hidden,
                 bias: nil)
             for index in x.indices { x[index] += down[index] }
             progress(layer + 1)
@@ -284,9 +297,11 @@ public struct ReferenceModel {
             let rows = first..<min(a.vocabularySize, first + blockRows)
             let head = try weights.referenceRows(headName, shape: vocabularyShape, rows: rows)
             // Each logit is one row's dot product, whatever the block: the same values as whole.
-            let block = ReferenceKernels.linear(final, rows: count, input: hidden, weight: head, output: rows.count, bias: nil)
+            let block = ReferenceKernels.linear(
+                final, rows: count, input: hidden, weight: head, output: rows.count, bias: nil)
             for position in 0..<count {
-                logits[position].replaceSubrange(rows, with: block[(position * rows.count)..<((position + 1) * rows.count)])
+                logits[position].replaceSubrange(
+                    rows, with: block[(position * rows.count)..<((position + 1) * rows.count)])
             }
         }
         progress(stepCount)
@@ -371,7 +386,9 @@ enum ReferenceKernels {
         x.withUnsafeBufferPointer { xs in
             weight.withUnsafeBufferPointer { ws in
                 result.withUnsafeMutableBufferPointer { out in
-                    guard let xBase = xs.baseAddress, let wBase = ws.baseAddress, let outBase = out.baseAddress else { return }
+                    guard let xBase = xs.baseAddress, let wBase = ws.baseAddress, let outBase = out.baseAddress else {
+                        return
+                    }
                     let results = UnsafeMutablePointer(outBase)
                     DispatchQueue.concurrentPerform(iterations: chunks) { index in
                         for o in index * chunk..<min(output, (index + 1) * chunk) {
@@ -398,9 +415,11 @@ enum ReferenceKernels {
         let rawB = UnsafeRawPointer(b)
         let stride = MemoryLayout<Float>.stride
         while index + 16 <= count {
-            first += rawA.loadUnaligned(fromByteOffset: index * stride, as: SIMD8<Float>.self)
+            first +=
+                rawA.loadUnaligned(fromByteOffset: index * stride, as: SIMD8<Float>.self)
                 * rawB.loadUnaligned(fromByteOffset: index * stride, as: SIMD8<Float>.self)
-            second += rawA.loadUnaligned(fromByteOffset: (index + 8) * stride, as: SIMD8<Float>.self)
+            second +=
+                rawA.loadUnaligned(fromByteOffset: (index + 8) * stride, as: SIMD8<Float>.self)
                 * rawB.loadUnaligned(fromByteOffset: (index + 8) * stride, as: SIMD8<Float>.self)
             index += 16
         }

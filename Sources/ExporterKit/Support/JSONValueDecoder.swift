@@ -102,7 +102,8 @@ struct JSONValueDecoder {
 
         private func mismatch(_ type: Any.Type, _ expected: String) -> DecodingError {
             let found = value.isNull ? "null" : value.typeDescription
-            let context = DecodingError.Context(codingPath: codingPath, debugDescription: "should be \(expected), found \(found)")
+            let context = DecodingError.Context(
+                codingPath: codingPath, debugDescription: "should be \(expected), found \(found)")
             return value.isNull ? .valueNotFound(type, context) : .typeMismatch(type, context)
         }
 
@@ -181,7 +182,8 @@ struct JSONValueDecoder {
                 throw DecodingError.valueNotFound(
                     type,
                     DecodingError.Context(
-                        codingPath: codingPath + [IndexKey(currentIndex)], debugDescription: "is past the end of the array"))
+                        codingPath: codingPath + [IndexKey(currentIndex)],
+                        debugDescription: "is past the end of the array"))
             }
             defer { currentIndex += 1 }
             return Node(value: items[currentIndex], codingPath: codingPath + [IndexKey(currentIndex)])

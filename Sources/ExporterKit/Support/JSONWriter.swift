@@ -16,7 +16,10 @@ public enum JSONWriter {
         case .number(let literal): output += literal
         case .string(let text): output += quoted(text)
         case .array(let items):
-            guard !items.isEmpty else { output += "[]"; return }
+            guard !items.isEmpty else {
+                output += "[]"
+                return
+            }
             output += "[\n"
             for (index, item) in items.enumerated() {
                 output += padding
@@ -25,7 +28,10 @@ public enum JSONWriter {
             }
             output += String(repeating: "  ", count: indent) + "]"
         case .object(let object):
-            guard !object.members.isEmpty else { output += "{}"; return }
+            guard !object.members.isEmpty else {
+                output += "{}"
+                return
+            }
             output += "{\n"
             for (index, member) in object.members.enumerated() {
                 output += padding + quoted(member.key) + " : "

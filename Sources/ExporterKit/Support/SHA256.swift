@@ -44,7 +44,9 @@ public struct SHA256: Sendable {
         let bitLength = length &* 8
         copy.pending.append(0x80)
         while copy.pending.count % 64 != 56 { copy.pending.append(0) }
-        for shift in stride(from: 56, through: 0, by: -8) { copy.pending.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            copy.pending.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift)))
+        }
         for start in stride(from: 0, to: copy.pending.count, by: 64) {
             copy.compress(Array(copy.pending[start..<start + 64]))
         }

@@ -17,7 +17,9 @@ public enum VersionedDocument {
     /// Decodes `type` from `bytes`, whose `schema` must be `schema`.
     /// - Parameter what: how messages name the document ("the manifest").
     /// - Throws: `VersionedDocument.Failure`.
-    public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8], schema: String, what: String) throws -> T {
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8], schema: String, what: String) throws
+        -> T
+    {
         let document: JSONValue
         do {
             document = try JSONParser.parse(bytes)

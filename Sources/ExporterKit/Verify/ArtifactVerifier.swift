@@ -77,7 +77,8 @@ public enum ArtifactVerifier {
         artifact: LoadedArtifact, checkpoint: URL, tokens: [Int], progress: (WorkProgress) -> Void = { _ in }
     ) throws -> ForwardComparison {
         guard artifact.manifest.kind != "plan" else {
-            throw BundleError.notABundle(path: artifact.manifestURL.path, reason: "it is a plan, which has no weights to run")
+            throw BundleError.notABundle(
+                path: artifact.manifestURL.path, reason: "it is a plan, which has no weights to run")
         }
         let reader: DecodableArtifact =
             artifact.manifest.kind == "compiled"
@@ -175,12 +176,16 @@ public enum ArtifactVerifier {
         mutating func checkManifestSums() {
             let subject = artifact.manifestURL.lastPathComponent
             if Platform(rawValue: manifest.platform) == nil {
-                failFile(subject, "platform is '\(manifest.platform)', expected one of: \(Platform.allCases.map(\.rawValue).joined(separator: ", "))")
+                failFile(
+                    subject,
+                    "platform is '\(manifest.platform)', expected one of: \(Platform.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
             }
             switch (manifest.kind, manifest.compiled) {
             case ("bundle", nil), ("plan", nil), ("compiled", .some): break
             case ("compiled", nil): failFile(subject, "kind is 'compiled' but there is no compiled section")
-            case (let kind, _) where ["bundle", "plan"].contains(kind): failFile(subject, "a compiled section in a manifest of kind '\(kind)'")
+            case (let kind, _) where ["bundle", "plan"].contains(kind):
+                failFile(subject, "a compiled section in a manifest of kind '\(kind)'")
             case (let kind, _): failFile(subject, "kind is '\(kind)', expected one of: bundle, compiled, plan")
             }
             let parameters = manifest.tensors.map(\.shape.saturatingProduct).saturatingSum
@@ -197,12 +202,18 @@ public enum ArtifactVerifier {
                         + "\(elementBytes) is \(kvBytes)")
             }
             if kv.contextLength != manifest.contextLength {
-                failFile(subject, "kv_cache.context_length is \(kv.contextLength), context_length is \(manifest.contextLength)")
+                failFile(
+                    subject,
+                    "kv_cache.context_length is \(kv.contextLength), context_length is \(manifest.contextLength)")
             }
             let memory = manifest.memory
-            if memory.kvCacheBytes != kv.bytes { failFile(subject, "memory.kv_cache_bytes is \(memory.kvCacheBytes), kv_cache.bytes is \(kv.bytes)") }
+            if memory.kvCacheBytes != kv.bytes {
+                failFile(subject, "memory.kv_cache_bytes is \(memory.kvCacheBytes), kv_cache.bytes is \(kv.bytes)")
+            }
             if memory.totalBytes != [memory.weightsBytes, memory.kvCacheBytes, memory.workingBytes].saturatingSum {
-                failFile(subject, "memory.total_bytes is \(memory.totalBytes), not the sum of weights, KV cache and working bytes")
+                failFile(
+                    subject,
+                    "memory.total_bytes is \(memory.totalBytes), not the sum of weights, KV cache and working bytes")
             }
             for (role, size) in manifest.sizes.byRole.sorted(by: { $0.key < $1.key }) {
                 let tensors = manifest.tensors.filter { $0.role == role }
@@ -231,7 +242,10 @@ public enum ArtifactVerifier {
                             + "is listed with \(weights.bytes) bytes")
                 }
                 if memory.weightsBytes != weights.bytes {
-                    failFile(subject, "memory.weights_bytes is \(memory.weightsBytes), \(BundleWriter.weightsName) is listed with \(weights.bytes) bytes")
+                    failFile(
+                        subject,
+                        "memory.weights_bytes is \(memory.weightsBytes), \(BundleWriter.weightsName) is listed with \(weights.bytes) bytes"
+                    )
                 }
             }
         }
@@ -249,7 +263,9 @@ public enum ArtifactVerifier {
             let sum = [memory.weightsBytes, memory.kvCacheBytes, memory.workingBytes, memory.tablesBytes].saturatingSum
             if memory.totalBytes != sum {
                 failFile(
-                    subject, "compiled.memory.total_bytes is \(memory.totalBytes), not the sum of weights, KV cache, working and tables bytes")
+                    subject,
+                    "compiled.memory.total_bytes is \(memory.totalBytes), not the sum of weights, KV cache, working and tables bytes"
+                )
             }
             let (delta, overflow) = listedBytes.subtractingReportingOverflow(compiled.portable.bytes)
             if overflow || compiled.sizeDeltaBytes != delta {
@@ -285,14 +301,17 @@ public enum ArtifactVerifier {
                         fail(subject, "placed in region \(region.index) but not in the manifest's tensors")
                         continue
                     }
-                    guard placed.parts.map(\.kind) == tensor.parts.map(\.kind), placed.parts.map(\.bytes) == tensor.parts.map(\.bytes)
+                    guard placed.parts.map(\.kind) == tensor.parts.map(\.kind),
+                        placed.parts.map(\.bytes) == tensor.parts.map(\.bytes)
                     else {
                         fail(subject, "its parts in region \(region.index) differ from its record's")
                         continue
                     }
                     for (copy, part) in zip(placed.parts, tensor.parts) where copy.offset != part.offset {
                         if !sameBytes(reader, copy, part) {
-                            fail(subject, "its copy in region \(region.index) differs from its first placement (\(part.kind))")
+                            fail(
+                                subject,
+                                "its copy in region \(region.index) differs from its first placement (\(part.kind))")
                         }
                     }
                 }
@@ -305,7 +324,9 @@ public enum ArtifactVerifier {
         }
 
         /// Whether two parts of equal size hold the same bytes, compared a piece at a time.
-        private func sameBytes(_ reader: CompiledArtifactReader, _ first: Manifest.Part, _ second: Manifest.Part) -> Bool {
+        private func sameBytes(_ reader: CompiledArtifactReader, _ first: Manifest.Part, _ second: Manifest.Part)
+            -> Bool
+        {
             let piece = 4 << 20
             for start in stride(from: 0, to: first.bytes, by: piece) {
                 let count = min(piece, first.bytes - start)
@@ -333,7 +354,9 @@ public enum ArtifactVerifier {
                     fail("tensor '\(spec.name)'", "missing from the manifest; \(layout) has it")
                     continue
                 }
-                if shape != spec.shape { fail("tensor '\(spec.name)'", "shape \(shape), \(layout) implies \(spec.shape)") }
+                if shape != spec.shape {
+                    fail("tensor '\(spec.name)'", "shape \(shape), \(layout) implies \(spec.shape)")
+                }
             }
             for tensor in manifest.tensors where shapes[tensor.name] != nil {
                 fail("tensor '\(tensor.name)'", "not in \(layout)")
@@ -364,12 +387,15 @@ public enum ArtifactVerifier {
             }
             let expectedShape = [graph.attention.kvHeads, graph.contextLength, graph.attention.headDim]
             if graph.shapes.kvCachePerLayer != expectedShape {
-                failFile(name, "shapes.kv_cache_per_layer is \(graph.shapes.kvCachePerLayer), expected \(expectedShape)")
+                failFile(
+                    name, "shapes.kv_cache_per_layer is \(graph.shapes.kvCachePerLayer), expected \(expectedShape)")
             }
             checkTensorList(against: graph)
             if graph.tieWordEmbeddings == manifest.tensors.contains(where: { $0.name == "lm_head.weight" }) {
-                failFile(name, "tie_word_embeddings is \(graph.tieWordEmbeddings) but lm_head.weight is "
-                    + (graph.tieWordEmbeddings ? "present" : "absent"))
+                failFile(
+                    name,
+                    "tie_word_embeddings is \(graph.tieWordEmbeddings) but lm_head.weight is "
+                        + (graph.tieWordEmbeddings ? "present" : "absent"))
             }
         }
 
@@ -398,7 +424,9 @@ public enum ArtifactVerifier {
                         continue
                     }
                     if part.offset % ExportPlan.blobAlignment != 0 {
-                        fail(subject, "\(part.kind) at offset \(part.offset) is not aligned to \(ExportPlan.blobAlignment) bytes")
+                        fail(
+                            subject,
+                            "\(part.kind) at offset \(part.offset) is not aligned to \(ExportPlan.blobAlignment) bytes")
                     }
                     guard portable, part.file == weightsName else { continue }
                     let expected = ArtifactVerifier.aligned(cursor)
@@ -408,7 +436,9 @@ public enum ArtifactVerifier {
                             "\(part.kind) at offset \(part.offset), expected \(expected): parts follow each other in manifest "
                                 + "order, each at the next multiple of \(ExportPlan.blobAlignment)")
                     } else if expected > cursor, !checkZero(files, file: part.file, from: cursor, to: expected) {
-                        failFile(weightsName, "padding before \(tensor.name) \(part.kind) (bytes \(cursor)..<\(expected)) is not zero")
+                        failFile(
+                            weightsName,
+                            "padding before \(tensor.name) \(part.kind) (bytes \(cursor)..<\(expected)) is not zero")
                     }
                     cursor = max(cursor, part.offset + part.bytes)
                 }
@@ -416,10 +446,14 @@ public enum ArtifactVerifier {
                 guard let found = contents[index] else { continue }
                 record(found, of: tensor)
             }
-            if portable, let weightsSize, manifest.tensors.contains(where: { $0.parts.contains { $0.file == weightsName } }) {
+            if portable, let weightsSize,
+                manifest.tensors.contains(where: { $0.parts.contains { $0.file == weightsName } })
+            {
                 let end = ArtifactVerifier.aligned(cursor)
                 if weightsSize != end {
-                    failFile(weightsName, "\(weightsSize) bytes; its parts end at \(cursor), so the file should be \(end) bytes")
+                    failFile(
+                        weightsName,
+                        "\(weightsSize) bytes; its parts end at \(cursor), so the file should be \(end) bytes")
                 } else if end > cursor, !checkZero(files, file: weightsName, from: cursor, to: end) {
                     failFile(weightsName, "the padding after the last part is not zero")
                 }
@@ -435,7 +469,9 @@ public enum ArtifactVerifier {
         /// The contents of every tensor whose parts are all readable (nil for the others), checked
         /// by the workers a tensor at a time, each with its own open files; each tensor's sums
         /// run in one order, so the report does not depend on the number of workers.
-        private func contentsOfReadableTensors(against checkpoint: CheckpointWeights?, minimumSQNR: Double?) -> [TensorContents?] {
+        private func contentsOfReadableTensors(against checkpoint: CheckpointWeights?, minimumSQNR: Double?)
+            -> [TensorContents?]
+        {
             let tensors = manifest.tensors
             let contents = WorkerResults<TensorContents?>(count: tensors.count, initial: nil)
             let (folder, precision, blockElements) = (artifact.folder, manifest.computePrecision, blockElements)
@@ -474,15 +510,19 @@ public enum ArtifactVerifier {
             }
             if Array(header[0..<8]) != WeightsFileLayout.magic { failFile(name, "bad magic, expected EXWEIGHT") }
             if integer(8..<12) != UInt64(WeightsFileLayout.formatVersion) {
-                failFile(name, "format version \(integer(8..<12)); this version reads \(WeightsFileLayout.formatVersion)")
+                failFile(
+                    name, "format version \(integer(8..<12)); this version reads \(WeightsFileLayout.formatVersion)")
             }
             if integer(12..<16) != UInt64(ExportPlan.blobAlignment) {
                 failFile(name, "header alignment is \(integer(12..<16)), expected \(ExportPlan.blobAlignment)")
             }
             if integer(16..<24) != UInt64(manifest.tensors.count) {
-                failFile(name, "header counts \(integer(16..<24)) tensors, the manifest lists \(manifest.tensors.count)")
+                failFile(
+                    name, "header counts \(integer(16..<24)) tensors, the manifest lists \(manifest.tensors.count)")
             }
-            if integer(24..<32) != UInt64(size) { failFile(name, "header says \(integer(24..<32)) bytes, the file has \(size)") }
+            if integer(24..<32) != UInt64(size) {
+                failFile(name, "header says \(integer(24..<32)) bytes, the file has \(size)")
+            }
             if header[32..<64].contains(where: { $0 != 0 }) { failFile(name, "header bytes 32..<64 are not zero") }
         }
 
@@ -500,7 +540,10 @@ public enum ArtifactVerifier {
             let rows = tensor.shape.count >= 2 ? tensor.shape[0] : 1
             let lastGroup = tensor.compression.lastGroupRows(rows: rows)
             if tensor.lastGroupRows != lastGroup {
-                fail(subject, "last_group_rows is \(tensor.lastGroupRows.map(String.init) ?? "null"), expected \(lastGroup.map(String.init) ?? "null")")
+                fail(
+                    subject,
+                    "last_group_rows is \(tensor.lastGroupRows.map(String.init) ?? "null"), expected \(lastGroup.map(String.init) ?? "null")"
+                )
             }
             let expected: [String: String]
             switch tensor.compression.mode {
@@ -538,13 +581,17 @@ public enum ArtifactVerifier {
                 fail(subject, ArtifactVerifier.decodingFailure(error))
                 return found
             }
-            for problem in ArtifactVerifier.storedValueProblems(tensor, stored: decoder.smallParts) { fail(subject, problem) }
+            for problem in ArtifactVerifier.storedValueProblems(tensor, stored: decoder.smallParts) {
+                fail(subject, problem)
+            }
             // Why the checkpoint's tensor cannot be compared, found before decoding and reported after.
             var sourceFailure: String?
             if let checkpoint {
                 do {
                     let source = try checkpoint.tensor(named: tensor.name)
-                    if source.shape != tensor.shape { sourceFailure = "shape \(tensor.shape), the checkpoint's is \(source.shape)" }
+                    if source.shape != tensor.shape {
+                        sourceFailure = "shape \(tensor.shape), the checkpoint's is \(source.shape)"
+                    }
                 } catch {
                     sourceFailure = ArtifactVerifier.sourceFailure(error)
                 }
@@ -564,13 +611,15 @@ public enum ArtifactVerifier {
                 let byteRange = decoder.streamedBytes(rows: rows)
                 let stored: [UInt8]
                 do {
-                    stored = try files.read(part.file, offset: part.offset + byteRange.lowerBound, count: byteRange.count)
+                    stored = try files.read(
+                        part.file, offset: part.offset + byteRange.lowerBound, count: byteRange.count)
                 } catch {
                     fail(subject, ArtifactVerifier.decodingFailure(error))
                     return found
                 }
                 if !streamedProblemFound {
-                    let problems = ArtifactVerifier.storedValueProblems(tensor, stored: [part.kind: stored], firstElement: firstElement)
+                    let problems = ArtifactVerifier.storedValueProblems(
+                        tensor, stored: [part.kind: stored], firstElement: firstElement)
                     for problem in problems { fail(subject, problem) }
                     streamedProblemFound = !problems.isEmpty
                 }
@@ -579,7 +628,9 @@ public enum ArtifactVerifier {
                     stored.withUnsafeBytes { decoder.decode(rows: rows, from: $0, into: block) }
                     return UnsafeBufferPointer(block)
                 }
-                if firstNonFinite == nil, ArtifactVerifier.holdsNonFinite(block), let bad = block.firstIndex(where: { !$0.isFinite }) {
+                if firstNonFinite == nil, ArtifactVerifier.holdsNonFinite(block),
+                    let bad = block.firstIndex(where: { !$0.isFinite })
+                {
                     firstNonFinite = (firstElement + bad, block[bad])
                 }
                 guard let checkpoint, sourceFailure == nil else { continue }
@@ -588,14 +639,17 @@ public enum ArtifactVerifier {
                         let reference = UnsafeMutableBufferPointer(rebasing: source[0..<elements.count])
                         try checkpoint.readFloat(tensor.name, elements: elements, into: reference)
                         ArtifactVerifier.addSignalAndNoise(
-                            UnsafeBufferPointer(reference), block, referencePrecision: exact ? precision : .float16, to: &sums)
+                            UnsafeBufferPointer(reference), block, referencePrecision: exact ? precision : .float16,
+                            to: &sums)
                     }
                 } catch {
                     sourceFailure = ArtifactVerifier.sourceFailure(error)
                 }
             }
             found.decoded = true
-            if let firstNonFinite { fail(subject, "element \(firstNonFinite.element) dequantises to \(firstNonFinite.value)") }
+            if let firstNonFinite {
+                fail(subject, "element \(firstNonFinite.element) dequantises to \(firstNonFinite.value)")
+            }
             guard checkpoint != nil else { return found }
             comparing = true
             if let sourceFailure {
@@ -607,15 +661,21 @@ public enum ArtifactVerifier {
             func decibels(_ value: Double) -> String { String(format: "%.2f dB", value) }
             if exact {
                 if sums.noise > 0 {
-                    fail(subject, "kept in \(precision.rawValue) but differs from the checkpoint (\(decibels(measured)))")
+                    fail(
+                        subject, "kept in \(precision.rawValue) but differs from the checkpoint (\(decibels(measured)))"
+                    )
                 }
                 return found
             }
             if let claimed = tensor.sqnrDB, measured < claimed - 0.01 {
-                fail(subject, "SQNR \(decibels(measured)) against the checkpoint, the manifest claims \(decibels(claimed))")
+                fail(
+                    subject,
+                    "SQNR \(decibels(measured)) against the checkpoint, the manifest claims \(decibels(claimed))")
             }
             if let minimumSQNR, measured < minimumSQNR {
-                fail(subject, "SQNR \(decibels(measured)) against the checkpoint is below --min-sqnr \(decibels(minimumSQNR))")
+                fail(
+                    subject,
+                    "SQNR \(decibels(measured)) against the checkpoint is below --min-sqnr \(decibels(minimumSQNR))")
             }
             return found
         }
@@ -660,7 +720,9 @@ public enum ArtifactVerifier {
     /// Problems in a tensor's stored parts that decoding alone does not catch. `stored` holds
     /// whole parts by kind, except the indices or values, which may be the bytes from element
     /// `firstElement` on.
-    static func storedValueProblems(_ tensor: Manifest.Tensor, stored: [String: [UInt8]], firstElement: Int = 0) -> [String] {
+    static func storedValueProblems(_ tensor: Manifest.Tensor, stored: [String: [UInt8]], firstElement: Int = 0)
+        -> [String]
+    {
         var problems: [String] = []
         let scheme = tensor.compression
         switch scheme.mode {
@@ -715,7 +777,8 @@ public enum ArtifactVerifier {
     /// Adds the next `source` and `decoded` values, in element order, to `sums`, the source
     /// rounded to `referencePrecision`.
     static func addSignalAndNoise(
-        _ source: UnsafeBufferPointer<Float>, _ decoded: UnsafeBufferPointer<Float>, referencePrecision: ComputePrecision,
+        _ source: UnsafeBufferPointer<Float>, _ decoded: UnsafeBufferPointer<Float>,
+        referencePrecision: ComputePrecision,
         to sums: inout SignalAndNoise
     ) {
         var (signal, noise) = (sums.signal, sums.noise)
@@ -741,11 +804,14 @@ public enum ArtifactVerifier {
                     let end = min(count, start + batch)
                     let converted = UnsafeMutableBufferPointer(rebasing: halves[0..<(end - start)])
                     let statistics = PrecisionConversion.toFloat16(
-                        float32: UnsafeBufferPointer(rebasing: source[start..<end]), into: converted, clampingOutOfRange: true)
+                        float32: UnsafeBufferPointer(rebasing: source[start..<end]), into: converted,
+                        clampingOutOfRange: true)
                     if statistics.nonFiniteCount > 0 {
                         for index in start..<end { add(Double(rounded(source[index], to: .float16)), decoded[index]) }
                     } else {
-                        for index in start..<end { add(Double(floats[Int(converted[index - start].bitPattern)]), decoded[index]) }
+                        for index in start..<end {
+                            add(Double(floats[Int(converted[index - start].bitPattern)]), decoded[index])
+                        }
                     }
                     start = end
                 }

@@ -7,7 +7,8 @@ extension GraphDescription {
     func expectedTensors() -> [TensorSpec]? {
         let config: [String: Any] = [
             "model_type": architecture, "hidden_size": hiddenSize, "intermediate_size": intermediateSize,
-            "num_hidden_layers": layers, "num_attention_heads": attention.heads, "num_key_value_heads": attention.kvHeads,
+            "num_hidden_layers": layers, "num_attention_heads": attention.heads,
+            "num_key_value_heads": attention.kvHeads,
             "head_dim": attention.headDim, "vocab_size": vocabularySize, "max_position_embeddings": contextLength,
             "tie_word_embeddings": tieWordEmbeddings, "attention_bias": attention.qkvBias,
         ]

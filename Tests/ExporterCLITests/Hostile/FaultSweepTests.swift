@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("hostile inputs: failing writes through the command line")
@@ -11,7 +12,9 @@ struct FaultSweepTests {
     }
 
     /// The message a failure of `faults` must print, or nil when it must be a short write.
-    private func expectMessage(_ run: CommandLineRun, _ faults: FaultInjector, under output: URL, _ label: String) throws {
+    private func expectMessage(_ run: CommandLineRun, _ faults: FaultInjector, under output: URL, _ label: String)
+        throws
+    {
         #expect(run.status == 74, "\(label): \(run.error)")
         let injected = try #require(faults.injected, "\(label): no fault was injected")
         #expect(injected.path.hasPrefix(output.path + "/"), "\(label): \(injected.path)")
@@ -25,13 +28,16 @@ struct FaultSweepTests {
         }
     }
 
-    @Test("for every kind of failure at every operation: exit 74 naming the path, the old bundle intact, no leftovers",
-          arguments: FaultKind.allCases)
+    @Test(
+        "for every kind of failure at every operation: exit 74 naming the path, the old bundle intact, no leftovers",
+        arguments: FaultKind.allCases)
     func sweep(_ kind: FaultKind) throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()
         let output = try Fixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: output) }
-        let arguments = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
+        let arguments = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+        ]
         let first = runExporter(arguments)
         #expect(first.status == 0, "\(first.error)")
         let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
@@ -46,8 +52,9 @@ struct FaultSweepTests {
             let faults = FaultInjector(failAtOperation: failing, kind: kind)
             let run = runExporter(arguments + ["--overwrite"], faults: faults)
             try expectMessage(run, faults, under: output, "\(kind) at \(failing) of \(counter.operations)")
-            #expect(contents(of: output.appendingPathComponent("tiny")).filter { !$0.hasPrefix("Tiny.aimodel/") }
-                == ["Tiny.aimodel"], "\(kind) at \(failing)")
+            #expect(
+                contents(of: output.appendingPathComponent("tiny")).filter { !$0.hasPrefix("Tiny.aimodel/") }
+                    == ["Tiny.aimodel"], "\(kind) at \(failing)")
             #expect(try Data(contentsOf: bundle.appendingPathComponent("manifest.json")) == goodManifest)
             #expect(try Data(contentsOf: bundle.appendingPathComponent("weights.bin")) == goodWeights)
             _ = try BundleReader(url: bundle)
@@ -76,7 +83,9 @@ struct FaultSweepTests {
         let checkpoint = try Fixtures.syntheticCheckpoint()
         let output = try Fixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: output) }
-        let arguments = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
+        let arguments = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+        ]
         var counts: [FaultKind: Int] = [:]
         // Every counted run replaces a bundle.
         #expect(runExporter(arguments).status == 0)

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 /// One hostile or broken input and exactly what the user must see: the command line to run
@@ -27,8 +28,10 @@ enum HostileCorpus {
 
     /// The usual export command of a checkpoint folder, writing into `scratch/out`.
     static func exportArguments(_ checkpoint: URL, scratch: URL, _ extra: [String] = []) -> [String] {
-        [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir",
-         scratch.appendingPathComponent("out").path] + extra
+        [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir",
+            scratch.appendingPathComponent("out").path,
+        ] + extra
     }
 
     /// A tiny qwen2 checkpoint with some stored BF16 values of `tensor` replaced: element
@@ -61,7 +64,8 @@ enum HostileCorpus {
     ) -> HostileCase {
         HostileCase(name: "safetensors: " + name) { scratch in
             let (directory, path) = try checkpointWithWeights(bytes())
-            return .init(arguments: exportArguments(directory, scratch: scratch), status: status, error: error(path) + "\n")
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: status, error: error(path) + "\n")
         }
     }
 
@@ -79,7 +83,8 @@ enum HostileCorpus {
             let url = directory.appendingPathComponent("config.json")
             try Data(bytes()).write(to: url)
             return .init(
-                arguments: exportArguments(directory, scratch: scratch, extra), status: status, error: error(url.path) + "\n")
+                arguments: exportArguments(directory, scratch: scratch, extra), status: status,
+                error: error(url.path) + "\n")
         }
     }
 
@@ -150,56 +155,103 @@ enum HostileCorpus {
         safetensors("non-UTF-8 bytes in the header", { header("{\"w\u{1}\": 1}").map { $0 == 1 ? 0xFF : $0 } }) {
             "Error: '\($0)': header is not valid JSON: invalid UTF-8 in a string at byte 1"
         },
-        safetensors("duplicate tensor names", { header(#"{"w":\#(f32Entry),"w":\#(f32Entry)}"#, data: [UInt8](repeating: 0, count: 8)) }) {
+        safetensors(
+            "duplicate tensor names",
+            { header(#"{"w":\#(f32Entry),"w":\#(f32Entry)}"#, data: [UInt8](repeating: 0, count: 8)) }
+        ) {
             "Error: '\($0)': header is not valid JSON: duplicate key \"w\" at byte 54"
         },
         safetensors("offsets past the data", { header(#"{"w":\#(f32Entry)}"#, data: [0, 0, 0, 0]) }) {
             "Error: '\($0)': tensor 'w': 'data_offsets' end 8 is past the 4-byte data section"
         },
-        safetensors("offsets reversed", {
-            header(#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}"#, data: [UInt8](repeating: 0, count: 8))
-        }) { "Error: '\($0)': tensor 'w': 'data_offsets' begin 8 is after end 0" },
-        safetensors("negative offsets", {
-            header(#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}}"#, data: [UInt8](repeating: 0, count: 8))
-        }) { "Error: '\($0)': tensor 'w': 'data_offsets' must be two non-negative integers" },
-        safetensors("overlapping data ranges", {
-            header(
-                #"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#,
-                data: [UInt8](repeating: 0, count: 12))
-        }) { "Error: '\($0)': tensors 'a' and 'b' have overlapping data ranges" },
-        safetensors("a hole between unordered ranges", {
-            header(
-                #"{"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
-                data: [UInt8](repeating: 0, count: 12))
-        }) { "Error: '\($0)': data bytes 4..<8 belong to no tensor" },
-        safetensors("trailing bytes no tensor claims", { header(#"{"w":\#(f32Entry)}"#, data: [UInt8](repeating: 0, count: 9)) }) {
+        safetensors(
+            "offsets reversed",
+            {
+                header(
+                    #"{"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}"#, data: [UInt8](repeating: 0, count: 8))
+            }
+        ) { "Error: '\($0)': tensor 'w': 'data_offsets' begin 8 is after end 0" },
+        safetensors(
+            "negative offsets",
+            {
+                header(
+                    #"{"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}}"#, data: [UInt8](repeating: 0, count: 8))
+            }
+        ) { "Error: '\($0)': tensor 'w': 'data_offsets' must be two non-negative integers" },
+        safetensors(
+            "overlapping data ranges",
+            {
+                header(
+                    #"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#,
+                    data: [UInt8](repeating: 0, count: 12))
+            }
+        ) { "Error: '\($0)': tensors 'a' and 'b' have overlapping data ranges" },
+        safetensors(
+            "a hole between unordered ranges",
+            {
+                header(
+                    #"{"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+                    data: [UInt8](repeating: 0, count: 12))
+            }
+        ) { "Error: '\($0)': data bytes 4..<8 belong to no tensor" },
+        safetensors(
+            "trailing bytes no tensor claims", { header(#"{"w":\#(f32Entry)}"#, data: [UInt8](repeating: 0, count: 9)) }
+        ) {
             "Error: '\($0)': data bytes 8..<9 belong to no tensor"
         },
-        safetensors("shape disagreeing with its byte range", {
-            header(#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
-        }) { "Error: '\($0)': tensor 'w': shape [3] of F32 needs 12 bytes but 'data_offsets' span 8" },
-        safetensors("shape product overflowing Int", {
-            header(
-                #"{"w":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,8]}}"#,
-                data: [UInt8](repeating: 0, count: 8))
-        }) { "Error: '\($0)': tensor 'w': element count of shape [4294967296, 4294967296, 4] overflows" },
-        safetensors("byte size overflowing Int", {
-            header(
-                #"{"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,8]}}"#,
-                data: [UInt8](repeating: 0, count: 8))
-        }) { "Error: '\($0)': tensor 'w': 4611686018427387904 elements of F64 do not fill whole bytes or overflow" },
-        safetensors("negative dimension", {
-            header(#"{"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
-        }) { "Error: '\($0)': tensor 'w': negative dimension -2 in shape [-2]" },
-        safetensors("unknown dtype", {
-            header(#"{"w":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
-        }) { "Error: '\($0)': tensor 'w' has unknown dtype 'F17'" },
-        safetensors("a tensor name carrying a newline and a terminal escape", {
-            header(#"{"w\n\u001b[2J":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
-        }) { "Error: '\($0)': tensor 'w\\u{A}\\u{1B}[2J' has unknown dtype 'F17'" },
-        safetensors("an unexpected key in a tensor entry", {
-            header(#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1}}"#, data: [UInt8](repeating: 0, count: 8))
-        }) { "Error: '\($0)': tensor 'w': unexpected key 'extra'" },
+        safetensors(
+            "shape disagreeing with its byte range",
+            {
+                header(
+                    #"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
+            }
+        ) { "Error: '\($0)': tensor 'w': shape [3] of F32 needs 12 bytes but 'data_offsets' span 8" },
+        safetensors(
+            "shape product overflowing Int",
+            {
+                header(
+                    #"{"w":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,8]}}"#,
+                    data: [UInt8](repeating: 0, count: 8))
+            }
+        ) { "Error: '\($0)': tensor 'w': element count of shape [4294967296, 4294967296, 4] overflows" },
+        safetensors(
+            "byte size overflowing Int",
+            {
+                header(
+                    #"{"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,8]}}"#,
+                    data: [UInt8](repeating: 0, count: 8))
+            }
+        ) { "Error: '\($0)': tensor 'w': 4611686018427387904 elements of F64 do not fill whole bytes or overflow" },
+        safetensors(
+            "negative dimension",
+            {
+                header(
+                    #"{"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
+            }
+        ) { "Error: '\($0)': tensor 'w': negative dimension -2 in shape [-2]" },
+        safetensors(
+            "unknown dtype",
+            {
+                header(
+                    #"{"w":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}}"#, data: [UInt8](repeating: 0, count: 8))
+            }
+        ) { "Error: '\($0)': tensor 'w' has unknown dtype 'F17'" },
+        safetensors(
+            "a tensor name carrying a newline and a terminal escape",
+            {
+                header(
+                    #"{"w\n\u001b[2J":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}}"#,
+                    data: [UInt8](repeating: 0, count: 8))
+            }
+        ) { "Error: '\($0)': tensor 'w\\u{A}\\u{1B}[2J' has unknown dtype 'F17'" },
+        safetensors(
+            "an unexpected key in a tensor entry",
+            {
+                header(
+                    #"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1}}"#,
+                    data: [UInt8](repeating: 0, count: 8))
+            }
+        ) { "Error: '\($0)': tensor 'w': unexpected key 'extra'" },
         safetensors("deeply nested header", { header(String(repeating: "[", count: 100_000)) }) {
             "Error: '\($0)': header is not valid JSON: nesting deeper than 128 levels at byte 128"
         },
@@ -214,9 +266,11 @@ enum HostileCorpus {
             return .init(
                 arguments: exportArguments(directory, scratch: scratch),
                 // Even a 64 MiB address space is enough to refuse it.
-                status: 65, error: "Error: '\(url.path)': header length 100000001 exceeds the limit of 100000000 bytes\n")
+                status: 65,
+                error: "Error: '\(url.path)': header length 100000001 exceeds the limit of 100000000 bytes\n")
         },
-        HostileCase(name: "safetensors: a FIFO in place of the weights, refused without waiting for a writer") { scratch in
+        HostileCase(name: "safetensors: a FIFO in place of the weights, refused without waiting for a writer") {
+            scratch in
             let directory = try Fixtures.syntheticCheckpoint()
             let url = directory.appendingPathComponent("model.safetensors")
             try FIFOFixture.make(at: url)
@@ -243,7 +297,8 @@ enum HostileCorpus {
             try FileManager.default.copyItem(at: first, to: second)
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: tensor 'model.embed_tokens.weight' appears in both '\(first.path)' and '\(second.path)'\n")
+                error:
+                    "Error: tensor 'model.embed_tokens.weight' appears in both '\(first.path)' and '\(second.path)'\n")
         },
         HostileCase(name: "safetensors: NaN weights") { scratch in
             // BF16 0x7FC0: a quiet NaN.
@@ -252,7 +307,8 @@ enum HostileCorpus {
             let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: '\(weights)': tensor 'model.layers.0.mlp.up_proj.weight': 3 values are NaN or infinite\n")
+                error: "Error: '\(weights)': tensor 'model.layers.0.mlp.up_proj.weight': 3 values are NaN or infinite\n"
+            )
         },
         HostileCase(name: "safetensors: NaN in the int8 embedding") { scratch in
             // BF16 0x7F80 (+infinity), the last value: in the last block read.
@@ -275,7 +331,8 @@ enum HostileCorpus {
             // Read as float16 patterns a block at a time, then, at the first value float16 cannot
             // hold, through the reader, which counts every such value of the tensor.
             let directory = try Fixtures.syntheticCheckpoint(dtype: .f32)
-            try Fixtures.setValues([(0, 70_000), (5, -1e6), (-1, 65_520)], of: "model.embed_tokens.weight", in: directory)
+            try Fixtures.setValues(
+                [(0, 70_000), (5, -1e6), (-1, 65_520)], of: "model.embed_tokens.weight", in: directory)
             let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
@@ -284,29 +341,37 @@ enum HostileCorpus {
         },
         HostileCase(name: "safetensors: float32 NaN and infinity in a palettised weight") { scratch in
             let directory = try Fixtures.syntheticCheckpoint(dtype: .f32)
-            try Fixtures.setValues([(3, .nan), (-1, -.infinity)], of: "model.layers.1.mlp.up_proj.weight", in: directory)
+            try Fixtures.setValues(
+                [(3, .nan), (-1, -.infinity)], of: "model.layers.1.mlp.up_proj.weight", in: directory)
             let weights = directory.appendingPathComponent("model.safetensors").path
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: '\(weights)': tensor 'model.layers.1.mlp.up_proj.weight': 2 values are NaN or infinite\n")
+                error: "Error: '\(weights)': tensor 'model.layers.1.mlp.up_proj.weight': 2 values are NaN or infinite\n"
+            )
         },
         HostileCase(name: "safetensors: float32 weights just beyond float16's range, in a shard") { scratch in
             // 65519 rounds to 65504 in float16 and 65520 to infinity: both are beyond ±65504, and
             // the message says by how much, naming the shard.
             let directory = try Fixtures.syntheticCheckpoint(shardBytes: 100_000, dtype: .f32)
-            let index = try JSONSerialization.jsonObject(
-                with: Data(contentsOf: directory.appendingPathComponent("model.safetensors.index.json"))) as? [String: Any]
-            let shard = try #require((index?["weight_map"] as? [String: String])?["model.layers.1.mlp.down_proj.weight"])
+            let index =
+                try JSONSerialization.jsonObject(
+                    with: Data(contentsOf: directory.appendingPathComponent("model.safetensors.index.json")))
+                as? [String: Any]
+            let shard = try #require(
+                (index?["weight_map"] as? [String: String])?["model.layers.1.mlp.down_proj.weight"])
             let url = directory.appendingPathComponent(shard)
             let range = try SafetensorsFile(url: url).tensor(named: "model.layers.1.mlp.down_proj.weight").byteRange
             var bytes = [UInt8](try Data(contentsOf: url))
             for (offset, value) in [(0, Float(65_519)), (4, Float(-65_519))] {
-                withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.replaceSubrange(range.lowerBound + offset..<range.lowerBound + offset + 4, with: $0) }
+                withUnsafeBytes(of: value.bitPattern.littleEndian) {
+                    bytes.replaceSubrange(range.lowerBound + offset..<range.lowerBound + offset + 4, with: $0)
+                }
             }
             try Data(bytes).write(to: url)
             return .init(
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: '\(url.path)': tensor 'model.layers.1.mlp.down_proj.weight': 2 values exceed the float16 range "
+                error:
+                    "Error: '\(url.path)': tensor 'model.layers.1.mlp.down_proj.weight': 2 values exceed the float16 range "
                     + "of ±65504 (largest magnitude 65519); pass --allow-clamp to clamp them\n")
         },
         HostileCase(name: "safetensors: integer weights") { scratch in
@@ -330,7 +395,10 @@ enum HostileCorpus {
     ]
 
     static let indexCases: [HostileCase] = [
-        index("a shard name climbing out with ../", { _ in #"{"weight_map":{"model.norm.weight":"../model.safetensors"}}"# }) {
+        index(
+            "a shard name climbing out with ../",
+            { _ in #"{"weight_map":{"model.norm.weight":"../model.safetensors"}}"# }
+        ) {
             _, path in
             "Error: '\(path)': shard '../model.safetensors' of tensor 'model.norm.weight' is not a file name inside the checkpoint folder"
         },
@@ -350,36 +418,49 @@ enum HostileCorpus {
             let link = directory.appendingPathComponent("outside.safetensors").path
             return "Error: '\(link)' resolves to '\(realPath(link))', outside '\(realPath(directory.path))'"
         },
-        index("a missing shard", { _ in #"{"weight_map":{"model.norm.weight":"model-00009-of-00009.safetensors"}}"# }, status: 66) {
+        index(
+            "a missing shard", { _ in #"{"weight_map":{"model.norm.weight":"model-00009-of-00009.safetensors"}}"# },
+            status: 66
+        ) {
             _, path in
             "Error: '\(path)': shard 'model-00009-of-00009.safetensors' of tensor 'model.norm.weight' does not exist"
         },
-        index("one tensor of a shard mapped to a missing shard named after it", { directory in
-            // The shard holding the tensor is read first: the missing one must still be named.
-            let index = directory.appendingPathComponent("model.safetensors.index.json")
-            var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: index)) as? [String: Any])
-            var map = try #require(object["weight_map"] as? [String: String])
+        index(
+            "one tensor of a shard mapped to a missing shard named after it",
+            { directory in
+                // The shard holding the tensor is read first: the missing one must still be named.
+                let index = directory.appendingPathComponent("model.safetensors.index.json")
+                var object = try #require(
+                    try JSONSerialization.jsonObject(with: Data(contentsOf: index)) as? [String: Any])
+                var map = try #require(object["weight_map"] as? [String: String])
+                let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                    .filter { $0.hasSuffix(".safetensors") }.sorted()
+                let tensor = try #require(
+                    try SafetensorsFile(url: directory.appendingPathComponent(shards[1])).tensorNames.sorted().first)
+                map[tensor] = "model-00099-of-00099.safetensors"
+                object["weight_map"] = map
+                return String(
+                    decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+            }, status: 66
+        ) { directory, path in
             let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
                 .filter { $0.hasSuffix(".safetensors") }.sorted()
-            let tensor = try #require(try SafetensorsFile(url: directory.appendingPathComponent(shards[1])).tensorNames.sorted().first)
-            map[tensor] = "model-00099-of-00099.safetensors"
-            object["weight_map"] = map
-            return String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
-        }, status: 66) { directory, path in
-            let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-                .filter { $0.hasSuffix(".safetensors") }.sorted()
-            let tensor = try #require(try SafetensorsFile(url: directory.appendingPathComponent(shards[1])).tensorNames.sorted().first)
+            let tensor = try #require(
+                try SafetensorsFile(url: directory.appendingPathComponent(shards[1])).tensorNames.sorted().first)
             return "Error: '\(path)': shard 'model-00099-of-00099.safetensors' of tensor '\(tensor)' does not exist"
         },
-        index("a tensor mapped to a shard without it", { directory in
-            let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-                .filter { $0.hasSuffix(".safetensors") }.sorted()
-            // Every tensor of the first shard, plus one that lives in the last shard.
-            let first = try SafetensorsFile(url: directory.appendingPathComponent(shards[0]))
-            var map = first.tensorNames.map { "\"\($0)\":\"\(shards[0])\"" }
-            map.append("\"model.norm.weight\":\"\(shards[0])\"")
-            return "{\"weight_map\":{\(map.joined(separator: ","))}}"
-        }) { directory, path in
+        index(
+            "a tensor mapped to a shard without it",
+            { directory in
+                let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                    .filter { $0.hasSuffix(".safetensors") }.sorted()
+                // Every tensor of the first shard, plus one that lives in the last shard.
+                let first = try SafetensorsFile(url: directory.appendingPathComponent(shards[0]))
+                var map = first.tensorNames.map { "\"\($0)\":\"\(shards[0])\"" }
+                map.append("\"model.norm.weight\":\"\(shards[0])\"")
+                return "{\"weight_map\":{\(map.joined(separator: ","))}}"
+            }
+        ) { directory, path in
             let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
                 .filter { $0.hasSuffix(".safetensors") }.sorted()
             return "Error: '\(path)': tensor 'model.norm.weight' is mapped to '\(shards[0])', which does not contain it"
@@ -399,7 +480,10 @@ enum HostileCorpus {
         config("not JSON", { Array("hidden_size = 64".utf8) }) {
             "Error: config '\($0)' is not valid JSON: unexpected character at byte 0"
         },
-        config("non-UTF-8 bytes", { Array(#"{"model_type": "qwen"#.utf8) + [0xFE] + Array(#"2", "hidden_size": 64}"#.utf8) }) {
+        config(
+            "non-UTF-8 bytes",
+            { Array(#"{"model_type": "qwen"#.utf8) + [0xFE] + Array(#"2", "hidden_size": 64}"#.utf8) }
+        ) {
             "Error: config '\($0)' is not valid JSON: invalid UTF-8 in a string at byte 15"
         },
         config("a missing dimension", { configBytes(["hidden_size": nil]) }) {
@@ -420,7 +504,9 @@ enum HostileCorpus {
         config("a dimension that is a string", { configBytes(["hidden_size": "64"]) }) {
             "Error: config '\($0)': 'hidden_size' should be an integer, found a string"
         },
-        config("heads not dividing the hidden size", { configBytes(["num_attention_heads": 5, "num_key_value_heads": 5]) }) {
+        config(
+            "heads not dividing the hidden size", { configBytes(["num_attention_heads": 5, "num_key_value_heads": 5]) }
+        ) {
             "Error: config '\($0)': 'num_attention_heads' (5) does not divide hidden_size (64) and there is no head_dim"
         },
         config("kv heads not dividing the heads", { configBytes(["num_key_value_heads": 3]) }) {
@@ -428,43 +514,61 @@ enum HostileCorpus {
         },
         // Each dimension below the per-field limit, together beyond 64-bit arithmetic: these
         // trapped on an arithmetic overflow (or, for the layers, ran out of memory) before.
-        config("dimensions whose products overflow", {
-            configBytes([
-                "hidden_size": 1 << 30, "intermediate_size": 1 << 30, "num_attention_heads": 1 << 30,
-                "num_key_value_heads": 1 << 30, "vocab_size": 1 << 30, "max_position_embeddings": 1 << 30,
-            ])
-        }) { "Error: config '\($0)' describes an impossible model: more than 17592186044416 parameters" },
+        config(
+            "dimensions whose products overflow",
+            {
+                configBytes([
+                    "hidden_size": 1 << 30, "intermediate_size": 1 << 30, "num_attention_heads": 1 << 30,
+                    "num_key_value_heads": 1 << 30, "vocab_size": 1 << 30, "max_position_embeddings": 1 << 30,
+                ])
+            }
+        ) { "Error: config '\($0)' describes an impossible model: more than 17592186044416 parameters" },
         config("a billion layers", { configBytes(["num_hidden_layers": 1 << 30]) }) {
             "Error: config '\($0)': 'num_hidden_layers' is absurdly large (1073741824 > 4096)"
         },
-        config("a KV cache beyond 64-bit sizes", {
-            configBytes(["hidden_size": 4, "head_dim": 1 << 30, "max_position_embeddings": 1 << 30])
-        }) {
+        config(
+            "a KV cache beyond 64-bit sizes",
+            {
+                configBytes(["hidden_size": 4, "head_dim": 1 << 30, "max_position_embeddings": 1 << 30])
+            }
+        ) {
             "Error: config '\($0)' describes an impossible model: a KV cache of more than 1152921504606846976 bytes "
                 + "at max_position_embeddings"
         },
-        config("attention scores beyond 64-bit sizes", {
-            configBytes([
-                "hidden_size": 4, "num_attention_heads": 1 << 30, "num_key_value_heads": 1, "head_dim": 1,
-                "max_position_embeddings": 1 << 30,
-            ])
-        }) {
+        config(
+            "attention scores beyond 64-bit sizes",
+            {
+                configBytes([
+                    "hidden_size": 4, "num_attention_heads": 1 << 30, "num_key_value_heads": 1, "head_dim": 1,
+                    "max_position_embeddings": 1 << 30,
+                ])
+            }
+        ) {
             "Error: config '\($0)' describes an impossible model: attention scores of more than 1152921504606846976 bytes "
                 + "at max_position_embeddings"
         },
-        config("a billion experts", { configBytes(["num_experts": 1 << 30], modelType: "qwen3_moe") }, extra: ["--platform", "macOS"]) {
+        config(
+            "a billion experts", { configBytes(["num_experts": 1 << 30], modelType: "qwen3_moe") },
+            extra: ["--platform", "macOS"]
+        ) {
             "Error: config '\($0)' describes an impossible model: more than 1048576 tensors"
         },
-        config("a negative expert width", {
-            configBytes(["num_experts": 2, "moe_intermediate_size": -5], modelType: "qwen3_moe")
-        }, extra: ["--platform", "macOS"]) {
+        config(
+            "a negative expert width",
+            {
+                configBytes(["num_experts": 2, "moe_intermediate_size": -5], modelType: "qwen3_moe")
+            }, extra: ["--platform", "macOS"]
+        ) {
             "Error: config '\($0)' describes an impossible model: tensor 'model.layers.0.mlp.experts.0.gate_proj.weight' "
                 + "would have shape [-5, 64]"
         },
         config("a negative rope_scaling factor", { configBytes(["rope_scaling": ["type": "linear", "factor": -2]]) }) {
             "Error: config '\($0)': 'rope_scaling.factor' must be a positive number, found -2"
         },
-        config("a rope_scaling factor that is a string", { configBytes(["rope_scaling": ["type": "linear", "factor": "2"]]) }) {
+        config(
+            "a rope_scaling factor that is a string",
+            { configBytes(["rope_scaling": ["type": "linear", "factor": "2"]]) }
+        ) {
             "Error: config '\($0)': 'rope_scaling.factor' should be a number, found a string"
         },
         config("a rope_scaling that is a string", { configBytes(["rope_scaling": "linear"]) }) {
@@ -473,10 +577,16 @@ enum HostileCorpus {
         config("an unknown torch_dtype", { configBytes(["torch_dtype": "int4"]) }) {
             "Error: config '\($0)': 'torch_dtype' is 'int4'; expected one of: bfloat16, float16, float32"
         },
-        config("a model type carrying a terminal escape sequence", { configBytes(["model_type": "\u{1B}[2Jqwen"]) }, status: 69) { _ in
+        config(
+            "a model type carrying a terminal escape sequence", { configBytes(["model_type": "\u{1B}[2Jqwen"]) },
+            status: 69
+        ) { _ in
             "Error: Unknown model type '\\u{1B}[2Jqwen'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
         },
-        config("a model type carrying a newline and a forged line", { configBytes(["model_type": "qwen\nError: fake"]) }, status: 69) { _ in
+        config(
+            "a model type carrying a newline and a forged line", { configBytes(["model_type": "qwen\nError: fake"]) },
+            status: 69
+        ) { _ in
             "Error: Unknown model type 'qwen\\u{A}Error: fake'. Available: \(ArchitectureRegistry.modelTypes.joined(separator: ", "))"
         },
         config("an unknown model type", { configBytes(["model_type": "llama9"]) }, status: 69) { _ in
@@ -501,16 +611,23 @@ enum HostileCorpus {
     ]
 
     static let compressionCases: [HostileCase] = [
-        compression("palette bits outside the supported set", #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"palettize","bits":5}}"#) {
+        compression(
+            "palette bits outside the supported set",
+            #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"palettize","bits":5}}"#
+        ) {
             "Error: compression config '\($0)': default: palettize 'bits' must be one of: 2, 3, 4, 6, 8"
         },
-        compression("16-bit linear", #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"linear","bits":16}}"#) {
+        compression(
+            "16-bit linear", #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"linear","bits":16}}"#
+        ) {
             "Error: compression config '\($0)': default: linear 'bits' must be 8"
         },
         compression(
             "a zero group size",
             #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"palettize","bits":4,"granularity":"per_grouped_channel","group_size":0}}"#
-        ) { "Error: compression config '\($0)': default: 'group_size' must be a positive integer for per_grouped_channel" },
+        ) {
+            "Error: compression config '\($0)': default: 'group_size' must be a positive integer for per_grouped_channel"
+        },
         compression(
             "a group size not dividing the channels, uneven groups refused",
             #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"palettize","bits":4,"granularity":"per_grouped_channel","group_size":24,"uneven_groups":"refuse"}}"#
@@ -541,7 +658,9 @@ enum HostileCorpus {
             let directory = try Fixtures.syntheticCheckpoint()
             return .init(
                 arguments: exportArguments(directory, scratch: scratch, ["--bogus"]), status: 64,
-                error: "Error: unknown option '--bogus'\nUsage: exporter [<model>] [<options>]\n  See 'exporter --help' for more information.\n")
+                error:
+                    "Error: unknown option '--bogus'\nUsage: exporter [<model>] [<options>]\n  See 'exporter --help' for more information.\n"
+            )
         },
         HostileCase(name: "resources: not enough memory") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
@@ -550,15 +669,17 @@ enum HostileCorpus {
             conditions.storedPatterns = { _ in .bfloat16 }
             let needed = try Fixtures.plan(directory).conversionMemory(conditions)
             let message = ResourceError.notEnoughMemory(
-                model: "Tiny", neededBytes: needed.totalBytes, availableBytes: 50_000_000, peakTensor: needed.peakTensor)
+                model: "Tiny", neededBytes: needed.totalBytes, availableBytes: 50_000_000, peakTensor: needed.peakTensor
+            )
             return .init(
                 arguments: exportArguments(directory, scratch: scratch),
                 environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "50000000"], status: 71, error: "Error: \(message)\n")
         },
         HostileCase(name: "resources: not enough disk") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
-            let tokenizer = try FileManager.default.attributesOfItem(
-                atPath: directory.appendingPathComponent("tokenizer.json").path)[.size] as? Int ?? 0
+            let tokenizer =
+                try FileManager.default.attributesOfItem(
+                    atPath: directory.appendingPathComponent("tokenizer.json").path)[.size] as? Int ?? 0
             let needed = try Fixtures.plan(directory).estimatedBundleBytes(tokenizerBytes: tokenizer)
             let message = ResourceError.notEnoughDisk(
                 directory: scratch.appendingPathComponent("out").path, neededBytes: needed, availableBytes: 4096)

@@ -1,10 +1,12 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite("hostile inputs: the built binary as a child process")
 struct HostileInputTests {
-    @Test("every corpus entry ends with its exit status and exact message, never a trap or a signal", arguments: HostileCorpus.cases)
+    @Test(
+        "every corpus entry ends with its exit status and exact message, never a trap or a signal",
+        arguments: HostileCorpus.cases)
     func corpusEntry(_ entry: HostileCase) throws {
         let scratch = try Fixtures.temporaryDirectory("hostile")
         defer { try? FileManager.default.removeItem(at: scratch) }

@@ -10,13 +10,16 @@ struct ArtifactDirectoryTests {
         try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
     }
 
-    @Test("a staging folder being filled survives cleaners; abandoned ones of the same artifact go when the next one starts")
+    @Test(
+        "a staging folder being filled survives cleaners; abandoned ones of the same artifact go when the next one starts"
+    )
     func cleaning() throws {
         let parent = try Fixtures.temporaryDirectory()
         let destination = parent.appendingPathComponent("M.aimodel")
         // Left by killed runs: this artifact's (and an old-style displaced copy), and another artifact's.
         for name in [".partial-M.aimodel-dead", ".partial-old-M.aimodel-dead", ".partial-N.aimodel-dead"] {
-            try FileManager.default.createDirectory(at: parent.appendingPathComponent(name), withIntermediateDirectories: false)
+            try FileManager.default.createDirectory(
+                at: parent.appendingPathComponent(name), withIntermediateDirectories: false)
         }
         let directory = try ArtifactDirectory(destination: destination, overwrite: false)
         #expect(try entries(parent) == [".partial-N.aimodel-dead", directory.staging.lastPathComponent].sorted())
@@ -54,7 +57,9 @@ struct ArtifactDirectoryTests {
         }
     }
 
-    @Test("a staging folder taken away (and made again by someone) stops the artifact; an unfinished file stops publishing")
+    @Test(
+        "a staging folder taken away (and made again by someone) stops the artifact; an unfinished file stops publishing"
+    )
     func stagingTakenAway() throws {
         let parent = try Fixtures.temporaryDirectory()
         let destination = parent.appendingPathComponent("M.aimodel")

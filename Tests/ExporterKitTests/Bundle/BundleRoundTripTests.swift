@@ -1,12 +1,14 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("portable bundle")
 struct BundleRoundTripTests {
     private func export(
-        _ checkpoint: URL, to output: URL, compression: CompressionChoice = .automatic, precision: ComputePrecision = .float16,
+        _ checkpoint: URL, to output: URL, compression: CompressionChoice = .automatic,
+        precision: ComputePrecision = .float16,
         overwrite: Bool = false, faults: FaultInjector? = nil
     ) throws -> ExportResult {
         let plan = try Fixtures.plan(checkpoint, compression: compression, precision: precision)
@@ -87,7 +89,8 @@ struct BundleRoundTripTests {
         var values = [Float16](repeating: 0, count: 64 * 128)
         try values.withUnsafeMutableBufferPointer { _ = try weights.readFloat16(tensor.name, into: $0) }
         let palette = try values.withUnsafeBufferPointer {
-            try Palettizer.palettize($0, rows: 64, columns: 128, spec: PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 8)))
+            try Palettizer.palettize(
+                $0, rows: 64, columns: 128, spec: PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 8)))
         }
         let storedLUT = Array(file[lutPart.offset..<lutPart.offset + lutPart.bytes])
         #expect(storedLUT == palette.lut.withUnsafeBytes { Array($0) })
@@ -132,7 +135,8 @@ struct BundleRoundTripTests {
     func sharded() throws {
         let single = try Fixtures.syntheticCheckpoint(seed: 3)
         let sharded = try Fixtures.syntheticCheckpoint(seed: 3, shardBytes: 40_000)
-        #expect(FileManager.default.fileExists(atPath: sharded.appendingPathComponent("model.safetensors.index.json").path))
+        #expect(
+            FileManager.default.fileExists(atPath: sharded.appendingPathComponent("model.safetensors.index.json").path))
         let a = try export(single, to: try Fixtures.temporaryDirectory())
         let b = try export(sharded, to: try Fixtures.temporaryDirectory())
         let weightsA = try Data(contentsOf: a.bundleURL.appendingPathComponent("weights.bin"))
@@ -141,17 +145,21 @@ struct BundleRoundTripTests {
         #expect(b.manifest.model.source.files.count > 1)
     }
 
-    @Test("float16 and float32 checkpoints, counted as float16 patterns (the int8 embedding streamed), give the same bytes")
+    @Test(
+        "float16 and float32 checkpoints, counted as float16 patterns (the int8 embedding streamed), give the same bytes"
+    )
     func float16Patterns() throws {
         let half = try Fixtures.syntheticCheckpoint(seed: 5, dtype: .f16)
         let single = try Fixtures.syntheticCheckpoint(seed: 5, dtype: .f32)
         let plan = try Fixtures.plan(half)
         let halfSource = CheckpointWeightSource(weights: try CheckpointWeights(directory: half), outOfRange: .refuse)
-        let singleSource = CheckpointWeightSource(weights: try CheckpointWeights(directory: single), outOfRange: .refuse)
+        let singleSource = CheckpointWeightSource(
+            weights: try CheckpointWeights(directory: single), outOfRange: .refuse)
         #expect(plan.tensors.allSatisfy { halfSource.storedPatterns($0.spec) == .float16 })
         // float32: converted to float16 patterns as it is read, never held whole.
         #expect(plan.tensors.allSatisfy { singleSource.storedPatterns($0.spec) == .float16 })
-        #expect(plan.tensors.allSatisfy { singleSource.mayExceedFloat16($0.spec) && !halfSource.mayExceedFloat16($0.spec) })
+        #expect(
+            plan.tensors.allSatisfy { singleSource.mayExceedFloat16($0.spec) && !halfSource.mayExceedFloat16($0.spec) })
         let embedding = try #require(plan.tensors.first { $0.spec.name == "model.embed_tokens.weight" })
         #expect(embedding.scheme == .int8PerTensor && TensorEncoder.streams(embedding, precision: .float16))
         for compression in [CompressionChoice.automatic, .named("4bit_weight_palettized_group8")] {
@@ -193,7 +201,8 @@ struct BundleRoundTripTests {
     func precisions() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()
         for precision in [ComputePrecision.float32, .bfloat16] {
-            let result = try export(checkpoint, to: try Fixtures.temporaryDirectory(), compression: .named("none"), precision: precision)
+            let result = try export(
+                checkpoint, to: try Fixtures.temporaryDirectory(), compression: .named("none"), precision: precision)
             let reader = try BundleReader(url: result.bundleURL)
             let weights = try CheckpointWeights(directory: checkpoint)
             let name = "model.layers.0.mlp.up_proj.weight"
@@ -213,7 +222,8 @@ struct BundleRoundTripTests {
         let second = try export(checkpoint, to: output, overwrite: true)
         #expect(second.bundleURL == first.bundleURL)
         _ = try BundleReader(url: second.bundleURL)
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: first.bundleURL.deletingLastPathComponent().path)
+        let leftovers = try FileManager.default.contentsOfDirectory(
+            atPath: first.bundleURL.deletingLastPathComponent().path)
         #expect(leftovers == ["Tiny.aimodel"])
     }
 
@@ -232,7 +242,9 @@ struct BundleRoundTripTests {
             let faults = FaultInjector(failAtOperation: failing)
             #expect(throws: BundleError.self) { try export(checkpoint, to: output, overwrite: true, faults: faults) }
             let folder = good.bundleURL.deletingLastPathComponent()
-            #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["Tiny.aimodel"], "operation \(failing)")
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["Tiny.aimodel"],
+                "operation \(failing)")
             #expect(try Data(contentsOf: good.bundleURL.appendingPathComponent("manifest.json")) == goodManifest)
             _ = try BundleReader(url: good.bundleURL)
         }
@@ -242,8 +254,11 @@ struct BundleRoundTripTests {
         _ = try export(checkpoint, to: fresh, faults: freshCounter)
         try FileManager.default.removeItem(at: fresh.appendingPathComponent("tiny"))
         for failing in 1...freshCounter.operations {
-            #expect(throws: BundleError.self) { try export(checkpoint, to: fresh, faults: FaultInjector(failAtOperation: failing)) }
-            let children = (try? FileManager.default.contentsOfDirectory(atPath: fresh.appendingPathComponent("tiny").path)) ?? []
+            #expect(throws: BundleError.self) {
+                try export(checkpoint, to: fresh, faults: FaultInjector(failAtOperation: failing))
+            }
+            let children =
+                (try? FileManager.default.contentsOfDirectory(atPath: fresh.appendingPathComponent("tiny").path)) ?? []
             #expect(children.isEmpty, "operation \(failing) left \(children)")
             try? FileManager.default.removeItem(at: fresh.appendingPathComponent("tiny"))
         }

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 /// Bundles whose manifest lies about their files: the reader reports each lie as an error
@@ -62,24 +63,42 @@ struct LyingManifestTests {
     @Test("every lie also fails 'exporter verify' run as a child process: exit 1, no signal, the culprit named")
     func throughTheCommandLine() throws {
         let lies: [(String, (URL) throws -> Void)] = [
-            ("model.layers.0.self_attn.q_proj.weight", { try self.editPart($0, Self.projection, part: 1, "offset", 1 << 40) }),
-            ("model.layers.0.self_attn.q_proj.weight", { try self.editPart($0, Self.projection, part: 0, "offset", -64) }),
-            ("model.layers.0.input_layernorm.weight", { try self.editTensor($0, Self.norm) { $0["shape"] = [Int.max, 4] } }),
-            ("model.layers.0.input_layernorm.weight", { try self.editTensor($0, Self.norm) { $0["stored_bytes"] = Int.max } }),
-            ("model.layers.0.self_attn.q_proj.weight", {
-                try self.editTensor($0, Self.projection) { tensor in
-                    var compression = tensor["compression"] as? [String: Any] ?? [:]
-                    compression["bits"] = 5
-                    tensor["compression"] = compression
+            (
+                "model.layers.0.self_attn.q_proj.weight",
+                { try self.editPart($0, Self.projection, part: 1, "offset", 1 << 40) }
+            ),
+            (
+                "model.layers.0.self_attn.q_proj.weight",
+                { try self.editPart($0, Self.projection, part: 0, "offset", -64) }
+            ),
+            (
+                "model.layers.0.input_layernorm.weight",
+                { try self.editTensor($0, Self.norm) { $0["shape"] = [Int.max, 4] } }
+            ),
+            (
+                "model.layers.0.input_layernorm.weight",
+                { try self.editTensor($0, Self.norm) { $0["stored_bytes"] = Int.max } }
+            ),
+            (
+                "model.layers.0.self_attn.q_proj.weight",
+                {
+                    try self.editTensor($0, Self.projection) { tensor in
+                        var compression = tensor["compression"] as? [String: Any] ?? [:]
+                        compression["bits"] = 5
+                        tensor["compression"] = compression
+                    }
                 }
-            }),
-            ("../outside", {
-                try self.editManifest($0) { manifest in
-                    var files = manifest["files"] as? [[String: Any]] ?? []
-                    files[0]["path"] = "../outside"
-                    manifest["files"] = files
+            ),
+            (
+                "../outside",
+                {
+                    try self.editManifest($0) { manifest in
+                        var files = manifest["files"] as? [[String: Any]] ?? []
+                        files[0]["path"] = "../outside"
+                        manifest["files"] = files
+                    }
                 }
-            }),
+            ),
         ]
         let pristine = try bundle()
         for (culprit, lie) in lies {
@@ -100,26 +119,48 @@ struct LyingManifestTests {
     @Test("a part past the end of the weights file, or at a negative offset")
     func offsets() throws {
         let a = try bundle()
-        let size = try #require(try FileManager.default.attributesOfItem(atPath: a.appendingPathComponent("weights.bin").path)[.size] as? Int)
+        let size = try #require(
+            try FileManager.default.attributesOfItem(atPath: a.appendingPathComponent("weights.bin").path)[.size]
+                as? Int)
         try editPart(a, Self.norm, part: 0, "offset", 1 << 40)
-        #expect(failure(a) == .fileMismatch(path: "weights.bin", reason: "tensor '\(Self.norm)': 128 bytes at offset 1099511627776 lie outside the file's \(size) bytes"))
+        #expect(
+            failure(a)
+                == .fileMismatch(
+                    path: "weights.bin",
+                    reason:
+                        "tensor '\(Self.norm)': 128 bytes at offset 1099511627776 lie outside the file's \(size) bytes")
+        )
         let b = try bundle()
         try editPart(b, Self.norm, part: 0, "offset", -64)
-        #expect(failure(b) == .fileMismatch(path: "weights.bin", reason: "tensor '\(Self.norm)': 128 bytes at offset -64 lie outside the file's \(size) bytes"))
+        #expect(
+            failure(b)
+                == .fileMismatch(
+                    path: "weights.bin",
+                    reason: "tensor '\(Self.norm)': 128 bytes at offset -64 lie outside the file's \(size) bytes"))
         let c = try bundle()
         try editPart(c, Self.norm, part: 0, "offset", Int.max - 63)
         // Aligned, and offset + bytes would overflow: still just outside the file.
-        #expect(failure(c) == .fileMismatch(path: "weights.bin", reason: "tensor '\(Self.norm)': 128 bytes at offset \(Int.max - 63) lie outside the file's \(size) bytes"))
+        #expect(
+            failure(c)
+                == .fileMismatch(
+                    path: "weights.bin",
+                    reason:
+                        "tensor '\(Self.norm)': 128 bytes at offset \(Int.max - 63) lie outside the file's \(size) bytes"
+                ))
     }
 
     @Test("a part whose byte count disagrees with the shape and scheme")
     func byteCounts() throws {
         let a = try bundle()
         try editPart(a, Self.norm, part: 0, "bytes", 127)
-        #expect(failure(a) == .invalidTensor(tensor: Self.norm, reason: "values holds 127 bytes, its shape and scheme need 128"))
+        #expect(
+            failure(a)
+                == .invalidTensor(tensor: Self.norm, reason: "values holds 127 bytes, its shape and scheme need 128"))
         let b = try bundle()
         try editPart(b, Self.norm, part: 0, "bytes", -1)
-        #expect(failure(b) == .invalidTensor(tensor: Self.norm, reason: "values holds -1 bytes, its shape and scheme need 128"))
+        #expect(
+            failure(b)
+                == .invalidTensor(tensor: Self.norm, reason: "values holds -1 bytes, its shape and scheme need 128"))
     }
 
     @Test("a shape that lies, is empty, negative or overflows")
@@ -153,7 +194,10 @@ struct LyingManifestTests {
             compression["bits"] = 8
             tensor["compression"] = compression
         }
-        #expect(failure(b) == .invalidTensor(tensor: Self.projection, reason: "lut holds 64 bytes, its shape and scheme need 1024"))
+        #expect(
+            failure(b)
+                == .invalidTensor(tensor: Self.projection, reason: "lut holds 64 bytes, its shape and scheme need 1024")
+        )
     }
 
     @Test("files whose size or CRC-32 the manifest misstates")
@@ -164,7 +208,9 @@ struct LyingManifestTests {
             files[0]["bytes"] = 1
             manifest["files"] = files
         }
-        #expect(failure(a, verifyFiles: true) == .fileMismatch(path: "graph.json", reason: "size is 769 bytes, the manifest says 1"))
+        #expect(
+            failure(a, verifyFiles: true)
+                == .fileMismatch(path: "graph.json", reason: "size is 769 bytes, the manifest says 1"))
         let b = try bundle()
         var crc = ""
         try editManifest(b) { manifest in
@@ -173,7 +219,9 @@ struct LyingManifestTests {
             files[0]["crc32"] = "00000000"
             manifest["files"] = files
         }
-        #expect(failure(b, verifyFiles: true) == .fileMismatch(path: "graph.json", reason: "CRC-32 is \(crc), the manifest says 00000000"))
+        #expect(
+            failure(b, verifyFiles: true)
+                == .fileMismatch(path: "graph.json", reason: "CRC-32 is \(crc), the manifest says 00000000"))
         let c = try bundle()
         try editManifest(c) { manifest in
             var files = manifest["files"] as? [[String: Any]] ?? []
@@ -192,13 +240,17 @@ struct LyingManifestTests {
                 files.append(["path": path, "bytes": 0, "crc32": "00000000"])
                 manifest["files"] = files
             }
-            #expect(failure(bundle) == .fileMismatch(path: path, reason: "the manifest names a file outside the bundle"), "\(path)")
+            #expect(
+                failure(bundle) == .fileMismatch(path: path, reason: "the manifest names a file outside the bundle"),
+                "\(path)")
         }
         let bundle = try bundle()
         try editPart(bundle, Self.norm, part: 0, "file", "../../../etc/passwd")
         #expect(
             failure(bundle)
-                == .fileMismatch(path: "../../../etc/passwd", reason: "tensor '\(Self.norm)' names a file the manifest does not list"))
+                == .fileMismatch(
+                    path: "../../../etc/passwd", reason: "tensor '\(Self.norm)' names a file the manifest does not list"
+                ))
     }
 
     @Test("a schema from the future, no schema, no manifest")
@@ -206,10 +258,15 @@ struct LyingManifestTests {
         let a = try bundle()
         try editManifest(a) { $0["schema"] = "exporter.manifest/9" }
         let path = a.appendingPathComponent("manifest.json").path
-        #expect(failure(a) == .unsupportedSchema(path: path, found: "exporter.manifest/9", supported: "exporter.manifest/1"))
+        #expect(
+            failure(a) == .unsupportedSchema(path: path, found: "exporter.manifest/9", supported: "exporter.manifest/1")
+        )
         let b = try bundle()
         try Data("{\"tensors\": []}".utf8).write(to: b.appendingPathComponent("manifest.json"))
-        #expect(failure(b) == .notABundle(path: b.appendingPathComponent("manifest.json").path, reason: "the manifest has no schema"))
+        #expect(
+            failure(b)
+                == .notABundle(
+                    path: b.appendingPathComponent("manifest.json").path, reason: "the manifest has no schema"))
         let c = try bundle()
         try FileManager.default.removeItem(at: c.appendingPathComponent("manifest.json"))
         #expect(failure(c) == .notABundle(path: c.path, reason: "no readable manifest.json"))
@@ -221,7 +278,10 @@ struct LyingManifestTests {
         let manifest = a.appendingPathComponent("manifest.json")
         try Data().write(to: manifest)
         try Data().write(to: a.appendingPathComponent("graph.json"))
-        #expect(failure(a) == .notABundle(path: manifest.path, reason: "the manifest is not valid JSON: unexpected end of data at byte 0"))
+        #expect(
+            failure(a)
+                == .notABundle(
+                    path: manifest.path, reason: "the manifest is not valid JSON: unexpected end of data at byte 0"))
         let b = try bundle()
         let huge = b.appendingPathComponent("manifest.json")
         let handle = try FileHandle(forWritingTo: huge)
@@ -230,7 +290,8 @@ struct LyingManifestTests {
         #expect(
             failure(b)
                 == .notABundle(
-                    path: huge.path, reason: "\(BundleReader.largestDocumentBytes + 1) bytes is more than the limit of 268435456"))
+                    path: huge.path,
+                    reason: "\(BundleReader.largestDocumentBytes + 1) bytes is more than the limit of 268435456"))
     }
 
     @Test("a weights header disagreeing with the manifest and the file")
@@ -241,15 +302,22 @@ struct LyingManifestTests {
         let size = bytes.count
         bytes[16] = 99
         try Data(bytes).write(to: url)
-        #expect(failure(a) == .fileMismatch(path: "weights.bin", reason: "the header counts 99 tensors, the manifest lists 26"))
+        #expect(
+            failure(a)
+                == .fileMismatch(path: "weights.bin", reason: "the header counts 99 tensors, the manifest lists 26"))
         let b = try bundle()
         let weights = b.appendingPathComponent("weights.bin")
         var truncated = [UInt8](try Data(contentsOf: weights))
         truncated.removeLast(64)
         try Data(truncated).write(to: weights)
-        #expect(failure(b) == .fileMismatch(path: "weights.bin", reason: "the header says \(size) bytes, the file has \(size - 64)"))
+        #expect(
+            failure(b)
+                == .fileMismatch(
+                    path: "weights.bin", reason: "the header says \(size) bytes, the file has \(size - 64)"))
         let c = try bundle()
         try Data([UInt8](repeating: 0, count: 10)).write(to: c.appendingPathComponent("weights.bin"))
-        #expect(failure(c) == .fileMismatch(path: "weights.bin", reason: "64 bytes at offset 0 lie outside the file's 10 bytes"))
+        #expect(
+            failure(c)
+                == .fileMismatch(path: "weights.bin", reason: "64 bytes at offset 0 lie outside the file's 10 bytes"))
     }
 }

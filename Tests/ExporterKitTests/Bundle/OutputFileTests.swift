@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("output files under injected faults")
@@ -97,4 +98,3 @@ struct OutputFileTests {
         }
     }
 }
-

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ExporterKit
 
 @Suite("tensor decoder: row blocks")
@@ -16,14 +17,17 @@ struct TensorDecoderTests {
         let indices = (0..<(rows * columns)).map { UInt8(($0 * 5 + 1) % 8) }
         let lut = (0..<3).flatMap { group in (0..<8).map { Float16(Float(group * 10 + $0) + 0.5) } }
         let outliers: [(position: UInt32, value: Float16)] = [(4, 100.5), (15, -7.25), (34, 3)]
-        var expected = indices.enumerated().map { element, index in Float(lut[(element / columns / groupRows) * 8 + Int(index)]) }
+        var expected = indices.enumerated().map { element, index in
+            Float(lut[(element / columns / groupRows) * 8 + Int(index)])
+        }
         for outlier in outliers { expected[Int(outlier.position)] = Float(outlier.value) }
 
         var file: [UInt8] = []
         var parts: [Manifest.Part] = []
         func append(_ kind: String, _ dtype: String, _ bytes: [UInt8]) {
             file += [UInt8](repeating: 0, count: (64 - file.count % 64) % 64)
-            parts.append(Manifest.Part(kind: kind, dtype: dtype, file: "weights.bin", offset: file.count, bytes: bytes.count))
+            parts.append(
+                Manifest.Part(kind: kind, dtype: dtype, file: "weights.bin", offset: file.count, bytes: bytes.count))
             file += bytes
         }
         func littleEndian<T: FixedWidthInteger>(_ values: [T]) -> [UInt8] {

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ExporterKit
 
 @Suite("tensor encoder: kept tensors streamed in float16 blocks")
@@ -29,7 +30,9 @@ struct TensorEncoderTests {
         return (whole, blocks, values)
     }
 
-    @Test("bfloat16 patterns convert block by block as the reader converts them; a pattern float16 cannot hold stops them")
+    @Test(
+        "bfloat16 patterns convert block by block as the reader converts them; a pattern float16 cannot hold stops them"
+    )
     func bfloat16Blocks() throws {
         var stored = patterns()
         var expected = [Float16](repeating: 0, count: stored.count)

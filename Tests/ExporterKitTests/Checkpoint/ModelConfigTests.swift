@@ -26,7 +26,8 @@ struct ModelConfigTests {
 
     /// The tiny config's required keys plus `extra` (JSON text of more keys), parsed.
     private func config(json extra: String) throws -> ModelConfig {
-        let json = #"{"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "#
+        let json =
+            #"{"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "#
             + #""num_attention_heads": 4, "vocab_size": 256, "max_position_embeddings": 512, "# + extra + "}"
         return try ModelConfig(bytes: Array(json.utf8), path: "config.json")
     }

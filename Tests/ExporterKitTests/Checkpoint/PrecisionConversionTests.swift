@@ -175,8 +175,10 @@ struct CheckpointPrecisionConversionTests {
                 == "'m.safetensors': tensor 't': 1 value exceeds the float16 range of ±65504 (largest magnitude 65536); "
                 + "pass --allow-clamp to clamp them")
         // Exact enough to see each exceeds 65504, where `6.6e+04` printed all three alike.
-        for (magnitude, text) in [(Float(65519), "65519"), (65520, "65520"), (65504.004, "65504.004"), (1e6, "1000000"),
-                                  (.greatestFiniteMagnitude, "3.4028235e+38")] {
+        for (magnitude, text) in [
+            (Float(65519), "65519"), (65520, "65520"), (65504.004, "65504.004"), (1e6, "1000000"),
+            (.greatestFiniteMagnitude, "3.4028235e+38"),
+        ] {
             #expect(CheckpointError.exactMagnitude(magnitude) == text)
         }
     }

@@ -67,10 +67,15 @@ struct CheckpointSyntheticWeightsTests {
         #expect(outliers.contains { $0 % 2 == 0 } && outliers.contains { $0 % 2 == 1 })
         for index in outliers + [0, 1, whole.count - 1] {
             // Alone, first and last of a range.
-            for elements in [index..<(index + 1), index..<min(index + 2, whole.count), max(index - 1, 0)..<(index + 1)] {
+            for elements in [index..<(index + 1), index..<min(index + 2, whole.count), max(index - 1, 0)..<(index + 1)]
+            {
                 var part = [Float](repeating: 0, count: elements.count)
-                part.withUnsafeMutableBufferPointer { generator.generate(name: name, shape: shape, elements: elements, into: $0) }
-                #expect(part[index - elements.lowerBound].bitPattern == whole[index].bitPattern, "element \(index) of \(elements)")
+                part.withUnsafeMutableBufferPointer {
+                    generator.generate(name: name, shape: shape, elements: elements, into: $0)
+                }
+                #expect(
+                    part[index - elements.lowerBound].bitPattern == whole[index].bitPattern,
+                    "element \(index) of \(elements)")
             }
         }
     }
@@ -115,7 +120,9 @@ struct CheckpointSyntheticWeightsTests {
         var patterns = [UInt16](repeating: 0, count: 1024)
         var halves = [Float16](repeating: 0, count: 1024)
         var floats = [Float](repeating: 0, count: 1024)
-        try patterns.withUnsafeMutableBufferPointer { try source.readStoredPatterns(spec, elements: 0..<1024, into: $0) }
+        try patterns.withUnsafeMutableBufferPointer {
+            try source.readStoredPatterns(spec, elements: 0..<1024, into: $0)
+        }
         try halves.withUnsafeMutableBufferPointer { try source.readFloat16(spec, into: $0) }
         try floats.withUnsafeMutableBufferPointer { try source.readFloat(spec, into: $0) }
         #expect(source.storedPatterns(spec) == .bfloat16)
@@ -248,8 +255,7 @@ struct CheckpointSyntheticCheckpointTests {
         #expect(norm[5] == SyntheticWeights(seed: 1).value(name: "model.norm.weight", shape: [32], index: 5))
 
         let existing = directory.appendingPathComponent("model.safetensors").path
-        #expect(throws: BundleError.outputExists(path: existing))
-        {
+        #expect(throws: BundleError.outputExists(path: existing)) {
             try SyntheticCheckpoint.write(tensors: tensors, dtype: .f16, seed: 1, to: directory)
         }
         try SyntheticCheckpoint.write(tensors: tensors, dtype: .f16, seed: 1, to: directory, replacingExisting: true)

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 /// A small synthetic model, its bundle, and two made-up architectures with tight budgets.
@@ -25,12 +26,17 @@ private struct CompileFixture {
     init(layers: Int = 6) throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": layers])
         plan = try Fixtures.plan(checkpoint)
-        bundleURL = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
-            .bundleURL
-        table = DeviceTable(devices: [CompileFixture.old, CompileFixture.wide, CompileFixture.narrow], rules: [.iOS: "test rule"])
+        bundleURL = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+        )
+        .bundleURL
+        table = DeviceTable(
+            devices: [CompileFixture.old, CompileFixture.wide, CompileFixture.narrow], rules: [.iOS: "test rule"])
     }
 
-    func compile(_ devices: [DeviceArchitecture], into output: URL? = nil, faults: FaultInjector? = nil) throws -> [CompileResult] {
+    func compile(_ devices: [DeviceArchitecture], into output: URL? = nil, faults: FaultInjector? = nil) throws
+        -> [CompileResult]
+    {
         var request = CompileRequest(
             platform: .iOS, devices: devices, minimumDeploymentVersion: .minimum,
             outputDirectory: try output ?? Fixtures.temporaryDirectory())
@@ -84,7 +90,9 @@ struct CompileTests {
             var seen: [String: Int] = [:]
             for region in reader.regions {
                 for tensor in try reader.tensors(inRegion: region.index) {
-                    #expect(try reader.dequantize(tensor.name, region: region.index) == (try bundle.dequantize(tensor.name)))
+                    #expect(
+                        try reader.dequantize(tensor.name, region: region.index) == (try bundle.dequantize(tensor.name))
+                    )
                     seen[tensor.name, default: 0] += 1
                 }
             }
@@ -99,7 +107,8 @@ struct CompileTests {
         let fixture = try CompileFixture()
         let runs = try (0..<2).map { _ in try fixture.compile([CompileFixture.narrow]) }
         let files = runs[0][0].manifest.files.map(\.path) + ["manifest.json"]
-        #expect(files == [
+        #expect(
+            files == [
                 "graph.json", "static.json", "tables/rope_cos.f32", "tables/rope_sin.f32", "tokenizer/tokenizer.json",
                 "weights.bin", "manifest.json",
             ])
@@ -181,7 +190,8 @@ struct CompileTests {
         let before = try Data(contentsOf: good.url.appendingPathComponent("manifest.json"))
         let counter = FaultInjector(failAtOperation: Int.max)
         var request = CompileRequest(
-            platform: .iOS, devices: [CompileFixture.narrow], minimumDeploymentVersion: .minimum, outputDirectory: output)
+            platform: .iOS, devices: [CompileFixture.narrow], minimumDeploymentVersion: .minimum,
+            outputDirectory: output)
         request.overwrite = true
         request.faults = counter
         _ = try Compiler.compile(bundleURL: fixture.bundleURL, request: request)
@@ -199,7 +209,9 @@ struct CompileTests {
         let table = try CompileFixture().table
         #expect(try table.select([], platform: .iOS).map(\.id) == ["t1a", "t1b"])
         #expect(try table.select(["t1b", "t1b"], platform: .iOS).map(\.id) == ["t1b"])
-        #expect(throws: CompileError.ineligibleDevice(id: "t0", products: ["Old phone"], chip: "Test 0", rule: "test rule")) {
+        #expect(
+            throws: CompileError.ineligibleDevice(id: "t0", products: ["Old phone"], chip: "Test 0", rule: "test rule")
+        ) {
             try table.select(["t0"], platform: .iOS)
         }
         #expect(throws: CompileError.unknownArchitecture(id: "zz", platform: .iOS, known: ["t0", "t1a", "t1b"])) {
@@ -257,7 +269,9 @@ struct CompileTests {
         }
     }
 
-    @Test("preset verdicts on h17p: Qwen2.5-1.5B fits; Qwen3-4B needs the entitlement and loses its embedding and head regions")
+    @Test(
+        "preset verdicts on h17p: Qwen2.5-1.5B fits; Qwen3-4B needs the entitlement and loses its embedding and head regions"
+    )
     func presetVerdicts() throws {
         let table = try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory)
         let h17p = try table.select(["h17p"], platform: .iOS)[0]
@@ -268,12 +282,16 @@ struct CompileTests {
         let small = try plan("qwen2.5-1.5b")
         #expect(small.verdict.memory == .fits)
         #expect(small.verdict.neuralEngine == .allRegionsWithinBudget)
-        #expect(small.regions.map(\.label) == ["embedding", "layers 0–7", "layers 8–15", "layers 16–23", "layers 24–27", "head"])
+        #expect(
+            small.regions.map(\.label) == [
+                "embedding", "layers 0–7", "layers 8–15", "layers 16–23", "layers 24–27", "head",
+            ])
         let large = try plan("qwen3-4b")
         #expect(large.verdict.memory == .needsEntitlement)
         #expect(
             large.verdict.entitlements == [
-                "com.apple.developer.kernel.increased-memory-limit", "com.apple.developer.kernel.extended-virtual-addressing",
+                "com.apple.developer.kernel.increased-memory-limit",
+                "com.apple.developer.kernel.extended-virtual-addressing",
             ])
         #expect(large.verdict.neuralEngine == .regionsOverBudget)
         #expect(large.regionsOverBudget.map(\.label) == ["embedding", "head"])

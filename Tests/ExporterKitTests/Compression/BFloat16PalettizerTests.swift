@@ -1,5 +1,6 @@
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 extension CompressionTests {
@@ -16,7 +17,8 @@ extension CompressionTests {
             let weights = HeavyTailedWeights.make(rows: 1, columns: count, seed: seed)
             return weights.enumerated().map { index, weight in
                 switch next() % 16 {
-                case 0: return UInt16(truncatingIfNeeded: 0x3300 + next() % 0x0200) | (index % 2 == 0 ? 0 : 0x8000)  // 2^-25…2^-22
+                // 2^-25…2^-22
+                case 0: return UInt16(truncatingIfNeeded: 0x3300 + next() % 0x0200) | (index % 2 == 0 ? 0 : 0x8000)
                 case 1: return next() % 2 == 0 ? 0x0000 : 0x8000
                 case 2: return UInt16(truncatingIfNeeded: 0x4770 + next() % 0x0010)  // up to 65,280
                 default: return PrecisionConversion.bfloat16Bits(Float(weight))
@@ -40,7 +42,8 @@ extension CompressionTests {
             let spec = PaletteSpec(bits: 4, granularity: granularity)
             let expected = try palettize(converted, rows: rows, columns: columns, bits: 4, granularity: granularity)
             let direct = try bits.withUnsafeBufferPointer {
-                try Palettizer.palettize(patterns: $0, kind: .bfloat16, rows: rows, columns: columns, spec: spec, workerCount: workers)
+                try Palettizer.palettize(
+                    patterns: $0, kind: .bfloat16, rows: rows, columns: columns, spec: spec, workerCount: workers)
             }
             #expect(direct == expected)
             // The LUT never holds −0, though −0 and values rounding to it are present.
@@ -49,14 +52,16 @@ extension CompressionTests {
 
         @Test(
             "read a few groups at a time by each worker, gives the bytes of palettising in memory, at every index width",
-            arguments: [2, 3, 4, 6, 8], [(groupSize: 4, readElements: 1), (groupSize: 3, readElements: 200), (groupSize: 5, readElements: 1 << 17)])
+            arguments: [2, 3, 4, 6, 8],
+            [(groupSize: 4, readElements: 1), (groupSize: 3, readElements: 200), (groupSize: 5, readElements: 1 << 17)])
         func readsSameAsWhole(bits: Int, reading: (groupSize: Int, readElements: Int)) throws {
             // 101 rows: the last group is smaller for group sizes 3, 4 and 5; 33 columns, odd.
             let (rows, columns) = (101, 33)
             let patterns = patterns(count: rows * columns, seed: 21)
             let spec = PaletteSpec(bits: bits, granularity: .perGroupedChannel(groupSize: reading.groupSize))
             let whole = try patterns.withUnsafeBufferPointer {
-                try Palettizer.palettize(patterns: $0, kind: .bfloat16, rows: rows, columns: columns, spec: spec, workerCount: 2)
+                try Palettizer.palettize(
+                    patterns: $0, kind: .bfloat16, rows: rows, columns: columns, spec: spec, workerCount: 2)
             }
             let reads = Locked<[Range<Int>]>([])
             let streamed = try Palettizer.palettize(
@@ -78,7 +83,9 @@ extension CompressionTests {
             #expect(zip(sorted, sorted.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
         }
 
-        @Test("read a few groups at a time, passes on the lowest failing read's error and declines unconvertible patterns")
+        @Test(
+            "read a few groups at a time, passes on the lowest failing read's error and declines unconvertible patterns"
+        )
         func readsFailures() throws {
             let patterns = patterns(count: 64 * 16, seed: 5)
             let spec = PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 2))
@@ -87,14 +94,18 @@ extension CompressionTests {
             // one of the lowest range (elements 64 on: reads of two groups of two rows of 16).
             for _ in 0..<20 {
                 #expect(throws: ReadFailure(start: 64)) {
-                    _ = try Palettizer.palettize(streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, workerCount: 2, readElements: 64) { elements, _ in
+                    _ = try Palettizer.palettize(
+                        streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, workerCount: 2, readElements: 64
+                    ) { elements, _ in
                         if elements.lowerBound > 0 { throw ReadFailure(start: elements.lowerBound) }
                     }
                 }
             }
             var unconvertible = patterns
             unconvertible[900] = 0x7F80
-            let result = try Palettizer.palettize(streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, readElements: 256) { elements, buffer in
+            let result = try Palettizer.palettize(
+                streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, readElements: 256
+            ) { elements, buffer in
                 for (offset, element) in elements.enumerated() { buffer[offset] = unconvertible[element] }
             }
             #expect(result == nil)
@@ -109,12 +120,15 @@ extension CompressionTests {
                         for (offset, element) in elements.enumerated() { buffer[offset] = values[element] }
                     }
                     if failingFrom > 130 {
-                        #expect(try Palettizer.palettize(
-                            streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, workerCount: 2, readElements: 64, read: read) == nil)
+                        #expect(
+                            try Palettizer.palettize(
+                                streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, workerCount: 2,
+                                readElements: 64, read: read) == nil)
                     } else {
                         #expect(throws: ReadFailure(start: failingFrom)) {
                             _ = try Palettizer.palettize(
-                                streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, workerCount: 2, readElements: 64, read: read)
+                                streamedRows: 64, columns: 16, kind: .bfloat16, spec: spec, workerCount: 2,
+                                readElements: 64, read: read)
                         }
                     }
                 }
@@ -127,7 +141,8 @@ extension CompressionTests {
             bits[17] = pattern
             let result = try bits.withUnsafeBufferPointer {
                 try Palettizer.palettize(
-                    patterns: $0, kind: .bfloat16, rows: 4, columns: 16, spec: PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 2)))
+                    patterns: $0, kind: .bfloat16, rows: 4, columns: 16,
+                    spec: PaletteSpec(bits: 4, granularity: .perGroupedChannel(groupSize: 2)))
             }
             #expect(result == nil)
         }
@@ -138,7 +153,8 @@ extension CompressionTests {
                 var output: [Float16] = [0]
                 [UInt16(pattern)].withUnsafeBufferPointer { source in
                     output.withUnsafeMutableBufferPointer { converted in
-                        _ = PrecisionConversion.toFloat16(bfloat16Bits: source, into: converted, clampingOutOfRange: false)
+                        _ = PrecisionConversion.toFloat16(
+                            bfloat16Bits: source, into: converted, clampingOutOfRange: false)
                     }
                 }
                 #expect(Float16Table.fromBFloat16[pattern] == output[0].bitPattern)
@@ -166,7 +182,8 @@ extension CompressionTests {
             }
             guard
                 let codebook = try LinearQuantizer.int8PerTensorCodebook(
-                    streamedRows: rows, columns: columns, kind: .bfloat16, workers: workers, blockElements: blockElements,
+                    streamedRows: rows, columns: columns, kind: .bfloat16, workers: workers,
+                    blockElements: blockElements,
                     read: reader(failingAt: failAt))
             else { return nil }
             var values: [Int8] = []
@@ -189,12 +206,16 @@ extension CompressionTests {
         private func converted(_ bits: [UInt16]) -> [Float16] {
             var output = [Float16](repeating: 0, count: bits.count)
             bits.withUnsafeBufferPointer { source in
-                output.withUnsafeMutableBufferPointer { _ = PrecisionConversion.toFloat16(bfloat16Bits: source, into: $0, clampingOutOfRange: false) }
+                output.withUnsafeMutableBufferPointer {
+                    _ = PrecisionConversion.toFloat16(bfloat16Bits: source, into: $0, clampingOutOfRange: false)
+                }
             }
             return output
         }
 
-        @Test("equals converting first and quantising, whatever the blocks and workers", arguments: [(1, 1_000_000), (3, 700), (2, 53)])
+        @Test(
+            "equals converting first and quantising, whatever the blocks and workers",
+            arguments: [(1, 1_000_000), (3, 700), (2, 53)])
         func sameAsConvertingFirst(workers: Int, blockElements: Int) throws {
             let (rows, columns) = (40, 53)
             let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: 21)
@@ -205,9 +226,11 @@ extension CompressionTests {
             bits[5] = 0x3380
             bits[6] = 0xB300
             let expected = try converted(bits).withUnsafeBufferPointer {
-                try LinearQuantizer.quantizeInt8($0, rows: rows, columns: columns, granularity: .perTensor, workerCount: 2)
+                try LinearQuantizer.quantizeInt8(
+                    $0, rows: rows, columns: columns, granularity: .perTensor, workerCount: 2)
             }
-            let streamed = try stream(bits, rows: rows, columns: columns, workers: workers, blockElements: blockElements)
+            let streamed = try stream(
+                bits, rows: rows, columns: columns, workers: workers, blockElements: blockElements)
             #expect(streamed == expected)
         }
 
@@ -215,22 +238,29 @@ extension CompressionTests {
         func changedBetweenReadings() throws {
             let bits = [UInt16](repeating: 0x3F80, count: 64)  // 1.0 everywhere
             let codebook = try #require(
-                try LinearQuantizer.int8PerTensorCodebook(streamedRows: 8, columns: 8, kind: .bfloat16, workers: 2, blockElements: 16) {
+                try LinearQuantizer.int8PerTensorCodebook(
+                    streamedRows: 8, columns: 8, kind: .bfloat16, workers: 2, blockElements: 16
+                ) {
                     elements, buffer in for (offset, index) in elements.enumerated() { buffer[offset] = bits[index] }
                 })
             var written = 0
             #expect(throws: CompressionError.changedWhileRead(tensor: "embed")) {
-                try LinearQuantizer.writeInt8Codes(codebook, streamedRows: 8, columns: 8, blockElements: 16, name: "embed") {
+                try LinearQuantizer.writeInt8Codes(
+                    codebook, streamedRows: 8, columns: 8, blockElements: 16, name: "embed"
+                ) {
                     elements, buffer in
                     // The second reading finds 2.0 at element 40 (in the third block of 16).
                     for (offset, index) in elements.enumerated() { buffer[offset] = index == 40 ? 0x4000 : bits[index] }
-                } write: { written += $0.count }
+                } write: {
+                    written += $0.count
+                }
             }
             // The blocks before it were written; the changed one was not.
             #expect(written == 32)
             #expect(
                 CompressionError.changedWhileRead(tensor: "embed").description
-                    == "tensor 'embed': the checkpoint changed while it was being read (a value its first reading did not hold)")
+                    == "tensor 'embed': the checkpoint changed while it was being read (a value its first reading did not hold)"
+            )
         }
 
         @Test("declines values without a finite float16, and passes read errors on from either pass")
@@ -241,7 +271,9 @@ extension CompressionTests {
             bits[9] = 0xC780  // −65,536
             #expect(try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16) == nil)
             bits[9] = 0x3F80
-            #expect(throws: ReadFailure()) { try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16, failAt: 40) }
+            #expect(throws: ReadFailure()) {
+                try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16, failAt: 40)
+            }
             #expect(throws: ReadFailure()) {
                 try stream(bits, rows: 8, columns: 8, workers: 2, blockElements: 16, failWritingAt: 63)
             }
@@ -249,7 +281,9 @@ extension CompressionTests {
             struct BlockFailure: Error, Equatable { let start: Int }
             for _ in 0..<20 {
                 #expect(throws: BlockFailure(start: 16)) {
-                    try LinearQuantizer.int8PerTensorCodebook(streamedRows: 8, columns: 8, kind: .bfloat16, workers: 2, blockElements: 16) {
+                    try LinearQuantizer.int8PerTensorCodebook(
+                        streamedRows: 8, columns: 8, kind: .bfloat16, workers: 2, blockElements: 16
+                    ) {
                         elements, buffer in
                         if elements.lowerBound > 0 { throw BlockFailure(start: elements.lowerBound) }
                         for (offset, index) in elements.enumerated() { buffer[offset] = bits[index] }

@@ -1,5 +1,6 @@
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 extension CompressionTests {
@@ -41,7 +42,8 @@ extension CompressionTests {
             var generator = SplitMix64(seed: 7)
             for bits in PaletteSpec.supportedBits {
                 for count in [0, 1, 2, 3, 7, 8, 9, 63, 64, 65, 1000] {
-                    let indices = (0..<count).map { _ in UInt8(truncatingIfNeeded: generator.next() % UInt64(1 << bits)) }
+                    let indices = (0..<count).map { _ in UInt8(truncatingIfNeeded: generator.next() % UInt64(1 << bits))
+                    }
                     let packed = try pack(indices, bits: bits)
                     #expect(packed.count == BitPacking.packedByteCount(count: count, bits: bits))
                     #expect(try unpack(packed, bits: bits, count: count) == indices)
@@ -62,7 +64,9 @@ extension CompressionTests {
                     stream.withUnsafeMutableBufferPointer { output in
                         for (start, end) in zip(cuts, cuts.dropFirst()) {
                             edges.append(
-                                BitStreamWriter.write(count: end - start, firstElement: start, bits: bits, into: output.baseAddress!) {
+                                BitStreamWriter.write(
+                                    count: end - start, firstElement: start, bits: bits, into: output.baseAddress!
+                                ) {
                                     indices[start + $0]
                                 })
                         }
@@ -79,7 +83,9 @@ extension CompressionTests {
             for (start, count) in [(0, 1), (0, 2), (0, 5), (0, 6), (0, 7), (0, 8), (1, 2), (1, 7), (3, 9), (5, 16)] {
                 var stream = [UInt8](repeating: 0xAA, count: 16)
                 let edges = stream.withUnsafeMutableBufferPointer { output in
-                    BitStreamWriter.write(count: count, firstElement: start, bits: bits, into: output.baseAddress!) { _ in 0x5 }
+                    BitStreamWriter.write(count: count, firstElement: start, bits: bits, into: output.baseAddress!) {
+                        _ in 0x5
+                    }
                 }
                 // Bytes wholly inside the range hold two indices; partial ones are left to the edges.
                 let firstWhole = (start * bits + 7) / 8
@@ -100,7 +106,9 @@ extension CompressionTests {
             #expect(throws: CompressionError.packedSizeMismatch(expectedBytes: 3, actualBytes: 2)) {
                 try unpack([0, 0], bits: 3, count: 8)
             }
-            #expect(CompressionError.indexOutOfRange(index: 16, bits: 4).description == "palette index 16 does not fit in 4 bits")
+            #expect(
+                CompressionError.indexOutOfRange(index: 16, bits: 4).description
+                    == "palette index 16 does not fit in 4 bits")
             #expect(
                 CompressionError.unsupportedBits(5, tensor: nil).description
                     == "unsupported palette size of 5 bits (expected one of: 2, 3, 4, 6, 8)")

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("per-block palettisation, outliers and importance")
@@ -19,7 +20,8 @@ struct BlockPalettizerTests {
     }
 
     private func palettize(
-        _ values: [Float16], rows: Int, columns: Int, bits: Int = 4, groupRows: Int, blockColumns: Int, outliers: Int = 0,
+        _ values: [Float16], rows: Int, columns: Int, bits: Int = 4, groupRows: Int, blockColumns: Int,
+        outliers: Int = 0,
         importance: [Float]? = nil, workers: Int = 2
     ) throws -> BlockPalette {
         try values.withUnsafeBufferPointer {
@@ -77,7 +79,8 @@ struct BlockPalettizerTests {
             }
         }
         let plain = try palettize(values, rows: rows, columns: columns, groupRows: 8, blockColumns: 64)
-        let weighted = try palettize(values, rows: rows, columns: columns, groupRows: 8, blockColumns: 64, importance: energy)
+        let weighted = try palettize(
+            values, rows: rows, columns: columns, groupRows: 8, blockColumns: 64, importance: energy)
         #expect(weightedError(weighted) < weightedError(plain) / 2)
     }
 
@@ -85,8 +88,10 @@ struct BlockPalettizerTests {
     func reproducible() throws {
         let values = weights(rows: 24, columns: 96)
         let energy = (0..<96).map { Float($0 % 7 + 1) }
-        let one = try palettize(values, rows: 24, columns: 96, groupRows: 5, blockColumns: 40, outliers: 10, importance: energy, workers: 1)
-        let three = try palettize(values, rows: 24, columns: 96, groupRows: 5, blockColumns: 40, outliers: 10, importance: energy, workers: 3)
+        let one = try palettize(
+            values, rows: 24, columns: 96, groupRows: 5, blockColumns: 40, outliers: 10, importance: energy, workers: 1)
+        let three = try palettize(
+            values, rows: 24, columns: 96, groupRows: 5, blockColumns: 40, outliers: 10, importance: energy, workers: 3)
         #expect(one.lut == three.lut)
         #expect(one.packedIndices == three.packedIndices)
         #expect(one.outlierIndices == three.outlierIndices)
@@ -98,7 +103,9 @@ struct BlockPalettizerTests {
     private func referenceTile(
         _ values: [Double], importance: [Double], outlier: [Bool], entries: Int
     ) -> (lut: [Float16], indices: [UInt8]) {
-        let pairs = zip(values, importance).enumerated().filter { !outlier[$0.offset] }.map(\.element).sorted { $0.0 < $1.0 }
+        let pairs = zip(values, importance).enumerated().filter { !outlier[$0.offset] }.map(\.element).sorted {
+            $0.0 < $1.0
+        }
         var distinct: [Double] = []
         var prefix = (count: [0.0], sum: [0.0], squares: [0.0])
         for (value, weight) in pairs {
@@ -128,8 +135,12 @@ struct BlockPalettizerTests {
         }
         let lut = (0..<entries).map { Float16(scratch.centroids[min($0, clusters - 1)]) }
         let indices = values.map { value in
-            UInt8((0..<entries).min { abs(value - Double(Float(lut[$0]))) < abs(value - Double(Float(lut[$1]))) || ($0 < $1
-                && abs(value - Double(Float(lut[$0]))) == abs(value - Double(Float(lut[$1])))) }!)
+            UInt8(
+                (0..<entries).min {
+                    abs(value - Double(Float(lut[$0]))) < abs(value - Double(Float(lut[$1])))
+                        || ($0 < $1
+                            && abs(value - Double(Float(lut[$0]))) == abs(value - Double(Float(lut[$1]))))
+                }!)
         }
         return (lut, indices)
     }
@@ -143,12 +154,15 @@ struct BlockPalettizerTests {
         values[8] = 0.0
         let energy = (0..<columns).map { Float(1 + ($0 * 7) % 5) }
         let palette = try palettize(
-            values, rows: rows, columns: columns, bits: 2, groupRows: groupRows, blockColumns: blockColumns, outliers: 2,
+            values, rows: rows, columns: columns, bits: 2, groupRows: groupRows, blockColumns: blockColumns,
+            outliers: 2,
             importance: energy)
         let importance = BlockPalettizer.normalisedImportance(energy, columns: columns)
         let outliers = Set(palette.outlierIndices.map(Int.init))
         #expect(outliers.count == 2)
-        let indices = try palette.packedIndices.withUnsafeBufferPointer { try BitPacking.unpack($0, bits: 2, count: rows * columns) }
+        let indices = try palette.packedIndices.withUnsafeBufferPointer {
+            try BitPacking.unpack($0, bits: 2, count: rows * columns)
+        }
         for group in 0..<(rows / groupRows) {
             for block in 0..<(columns / blockColumns) {
                 let elements = (group * groupRows..<(group + 1) * groupRows).flatMap { row in
@@ -170,7 +184,9 @@ struct BlockPalettizerTests {
         // Coarse values: many equal scores, so the last places go to ties.
         let values = weights(rows: rows, columns: columns).map { Float16(Float(Int(Float($0) * 300)) / 300) }
         for importance in [[Double](repeating: 1, count: columns), (0..<columns).map { Double(1 + $0 % 3) }] {
-            let scores = values.enumerated().map { Double(abs(Float($0.element))) * importance[$0.offset % columns].squareRoot() }
+            let scores = values.enumerated().map {
+                Double(abs(Float($0.element))) * importance[$0.offset % columns].squareRoot()
+            }
             // Descending score, then ascending element.
             let ranked = scores.indices.sorted { scores[$0] != scores[$1] ? scores[$0] > scores[$1] : $0 < $1 }
             for count in [1, 7, 50, 300, rows * columns] {
@@ -207,17 +223,27 @@ struct BlockPalettizerTests {
             let text = #"{"schema": "exporter.compression/1", "name": "x", "default": \#(scheme)}"#
             return try CompressionConfig(bytes: Array(text.utf8), path: "x.json")
         }
-        #expect(throws: CompressionConfigError.invalid(path: "x.json", reason: "default: 'block_size' must be a positive integer for per_block")) {
+        #expect(
+            throws: CompressionConfigError.invalid(
+                path: "x.json", reason: "default: 'block_size' must be a positive integer for per_block")
+        ) {
             _ = try parse(#"{"mode": "palettize", "bits": 4, "granularity": "per_block", "group_size": 4}"#)
         }
-        #expect(throws: CompressionConfigError.invalid(path: "x.json", reason: "default: 'outlier_fraction' must be a number from 0 to 0.05")) {
+        #expect(
+            throws: CompressionConfigError.invalid(
+                path: "x.json", reason: "default: 'outlier_fraction' must be a number from 0 to 0.05")
+        ) {
             _ = try parse(#"{"mode": "palettize", "bits": 4, "outlier_fraction": 0.5}"#)
         }
-        #expect(throws: CompressionConfigError.invalid(path: "x.json", reason: "default: 'block_size' applies to per_block only")) {
+        #expect(
+            throws: CompressionConfigError.invalid(
+                path: "x.json", reason: "default: 'block_size' applies to per_block only")
+        ) {
             _ = try parse(#"{"mode": "palettize", "bits": 4, "block_size": 32}"#)
         }
         let config = try parse(
-            #"{"mode": "palettize", "bits": 4, "granularity": "per_block", "group_size": 4, "block_size": 192, "outlier_fraction": 0.002}"#)
+            #"{"mode": "palettize", "bits": 4, "granularity": "per_block", "group_size": 4, "block_size": 192, "outlier_fraction": 0.002}"#
+        )
         let scheme = try #require(config.defaultScheme)
         #expect(scheme.lutCount(rows: 576, columns: 1536) == 144 * 8)
         #expect(scheme.outlierCount(elements: 576 * 1536) == 1769)
@@ -241,7 +267,8 @@ struct FidelityBundleTests {
     }
 
     private func export(
-        _ checkpoint: URL, calibration: [Int]? = nil, blockSize: Int = 48, stepProgress: (WorkProgress) -> Void = { _ in }
+        _ checkpoint: URL, calibration: [Int]? = nil, blockSize: Int = 48,
+        stepProgress: (WorkProgress) -> Void = { _ in }
     ) throws -> ExportResult {
         let plan = try Fixtures.plan(checkpoint, compression: .file(try configFile(blockSize: blockSize)))
         var settings = ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
@@ -256,17 +283,20 @@ struct FidelityBundleTests {
         let second = try export(checkpoint)
         let bytes = { (url: URL) in try Data(contentsOf: url.appendingPathComponent("weights.bin")) }
         #expect(try bytes(first.bundleURL) == bytes(second.bundleURL))
-        #expect(try Data(contentsOf: first.bundleURL.appendingPathComponent("manifest.json"))
-            == Data(contentsOf: second.bundleURL.appendingPathComponent("manifest.json")))
+        #expect(
+            try Data(contentsOf: first.bundleURL.appendingPathComponent("manifest.json"))
+                == Data(contentsOf: second.bundleURL.appendingPathComponent("manifest.json")))
         let proj = try #require(first.manifest.tensors.first { $0.name == "model.layers.0.mlp.down_proj.weight" })
         #expect(proj.parts.map(\.kind) == ["lut", "indices", "outlier_indices", "outlier_values"])
         #expect(proj.compression.granularity == .perBlock)
         let artifact = try LoadedArtifact(url: first.bundleURL)
-        let report = ArtifactVerifier.verify(artifact, against: try CheckpointWeights(directory: checkpoint), minimumSQNR: nil)
+        let report = ArtifactVerifier.verify(
+            artifact, against: try CheckpointWeights(directory: checkpoint), minimumSQNR: nil)
         #expect(report.failures.isEmpty, "\(report.failures)")
         #expect(report.passed)
         #expect(first.manifest.compression.calibration == nil)
-        let evaluation = try FidelityEvaluation.evaluate(artifact: artifact, checkpoint: checkpoint, tokens: [1, 5, 9, 200, 33, 17])
+        let evaluation = try FidelityEvaluation.evaluate(
+            artifact: artifact, checkpoint: checkpoint, tokens: [1, 5, 9, 200, 33, 17])
         #expect(evaluation.linearBitsPerWeight > 4 && evaluation.linearBitsPerWeight < 9)
         #expect(evaluation.sourcePerplexity.isFinite && evaluation.artifactPerplexity.isFinite)
     }
@@ -283,11 +313,15 @@ struct FidelityBundleTests {
         let record = try #require(calibrated.manifest.compression.calibration)
         #expect(record.weighting == "activation_energy")
         #expect(record.tokens == 8)
-        #expect(record.tokensCRC32 == BundleWriter.hex(Array("3,1,4,1,5,9,2,6".utf8).withUnsafeBytes { CRC32.checksum($0) }))
-        #expect(try Data(contentsOf: plain.bundleURL.appendingPathComponent("weights.bin"))
-            != Data(contentsOf: calibrated.bundleURL.appendingPathComponent("weights.bin")))
+        #expect(
+            record.tokensCRC32 == BundleWriter.hex(Array("3,1,4,1,5,9,2,6".utf8).withUnsafeBytes { CRC32.checksum($0) })
+        )
+        #expect(
+            try Data(contentsOf: plain.bundleURL.appendingPathComponent("weights.bin"))
+                != Data(contentsOf: calibrated.bundleURL.appendingPathComponent("weights.bin")))
         let report = ArtifactVerifier.verify(
-            try LoadedArtifact(url: calibrated.bundleURL), against: try CheckpointWeights(directory: checkpoint), minimumSQNR: nil)
+            try LoadedArtifact(url: calibrated.bundleURL), against: try CheckpointWeights(directory: checkpoint),
+            minimumSQNR: nil)
         #expect(report.passed, "\(report.failures)")
     }
 
@@ -311,7 +345,10 @@ struct FidelityBundleTests {
 
         // A flipped mask bit is found and named, even with the checksums updated.
         try flipWeightBit(in: destination, atByte: q.blobs[2].offset + 64, manifest: manifest)
-        #expect(throws: CoreMLError.bundleMismatch(tensor: q.name, reason: "outlier_mask blob at \(q.blobs[2].offset) differs from byte 0")) {
+        #expect(
+            throws: CoreMLError.bundleMismatch(
+                tensor: q.name, reason: "outlier_mask blob at \(q.blobs[2].offset) differs from byte 0")
+        ) {
             try MLPackageVerifier.verify(package: destination, bundle: bundle)
         }
     }

@@ -1,5 +1,6 @@
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 /// A sorted histogram owned by the test.
@@ -26,7 +27,8 @@ final class TestHistogram {
             prefixSquares[index + 1] = prefixSquares[index] + count * value * value
         }
         histogram = SortedHistogram(
-            count: pairs.count, values: values, prefixCount: prefixCount, prefixSum: prefixSum, prefixSquares: prefixSquares)
+            count: pairs.count, values: values, prefixCount: prefixCount, prefixSum: prefixSum,
+            prefixSquares: prefixSquares)
     }
 
     deinit {
@@ -38,7 +40,8 @@ final class TestHistogram {
 
     func solveCost(clusters: Int, method: PaletteClustering, elementCount: Int = 1) -> Double {
         let scratch = KMeansScratch()
-        _ = KMeans1D.solve(histogram, clusterLimit: clusters, elementCount: elementCount, scratch: scratch, method: method)
+        _ = KMeans1D.solve(
+            histogram, clusterLimit: clusters, elementCount: elementCount, scratch: scratch, method: method)
         return KMeans1D.cost(histogram, clusterCount: clusters, scratch: scratch)
     }
 
@@ -83,7 +86,9 @@ extension CompressionTests {
             }
         }
 
-        @Test("on spiky, many-moded histograms the thorough search stays within 5% of the optimum; the standard one within 15%, 3% on average")
+        @Test(
+            "on spiky, many-moded histograms the thorough search stays within 5% of the optimum; the standard one within 15%, 3% on average"
+        )
         func heuristicsNearOptimal() {
             // Without the polish, the standard search misses some coordinated moves on these
             // (measured: 2.2% above the optimum on average, 12.7% at worst).
@@ -109,15 +114,17 @@ extension CompressionTests {
             for seed in UInt64(0)..<6 {
                 let histogram = randomHistogram(distinct: 600, seed: seed)
                 let thorough = histogram.solveCost(clusters: 16, method: .thoroughHeuristic)
-                let large = histogram.solveCost(clusters: 16, method: .heuristic, elementCount: KMeans1D.fullRefinementElements)
-                let small = histogram.solveCost(clusters: 16, method: .heuristic, elementCount: KMeans1D.fullRefinementElements - 1)
+                let large = histogram.solveCost(
+                    clusters: 16, method: .heuristic, elementCount: KMeans1D.fullRefinementElements)
+                let small = histogram.solveCost(
+                    clusters: 16, method: .heuristic, elementCount: KMeans1D.fullRefinementElements - 1)
                 #expect(large == thorough, "seed \(seed)")
                 differed = differed || small != thorough
             }
             #expect(KMeans1D.fullRefinementElements == 1 << 20)
             #expect(differed)
         }
-    
+
         @Test("the boundary search finds the first value above a threshold from any hint")
         func boundarySearch() {
             let histogram = TestHistogram((0..<9).map { (Double($0), 1) })
@@ -154,7 +161,9 @@ extension CompressionTests {
                 for (clusters, evenStart) in [3, 8, 16, 64, 65, 130].flatMap({ [($0, false), ($0, true)] }) {
                     let scratch = KMeansScratch()
                     if evenStart {
-                        for boundary in 0...clusters { scratch.bounds[boundary] = boundary * histogram.count / clusters }
+                        for boundary in 0...clusters {
+                            scratch.bounds[boundary] = boundary * histogram.count / clusters
+                        }
                     } else {
                         KMeans1D.divisiveBounds(histogram, clusterCount: clusters, scratch: scratch)
                     }
@@ -174,7 +183,9 @@ extension CompressionTests {
                             means[cluster] = histogram.mean(bounds[cluster], bounds[cluster + 1])
                         }
                     }
-                    #expect((0...clusters).map { scratch.bounds[$0] } == bounds, "seed \(seed), k \(clusters), even \(evenStart)")
+                    #expect(
+                        (0...clusters).map { scratch.bounds[$0] } == bounds,
+                        "seed \(seed), k \(clusters), even \(evenStart)")
                 }
             }
         }
@@ -183,10 +194,13 @@ extension CompressionTests {
         func heuristicNearOptimalOnWeights() throws {
             let weights = HeavyTailedWeights.make(rows: 32, columns: 512, seed: 21)
             for (bits, groupRows) in [(4, 8), (4, 32), (3, 8), (2, 16)] {
-                let granularity: PaletteGranularity = groupRows == 32 ? .perTensor : .perGroupedChannel(groupSize: groupRows)
+                let granularity: PaletteGranularity =
+                    groupRows == 32 ? .perTensor : .perGroupedChannel(groupSize: groupRows)
                 func error(_ clustering: PaletteClustering) throws -> Double {
-                    try palettize(weights, rows: 32, columns: 512, bits: bits, granularity: granularity, clustering: clustering)
-                        .squaredError
+                    try palettize(
+                        weights, rows: 32, columns: 512, bits: bits, granularity: granularity, clustering: clustering
+                    )
+                    .squaredError
                 }
                 let exact = try error(.exact)
                 let standard = try error(.heuristic)

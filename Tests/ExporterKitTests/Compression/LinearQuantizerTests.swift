@@ -1,5 +1,6 @@
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 extension CompressionTests {
@@ -9,7 +10,8 @@ extension CompressionTests {
             _ weights: [Float16], rows: Int, columns: Int, granularity: LinearQuantizationGranularity, workers: Int = 2
         ) throws -> Int8QuantizedTensor {
             try weights.withUnsafeBufferPointer {
-                try LinearQuantizer.quantizeInt8($0, rows: rows, columns: columns, granularity: granularity, name: "embed", workerCount: workers)
+                try LinearQuantizer.quantizeInt8(
+                    $0, rows: rows, columns: columns, granularity: granularity, name: "embed", workerCount: workers)
             }
         }
 

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("palette search: standard, thorough, exact")
@@ -20,14 +21,24 @@ struct PaletteSearchTests {
         let unspecified = try #require(try parse(#"{"mode": "palettize", "bits": 4}"#).defaultScheme)
         #expect(standard == unspecified)
         #expect(standard.search == nil)
-        #expect(throws: CompressionConfigError.invalid(path: "x.json", reason: "default: 'search' must be one of: standard, thorough, exact")) {
+        #expect(
+            throws: CompressionConfigError.invalid(
+                path: "x.json", reason: "default: 'search' must be one of: standard, thorough, exact")
+        ) {
             _ = try parse(#"{"mode": "palettize", "bits": 4, "search": "fast"}"#)
         }
-        #expect(throws: CompressionConfigError.invalid(path: "x.json", reason: "default: 'search' applies to palettize only")) {
+        #expect(
+            throws: CompressionConfigError.invalid(
+                path: "x.json", reason: "default: 'search' applies to palettize only")
+        ) {
             _ = try parse(#"{"mode": "linear", "search": "exact"}"#)
         }
-        #expect(throws: CompressionConfigError.invalid(
-            path: "x.json", reason: "default: mode 'keep' takes no bits, granularity, group_size, block_size, outlier_fraction or search")
+        #expect(
+            throws: CompressionConfigError.invalid(
+                path: "x.json",
+                reason:
+                    "default: mode 'keep' takes no bits, granularity, group_size, block_size, outlier_fraction or search"
+            )
         ) {
             _ = try parse(#"{"mode": "keep", "search": "exact"}"#)
         }
@@ -43,7 +54,8 @@ struct PaletteSearchTests {
         func run(_ search: CompressionScheme.Search?) throws -> PalettizedTensor {
             try weights.withUnsafeBufferPointer {
                 try Palettizer.palettize(
-                    $0, rows: rows, columns: columns, spec: spec, workerCount: 2, clustering: PaletteClustering(search: search))
+                    $0, rows: rows, columns: columns, spec: spec, workerCount: 2,
+                    clustering: PaletteClustering(search: search))
             }
         }
         let standard = try run(nil)

@@ -1,5 +1,6 @@
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 /// Palettises an array (tests use small tensors).
@@ -31,7 +32,8 @@ extension CompressionTests {
         @Test("a cluster whose mean rounds to zero stores +0, never −0, so stored zeros decode as +0")
         func zeroEntryIsPositive() throws {
             // 1000 zeros and one tiny negative weight share a cluster whose mean rounds to −0 in float16.
-            let weights: [Float16] = Array(repeating: 0, count: 1000) + [-Float16.leastNonzeroMagnitude, -100, -50, 50, 100]
+            let weights: [Float16] =
+                Array(repeating: 0, count: 1000) + [-Float16.leastNonzeroMagnitude, -100, -50, 50, 100]
             let tensor = try palettize(weights, rows: 1, columns: weights.count, bits: 2)
             #expect(tensor.lut.map(\.bitPattern).contains(0x0000))
             #expect(!tensor.lut.map(\.bitPattern).contains(0x8000))
@@ -43,7 +45,10 @@ extension CompressionTests {
             let tensor = try palettize([2, 1, 1, 2], rows: 1, columns: 4, bits: 3)
             #expect(tensor.lut == [1, 2, 2, 2, 2, 2, 2, 2])
             // Indices 1, 0, 0, 1: a value never refers to a repeated entry.
-            #expect(try tensor.packedIndices.withUnsafeBufferPointer { try BitPacking.unpack($0, bits: 3, count: 4) } == [1, 0, 0, 1])
+            #expect(
+                try tensor.packedIndices.withUnsafeBufferPointer { try BitPacking.unpack($0, bits: 3, count: 4) } == [
+                    1, 0, 0, 1,
+                ])
         }
 
         @Test("finds the optimal LUT of a tiny tensor")
@@ -68,7 +73,8 @@ extension CompressionTests {
         func smallerLastGroup() throws {
             // Five rows in groups of two: rows 0–1, 2–3 and a last group of row 4 alone.
             let weights: [Float16] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-            let tensor = try palettize(weights, rows: 5, columns: 2, bits: 2, granularity: .perGroupedChannel(groupSize: 2))
+            let tensor = try palettize(
+                weights, rows: 5, columns: 2, bits: 2, granularity: .perGroupedChannel(groupSize: 2))
             #expect(tensor.groupRows == 2)
             #expect(tensor.groupCount == 3)
             #expect(tensor.lastGroupRows == 1)
@@ -84,11 +90,14 @@ extension CompressionTests {
             let weights = [Float16](repeating: 1, count: 12 * 3)
             let perTensor = try palettize(weights, rows: 12, columns: 3, bits: 4)
             #expect([perTensor.groupRows, perTensor.groupCount, perTensor.lastGroupRows] == [12, 1, 12])
-            let even = try palettize(weights, rows: 12, columns: 3, bits: 4, granularity: .perGroupedChannel(groupSize: 4))
+            let even = try palettize(
+                weights, rows: 12, columns: 3, bits: 4, granularity: .perGroupedChannel(groupSize: 4))
             #expect([even.groupRows, even.groupCount, even.lastGroupRows] == [4, 3, 4])
-            let uneven = try palettize(weights, rows: 12, columns: 3, bits: 4, granularity: .perGroupedChannel(groupSize: 5))
+            let uneven = try palettize(
+                weights, rows: 12, columns: 3, bits: 4, granularity: .perGroupedChannel(groupSize: 5))
             #expect([uneven.groupRows, uneven.groupCount, uneven.lastGroupRows] == [5, 3, 2])
-            let wide = try palettize(weights, rows: 12, columns: 3, bits: 4, granularity: .perGroupedChannel(groupSize: 32))
+            let wide = try palettize(
+                weights, rows: 12, columns: 3, bits: 4, granularity: .perGroupedChannel(groupSize: 32))
             #expect([wide.groupRows, wide.groupCount, wide.lastGroupRows] == [32, 1, 12])
             #expect(wide.lut.count == 16)
         }
@@ -100,7 +109,8 @@ extension CompressionTests {
             let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: 1)
             for bits in PaletteSpec.supportedBits {
                 for granularity in [PaletteGranularity.perTensor, .perGroupedChannel(groupSize: 5)] {
-                    let tensor = try palettize(weights, rows: rows, columns: columns, bits: bits, granularity: granularity)
+                    let tensor = try palettize(
+                        weights, rows: rows, columns: columns, bits: bits, granularity: granularity)
                     let restored = tensor.dequantized()
                     var squaredError = 0.0
                     var signalPower = 0.0
@@ -129,7 +139,9 @@ extension CompressionTests {
             // Every kind of pattern: both zeros, negatives, subnormals, a run of one value, and
             // patterns at both ends of occupancy words.
             let weights = HeavyTailedWeights.make(rows: 1, columns: 5000, seed: 21).map(\.bitPattern)
-            let source = weights + [0x0000, 0x8000, 0x8000, 0x0001, 0x803F, 0x0040, 0x7BFF, 0xFBFF] + [UInt16](repeating: 0x3C00, count: 300)
+            let source =
+                weights + [0x0000, 0x8000, 0x8000, 0x0001, 0x803F, 0x0040, 0x7BFF, 0xFBFF]
+                + [UInt16](repeating: 0x3C00, count: 300)
             func histogram(_ workspace: PaletteWorkspace) -> [[Double]] {
                 let histogram = workspace.extractHistogram()
                 let entries = 0...histogram.count
@@ -167,10 +179,15 @@ extension CompressionTests {
             let columns = 1000
             let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: 2)
             for bits in [3, 4] {
-                for granularity in [PaletteGranularity.perTensor, .perGroupedChannel(groupSize: 40), .perGroupedChannel(groupSize: 3)] {
-                    let reference = try palettize(weights, rows: rows, columns: columns, bits: bits, granularity: granularity, workerCount: 1)
+                for granularity in [
+                    PaletteGranularity.perTensor, .perGroupedChannel(groupSize: 40), .perGroupedChannel(groupSize: 3),
+                ] {
+                    let reference = try palettize(
+                        weights, rows: rows, columns: columns, bits: bits, granularity: granularity, workerCount: 1)
                     for workers in [2, 3, 5] {
-                        let again = try palettize(weights, rows: rows, columns: columns, bits: bits, granularity: granularity, workerCount: workers)
+                        let again = try palettize(
+                            weights, rows: rows, columns: columns, bits: bits, granularity: granularity,
+                            workerCount: workers)
                         #expect(again.lut.map(\.bitPattern) == reference.lut.map(\.bitPattern))
                         #expect(again.packedIndices == reference.packedIndices)
                         #expect(again.squaredError.bitPattern == reference.squaredError.bitPattern)
@@ -184,39 +201,52 @@ extension CompressionTests {
         func groupedBeatsPerTensor() throws {
             let weights = HeavyTailedWeights.make(rows: 64, columns: 128, seed: 3)
             let perTensor = try palettize(weights, rows: 64, columns: 128, bits: 4)
-            let grouped = try palettize(weights, rows: 64, columns: 128, bits: 4, granularity: .perGroupedChannel(groupSize: 8))
+            let grouped = try palettize(
+                weights, rows: 64, columns: 128, bits: 4, granularity: .perGroupedChannel(groupSize: 8))
             #expect(grouped.squaredError < perTensor.squaredError)
         }
 
-        @Test("is no worse than Lloyd's k-means from k-means++ seeds", arguments: [
-            (bits: 4, groupRows: 32, seed: UInt64(10)),
-            (bits: 4, groupRows: 8, seed: 11),
-            (bits: 4, groupRows: 5, seed: 12),
-            (bits: 2, groupRows: 32, seed: 13),
-            (bits: 3, groupRows: 8, seed: 14),
-            (bits: 6, groupRows: 32, seed: 15),
-            (bits: 4, groupRows: 32, seed: 16),
-        ])
+        @Test(
+            "is no worse than Lloyd's k-means from k-means++ seeds",
+            arguments: [
+                (bits: 4, groupRows: 32, seed: UInt64(10)),
+                (bits: 4, groupRows: 8, seed: 11),
+                (bits: 4, groupRows: 5, seed: 12),
+                (bits: 2, groupRows: 32, seed: 13),
+                (bits: 3, groupRows: 8, seed: 14),
+                (bits: 6, groupRows: 32, seed: 15),
+                (bits: 4, groupRows: 32, seed: 16),
+            ])
         func beatsReferenceKMeans(_ setting: (bits: Int, groupRows: Int, seed: UInt64)) throws {
             let rows = 32
             let columns = 128
             let weights = HeavyTailedWeights.make(rows: rows, columns: columns, seed: setting.seed, outlierRate: 0.001)
-            let granularity: PaletteGranularity = setting.groupRows == rows ? .perTensor : .perGroupedChannel(groupSize: setting.groupRows)
-            let tensor = try palettize(weights, rows: rows, columns: columns, bits: setting.bits, granularity: granularity, clustering: .heuristic)
+            let granularity: PaletteGranularity =
+                setting.groupRows == rows ? .perTensor : .perGroupedChannel(groupSize: setting.groupRows)
+            let tensor = try palettize(
+                weights, rows: rows, columns: columns, bits: setting.bits, granularity: granularity,
+                clustering: .heuristic)
             let reference = ReferenceKMeans.tensorError(
-                weights, rows: rows, columns: columns, groupRows: setting.groupRows, bits: setting.bits, seed: setting.seed)
+                weights, rows: rows, columns: columns, groupRows: setting.groupRows, bits: setting.bits,
+                seed: setting.seed)
             #expect(tensor.squaredError <= reference, "ours \(tensor.squaredError), reference \(reference)")
         }
 
         @Test("refuses bad specs, shapes and weights with exact messages")
         func errors() throws {
             let weights: [Float16] = [1, 2, 3, 4, 5, 6]
-            #expect(throws: CompressionError.unsupportedBits(5, tensor: "w")) { try palettize(weights, rows: 2, columns: 3, bits: 5) }
+            #expect(throws: CompressionError.unsupportedBits(5, tensor: "w")) {
+                try palettize(weights, rows: 2, columns: 3, bits: 5)
+            }
             #expect(throws: CompressionError.invalidGroupSize(0, tensor: "w")) {
                 try palettize(weights, rows: 2, columns: 3, bits: 4, granularity: .perGroupedChannel(groupSize: 0))
             }
-            #expect(throws: CompressionError.emptyTensor(rows: 0, columns: 3, tensor: "w")) { try palettize([], rows: 0, columns: 3, bits: 4) }
-            #expect(throws: CompressionError.invalidShape(rows: -1, columns: 3, tensor: "w")) { try palettize([], rows: -1, columns: 3, bits: 4) }
+            #expect(throws: CompressionError.emptyTensor(rows: 0, columns: 3, tensor: "w")) {
+                try palettize([], rows: 0, columns: 3, bits: 4)
+            }
+            #expect(throws: CompressionError.invalidShape(rows: -1, columns: 3, tensor: "w")) {
+                try palettize([], rows: -1, columns: 3, bits: 4)
+            }
             #expect(throws: CompressionError.weightCountMismatch(expected: 8, actual: 6, tensor: "w")) {
                 try palettize(weights, rows: 2, columns: 4, bits: 4)
             }
@@ -231,15 +261,30 @@ extension CompressionTests {
             }
 
             let messages: [(CompressionError, String)] = [
-                (.unsupportedBits(5, tensor: "w"), "tensor 'w': unsupported palette size of 5 bits (expected one of: 2, 3, 4, 6, 8)"),
-                (.invalidGroupSize(0, tensor: "w"), "tensor 'w': invalid group size 0 (expected at least 1 row per group)"),
+                (
+                    .unsupportedBits(5, tensor: "w"),
+                    "tensor 'w': unsupported palette size of 5 bits (expected one of: 2, 3, 4, 6, 8)"
+                ),
+                (
+                    .invalidGroupSize(0, tensor: "w"),
+                    "tensor 'w': invalid group size 0 (expected at least 1 row per group)"
+                ),
                 (.emptyTensor(rows: 0, columns: 3, tensor: "w"), "tensor 'w': empty tensor of shape 0 × 3"),
                 (.invalidShape(rows: -1, columns: 3, tensor: "w"), "tensor 'w': invalid shape -1 × 3"),
-                (.weightCountMismatch(expected: 8, actual: 6, tensor: "w"), "tensor 'w': expected 8 weights but the buffer holds 6"),
+                (
+                    .weightCountMismatch(expected: 8, actual: 6, tensor: "w"),
+                    "tensor 'w': expected 8 weights but the buffer holds 6"
+                ),
                 (.nonFiniteWeight(row: 1, column: 2, tensor: "w"), "tensor 'w': non-finite weight at row 1, column 2"),
                 (.nonFiniteWeight(row: 1, column: 2, tensor: nil), "non-finite weight at row 1, column 2"),
-                (.lutSizeMismatch(expected: 16, actual: 15, tensor: "w"), "tensor 'w': lut holds 15 entries but 16 are needed"),
-                (.outputSizeMismatch(expected: 6, actual: 5, tensor: nil), "output buffer holds 5 values but 6 are needed"),
+                (
+                    .lutSizeMismatch(expected: 16, actual: 15, tensor: "w"),
+                    "tensor 'w': lut holds 15 entries but 16 are needed"
+                ),
+                (
+                    .outputSizeMismatch(expected: 6, actual: 5, tensor: nil),
+                    "output buffer holds 5 values but 6 are needed"
+                ),
             ]
             for (error, message) in messages { #expect(error.description == message) }
         }

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("Core ML blob storage")
@@ -8,8 +9,11 @@ struct MILBlobStorageTests {
     @Test("header, metadata records and data at the offsets the storage format gives")
     func layout() throws {
         var layout = MILBlobStorage.Layout()
-        let first = layout.append(MILBlobStorage.Blob(dataType: .uint4, elementCount: 48, source: .bytes([UInt8](repeating: 0xAB, count: 24))))
-        let second = layout.append(MILBlobStorage.Blob(dataType: .float16, elementCount: 32, source: .bytes([UInt8](repeating: 1, count: 64))))
+        let first = layout.append(
+            MILBlobStorage.Blob(dataType: .uint4, elementCount: 48, source: .bytes([UInt8](repeating: 0xAB, count: 24)))
+        )
+        let second = layout.append(
+            MILBlobStorage.Blob(dataType: .float16, elementCount: 32, source: .bytes([UInt8](repeating: 1, count: 64))))
         let third = layout.append(MILBlobStorage.Blob(dataType: .uint3, elementCount: 5, source: .bytes([7, 0])))
         let offsets: [Int] = [first, second, third]
         #expect(offsets == [64, 192, 320])
@@ -23,7 +27,10 @@ struct MILBlobStorageTests {
         #expect(Array(bytes[0..<8]) == [3, 0, 0, 0, 2, 0, 0, 0])
         #expect(bytes[8..<64].allSatisfy { $0 == 0 })
         // sentinel, uint4 = 11, 24 bytes, data at 128, no padding bits
-        #expect(Array(bytes[64..<96]) == [0xEF, 0xBE, 0xAD, 0xDE, 11, 0, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0, 0, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8))
+        #expect(
+            Array(bytes[64..<96]) == [
+                0xEF, 0xBE, 0xAD, 0xDE, 11, 0, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0, 0, 0, 0, 0, 0,
+            ] + [UInt8](repeating: 0, count: 8))
         #expect(bytes[128..<152].allSatisfy { $0 == 0xAB } && bytes[152..<192].allSatisfy { $0 == 0 })
         #expect(Array(bytes[320..<328]) == [0xEF, 0xBE, 0xAD, 0xDE, 12, 0, 0, 0])
         #expect(bytes[344] == 1)  // 5 × 3 = 15 bits: 1 unused bit
@@ -36,7 +43,8 @@ struct MILBlobStorageTests {
     @Test("a broken sentinel, a truncated file and an unknown version are refused")
     func refusals() throws {
         var layout = MILBlobStorage.Layout()
-        _ = layout.append(MILBlobStorage.Blob(dataType: .int8, elementCount: 100, source: .bytes([UInt8](repeating: 3, count: 100))))
+        _ = layout.append(
+            MILBlobStorage.Blob(dataType: .int8, elementCount: 100, source: .bytes([UInt8](repeating: 3, count: 100))))
         let url = try Fixtures.temporaryDirectory().appendingPathComponent("weight.bin")
         let file = try OutputFile(url: url)
         try MILBlobStorage.write(layout, to: file)

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("Core ML package")
@@ -20,7 +21,8 @@ struct MLPackageTests {
             """#.utf8
         ).write(to: config)
         let plan = try Fixtures.plan(checkpoint, compression: .file(config))
-        let result = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: output ?? Fixtures.temporaryDirectory()))
+        let result = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: output ?? Fixtures.temporaryDirectory()))
         let destination = MLPackageWriter.defaultDestination(forBundle: result.bundleURL)
         let manifest = try MLPackageWriter.write(bundle: result.bundleURL, to: destination, overwrite: false)
         return (result.bundleURL, destination, manifest)
@@ -31,12 +33,17 @@ struct MLPackageTests {
         let (bundle, package, manifest) = try package()
         #expect(package.lastPathComponent == "Tiny.mlpackage")
         #expect(package.deletingLastPathComponent() == bundle.deletingLastPathComponent())
-        let files = try FileManager.default.subpathsOfDirectory(atPath: package.path).filter { !$0.hasSuffix("com.apple.CoreML") }
-        #expect(Set(files).isSuperset(of: [
-            "Manifest.json", "Data/com.apple.CoreML/model.mlmodel", "Data/com.apple.CoreML/weights/weight.bin",
-            "Data/com.github.exporter/manifest.json",
-        ]))
-        let packageManifest = try JSONSerialization.jsonObject(with: Data(contentsOf: package.appendingPathComponent("Manifest.json"))) as? [String: Any]
+        let files = try FileManager.default.subpathsOfDirectory(atPath: package.path).filter {
+            !$0.hasSuffix("com.apple.CoreML")
+        }
+        #expect(
+            Set(files).isSuperset(of: [
+                "Manifest.json", "Data/com.apple.CoreML/model.mlmodel", "Data/com.apple.CoreML/weights/weight.bin",
+                "Data/com.github.exporter/manifest.json",
+            ]))
+        let packageManifest =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: package.appendingPathComponent("Manifest.json")))
+            as? [String: Any]
         let entries = packageManifest?["itemInfoEntries"] as? [String: [String: String]] ?? [:]
         let root = packageManifest?["rootModelIdentifier"] as? String ?? ""
         #expect(entries[root]?["path"] == "com.apple.CoreML/model.mlmodel")
@@ -44,16 +51,21 @@ struct MLPackageTests {
         #expect(packageManifest?["fileFormatVersion"] as? String == "1.0.0")
         let model = [UInt8](try Data(contentsOf: package.appendingPathComponent(MLPackageWriter.modelPath)))
         #expect(Array(model.prefix(2)) == [0x08, 0x09])  // specificationVersion: 9
-        #expect(manifest.deploymentTarget == "iOS18" && manifest.specificationVersion == 9 && manifest.opset == "CoreML8")
+        #expect(
+            manifest.deploymentTarget == "iOS18" && manifest.specificationVersion == 9 && manifest.opset == "CoreML8")
         #expect(manifest.packageBytes == manifest.files.reduce(0) { $0 + $1.bytes })
         #expect(manifest.opCounts.values.reduce(0, +) == manifest.operationCount)
         #expect(manifest.opCounts["scaled_dot_product_attention"] == 2)
-        #expect(manifest.opCounts["read_state"] == 4 && manifest.opCounts["write_state"] == 4 && manifest.opCounts["slice_update"] == 4)
+        #expect(
+            manifest.opCounts["read_state"] == 4 && manifest.opCounts["write_state"] == 4
+                && manifest.opCounts["slice_update"] == 4)
         #expect(manifest.kvCacheBytes == 2 * 2 * 2 * 32 * 512 * 2)
         // q_proj: 128 rows in groups of 24 (last group 8): 16 LUTs of 8 rows in the package.
         let q = try #require(manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_proj.weight" })
         #expect(q.op == "constexpr_lut_to_dense" && q.lutGroups == 16 && q.lutGroupRows == 8)
-        #expect(q.blobs.map(\.kind) == ["lut", "indices"] && q.blobs[0].shape == [16, 1, 16, 1] && q.blobs[1].dtype == "uint4")
+        #expect(
+            q.blobs.map(\.kind) == ["lut", "indices"] && q.blobs[0].shape == [16, 1, 16, 1]
+                && q.blobs[1].dtype == "uint4")
         let embedding = try #require(manifest.tensors.first { $0.name == "model.embed_tokens.weight" })
         #expect(embedding.op == "constexpr_blockwise_shift_scale")
         let eightBit = try #require(manifest.tensors.first { $0.name == "model.layers.1.mlp.up_proj.weight" })
@@ -79,7 +91,10 @@ struct MLPackageTests {
         let (bundle, package, manifest) = try package()
         let q = try #require(manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_proj.weight" })
         try flipWeightBit(in: package, atByte: q.blobs[0].offset + 64 + 2, manifest: manifest)
-        #expect(throws: CoreMLError.bundleMismatch(tensor: q.name, reason: "lut blob at \(q.blobs[0].offset) differs from byte 2")) {
+        #expect(
+            throws: CoreMLError.bundleMismatch(
+                tensor: q.name, reason: "lut blob at \(q.blobs[0].offset) differs from byte 2")
+        ) {
             try MLPackageVerifier.verify(package: package, bundle: bundle)
         }
     }
@@ -91,11 +106,16 @@ struct MLPackageTests {
         let indices = q.blobs[1]
         #expect(indices.kind == "indices" && indices.bytes > 1000)
         for pieceBytes in [500, 999, 1000, 1 << 20] {
-            #expect(try MLPackageVerifier.verify(package: package, bundle: bundle, pieceBytes: pieceBytes).tensorsCompared == manifest.tensors.count)
+            #expect(
+                try MLPackageVerifier.verify(package: package, bundle: bundle, pieceBytes: pieceBytes).tensorsCompared
+                    == manifest.tensors.count)
         }
         try flipWeightBit(in: package, atByte: indices.offset + 64 + 999, manifest: manifest)
         for pieceBytes in [500, 999, 1000, 1 << 20] {
-            #expect(throws: CoreMLError.bundleMismatch(tensor: q.name, reason: "indices blob at \(indices.offset) differs from byte 999")) {
+            #expect(
+                throws: CoreMLError.bundleMismatch(
+                    tensor: q.name, reason: "indices blob at \(indices.offset) differs from byte 999")
+            ) {
                 try MLPackageVerifier.verify(package: package, bundle: bundle, pieceBytes: pieceBytes)
             }
         }
@@ -105,7 +125,10 @@ struct MLPackageTests {
     func reproducible() throws {
         let first = try package()
         let second = try package()
-        for path in [MLPackageWriter.packageManifestPath, MLPackageWriter.modelPath, MLPackageWriter.weightsPath, MLPackageManifest.path] {
+        for path in [
+            MLPackageWriter.packageManifestPath, MLPackageWriter.modelPath, MLPackageWriter.weightsPath,
+            MLPackageManifest.path,
+        ] {
             let a = try Data(contentsOf: first.package.appendingPathComponent(path))
             let b = try Data(contentsOf: second.package.appendingPathComponent(path))
             #expect(a == b, "\(path) differs")
@@ -123,9 +146,12 @@ struct MLPackageTests {
         }
         let checkpoint = try Fixtures.syntheticCheckpoint()
         let plan = try Fixtures.plan(checkpoint, compression: .named("none"), precision: .float32)
-        let bundle = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())).bundleURL
+        let bundle = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+        ).bundleURL
         #expect(throws: CoreMLError.unsupported(reason: "the bundle computes in float32; the program needs float16")) {
-            try MLPackageWriter.write(bundle: bundle, to: MLPackageWriter.defaultDestination(forBundle: bundle), overwrite: false)
+            try MLPackageWriter.write(
+                bundle: bundle, to: MLPackageWriter.defaultDestination(forBundle: bundle), overwrite: false)
         }
         #expect(!FileManager.default.fileExists(atPath: MLPackageWriter.defaultDestination(forBundle: bundle).path))
     }
@@ -152,7 +178,8 @@ func flipWeightBit(in package: URL, atByte offset: Int, manifest: MLPackageManif
     bytes.withUnsafeBytes { crc.update($0) }
     var edited = manifest
     edited.files = manifest.files.map {
-        $0.path == MLPackageWriter.weightsPath ? Manifest.File(path: $0.path, bytes: $0.bytes, crc32: BundleWriter.hex(crc.value)) : $0
+        $0.path == MLPackageWriter.weightsPath
+            ? Manifest.File(path: $0.path, bytes: $0.bytes, crc32: BundleWriter.hex(crc.value)) : $0
     }
     try Data(try CanonicalJSON.encode(edited)).write(to: package.appendingPathComponent(MLPackageManifest.path))
 }

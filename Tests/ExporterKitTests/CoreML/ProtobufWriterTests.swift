@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ExporterKit
 
 @Suite("protobuf encoder")
@@ -42,9 +43,11 @@ struct ProtobufWriterTests {
     func coreMLMessages() {
         let type = CoreMLSpec.TensorType(.float16, [.fixed(2), .unknown])
         // dataType = 10, rank = 2, dimensions: constant { size: 2 }, unknown {}.
-        #expect(type.serialized == [0x08, 0x0A, 0x10, 0x02, 0x1A, 0x04, 0x0A, 0x02, 0x08, 0x02, 0x1A, 0x02, 0x12, 0x00])
+        #expect(
+            type.serialized == [0x08, 0x0A, 0x10, 0x02, 0x1A, 0x04, 0x0A, 0x02, 0x08, 0x02, 0x1A, 0x02, 0x12, 0x00])
         let value = CoreMLSpec.Value(
-            type: .tensor(CoreMLSpec.TensorType(.uint4, fixed: [])), contents: .blob(file: "@model_path/weights/weight.bin", offset: 64))
+            type: .tensor(CoreMLSpec.TensorType(.uint4, fixed: [])),
+            contents: .blob(file: "@model_path/weights/weight.bin", offset: 64))
         let encoded = value.serialized
         // type { tensorType { dataType: UINT4 (35), rank: 0 } }
         #expect(Array(encoded.prefix(8)) == [0x12, 0x06, 0x0A, 0x04, 0x08, 0x23, 0x10, 0x00])

@@ -26,7 +26,8 @@ struct VerifiedFilesTests {
         let (root, file) = try makeRoot()
         // A CRC-32 that is not the file's: vouching must not read it.
         try recordFile(file, bytes: 4, crc32: "0badc0de", in: root)
-        let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent(".farm-verified.json")))
+        let saved = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: root.appendingPathComponent(".farm-verified.json")))
         let files = try #require((saved as? [String: Any])?["files"] as? [String: Any])
         #expect(Array(files.keys) == ["sub/file.bin"])
 

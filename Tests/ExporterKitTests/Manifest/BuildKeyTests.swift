@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("build key: file fingerprints")
@@ -49,7 +50,9 @@ struct BuildKeyTests {
         #expect(try BuildKey.fingerprint(of: url) != "\(size):\(BundleWriter.hex(expected.value))")
     }
 
-    @Test("every tensor adds windows at its start, middle and end (a small one whole): a tensor between the file's windows counts")
+    @Test(
+        "every tensor adds windows at its start, middle and end (a small one whole): a tensor between the file's windows counts"
+    )
     func tensorWindows() throws {
         let size = 20 << 20
         var bytes = [UInt8](repeating: 7, count: size)

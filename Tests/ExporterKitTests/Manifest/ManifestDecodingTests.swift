@@ -9,8 +9,10 @@ struct ManifestDecodingTests {
     /// The manifest of a freshly exported tiny bundle, as a JSON object, and its bytes.
     private static func exported() throws -> (object: [String: Any], data: Data) {
         let plan = try Fixtures.plan(try Fixtures.syntheticCheckpoint())
-        let bundle = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
-            .bundleURL
+        let bundle = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+        )
+        .bundleURL
         let data = try Data(contentsOf: bundle.appendingPathComponent("manifest.json"))
         return (try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any]), data)
     }
@@ -57,7 +59,10 @@ struct ManifestDecodingTests {
         #expect(reason(Data("{\"schema\": 5}".utf8)) == "'schema' should be a string, found a number")
         #expect(reason(Data("[1, 2]".utf8)) == "the manifest is an array, not an object")
         #expect(reason(Data()) == "the manifest is not valid JSON: unexpected end of data at byte 0")
-        #expect(throws: BundleError.unsupportedSchema(path: "m.json", found: "exporter.manifest/9", supported: "exporter.manifest/1")) {
+        #expect(
+            throws: BundleError.unsupportedSchema(
+                path: "m.json", found: "exporter.manifest/9", supported: "exporter.manifest/1")
+        ) {
             try Manifest.decoded(from: Data(#"{"schema": "exporter.manifest/9"}"#.utf8), path: "m.json")
         }
     }
@@ -73,8 +78,12 @@ struct ManifestDecodingTests {
                 }
             } == "'tensors[0].parts[0].offset' should be an integer, found 64.5")
         #expect(try reason { try editTensor(&$0, 2) { $0["name"] = nil } } == "'tensors[2].name' is missing")
-        #expect(try reason { try editTensor(&$0, 2) { $0["shape"] = "x" } } == "'tensors[2].shape' should be an array, found a string")
-        #expect(try reason { try editTensor(&$0, 1) { $0["shape"] = [-3.5, 2] } } == "'tensors[1].shape[0]' should be an integer, found -3.5")
+        #expect(
+            try reason { try editTensor(&$0, 2) { $0["shape"] = "x" } }
+                == "'tensors[2].shape' should be an array, found a string")
+        #expect(
+            try reason { try editTensor(&$0, 1) { $0["shape"] = [-3.5, 2] } }
+                == "'tensors[1].shape[0]' should be an integer, found -3.5")
         #expect(try reason { $0["context_length"] = NSNull() } == "'context_length' should be an integer, found null")
         #expect(try reason { $0["context_length"] = "512" } == "'context_length' should be an integer, found a string")
         #expect(

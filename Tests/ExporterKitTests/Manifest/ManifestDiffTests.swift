@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @testable import ExporterKit
 
@@ -9,17 +9,21 @@ struct ManifestDiffTests {
     /// A tiny bundle's manifest.
     private func manifest() throws -> Manifest {
         let plan = try Fixtures.plan(try Fixtures.syntheticCheckpoint())
-        return try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())).manifest
+        return try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
+            .manifest
     }
 
-    private func regressions(_ before: Manifest, _ after: Manifest, growth: Double? = nil, drop: Double? = nil) -> [String] {
+    private func regressions(_ before: Manifest, _ after: Manifest, growth: Double? = nil, drop: Double? = nil)
+        -> [String]
+    {
         ManifestDiff(
             before: InspectionSummary(manifest: before), after: InspectionSummary(manifest: after), beforeName: "a",
             afterName: "b"
         ).regressions(maxSizeGrowthPercent: growth, maxSQNRDrop: drop)
     }
 
-    @Test("growing by exactly the limit passes, a byte more fails; an SQNR drop of exactly the limit passes, as written")
+    @Test(
+        "growing by exactly the limit passes, a byte more fails; an SQNR drop of exactly the limit passes, as written")
     func exactLimits() throws {
         var before = try manifest()
         var after = before

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("conversion memory estimate")
@@ -18,7 +19,9 @@ struct ConversionMemoryTests {
     }
 
     /// Every tensor read as `stored` patterns (nil: read as float16 whole).
-    private func conditions(stored: SourcePatterns?, allowClamp: Bool = false, calibrated: Bool = false) -> ConversionMemoryConditions {
+    private func conditions(stored: SourcePatterns?, allowClamp: Bool = false, calibrated: Bool = false)
+        -> ConversionMemoryConditions
+    {
         var conditions = ConversionMemoryConditions()
         conditions.workers = 2
         conditions.storedPatterns = { _ in stored }
@@ -34,7 +37,8 @@ struct ConversionMemoryTests {
         let elements = 151_936 * 1_536
         #expect(embedding.storedBytes == elements + 4)
 
-        let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
+        let streamed = TensorMemory(
+            embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
         #expect(streamed.loaded == 0)
         // Each worker counts a block of 2^21 bfloat16 patterns with 65,536 counters.
         #expect(streamed.working == 2 * ((1 << 22) + (1 << 19)))
@@ -59,13 +63,17 @@ struct ConversionMemoryTests {
         // float32 read as float16 patterns can hold such values too; stored float16 cannot.
         var float32 = conditions(stored: .float16, allowClamp: true)
         float32.mayExceedFloat16 = { _ in true }
-        #expect(TensorMemory(embedding, precision: .float16, conditions: float32, workers: 2).working == clamped.working)
         #expect(
-            TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .float16, allowClamp: true), workers: 2)
-                .working == streamed.working)
+            TensorMemory(embedding, precision: .float16, conditions: float32, workers: 2).working == clamped.working)
+        #expect(
+            TensorMemory(
+                embedding, precision: .float16, conditions: conditions(stored: .float16, allowClamp: true), workers: 2
+            )
+            .working == streamed.working)
     }
 
-    @Test("a palettised tensor holds its read values and packed indices; calibrated, the tiled palettiser's buffers too")
+    @Test(
+        "a palettised tensor holds its read values and packed indices; calibrated, the tiled palettiser's buffers too")
     func palettized() throws {
         let plan = try qwen()
         let up = try tensor(plan, "model.layers.0.mlp.up_proj.weight")
@@ -79,7 +87,8 @@ struct ConversionMemoryTests {
         #expect((plain.loaded, plain.working, plain.held) == (0, up.storedBytes + 2 * buffer, up.storedBytes))
         // Read whole as float16: the copy, then the packed output.
         let whole = TensorMemory(up, precision: .float16, conditions: conditions(stored: nil), workers: 2)
-        #expect((whole.loaded, whole.working, whole.held) == (2 * elements, 2 * elements + up.storedBytes, up.storedBytes))
+        #expect(
+            (whole.loaded, whole.working, whole.held) == (2 * elements, 2 * elements + up.storedBytes, up.storedBytes))
 
         let calibrated = TensorMemory(
             up, precision: .float16, conditions: conditions(stored: .bfloat16, calibrated: true), workers: 2)
@@ -88,7 +97,9 @@ struct ConversionMemoryTests {
         #expect(calibrated.working == 4 * elements + up.storedBytes + 2 * (1 << 19))
     }
 
-    @Test("a bfloat16 tensor palettised per grouped channel is read a few groups at a time by each worker, per tensor whole")
+    @Test(
+        "a bfloat16 tensor palettised per grouped channel is read a few groups at a time by each worker, per tensor whole"
+    )
     func streamedPalette() throws {
         let plan = try qwen { $0.platform = .macOS }
         let embedding = try tensor(plan, "model.embed_tokens.weight")
@@ -106,27 +117,32 @@ struct ConversionMemoryTests {
         #expect(!TensorEncoder.streams(perTensor, precision: .float16))
         // 4-bit indices and one 16-entry LUT per 8 rows.
         #expect(embedding.storedBytes == 151_936 * 1_536 / 2 + 18_992 * 32)
-        let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
+        let streamed = TensorMemory(
+            embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
         // Each of the two workers reads ten groups of eight rows at a time.
         let buffer = 80 * 1_536 * 2
         #expect(streamed.loaded == 0)
         #expect(streamed.working == embedding.storedBytes + 2 * buffer)
-        #expect(TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 4).working
-            == embedding.storedBytes + 4 * buffer)
+        #expect(
+            TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 4).working
+                == embedding.storedBytes + 4 * buffer)
         #expect(streamed.held == embedding.storedBytes)
         // Stored as float32: converted to float16 whole, then palettised.
         let whole = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: nil), workers: 2)
         #expect(whole.working == 2 * 151_936 * 1_536 + embedding.storedBytes)
     }
 
-    @Test("kept tensors: a float16 copy, a float32 one, or a float32 copy and its bfloat16 result; a large one in float16 streamed")
+    @Test(
+        "kept tensors: a float16 copy, a float32 one, or a float32 copy and its bfloat16 result; a large one in float16 streamed"
+    )
     func kept() throws {
         let uncompressed = try qwen { $0.compression = .named("none") }
         let embedding = try tensor(uncompressed, "model.embed_tokens.weight")
         #expect(TensorEncoder.streams(embedding, precision: .float16))
         #expect(!TensorEncoder.streams(embedding, precision: .float32))
         // Scanned a block of 2^21 patterns at a time, then converted as written: patterns and float16 values.
-        let streamed = TensorMemory(embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
+        let streamed = TensorMemory(
+            embedding, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
         #expect((streamed.loaded, streamed.working, streamed.held) == (0, 1 << 22, 1 << 23))
         // With --allow-clamp, values beyond float16 send it through the float16 copy after all.
         let clamped = TensorMemory(
@@ -145,7 +161,8 @@ struct ConversionMemoryTests {
         let half = TensorMemory(norm, precision: .float16, conditions: conditions(stored: .bfloat16), workers: 2)
         #expect((half.loaded, half.working, half.held) == (3_072, 3_072, 3_072))
         let bfloatNorm = try tensor(try qwen { $0.computePrecision = .bfloat16 }, "model.norm.weight")
-        let bfloat = TensorMemory(bfloatNorm, precision: .bfloat16, conditions: conditions(stored: .bfloat16), workers: 2)
+        let bfloat = TensorMemory(
+            bfloatNorm, precision: .bfloat16, conditions: conditions(stored: .bfloat16), workers: 2)
         #expect((bfloat.loaded, bfloat.working, bfloat.held) == (6_144, 9_216, 3_072))
     }
 
@@ -227,14 +244,20 @@ struct ConversionMemoryTests {
         let plan = try Fixtures.plan(checkpoint)
         let read = ExportRunner.conversionForecast(plan, allowClamp: true, availableBytes: 42)
         let source = CheckpointWeightSource(weights: try CheckpointWeights(directory: checkpoint), outOfRange: .clamp)
-        let fromSource = plan.conversionMemory(ConversionMemoryConditions(source: source, allowClamp: true, calibrated: false))
-        #expect(read == Manifest.Conversion(
-            peakBytes: fromSource.totalBytes, peakTensor: fromSource.peakTensor, workers: SystemResources.activeCores,
-            storageFrom: "checkpoint", availableBytes: 42))
+        let fromSource = plan.conversionMemory(
+            ConversionMemoryConditions(source: source, allowClamp: true, calibrated: false))
+        #expect(
+            read
+                == Manifest.Conversion(
+                    peakBytes: fromSource.totalBytes, peakTensor: fromSource.peakTensor,
+                    workers: SystemResources.activeCores,
+                    storageFrom: "checkpoint", availableBytes: 42))
 
         // The same config without weights: float16 as the config says, no clamped copies.
-        let configOnly = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(overrides: ["torch_dtype": "float16"]))
-        let assumed = ExportRunner.conversionForecast(try Fixtures.plan(configOnly), allowClamp: true, availableBytes: nil)
+        let configOnly = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(overrides: ["torch_dtype": "float16"]))
+        let assumed = ExportRunner.conversionForecast(
+            try Fixtures.plan(configOnly), allowClamp: true, availableBytes: nil)
         #expect(assumed.storageFrom == "torch_dtype")
         #expect(assumed.availableBytes == nil)
         // At the peak, the int8 embedding (256 × 64): its float16 copy and its int8 values.

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("export plan")
@@ -120,8 +121,9 @@ struct ExportPlanTests {
         }
         let gate = try #require(plan.tensors.first { $0.spec.name == "model.layers.0.mlp.gate_proj.weight" })
         #expect(gate.scheme.lastGroupRows(rows: 100) == 4)
-        #expect(plan.warnings.contains(
-            "tensor 'model.layers.0.mlp.gate_proj.weight': 100 output channels are not a multiple of group size 32; "
-                + "its last group holds 4 channels"))
+        #expect(
+            plan.warnings.contains(
+                "tensor 'model.layers.0.mlp.gate_proj.weight': 100 output channels are not a multiple of group size 32; "
+                    + "its last group holds 4 channels"))
     }
 }

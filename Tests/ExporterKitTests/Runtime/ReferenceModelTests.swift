@@ -1,12 +1,15 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 /// Weights from the formula of `Tests/reference/forward.py`, reproduced exactly.
 struct FormulaWeights: ReferenceWeights {
     func referenceTensor(_ name: String, shape: [Int]) throws -> [Float] {
-        let key = name.utf8.enumerated().reduce(UInt64(0)) { ($0 + UInt64($1.offset + 1) * UInt64($1.element)) % (1 << 32) }
+        let key = name.utf8.enumerated().reduce(UInt64(0)) {
+            ($0 + UInt64($1.offset + 1) * UInt64($1.element)) % (1 << 32)
+        }
         let offset = (key + 1) * 2_246_822_519 % (1 << 32)
         let columns = Double(shape.last ?? 1)
         return (0..<shape.reduce(1, *)).map { index in
@@ -39,7 +42,8 @@ struct ReferenceModelTests {
                 intermediateSize: try int("intermediate"), vocabularySize: try int("vocab"), heads: try int("heads"),
                 kvHeads: try int("kv_heads"), headDim: try int("head_dim"), contextLength: 16,
                 ropeTheta: try #require(c["theta"]?.doubleValue), rmsNormEpsilon: try #require(c["eps"]?.doubleValue),
-                qkvBias: try #require(c["qkv_bias"]?.boolValue as Bool?), qkNorm: try #require(c["qk_norm"]?.boolValue as Bool?),
+                qkvBias: try #require(c["qkv_bias"]?.boolValue as Bool?),
+                qkNorm: try #require(c["qk_norm"]?.boolValue as Bool?),
                 tiedEmbeddings: try #require(c["tied"]?.boolValue as Bool?), slidingWindow: c["window"]?.intValue)
             let logits = try #require(model["logits"]?.arrayValue).map { row in
                 (row.arrayValue ?? []).compactMap { $0.doubleValue.map(Float.init) }
@@ -49,11 +53,14 @@ struct ReferenceModelTests {
         return KnownAnswers(tokens: tokens, models: models)
     }
 
-    @Test("logits match the NumPy transcription of the published equations to 1e-4", arguments: ["qwen2", "qwen3", "mistral"])
+    @Test(
+        "logits match the NumPy transcription of the published equations to 1e-4",
+        arguments: ["qwen2", "qwen3", "mistral"])
     func knownAnswers(family: String) throws {
         let answers = try Self.knownAnswers()
         let (architecture, expected) = try #require(answers.models[family])
-        let logits = try ReferenceModel(architecture: architecture, weights: FormulaWeights()).logits(tokens: answers.tokens)
+        let logits = try ReferenceModel(architecture: architecture, weights: FormulaWeights()).logits(
+            tokens: answers.tokens)
         #expect(logits.count == expected.count)
         var largest: Float = 0
         for (row, expectedRow) in zip(logits, expected) {
@@ -74,11 +81,15 @@ struct ReferenceModelTests {
         #expect(prefix == Array(first.prefix(3)))
     }
 
-    @Test("rows read alone, and the head read in blocks of rows, give what the whole tensors give", arguments: [true, false])
+    @Test(
+        "rows read alone, and the head read in blocks of rows, give what the whole tensors give",
+        arguments: [true, false])
     func rowsAndHeadBlocks(tied: Bool) throws {
-        let checkpointURL = try Fixtures.syntheticCheckpoint(modelType: "qwen3", overrides: ["tie_word_embeddings": tied])
+        let checkpointURL = try Fixtures.syntheticCheckpoint(
+            modelType: "qwen3", overrides: ["tie_word_embeddings": tied])
         let plan = try Fixtures.plan(checkpointURL, compression: .named("4bit_weight_palettized_group8"))
-        let bundle = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
+        let bundle = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
         let checkpoint = try CheckpointWeights(directory: checkpointURL)
         let reader = try BundleReader(url: bundle.bundleURL)
         let architecture = try ReferenceArchitecture(config: plan.model.config, contextLength: 16)
@@ -89,7 +100,9 @@ struct ReferenceModelTests {
             // Rows 3..<7 of the int8 embedding (iOS) and of a 4-bit palette: decoded alone.
             for (name, tensorShape) in [(embedding, shape), ("model.layers.0.mlp.up_proj.weight", [128, 64])] {
                 let whole = try weights.referenceTensor(name, shape: tensorShape)
-                #expect(try weights.referenceRows(name, shape: tensorShape, rows: 3..<7) == Array(whole[(3 * 64)..<(7 * 64)]))
+                #expect(
+                    try weights.referenceRows(name, shape: tensorShape, rows: 3..<7)
+                        == Array(whole[(3 * 64)..<(7 * 64)]))
             }
             #expect(throws: ReferenceModelError.rowsOutOfRange(tensor: embedding, rows: 250..<260, available: 256)) {
                 try weights.referenceRows(embedding, shape: shape, rows: 250..<260)
@@ -128,7 +141,8 @@ struct ReferenceModelTests {
         #expect(abs((same.positions[0].source.nextTokenLogProbability ?? 0) - (2 - logZ)) < 1e-12)
         #expect(same.positions[1].source.nextTokenLogProbability == nil)
         #expect(abs((same.sourcePerplexity ?? 0) - exp(logZ - 2)) < 1e-9)
-        let shifted = ForwardComparison(tokens: [1, 2], source: source, artifact: [[0, 1, 2, 3, 5, 4], [5, 4, 3, 2, 1, 0]])
+        let shifted = ForwardComparison(
+            tokens: [1, 2], source: source, artifact: [[0, 1, 2, 3, 5, 4], [5, 4, 3, 2, 1, 0]])
         #expect(shifted.top1Agreement == 0.5)
         #expect(shifted.maxLogitDifference == 1)
         #expect(shifted.positions[0].klDivergence > 0 && shifted.positions[1].klDivergence == 0)

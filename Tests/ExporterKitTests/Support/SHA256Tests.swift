@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ExporterKit
 
 @Suite("SHA-256")
@@ -16,7 +17,9 @@ struct SHA256Tests {
         #expect(
             digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
                 == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
-        #expect(digest(String(repeating: "a", count: 1000)) == "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3")
+        #expect(
+            digest(String(repeating: "a", count: 1000))
+                == "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3")
     }
 
     @Test("is the same fed in pieces")

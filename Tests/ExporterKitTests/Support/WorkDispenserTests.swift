@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("work dispenser")
@@ -30,7 +31,11 @@ struct WorkDispenserTests {
     func setUpAndTearDown() {
         let log = Locked<[String]>([])
         WorkDispenser.perform(
-            count: 50, workers: 4, setUp: { worker in log.mutate { $0.append("up \(worker)") }; return worker },
+            count: 50, workers: 4,
+            setUp: { worker in
+                log.mutate { $0.append("up \(worker)") }
+                return worker
+            },
             tearDown: { worker in log.mutate { $0.append("down \(worker)") } }
         ) { _, _ in }
         let entries = log.value

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import ExporterKit
 
 @Suite("artifact verifier")
@@ -9,7 +10,8 @@ struct ArtifactVerifierTests {
     private func bundle() throws -> (bundle: URL, checkpoint: URL) {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
         let plan = try Fixtures.plan(checkpoint, compression: .named("4bit_weight_palettized_group8"))
-        let result = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
+        let result = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
         return (result.bundleURL, checkpoint)
     }
 
@@ -33,7 +35,8 @@ struct ArtifactVerifierTests {
     @Test("a fresh bundle passes every check and matches its checkpoint")
     func clean() throws {
         let (bundle, checkpoint) = try bundle()
-        let report = ArtifactVerifier.verify(try LoadedArtifact(url: bundle), against: try CheckpointWeights(directory: checkpoint))
+        let report = ArtifactVerifier.verify(
+            try LoadedArtifact(url: bundle), against: try CheckpointWeights(directory: checkpoint))
         #expect(report.failures == [])
         #expect(report.filesChecked == 3)
         #expect(report.tensorsDecoded == 1 + 2 * 11 + 1)
@@ -66,8 +69,14 @@ struct ArtifactVerifierTests {
         #expect(
             try failures { m in m.tensors[0].shape = [128, 128] }
                 == ["tensor 'model.embed_tokens.weight': shape [128, 128], the graph's qwen3 layout implies [256, 64]"])
-        #expect(try failures { m in m.platform = "android" } == ["'manifest.json': platform is 'android', expected one of: iOS, macOS"])
-        #expect(try failures { m in m.kind = "compiled" } == ["'manifest.json': kind is 'compiled' but there is no compiled section"])
+        #expect(
+            try failures { m in m.platform = "android" } == [
+                "'manifest.json': platform is 'android', expected one of: iOS, macOS"
+            ])
+        #expect(
+            try failures { m in m.kind = "compiled" } == [
+                "'manifest.json': kind is 'compiled' but there is no compiled section"
+            ])
         #expect(try failures { _ in } == [])
         #expect(ArtifactVerifier.verify(try LoadedArtifact(url: bundle)).tensorListChecked)
     }
@@ -102,10 +111,13 @@ struct ArtifactVerifierTests {
     @Test("tensors checked by any number of workers give the same report, failures in manifest order")
     func workers() throws {
         let (bundle, checkpointURL) = try bundle()
-        let names = ["model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight", "model.layers.1.self_attn.o_proj.weight"]
+        let names = [
+            "model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight", "model.layers.1.self_attn.o_proj.weight",
+        ]
         try editWeights(bundle) { bytes, manifest in
             // An int8 -128, and two LUTs out of order: faults found while decoding.
-            let values = try #require(manifest.tensors.first { $0.name == names[0] }?.parts.first { $0.kind == "values" })
+            let values = try #require(
+                manifest.tensors.first { $0.name == names[0] }?.parts.first { $0.kind == "values" })
             bytes[values.offset + 7] = 0x80
             for name in names.dropFirst() {
                 let lut = try #require(manifest.tensors.first { $0.name == name }?.parts[0])
@@ -139,7 +151,8 @@ struct ArtifactVerifierTests {
             // Swap the first two float16 entries of group 0: no longer ascending.
             for k in 0..<2 { bytes.swapAt(lut.offset + k, lut.offset + 2 + k) }
             // A non-zero byte in the padding after q_norm (32 bytes, padded to 64).
-            let norm = try #require(manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_norm.weight" }?.parts[0])
+            let norm = try #require(
+                manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_norm.weight" }?.parts[0])
             #expect(norm.bytes == 32)
             bytes[norm.offset + norm.bytes + 5] = 1
             // The header's reserved bytes.
@@ -173,10 +186,16 @@ struct ArtifactVerifierTests {
         try Data(try manifest.canonicalJSON()).write(to: bundle.appendingPathComponent("manifest.json"))
         let failures = ArtifactVerifier.verify(try LoadedArtifact(url: bundle)).failures.map(\.description)
         let moved = manifest.tensors[index].parts[1].offset
-        #expect(failures.contains(
-            "tensor 'model.layers.1.mlp.down_proj.weight': indices at offset \(moved), expected \(moved - 64): parts follow "
-                + "each other in manifest order, each at the next multiple of 64"))
-        #expect(failures.contains { $0.hasPrefix("tensor 'model.norm.weight': values at offset 1073741824, 128 bytes, runs past the end of 'weights.bin'") })
+        #expect(
+            failures.contains(
+                "tensor 'model.layers.1.mlp.down_proj.weight': indices at offset \(moved), expected \(moved - 64): parts follow "
+                    + "each other in manifest order, each at the next multiple of 64"))
+        #expect(
+            failures.contains {
+                $0.hasPrefix(
+                    "tensor 'model.norm.weight': values at offset 1073741824, 128 bytes, runs past the end of 'weights.bin'"
+                )
+            })
     }
 
     @Test("int8 values of -128 and non-positive scales break the linear scheme's rules")
@@ -186,7 +205,10 @@ struct ArtifactVerifierTests {
             rule: "ios-embedding", storedBytes: 8, parts: [], sqnrDB: nil)
         let problems = ArtifactVerifier.storedValueProblems(
             tensor, stored: ["scales": [0, 0, 0, 0], "values": [1, 0x80, 2, 3]])
-        #expect(problems == ["scale 0 is 0.0, expected a positive finite number", "int8 value 1 is -128, outside [-127, 127]"])
+        #expect(
+            problems == [
+                "scale 0 is 0.0, expected a positive finite number", "int8 value 1 is -128, outside [-127, 127]",
+            ])
         let palette = Manifest.Tensor(
             name: "p", shape: [1, 3], role: "mlp", layer: 0, compression: .palettize(bits: 4, groupSize: nil),
             lastGroupRows: nil, rule: "default", storedBytes: 34, parts: [], sqnrDB: nil)

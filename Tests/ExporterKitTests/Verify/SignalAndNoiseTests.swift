@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ExporterKit
 
 @Suite("verify: SQNR against the checkpoint")
