@@ -121,7 +121,7 @@ public struct GraphDescription: Codable, Equatable, Sendable {
             heads: config.attentionHeads, kvHeads: config.keyValueHeads, headDim: config.headDimension,
             qkvBias: plan.tensors.contains { $0.spec.name.hasSuffix("self_attn.q_proj.bias") },
             qkNorm: family.hasQueryKeyNorm,
-            slidingWindow: (config.useSlidingWindow ?? (config.slidingWindow != nil)) ? config.slidingWindow : nil)
+            slidingWindow: config.attentionWindow)
         rope = Rope(
             theta: config.ropeTheta,
             scalingType: scaling?["rope_type"]?.stringValue ?? scaling?["type"]?.stringValue,

@@ -13,6 +13,9 @@ public enum ConfigError: ExporterError, Equatable {
     /// Each field is plausible but together they describe a model no machine could hold
     /// (products that would overflow, absurd tensor counts).
     case impossibleModel(path: String, reason: String)
+    /// A valid field describes a model the graph format cannot express (attention windows that
+    /// differ between layers).
+    case unsupportedFeature(path: String, field: String, reason: String)
 
     public var description: String {
         switch self {
@@ -28,11 +31,16 @@ public enum ConfigError: ExporterError, Equatable {
             return "config '\(path)': '\(field)' \(reason)"
         case .impossibleModel(let path, let reason):
             return "config '\(path)' describes an impossible model: \(reason)"
+        case .unsupportedFeature(let path, let field, let reason):
+            return "config '\(path)': '\(field)' \(reason)"
         }
     }
 
     public var exitStatus: ExitStatus {
-        if case .unreadable = self { return .notFound }
-        return .badInput
+        switch self {
+        case .unreadable: return .notFound
+        case .unsupportedFeature: return .unsupported
+        default: return .badInput
+        }
     }
 }

@@ -40,6 +40,12 @@ public struct ModelConfig: Equatable, Sendable {
     public var slidingWindow: Int?
     /// `use_sliding_window` (nil when absent).
     public var useSlidingWindow: Bool?
+    /// The attention window every layer uses, nil for full causal attention: `sliding_window`
+    /// when the config turns it on for all layers. Hugging Face decides per layer: `layer_types`
+    /// when present, else `use_sliding_window` (on when absent and a window is given) for the
+    /// layers from `max_window_layers` on (all of them when absent). A config sliding only some
+    /// layers is refused, since the graph holds one window.
+    public var attentionWindow: Int?
     /// Every key of the file, for architecture-specific fields (expert counts and the like).
     public var raw: JSONObject
 
@@ -77,6 +83,8 @@ public struct ModelConfig: Equatable, Sendable {
         attentionBias = try fields.optionalBool("attention_bias")
         slidingWindow = try fields.optionalPositiveInt("sliding_window")
         useSlidingWindow = try fields.optionalBool("use_sliding_window")
+        attentionWindow = try fields.attentionWindow(
+            slidingWindow: slidingWindow, useSlidingWindow: useSlidingWindow, layerCount: layerCount)
 
         if let explicit = try fields.optionalPositiveInt("head_dim") {
             headDimension = explicit
@@ -220,6 +228,45 @@ struct ConfigFields {
             }
         }
         return value
+    }
+
+    /// The window every layer uses (see ``ModelConfig/attentionWindow``).
+    /// - Throws: `ConfigError.wrongType` or `.invalidValue` for malformed `layer_types` or
+    ///   `max_window_layers`, `.unsupportedFeature` when only some layers slide.
+    func attentionWindow(slidingWindow: Int?, useSlidingWindow: Bool?, layerCount: Int) throws -> Int? {
+        let slidingLayers: Int
+        if let types = try stringArray("layer_types") {
+            guard types.count == layerCount else {
+                throw ConfigError.invalidValue(
+                    path: path, field: "layer_types",
+                    reason: "lists \(types.count) layers, num_hidden_layers is \(layerCount)")
+            }
+            if let other = types.first(where: { $0 != "full_attention" && $0 != "sliding_attention" }) {
+                throw ConfigError.invalidValue(
+                    path: path, field: "layer_types",
+                    reason: "has '\(other)' (expected one of: full_attention, sliding_attention)")
+            }
+            slidingLayers = types.count(where: { $0 == "sliding_attention" })
+            guard slidingLayers == 0 || slidingWindow != nil else {
+                throw ConfigError.invalidValue(
+                    path: path, field: "layer_types", reason: "has sliding layers but sliding_window is null")
+            }
+        } else {
+            guard useSlidingWindow ?? true, slidingWindow != nil else { return nil }
+            var firstSliding = 0
+            if let value = present("max_window_layers") {
+                guard let layers = value.intValue, layers >= 0 else {
+                    throw wrongType("max_window_layers", "a non-negative integer", value)
+                }
+                firstSliding = min(layers, layerCount)
+            }
+            slidingLayers = layerCount - firstSliding
+        }
+        if slidingLayers == 0 { return nil }
+        if slidingLayers == layerCount { return slidingWindow }
+        throw ConfigError.unsupportedFeature(
+            path: path, field: "sliding_window",
+            reason: "applies to \(slidingLayers) of \(layerCount) layers; one window for every layer is supported")
     }
 
     func optionalBool(_ field: String) throws -> Bool? {

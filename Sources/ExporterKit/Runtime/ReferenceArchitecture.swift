@@ -97,7 +97,7 @@ public struct ReferenceArchitecture: Equatable, Sendable {
             rmsNormEpsilon: config.rmsNormEpsilon,
             qkvBias: config.attentionBias ?? (family.modelType == "qwen2"), qkNorm: family.hasQueryKeyNorm,
             tiedEmbeddings: config.tieWordEmbeddings,
-            slidingWindow: (config.useSlidingWindow ?? (config.slidingWindow != nil)) ? config.slidingWindow : nil)
+            slidingWindow: config.attentionWindow)
     }
 
     private init(

@@ -67,13 +67,73 @@ struct ModelConfigTests {
         }
     }
 
+    @Test(
+        "the attention window is the config's when every layer slides, none when no layer does",
+        arguments: [
+            (#""sliding_window": 64"#, 64),
+            (#""sliding_window": 64, "use_sliding_window": true"#, 64),
+            (#""sliding_window": 64, "use_sliding_window": false"#, nil),
+            (#""sliding_window": null, "use_sliding_window": true"#, nil),
+            (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 0"#, 64),
+            (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 2"#, nil),
+            (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 28"#, nil),
+            (#""sliding_window": 64, "use_sliding_window": false, "max_window_layers": 1"#, nil),
+            (#""sliding_window": 64, "layer_types": ["full_attention", "full_attention"]"#, nil),
+            (#""sliding_window": 64, "layer_types": ["sliding_attention", "sliding_attention"]"#, 64),
+            (
+                #""sliding_window": 64, "use_sliding_window": false, "layer_types": ["sliding_attention", "sliding_attention"]"#,
+                64
+            ),
+            ("", nil),
+        ] as [(String, Int?)])
+    func attentionWindow(_ fields: String, _ window: Int?) throws {
+        let parsed = try config(json: fields.isEmpty ? #""hidden_act": "silu""# : fields)
+        #expect(parsed.attentionWindow == window)
+    }
+
+    @Test(
+        "a window on some layers only is refused as unsupported; malformed layer fields by key",
+        arguments: [
+            (
+                #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 1"#,
+                "'sliding_window' applies to 1 of 2 layers; one window for every layer is supported", true
+            ),
+            (
+                #""sliding_window": 64, "layer_types": ["full_attention", "sliding_attention"]"#,
+                "'sliding_window' applies to 1 of 2 layers; one window for every layer is supported", true
+            ),
+            (
+                #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": -1"#,
+                "'max_window_layers' should be a non-negative integer, found a number", false
+            ),
+            (
+                #""sliding_window": 64, "layer_types": ["full_attention"]"#,
+                "'layer_types' lists 1 layers, num_hidden_layers is 2", false
+            ),
+            (
+                #""layer_types": ["full_attention", "chunked_attention"]"#,
+                "'layer_types' has 'chunked_attention' (expected one of: full_attention, sliding_attention)", false
+            ),
+            (
+                #""sliding_window": null, "layer_types": ["sliding_attention", "sliding_attention"]"#,
+                "'layer_types' has sliding layers but sliding_window is null", false
+            ),
+        ])
+    func unsupportedWindow(_ fields: String, _ message: String, _ unsupported: Bool) throws {
+        let error = #expect(throws: ConfigError.self) { try config(json: fields) }
+        #expect(error?.description == "config 'config.json': " + message)
+        #expect(error?.exitStatus == (unsupported ? .unsupported : .badInput))
+    }
+
     @Test("the configs shipped with the presets all parse")
     func shippedConfigs() throws {
         let folder = Fixtures.presetsDirectory.appendingPathComponent("checkpoints")
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
         #expect(names == ["Mistral-7B-Instruct-v0.3", "Qwen2.5-1.5B-Instruct", "Qwen3-0.6B", "Qwen3-4B"])
         for name in names {
-            _ = try ModelConfig(contentsOf: folder.appendingPathComponent(name).appendingPathComponent("config.json"))
+            let url = folder.appendingPathComponent(name).appendingPathComponent("config.json")
+            // Qwen2.5's window (32,768 from layer 21) is off: use_sliding_window is false.
+            #expect(try ModelConfig(contentsOf: url).attentionWindow == nil)
         }
     }
 }
