@@ -118,8 +118,11 @@ public enum ArtifactVerifier {
         /// Threads decoding tensors.
         let workers: Int
         var report = VerificationReport()
-        /// Actual sizes of the files that exist, by manifest path.
+        /// Actual sizes of the listed files that exist as regular files, by manifest path.
         var sizes: [String: Int] = [:]
+        /// Files the manifest lists that are missing or not regular files: their failure is
+        /// reported once by `checkFiles()`, not again for every part they should hold.
+        var unusableFiles: Set<String> = []
 
         init(artifact: LoadedArtifact, blockElements: Int, workers: Int) {
             self.artifact = artifact
@@ -150,9 +153,12 @@ public enum ArtifactVerifier {
                 }
                 let url = artifact.folder.appendingPathComponent(file.path)
                 if let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
+                    attributes[.type] as? FileAttributeType == .typeRegular,
                     let size = (attributes[.size] as? NSNumber)?.intValue
                 {
                     sizes[file.path] = size
+                } else {
+                    unusableFiles.insert(file.path)
                 }
                 do {
                     try BundleReader.verify(file, in: artifact.folder)
@@ -409,18 +415,25 @@ public enum ArtifactVerifier {
             let weightsSize = sizes[weightsName]
             if portable, let weightsSize { checkWeightsHeader(files, size: weightsSize) }
             let contents = contentsOfReadableTensors(against: checkpoint, minimumSQNR: minimumSQNR)
+            // A short file names its first part past the end; the others are counted after.
+            var partsPastEnd: [String: Int] = [:]
             for (index, tensor) in manifest.tensors.enumerated() {
                 let subject = "tensor '\(tensor.name)'"
                 for part in tensor.parts {
                     guard let size = sizes[part.file] else {
-                        fail(subject, "\(part.kind) is in '\(part.file)', which is missing or not listed")
+                        if !unusableFiles.contains(part.file) {
+                            fail(subject, "\(part.kind) is in '\(part.file)', which is not listed")
+                        }
                         continue
                     }
                     guard isReadable(part) else {
-                        fail(
-                            subject,
-                            "\(part.kind) at offset \(part.offset), \(part.bytes) bytes, runs past the end of '\(part.file)' "
-                                + "(\(size) bytes)")
+                        partsPastEnd[part.file, default: 0] += 1
+                        if partsPastEnd[part.file] == 1 {
+                            fail(
+                                subject,
+                                "\(part.kind) at offset \(part.offset), \(part.bytes) bytes, runs past the end of "
+                                    + "'\(part.file)' (\(size) bytes)")
+                        }
                         continue
                     }
                     if part.offset % ExportPlan.blobAlignment != 0 {
@@ -445,6 +458,9 @@ public enum ArtifactVerifier {
                 checkRecord(tensor, subject: subject)
                 guard let found = contents[index] else { continue }
                 record(found, of: tensor)
+            }
+            for (file, count) in partsPastEnd.sorted(by: { $0.key < $1.key }) where count > 1 {
+                failFile(file, "\(count - 1) more part(s) run past its end")
             }
             if portable, let weightsSize,
                 manifest.tensors.contains(where: { $0.parts.contains { $0.file == weightsName } })

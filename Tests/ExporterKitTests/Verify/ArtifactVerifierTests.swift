@@ -198,6 +198,40 @@ struct ArtifactVerifierTests {
             })
     }
 
+    @Test("a weights file that is a FIFO or missing is one failure, not one per part")
+    func unusableWeightsFile() throws {
+        for makeUnusable in [
+            { (url: URL) in try FIFOFixture.make(at: url) },
+            { (url: URL) in try FileManager.default.removeItem(at: url) },
+        ] {
+            let (bundle, _) = try bundle()
+            try makeUnusable(bundle.appendingPathComponent("weights.bin"))
+            let failures = ArtifactVerifier.verify(try LoadedArtifact(url: bundle)).failures.map(\.description)
+            #expect(failures.count == 1)
+            #expect(failures.first?.hasPrefix("'weights.bin': ") == true)
+        }
+    }
+
+    @Test("a short weights file names its first part past the end and counts the others")
+    func shortWeightsFile() throws {
+        let (bundle, _) = try bundle()
+        let manifest = try manifest(bundle)
+        let url = bundle.appendingPathComponent("weights.bin")
+        // Cut inside the last two tensors' parts: model.norm.weight and down_proj's indices.
+        let norm = try #require(manifest.tensors.last?.parts[0])
+        let down = try #require(manifest.tensors.dropLast().last?.parts.last)
+        try Data(try Data(contentsOf: url).prefix(down.offset + 1)).write(to: url)
+        let failures = ArtifactVerifier.verify(try LoadedArtifact(url: bundle)).failures.map(\.description)
+        let pastEnd = failures.filter { $0.contains("past") }
+        #expect(
+            pastEnd == [
+                "tensor '\(manifest.tensors.dropLast().last!.name)': indices at offset \(down.offset), \(down.bytes) bytes, "
+                    + "runs past the end of 'weights.bin' (\(down.offset + 1) bytes)",
+                "'weights.bin': 1 more part(s) run past its end",
+            ])
+        #expect(norm.offset > down.offset)
+    }
+
     @Test("int8 values of -128 and non-positive scales break the linear scheme's rules")
     func linearRules() {
         let tensor = Manifest.Tensor(
