@@ -7,6 +7,7 @@ public enum ExportError: ExporterError, Equatable {
     /// `--calibration` with generated weights: there are no activations worth measuring.
     case calibrationNeedsCheckpoint
 
+    /// The message: for missing weights, the ways to proceed, one per line.
     public var description: String {
         switch self {
         case .noWeights(let model, let repoID, let lookedIn):
@@ -22,6 +23,7 @@ public enum ExportError: ExporterError, Equatable {
         }
     }
 
+    /// `notFound` (66) for missing weights, `usage` (64) for a flag that cannot apply.
     public var exitStatus: ExitStatus {
         switch self {
         case .noWeights: return .notFound
@@ -223,6 +225,8 @@ public enum ExportRunner {
     /// empty when it is the checkpoint exported, or when the manifest records no fingerprints
     /// (synthetic weights, manifests before 0.6.0).
     /// - Parameter weights: the checkpoint's weights when already open.
+    /// - Throws: `CheckpointError` when the checkpoint's weights cannot be opened,
+    ///   `BundleError.readFailed` naming a file that cannot be fingerprinted.
     public static func sourceMismatches(
         _ manifest: Manifest, checkpoint directory: URL, weights opened: CheckpointWeights? = nil
     ) throws -> [String] {

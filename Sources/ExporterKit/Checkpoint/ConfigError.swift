@@ -14,6 +14,7 @@ public enum ConfigError: ExporterError, Equatable {
     /// (products that would overflow, absurd tensor counts).
     case impossibleModel(path: String, reason: String)
 
+    /// The message, naming the config file and the field.
     public var description: String {
         switch self {
         case .unreadable(let path, let reason):
@@ -31,6 +32,7 @@ public enum ConfigError: ExporterError, Equatable {
         }
     }
 
+    /// `notFound` (66) for an unreadable file, `badInput` (65) otherwise.
     public var exitStatus: ExitStatus {
         if case .unreadable = self { return .notFound }
         return .badInput

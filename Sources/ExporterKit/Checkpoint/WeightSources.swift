@@ -41,11 +41,13 @@ public struct CheckpointWeightSource: WeightSource {
     /// `checkpoint`.
     public var weightsKind: String { "checkpoint" }
 
+    /// Starts reading `tensor`'s bytes from disk ahead of the read that needs them.
     public func willRead(_ tensor: TensorSpec) { weights.willRead(tensor.name) }
 
     /// bfloat16 and float16 as stored; float32 as float16, converted as it is read.
     public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? { storedDType(tensor)?.compressionPatterns }
 
+    /// True for a tensor stored as bfloat16 or float32; false for float16 or a tensor not found.
     public func mayExceedFloat16(_ tensor: TensorSpec) -> Bool { storedDType(tensor)?.mayExceedFloat16 ?? false }
 
     private func storedDType(_ tensor: TensorSpec) -> TensorDType? {
@@ -55,6 +57,10 @@ public struct CheckpointWeightSource: WeightSource {
         return stored.dtype
     }
 
+    /// Reads the range as stored (little-endian on disk), or, for float32, converts it to
+    /// float16 patterns in parts side by side when it is large.
+    /// - Throws: `CheckpointError` from the safetensors reader: unknown tensor, range out of
+    ///   bounds, short read.
     public func readStoredPatterns(
         _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
     ) throws {
@@ -87,6 +93,10 @@ public struct CheckpointWeightSource: WeightSource {
     /// float32 ranges at least this large are converted to float16 patterns in one part per core.
     static let parallelConversionElements = 1 << 19
 
+    /// Reads and converts `tensor` (in parts side by side when large), recording values clamped
+    /// under `.clamp` in ``clampLog``.
+    /// - Throws: `CheckpointError` from the safetensors reader: unknown tensor, short read, or
+    ///   values beyond float16's range under `.refuse`.
     public func readFloat16(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float16>) throws {
         // A large tensor (the embedding above all, read while nothing else can run) is read
         // and converted in parts side by side. Should a part fail, the whole tensor is read
@@ -105,6 +115,8 @@ public struct CheckpointWeightSource: WeightSource {
         clampLog.record(tensor.name, report.clampedCount)
     }
 
+    /// Reads `tensor` widened to float32, for the reference forward pass.
+    /// - Throws: `CheckpointError` from the safetensors reader: unknown tensor, short read.
     public func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws {
         try weights.readFloat(tensor.name, into: buffer)
     }
@@ -152,6 +164,8 @@ public struct SyntheticWeightSource: WeightSource {
     /// `synthetic`.
     public var weightsKind: String { "synthetic" }
 
+    /// Generates `tensor`; bfloat16 storage is rounded through bfloat16 as a checkpoint's would be.
+    /// - Throws: `CheckpointError.destinationSizeMismatch` when `buffer` is not the tensor's size.
     public func readFloat16(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float16>) throws {
         try generate(tensor, elements: 0..<tensor.elementCount, count: buffer.count) { elements, offset in
             let part = UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + elements.count)])
@@ -170,6 +184,8 @@ public struct SyntheticWeightSource: WeightSource {
         }
     }
 
+    /// Generates `tensor` as float32, rounded through bfloat16 when that is the storage.
+    /// - Throws: `CheckpointError.destinationSizeMismatch` when `buffer` is not the tensor's size.
     public func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws {
         try generate(tensor, elements: 0..<tensor.elementCount, count: buffer.count) { elements, offset in
             let part = UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + elements.count)])
@@ -185,6 +201,8 @@ public struct SyntheticWeightSource: WeightSource {
     /// Any range can be read as `storage` patterns.
     public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? { storage }
 
+    /// Generates exactly the patterns a full read would hold in that range.
+    /// - Throws: `CheckpointError.elementRangeOutOfBounds` or `.destinationSizeMismatch`.
     public func readStoredPatterns(
         _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
     ) throws {

@@ -21,7 +21,9 @@ public struct ArchitectureFamily: Sendable {
 
 /// Target platform of an export.
 public enum Platform: String, Codable, Sendable, CaseIterable {
+    /// iPhone and iPad: only families with a static-shape implementation export.
     case iOS
+    /// Mac: every family with a tensor layout exports.
     case macOS
 }
 
@@ -34,6 +36,7 @@ public enum RegistryError: ExporterError, Equatable {
     /// The family is known but the exporter cannot lay out its tensors yet.
     case noTensorLayout(modelType: String)
 
+    /// The reference tool's message, word for word, for the first two; ours, lowercase, for the third.
     public var description: String {
         switch self {
         case .unknownModelType(let type, let available):
@@ -46,6 +49,7 @@ public enum RegistryError: ExporterError, Equatable {
         }
     }
 
+    /// `unsupported` (69): the registry's refusals; no flag overrides them.
     public var exitStatus: ExitStatus { .unsupported }
 }
 
