@@ -1,37 +1,5 @@
 import Foundation
 
-/// Why an export cannot start.
-public enum ExportError: ExporterError, Equatable {
-    /// A preset's weights are not on this machine.
-    case noWeights(model: String, repoID: String, lookedIn: String)
-    /// `--calibration` with generated weights: there are no activations worth measuring.
-    case calibrationNeedsCheckpoint
-
-    /// The message: for missing weights, the ways to proceed, one per line.
-    public var description: String {
-        switch self {
-        case .noWeights(let model, let repoID, let lookedIn):
-            return """
-                no weights for '\(model)' on this machine (looked in \(lookedIn)); to proceed, either:
-                  - download them into the Hugging Face cache: huggingface-cli download \(repoID)
-                  - pass a checkpoint folder: exporter /path/to/checkpoint --preset \(model)
-                  - see sizes only: exporter plan \(model)
-                  - try the pipeline on generated weights: exporter \(model) --synthetic
-                """
-        case .calibrationNeedsCheckpoint:
-            return "--calibration needs a checkpoint's weights, not --synthetic"
-        }
-    }
-
-    /// `notFound` (66) for missing weights, `usage` (64) for a flag that cannot apply.
-    public var exitStatus: ExitStatus {
-        switch self {
-        case .noWeights: return .notFound
-        case .calibrationNeedsCheckpoint: return .usage
-        }
-    }
-}
-
 /// How an export runs beyond its plan.
 public struct ExportSettings: Sendable {
     /// Where artifacts go; the bundle is `<outputDirectory>/<name>/<Name>.aimodel`.

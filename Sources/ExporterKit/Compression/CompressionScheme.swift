@@ -188,8 +188,3 @@ public enum ComputePrecision: String, Codable, Sendable, CaseIterable {
         }
     }
 }
-
-extension CompressionError: ExporterError {
-    /// Compression fails on weights or specs the tool cannot use: bad input.
-    public var exitStatus: ExitStatus { .badInput }
-}
