@@ -6,7 +6,8 @@ public struct ArchitectureFamily: Sendable {
     public let supportsMacOS: Bool
     /// Whether an iOS export exists: it needs a static-shape implementation of its own.
     public let supportsIOS: Bool
-    /// Whether the query, key and value projections always carry a bias (Qwen2), whatever the config says.
+    /// Whether the query, key and value projections carry a bias when the config has no
+    /// `attention_bias` (Qwen2, whose configs never say); the config's value wins when present.
     public let alwaysHasAttentionBias: Bool
     /// Whether each attention layer normalises queries and keys per head (Qwen3, Gemma 3).
     public let hasQueryKeyNorm: Bool
@@ -107,6 +108,11 @@ public enum ArchitectureRegistry {
         return try layout.tensors(for: config, configPath: configPath)
     }
 
+    /// The family's ``ArchitectureFamily/alwaysHasAttentionBias``: false for an unknown type.
+    static func hasAttentionBiasByDefault(_ modelType: String) -> Bool {
+        (try? family(for: modelType))?.alwaysHasAttentionBias ?? false
+    }
+
     private static func family(
         _ modelType: String, iOS: Bool, attentionBias: Bool = false, queryKeyNorm: Bool = false, layout: TensorLayout?
     ) -> ArchitectureFamily {
@@ -131,7 +137,7 @@ public enum ArchitectureRegistry {
     private static func attentionProjections(queryKeyNorm: Bool) -> [TensorTemplate] {
         let prefix = "model.layers.{layer}.self_attn."
         let hasBias: @Sendable (ModelConfig) -> Bool = { config in
-            config.attentionBias ?? (ArchitectureRegistry.canonicalModelType(config.modelType) == "qwen2")
+            config.attentionBias ?? ArchitectureRegistry.hasAttentionBiasByDefault(config.modelType)
         }
         var templates = [
             TensorTemplate(

@@ -95,7 +95,7 @@ public struct ReferenceArchitecture: Equatable, Sendable {
                 scaling?["rope_type"]?.stringValue ?? scaling?["type"]?.stringValue, scaling?["factor"]?.doubleValue
             ),
             rmsNormEpsilon: config.rmsNormEpsilon,
-            qkvBias: config.attentionBias ?? (family.modelType == "qwen2"), qkNorm: family.hasQueryKeyNorm,
+            qkvBias: config.attentionBias ?? family.alwaysHasAttentionBias, qkNorm: family.hasQueryKeyNorm,
             tiedEmbeddings: config.tieWordEmbeddings,
             slidingWindow: (config.useSlidingWindow ?? (config.slidingWindow != nil)) ? config.slidingWindow : nil)
     }
