@@ -78,8 +78,11 @@ fuzz: fuzz-build
 		echo "$$target: no crash"; \
 	done
 
+# The code style of .swift-format, and a `///` comment (with `- Throws:` where it throws) on
+# every public declaration of ExporterKit (scripts/check-docs.py).
 lint:
 	$(SWIFT) format lint --strict --recursive Sources Tests
+	python3 scripts/check-docs.py Sources/ExporterKit
 
 clean:
 	rm -rf .build $(BENCH_DIR) report-check

@@ -85,6 +85,9 @@ public enum ExporterCommandLine {
             return UsageError.exitCode
         } catch let error as ExporterError {
             printFailure(error.descriptionLines, context: context)
+            // A library refusal of the command line (a context too long, an unknown preset) is a
+            // usage error like the parser's: it points to the usage line and the help too.
+            if error.exitStatus == .usage { context.writeError(invocation.usagePointer + "\n") }
             return error.exitStatus.rawValue
         } catch {
             printFailure(["\(error)"], context: context)

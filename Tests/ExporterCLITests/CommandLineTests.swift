@@ -249,12 +249,14 @@ struct CommandLineTests {
         #expect(
             run.error
                 == "Error: --compute-precision is required for 'Qwen/Qwen3-4B-Instruct-2507' (no registry preset found).\n"
+                + planUsage
         )
         let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "qwen3"))
         let local = runExporter(["plan", directory.path, "--experimental"])
         #expect(
             local.error
-                == "Error: --compute-precision is required for '\(directory.path)' (no registry preset found).\n")
+                == "Error: --compute-precision is required for '\(directory.path)' (no registry preset found).\n"
+                + planUsage)
     }
 
     @Test("a local checkpoint without a preset is refused unless --experimental")
@@ -357,6 +359,7 @@ struct CommandLineTests {
         #expect(tooLong.status == 64)
         #expect(
             tooLong.error == "Error: --max-context-length (40000) exceeds the model's max_position_embeddings (32768)\n"
+                + planUsage
         )
         for bad in ["0", "-5", "abc", "4k"] {
             let run = runExporter(["plan", "qwen2.5-1.5b", "--max-context-length", bad])
@@ -376,8 +379,12 @@ struct CommandLineTests {
         #expect(
             unknown.error
                 == "Error: unknown compression config '3bit'; available: 4bit_quality, 4bit_weight_palettized_group32, "
-                + "4bit_weight_palettized_group8, qwen3-0.6b_mixed_4bit_8bit, qwen3-4b_mixed_4bit_8bit, none\n")
+                + "4bit_weight_palettized_group8, qwen3-0.6b_mixed_4bit_8bit, qwen3-4b_mixed_4bit_8bit, none\n"
+                + planUsage)
     }
+
+    /// What follows a usage error of `exporter plan`.
+    let planUsage = "Usage: exporter plan <model> [<options>]\n  See 'exporter plan --help' for more information.\n"
 
     @Test("a usage error prints the message, the usage line and where help is")
     func usageError() {
@@ -416,9 +423,24 @@ struct CommandLineTests {
         #expect(!presets.output.contains("Model families"))
     }
 
+    @Test("every command answers --version with the tool's version")
+    func version() {
+        for command in [
+            "", "plan", "list", "synth", "compile", "batch", "inspect", "verify", "diff", "convert", "eval",
+        ] {
+            let run = runExporter((command.isEmpty ? [] : [command]) + ["--version"])
+            #expect(run.status == 0, "\(command)")
+            #expect(run.output == ToolVersion.current + "\n", "\(command)")
+            #expect(run.error == "", "\(command)")
+        }
+    }
+
     @Test("the command specifications are consistent")
     func specifications() {
         #expect(ExportCommand.spec.specificationProblems() == [])
+        for command in [ExportCommand.spec] + ExportCommand.spec.subcommands {
+            #expect(!command.abstract.isEmpty && !command.discussion.isEmpty, "\(command.name)")
+        }
     }
 }
 

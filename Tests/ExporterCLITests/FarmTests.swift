@@ -311,7 +311,9 @@ struct FarmTests {
                 "batch", farm.path, "--output", folder.appendingPathComponent("out").path, "--shard", shard,
             ])
             #expect(bad.status == 64, "\(shard)")
-            #expect(bad.error == "Error: --shard expects I/N with 1 ≤ I ≤ N, got '\(shard)'\n")
+            #expect(
+                bad.error == "Error: --shard expects I/N with 1 ≤ I ≤ N, got '\(shard)'\n"
+                    + "Usage: exporter batch <farm> [<options>]\n  See 'exporter batch --help' for more information.\n")
         }
     }
 

@@ -5,6 +5,10 @@ enum ListCommand {
     static let spec = CommandSpec(
         name: "list",
         abstract: "List the model families, presets, compression configs and device architectures.",
+        discussion: "Families are the registry's model types, with the platforms each exports for; presets are "
+            + "the checkpoints with ready-made defaults and every name that selects them; compression configs "
+            + "are the names --compression takes; device architectures are the targets of 'exporter compile' "
+            + "(an * marks an estimated figure). Reads Presets/; without a flag, shows all four.",
         arguments: [
             .flag("models", help: "Only the model families and presets (same as 'exporter --list-models')."),
             .flag("presets", help: "Only the presets (same as 'exporter --list-presets')."),

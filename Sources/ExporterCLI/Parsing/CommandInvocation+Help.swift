@@ -20,8 +20,13 @@ extension CommandInvocation {
     /// The text printed on stderr for `error`: the message, the usage line and where to
     /// find help.
     func usageErrorText(for error: UsageError) -> String {
+        "Error: \(TerminalText.escaped(error.description))\n" + usagePointer
+    }
+
+    /// What follows the message of any usage error (exit status 64): the usage line and
+    /// where to find help, without a trailing newline.
+    var usagePointer: String {
         """
-        Error: \(TerminalText.escaped(error.description))
         Usage: \(usageLine)
           See '\(commandName) --help' for more information.
         """
@@ -51,7 +56,7 @@ extension CommandInvocation {
             sections.append(["ARGUMENTS:"] + command.positionals.flatMap { Self.row(Self.label($0), $0.help) })
         }
         let builtInRows =
-            (command.version == nil ? [] : Self.row("--version", "Show the version."))
+            (version == nil ? [] : Self.row("--version", "Show the version."))
             + Self.row("-h, --help", "Show help information.")
         sections.append(
             ["OPTIONS:"] + command.options.flatMap { Self.row(Self.label($0), Self.helpWithValues($0)) } + builtInRows)

@@ -18,6 +18,10 @@ struct CommandInvocation: Equatable {
     /// The words that invoke the command (`exporter plan`).
     var commandName: String { commandPath.map(\.name).joined(separator: " ") }
 
+    /// What `--version` prints: the command's own version, else its nearest ancestor's (as
+    /// swift-argument-parser does), so `exporter plan --version` answers like `exporter --version`.
+    var version: String? { commandPath.reversed().lazy.compactMap(\.version).first }
+
     /// What a command line asks for once parsed.
     enum Outcome {
         /// Run the command with these arguments.
@@ -28,14 +32,14 @@ struct CommandInvocation: Equatable {
         case showVersion(String)
     }
 
-    /// Parses `arguments` against `command`. `-h/--help` (and `--version` where declared)
-    /// anywhere before `--` wins over everything else.
+    /// Parses `arguments` against `command`. `-h/--help` (and `--version` where the command
+    /// or an ancestor declares one) anywhere before `--` wins over everything else.
     /// - Throws: `UsageError` for the first unknown option, missing or invalid value,
     ///   repeated option, unexpected positional or missing required positional.
     func parse() throws -> Outcome {
         let optionTokens = arguments.prefix { $0 != "--" }
         if optionTokens.contains("-h") || optionTokens.contains("--help") { return .showHelp }
-        if let version = command.version, optionTokens.contains("--version") { return .showVersion(version) }
+        if let version, optionTokens.contains("--version") { return .showVersion(version) }
 
         let positionalSpecs = command.positionals
         let positionalCapacity = positionalSpecs.last?.repeats == true ? Int.max : positionalSpecs.count
@@ -61,7 +65,8 @@ struct CommandInvocation: Equatable {
             }
             let (spelling, inlineValue) = Self.splitInlineValue(token)
             guard let option = Self.option(spelled: spelling, in: command) else {
-                throw UsageError.unknownOption(spelling, suggestion: Self.closestOption(to: spelling, in: command))
+                throw UsageError.unknownOption(
+                    spelling, suggestion: Self.closestOption(to: spelling, in: command, hasVersion: version != nil))
             }
             guard option.repeats || occurrences[option.name] == nil else { throw UsageError.repeatedOption(spelling) }
             var value: String?
@@ -126,12 +131,12 @@ struct CommandInvocation: Equatable {
     }
 
     /// The declared long spelling closest to a mistyped option, when at most two edits
-    /// away and less than half its length; the first declared wins a tie.
-    static func closestOption(to spelling: String, in command: CommandSpec) -> String? {
+    /// away and less than half its length; the first declared wins a tie. `hasVersion`:
+    /// `--version` is accepted (declared by the command or an ancestor).
+    static func closestOption(to spelling: String, in command: CommandSpec, hasVersion: Bool) -> String? {
         let typed = Array(spelling.drop { $0 == "-" })
         let candidates =
-            command.options.flatMap { [$0.name] + $0.aliases }
-            + (command.version == nil ? ["help"] : ["version", "help"])
+            command.options.flatMap { [$0.name] + $0.aliases } + (hasVersion ? ["version", "help"] : ["help"])
         var best: (name: String, distance: Int)?
         for candidate in candidates {
             let distance = editDistance(typed, Array(candidate))

@@ -1,8 +1,8 @@
 /// A command of the tool, described as a value: what it is called, what it does, the
 /// arguments it accepts and the subcommands it dispatches to.
 ///
-/// `-h/--help` is accepted by every command and `--version` by those with a `version`;
-/// neither is declared in `arguments`.
+/// `-h/--help` is accepted by every command and `--version` by those with a `version`
+/// and their subcommands; neither is declared in `arguments`.
 struct CommandSpec: Sendable, Equatable {
     /// The word that invokes the command (`plan`), or the tool's name for the root.
     var name: String
@@ -10,7 +10,8 @@ struct CommandSpec: Sendable, Equatable {
     var abstract: String
     /// Longer explanation shown under the overview; `\n` starts a new line.
     var discussion: String
-    /// Printed by `--version`; `nil` means the command does not accept `--version`.
+    /// Printed by `--version`; `nil` means the command answers `--version` with its parent's
+    /// version, or refuses it when no ancestor has one.
     var version: String?
     /// Options, flags and positionals, in the order help lists them.
     var arguments: [ArgumentSpec]
@@ -52,10 +53,12 @@ struct CommandSpec: Sendable, Equatable {
 
     /// Mistakes in this specification and its subcommands (duplicate names, a default that
     /// is not one of the choices, a required positional after an optional one…), one
-    /// message each; a test asserts the list is empty.
-    func specificationProblems() -> [String] {
+    /// message each; a test asserts the list is empty. `inheritsVersion`: an ancestor has a
+    /// version, so `--version` is taken here too.
+    func specificationProblems(inheritsVersion: Bool = false) -> [String] {
         var problems: [String] = []
-        var longNames = ["help"] + (version == nil ? [] : ["version"])
+        let hasVersion = inheritsVersion || version != nil
+        var longNames = ["help"] + (hasVersion ? ["version"] : [])
         var shortNames: [Character] = ["h"]
         for option in options {
             for longName in [option.name] + option.aliases {
@@ -84,7 +87,7 @@ struct CommandSpec: Sendable, Equatable {
         where subcommandNames[..<index].contains(subcommandName) {
             problems.append("\(name): subcommand '\(subcommandName)' declared twice")
         }
-        return problems + subcommands.flatMap { $0.specificationProblems() }
+        return problems + subcommands.flatMap { $0.specificationProblems(inheritsVersion: hasVersion) }
     }
 }
 

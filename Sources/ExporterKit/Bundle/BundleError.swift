@@ -23,6 +23,7 @@ public enum BundleError: ExporterError, Equatable {
     /// The weights source gave something other than the plan expects.
     case sourceMismatch(tensor: String, reason: String)
 
+    /// The message, naming the path or the tensor at fault.
     public var description: String {
         switch self {
         case .outputExists(let path):
@@ -52,6 +53,8 @@ public enum BundleError: ExporterError, Equatable {
         }
     }
 
+    /// By kind: `outputExists` (73), `ioFailure` (74), `verificationFailed` (1) when the artifact
+    /// disagrees with its manifest, `badInput` (65), `usage` (64), `notFound` (66).
     public var exitStatus: ExitStatus {
         switch self {
         case .outputExists: return .outputExists

@@ -174,7 +174,6 @@ public struct BundleReader {
     public var tensorNames: [String] { manifest.tensors.map(\.name) }
 
     /// Reads `count` bytes at `offset` of a bundle file.
-    /// - Throws: `BundleError.readFailed` on a short read.
     /// - Throws: `BundleError.fileMismatch` when the range lies outside the file (the manifest
     ///   lies), `BundleError.readFailed` on a short read.
     func readBytes(file: String, offset: Int, count: Int) throws -> [UInt8] {

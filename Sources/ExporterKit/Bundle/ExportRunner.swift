@@ -1,35 +1,5 @@
 import Foundation
 
-/// Why an export cannot start.
-public enum ExportError: ExporterError, Equatable {
-    /// A preset's weights are not on this machine.
-    case noWeights(model: String, repoID: String, lookedIn: String)
-    /// `--calibration` with generated weights: there are no activations worth measuring.
-    case calibrationNeedsCheckpoint
-
-    public var description: String {
-        switch self {
-        case .noWeights(let model, let repoID, let lookedIn):
-            return """
-                no weights for '\(model)' on this machine (looked in \(lookedIn)); to proceed, either:
-                  - download them into the Hugging Face cache: huggingface-cli download \(repoID)
-                  - pass a checkpoint folder: exporter /path/to/checkpoint --preset \(model)
-                  - see sizes only: exporter plan \(model)
-                  - try the pipeline on generated weights: exporter \(model) --synthetic
-                """
-        case .calibrationNeedsCheckpoint:
-            return "--calibration needs a checkpoint's weights, not --synthetic"
-        }
-    }
-
-    public var exitStatus: ExitStatus {
-        switch self {
-        case .noWeights: return .notFound
-        case .calibrationNeedsCheckpoint: return .usage
-        }
-    }
-}
-
 /// How an export runs beyond its plan.
 public struct ExportSettings: Sendable {
     /// Where artifacts go; the bundle is `<outputDirectory>/<name>/<Name>.aimodel`.
@@ -223,6 +193,8 @@ public enum ExportRunner {
     /// empty when it is the checkpoint exported, or when the manifest records no fingerprints
     /// (synthetic weights, manifests before 0.6.0).
     /// - Parameter weights: the checkpoint's weights when already open.
+    /// - Throws: `CheckpointError` when the checkpoint's weights cannot be opened,
+    ///   `BundleError.readFailed` naming a file that cannot be fingerprinted.
     public static func sourceMismatches(
         _ manifest: Manifest, checkpoint directory: URL, weights opened: CheckpointWeights? = nil
     ) throws -> [String] {

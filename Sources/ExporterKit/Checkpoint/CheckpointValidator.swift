@@ -9,6 +9,7 @@ public enum CheckpointMismatch: ExporterError, Equatable {
     /// A tensor is not stored as floating point.
     case notFloat(file: String, tensor: String, dtype: String)
 
+    /// The message, naming the checkpoint or file, the tensor and the shapes.
     public var description: String {
         func shape(_ dims: [Int]) -> String { "[" + dims.map(String.init).joined(separator: ", ") + "]" }
         switch self {
@@ -23,6 +24,7 @@ public enum CheckpointMismatch: ExporterError, Equatable {
         }
     }
 
+    /// `badInput` (65): the checkpoint does not match its config.
     public var exitStatus: ExitStatus { .badInput }
 }
 

@@ -17,6 +17,7 @@ public enum ConfigError: ExporterError, Equatable {
     /// differ between layers).
     case unsupportedFeature(path: String, field: String, reason: String)
 
+    /// The message, naming the config file and the field.
     public var description: String {
         switch self {
         case .unreadable(let path, let reason):
@@ -36,6 +37,7 @@ public enum ConfigError: ExporterError, Equatable {
         }
     }
 
+    /// `notFound` (66) for an unreadable file, `badInput` (65) otherwise.
     public var exitStatus: ExitStatus {
         switch self {
         case .unreadable: return .notFound

@@ -43,6 +43,7 @@ extension WeightSource {
     public func mayExceedFloat16(_ tensor: TensorSpec) -> Bool { storedPatterns(tensor) == .bfloat16 }
 
     /// Never called when ``storedPatterns(_:)`` is nil.
+    /// - Throws: `CheckpointError.unsupportedDType` always: this source has no stored patterns.
     public func readStoredPatterns(
         _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
     ) throws {

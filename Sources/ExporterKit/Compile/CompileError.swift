@@ -27,6 +27,7 @@ public enum CompileError: ExporterError, Equatable {
     /// The artifact is not a compiled artifact this version reads.
     case notACompiledArtifact(path: String, reason: String)
 
+    /// The message, naming the device, the bundle or the flag, and what to do instead.
     public var description: String {
         switch self {
         case .invalidDeviceTable(let path, let reason):
@@ -74,6 +75,8 @@ public enum CompileError: ExporterError, Equatable {
         }
     }
 
+    /// `badInput` (65), `unsupported` (69) for a refused device or platform, `usage` (64) for
+    /// `--min-deployment-version`, `notFound` (66).
     public var exitStatus: ExitStatus {
         switch self {
         case .invalidDeviceTable, .unsupportedDeviceTableSchema, .notACompiledArtifact: return .badInput

@@ -30,6 +30,7 @@ public struct DeploymentVersion: Comparable, Sendable, CustomStringConvertible {
     /// `27.0`.
     public var description: String { "\(major).\(minor)" }
 
+    /// Ordered by major, then minor version.
     public static func < (lhs: DeploymentVersion, rhs: DeploymentVersion) -> Bool {
         (lhs.major, lhs.minor) < (rhs.major, rhs.minor)
     }

@@ -15,6 +15,7 @@ public enum CompressionConfigError: ExporterError, Equatable {
     /// A rule refuses uneven groups and the tensor's channels are not a multiple of the group size.
     case unevenGroups(tensor: String, channels: Int, groupSize: Int)
 
+    /// The message, naming the config file or the tensor at fault.
     public var description: String {
         switch self {
         case .unreadable(let path):
@@ -33,6 +34,8 @@ public enum CompressionConfigError: ExporterError, Equatable {
         }
     }
 
+    /// `notFound` (66) for an unreadable file, `usage` (64) for an unknown name, `badInput` (65)
+    /// otherwise.
     public var exitStatus: ExitStatus {
         if case .unreadable = self { return .notFound }
         if case .unknownName = self { return .usage }

@@ -62,3 +62,8 @@ public enum CompressionError: Error, Equatable, Sendable, CustomStringConvertibl
         tensor.map { "tensor '\($0)': " } ?? ""
     }
 }
+
+extension CompressionError: ExporterError {
+    /// Compression fails on weights or specs the tool cannot use: bad input.
+    public var exitStatus: ExitStatus { .badInput }
+}

@@ -169,8 +169,11 @@ public struct CompressionScheme: Equatable, Hashable, Codable, Sendable {
 
 /// The precision weights are computed in on device (and the KV cache is stored in).
 public enum ComputePrecision: String, Codable, Sendable, CaseIterable {
+    /// IEEE half precision: the presets' choice, and the Neural Engine's.
     case float16
+    /// bfloat16: float32's range at half the bytes, less precision than float16.
     case bfloat16
+    /// Single precision: twice the KV cache.
     case float32
 
     /// Bytes of one element.
@@ -184,9 +187,4 @@ public enum ComputePrecision: String, Codable, Sendable, CaseIterable {
         case .float32: return "fp32"
         }
     }
-}
-
-extension CompressionError: ExporterError {
-    /// Compression fails on weights or specs the tool cannot use: bad input.
-    public var exitStatus: ExitStatus { .badInput }
 }

@@ -9,6 +9,7 @@ public enum CoreMLError: ExporterError, Equatable {
     /// The package does not hold what the bundle holds.
     case bundleMismatch(tensor: String, reason: String)
 
+    /// The message, naming the tensor or the package file at fault.
     public var description: String {
         switch self {
         case .unsupported(let reason):
@@ -22,6 +23,8 @@ public enum CoreMLError: ExporterError, Equatable {
         }
     }
 
+    /// `unsupported` (69), `badInput` (65) for a bundle's tensor, `verificationFailed` (1) for a
+    /// package that does not match.
     public var exitStatus: ExitStatus {
         switch self {
         case .unsupported: return .unsupported

@@ -11,9 +11,11 @@ public enum CoreMLSpec {
 
     /// `MIL.DataType`.
     public enum DataType: Int, Sendable {
+        /// Scalar types, by their numbers in `MIL.proto`.
         case bool = 1, string = 2
         case float16 = 10, float32 = 11
         case int8 = 21, int16 = 22, int32 = 23
+        /// Unsigned narrow types, in which palette indices are stored (``paletteIndices(bits:)``).
         case uint8 = 31, uint4 = 35, uint2 = 36, uint1 = 37, uint6 = 38, uint3 = 39
 
         /// The unsigned index type of `bits`-wide palette indices.
@@ -50,9 +52,12 @@ public enum CoreMLSpec {
 
     /// `MIL.Dimension`: a fixed size, or unknown (flexible at run time).
     public enum Dimension: Equatable, Sendable, ProtobufMessage {
+        /// A size fixed at conversion (`ConstantDimension`).
         case fixed(Int)
+        /// A size known only at run time (`UnknownDimension`, not variadic).
         case unknown
 
+        /// Writes `constant` (field 1) or `unknown` (field 2).
         public func encode(into writer: inout ProtobufWriter) {
             switch self {
             case .fixed(let size): writer.message(1) { $0.uint(1, UInt64(size)) }  // ConstantDimension.size
@@ -79,6 +84,7 @@ public enum CoreMLSpec {
             self.init(dataType, shape.map { .fixed($0) })
         }
 
+        /// Writes the data type, the rank and each dimension.
         public func encode(into writer: inout ProtobufWriter) {
             writer.int(1, Int64(dataType.rawValue))
             writer.int(2, Int64(shape.count))
@@ -88,9 +94,12 @@ public enum CoreMLSpec {
 
     /// `MIL.ValueType`: a tensor, or a state wrapping one.
     public enum ValueType: Equatable, Sendable, ProtobufMessage {
+        /// A tensor variable (`tensorType`).
         case tensor(TensorType)
+        /// A state holding a tensor between predictions, the KV cache (`stateType`).
         case state(TensorType)
 
+        /// Writes `tensorType` (field 1) or `stateType` wrapping the tensor (field 5).
         public func encode(into writer: inout ProtobufWriter) {
             switch self {
             case .tensor(let tensor): writer.message(1, tensor)
@@ -113,6 +122,7 @@ public enum CoreMLSpec {
             self.type = type
         }
 
+        /// Writes the name, then the type.
         public func encode(into writer: inout ProtobufWriter) {
             writer.string(1, name)
             writer.message(2, type)
@@ -121,13 +131,18 @@ public enum CoreMLSpec {
 
     /// `MIL.TensorValue`: immediate contents.
     public enum TensorValue: Equatable, Sendable, ProtobufMessage {
+        /// Packed float32 values.
         case floats([Float])
+        /// Packed int32 values (written as varints).
         case ints([Int32])
+        /// Packed booleans.
         case bools([Bool])
+        /// Strings, one field each.
         case strings([String])
         /// Raw little-endian element bytes (float16 values).
         case bytes([UInt8])
 
+        /// Writes the one field of the contents' kind.
         public func encode(into writer: inout ProtobufWriter) {
             switch self {
             case .floats(let values): writer.message(1) { $0.packedFloats(1, values) }
@@ -160,6 +175,7 @@ public enum CoreMLSpec {
             self.contents = contents
         }
 
+        /// Writes the type, then `immediateValue` or `blobFileValue` (file name and offset).
         public func encode(into writer: inout ProtobufWriter) {
             writer.message(2, type)
             switch contents {
@@ -175,9 +191,12 @@ public enum CoreMLSpec {
 
     /// `MIL.Argument.Binding`: a variable by name, or an inline value.
     public enum Binding: Equatable, Sendable, ProtobufMessage {
+        /// A variable defined earlier in the block (or a function input).
         case name(String)
+        /// A constant given in place.
         case value(Value)
 
+        /// Writes `name` (field 1) or `value` (field 2).
         public func encode(into writer: inout ProtobufWriter) {
             switch self {
             case .name(let name): writer.string(1, name)
@@ -208,6 +227,8 @@ public enum CoreMLSpec {
             self.attributes = attributes
         }
 
+        /// Writes the type, inputs and attributes sorted by name (so the bytes do not depend on
+        /// the order they were built in), and the outputs in order.
         public func encode(into writer: inout ProtobufWriter) {
             writer.string(1, type)
             writer.map(2, inputs.sorted { $0.key < $1.key }) { writer, bindings in
@@ -234,6 +255,7 @@ public enum CoreMLSpec {
             self.outputs = outputs
         }
 
+        /// Writes version 1 and the function `main`, its inputs, opset and single block.
         public func encode(into writer: inout ProtobufWriter) {
             writer.int(1, 1)  // version
             writer.message(2) { entry in  // functions["main"]
@@ -255,8 +277,11 @@ public enum CoreMLSpec {
 
     /// `ArrayFeatureType.ArrayDataType`.
     public enum ArrayDataType: Int, Sendable {
+        /// Half precision: the logits and the KV cache at float16.
         case float16 = 65552
+        /// Single precision.
         case float32 = 65568
+        /// 32-bit integers: token ids and positions.
         case int32 = 131104
     }
 
@@ -277,6 +302,7 @@ public enum CoreMLSpec {
             self.ranges = ranges
         }
 
+        /// Writes the shape (when not empty), the data type and, when flexible, `shapeRange`.
         public func encode(into writer: inout ProtobufWriter) {
             if !shape.isEmpty { writer.packedInts(1, shape.map(Int64.init)) }
             writer.int(2, Int64(dataType.rawValue))
@@ -312,6 +338,7 @@ public enum CoreMLSpec {
             self.isState = isState
         }
 
+        /// Writes the name, the summary when not empty, and a `multiArrayType` or `stateType`.
         public func encode(into writer: inout ProtobufWriter) {
             writer.string(1, name)
             if !summary.isEmpty { writer.string(2, summary) }
@@ -356,6 +383,8 @@ public enum CoreMLSpec {
             self.program = program
         }
 
+        /// Writes the specification version, the description (features and metadata, user-defined
+        /// keys sorted) and the program (`mlProgram`, field 502).
         public func encode(into writer: inout ProtobufWriter) {
             writer.int(1, Int64(CoreMLSpec.specificationVersion))
             writer.message(2) { description in

@@ -22,6 +22,7 @@ public enum MILBlobStorage {
 
     /// The storage format's data type codes.
     public enum DataType: UInt32, Sendable, CaseIterable {
+        /// Element types, by the codes a metadata record stores.
         case float16 = 1, float32 = 2, uint8 = 3, int8 = 4
         case uint1 = 9, uint2 = 10, uint4 = 11, uint3 = 12, uint6 = 13
 

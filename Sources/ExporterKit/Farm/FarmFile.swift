@@ -17,6 +17,7 @@ public enum FarmError: ExporterError, Equatable {
     /// `--collect` found no shard reports, or reports of different farms.
     case collect(reason: String)
 
+    /// The message, naming the farm file and the job where one is at fault.
     public var description: String {
         switch self {
         case .unreadable(let path): return "cannot read farm file '\(path)'"
@@ -30,6 +31,8 @@ public enum FarmError: ExporterError, Equatable {
         }
     }
 
+    /// `notFound` (66), `badInput` (65), `usage` (64) for `--shard`, `ioFailure` (74) for a held lock,
+    /// `verificationFailed` (1) when jobs failed.
     public var exitStatus: ExitStatus {
         switch self {
         case .unreadable: return .notFound

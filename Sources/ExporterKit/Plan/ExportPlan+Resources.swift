@@ -43,6 +43,7 @@ public struct ConversionMemoryConditions {
     /// Calibrated: palettised tensors take the tiled palettiser, which holds more per weight.
     public var calibrated = false
 
+    /// The default conditions: float16 read whole, no clamping, uncalibrated, every core.
     public init() {}
 
     /// The conditions of an export reading `source`.

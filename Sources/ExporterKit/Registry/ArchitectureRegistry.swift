@@ -6,7 +6,8 @@ public struct ArchitectureFamily: Sendable {
     public let supportsMacOS: Bool
     /// Whether an iOS export exists: it needs a static-shape implementation of its own.
     public let supportsIOS: Bool
-    /// Whether the query, key and value projections always carry a bias (Qwen2), whatever the config says.
+    /// Whether the query, key and value projections carry a bias when the config has no
+    /// `attention_bias` (Qwen2, whose configs never say); the config's value wins when present.
     public let alwaysHasAttentionBias: Bool
     /// Whether each attention layer normalises queries and keys per head (Qwen3, Gemma 3).
     public let hasQueryKeyNorm: Bool
@@ -21,7 +22,9 @@ public struct ArchitectureFamily: Sendable {
 
 /// Target platform of an export.
 public enum Platform: String, Codable, Sendable, CaseIterable {
+    /// iPhone and iPad: only families with a static-shape implementation export.
     case iOS
+    /// Mac: every family with a tensor layout exports.
     case macOS
 }
 
@@ -34,6 +37,7 @@ public enum RegistryError: ExporterError, Equatable {
     /// The family is known but the exporter cannot lay out its tensors yet.
     case noTensorLayout(modelType: String)
 
+    /// The reference tool's message, word for word, for the first two; ours, lowercase, for the third.
     public var description: String {
         switch self {
         case .unknownModelType(let type, let available):
@@ -46,6 +50,7 @@ public enum RegistryError: ExporterError, Equatable {
         }
     }
 
+    /// `unsupported` (69): the registry's refusals; no flag overrides them.
     public var exitStatus: ExitStatus { .unsupported }
 }
 
@@ -103,6 +108,11 @@ public enum ArchitectureRegistry {
         return try layout.tensors(for: config, configPath: configPath)
     }
 
+    /// The family's ``ArchitectureFamily/alwaysHasAttentionBias``: false for an unknown type.
+    static func hasAttentionBiasByDefault(_ modelType: String) -> Bool {
+        (try? family(for: modelType))?.alwaysHasAttentionBias ?? false
+    }
+
     private static func family(
         _ modelType: String, iOS: Bool, attentionBias: Bool = false, queryKeyNorm: Bool = false, layout: TensorLayout?
     ) -> ArchitectureFamily {
@@ -127,7 +137,7 @@ public enum ArchitectureRegistry {
     private static func attentionProjections(queryKeyNorm: Bool) -> [TensorTemplate] {
         let prefix = "model.layers.{layer}.self_attn."
         let hasBias: @Sendable (ModelConfig) -> Bool = { config in
-            config.attentionBias ?? (ArchitectureRegistry.canonicalModelType(config.modelType) == "qwen2")
+            config.attentionBias ?? ArchitectureRegistry.hasAttentionBiasByDefault(config.modelType)
         }
         var templates = [
             TensorTemplate(

@@ -72,6 +72,8 @@ public enum ResolutionError: ExporterError, Equatable {
         }
     }
 
+    /// The reference tool's message, word for word, where it has one (sentences ending in periods);
+    /// ours, lowercase without a trailing period, otherwise.
     public var description: String {
         switch self {
         case .noPreset, .notFound:
@@ -96,6 +98,8 @@ public enum ResolutionError: ExporterError, Equatable {
         }
     }
 
+    /// `notFound` (66) for a model that is nowhere, `usage` (64) for a flag to change,
+    /// `unsupported` (69) for a registry refusal, `badInput` (65) for a preset that does not fit.
     public var exitStatus: ExitStatus {
         switch self {
         case .notAModelName, .notFound: return .notFound

@@ -38,6 +38,7 @@ public enum PresetError: ExporterError, Equatable {
     /// The file was written for another schema version.
     case unsupportedSchema(path: String, found: String, supported: String)
 
+    /// The message, naming the presets file or the folders searched.
     public var description: String {
         switch self {
         case .presetsNotFound(let searched):
@@ -50,6 +51,7 @@ public enum PresetError: ExporterError, Equatable {
         }
     }
 
+    /// `notFound` (66) when there is no presets folder, `badInput` (65) for a bad file.
     public var exitStatus: ExitStatus {
         if case .presetsNotFound = self { return .notFound }
         return .badInput

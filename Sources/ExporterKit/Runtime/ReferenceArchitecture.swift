@@ -95,7 +95,7 @@ public struct ReferenceArchitecture: Equatable, Sendable {
                 scaling?["rope_type"]?.stringValue ?? scaling?["type"]?.stringValue, scaling?["factor"]?.doubleValue
             ),
             rmsNormEpsilon: config.rmsNormEpsilon,
-            qkvBias: config.attentionBias ?? (family.modelType == "qwen2"), qkNorm: family.hasQueryKeyNorm,
+            qkvBias: config.attentionBias ?? family.alwaysHasAttentionBias, qkNorm: family.hasQueryKeyNorm,
             tiedEmbeddings: config.tieWordEmbeddings,
             slidingWindow: config.attentionWindow)
     }
@@ -172,6 +172,7 @@ public enum ReferenceModelError: ExporterError, Equatable {
     /// Rows asked of a weight that lie outside its first dimension.
     case rowsOutOfRange(tensor: String, rows: Range<Int>, available: Int)
 
+    /// The message, naming the tensor or the family at fault.
     public var description: String {
         switch self {
         case .unsupportedArchitecture(let family):
@@ -192,6 +193,8 @@ public enum ReferenceModelError: ExporterError, Equatable {
         }
     }
 
+    /// `unsupported` (69) for what the pass does not implement, `badInput` (65), `usage` (64) for
+    /// the tokens, `verificationFailed` (1) when artifact and checkpoint disagree.
     public var exitStatus: ExitStatus {
         switch self {
         case .unsupportedArchitecture, .unsupportedRopeScaling: return .unsupported

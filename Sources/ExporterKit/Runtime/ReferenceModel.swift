@@ -18,6 +18,8 @@ public protocol ReferenceWeights {
 
 extension ReferenceWeights {
     /// The rows, cut from the whole tensor.
+    /// - Throws: as ``referenceTensor(_:shape:)``, and `ReferenceModelError.rowsOutOfRange`
+    ///   when `rows` lies beyond the first dimension.
     public func referenceRows(_ name: String, shape: [Int], rows: Range<Int>) throws -> [Float] {
         try ReferenceModel.rows(rows, of: try referenceTensor(name, shape: shape), shape: shape, name: name)
     }
@@ -102,12 +104,18 @@ extension DecodableArtifact {
 }
 
 extension BundleReader: DecodableArtifact {
+    /// The part's bytes in the bundle's weights file.
+    /// - Throws: `BundleError.fileMismatch` when the part lies outside its file,
+    ///   `BundleError.readFailed` on a short read.
     public func bytes(of part: Manifest.Part) throws -> [UInt8] {
         try readBytes(file: part.file, offset: part.offset, count: part.bytes)
     }
 }
 
 extension CompiledArtifactReader: DecodableArtifact {
+    /// The part's bytes in the compiled artifact's file.
+    /// - Throws: `BundleError.fileMismatch` when the part lies outside the artifact,
+    ///   `BundleError.readFailed` on a short read.
     public func bytes(of part: Manifest.Part) throws -> [UInt8] {
         try read(offset: part.offset, count: part.bytes, file: part.file)
     }

@@ -5,12 +5,17 @@
 /// or cannot say which key of which file is wrong; configs and safetensors headers
 /// need both.
 public indirect enum JSONValue: Equatable, Sendable {
+    /// `null`, kept distinct from an absent key.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// A number with its literal text, e.g. `"1e-06"` or `"151936"`.
     case number(String)
+    /// A string, its escapes resolved.
     case string(String)
+    /// An array, in document order.
     case array([JSONValue])
+    /// An object, its keys in document order.
     case object(JSONObject)
 
     /// The value as an exact integer, when it is a number written without fraction or exponent
@@ -108,6 +113,7 @@ public struct JSONObject: Equatable, Sendable {
         }
     }
 
+    /// Equal when the members are equal in the same order: key order is part of a document.
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
         lhs.members.count == rhs.members.count
             && zip(lhs.members, rhs.members).allSatisfy { $0.key == $1.key && $0.value == $1.value }
@@ -121,6 +127,7 @@ public struct JSONParseError: Error, Equatable, CustomStringConvertible, Sendabl
     /// Byte offset in the text.
     public let offset: Int
 
+    /// `<reason> at byte <offset>`, for a message naming the file.
     public var description: String { "\(reason) at byte \(offset)" }
 }
 

@@ -77,6 +77,7 @@ public enum ResourceError: ExporterError, Equatable {
         }
     }
 
+    /// The message: what is needed, what is available, and what to do about it.
     public var description: String {
         switch self {
         case .notEnoughMemory(let model, let needed, let available, let tensor):
@@ -89,5 +90,6 @@ public enum ResourceError: ExporterError, Equatable {
         }
     }
 
+    /// `resourceLimit` (71).
     public var exitStatus: ExitStatus { .resourceLimit }
 }

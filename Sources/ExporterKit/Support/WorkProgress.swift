@@ -9,6 +9,7 @@ public struct WorkProgress: Sendable, Equatable {
     /// What is under way, for people: `checkpoint pass, layer 12 of 28`.
     public let stage: String
 
+    /// A progress report of `done` of `total` units in `stage`.
     public init(done: Int, total: Int, countsBytes: Bool = false, stage: String) {
         self.done = done
         self.total = total

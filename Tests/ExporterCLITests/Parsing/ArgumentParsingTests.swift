@@ -151,6 +151,18 @@ struct ArgumentParsingTests {
         #expect(usageMessage(["m", "--version"]) == "unknown option '--version'")
     }
 
+    @Test("a subcommand answers --version with its parent's version, and suggests it for a typo")
+    func inheritedVersion() throws {
+        guard case .showVersion("1.2.3") = try SampleCommands.root.resolve(["plan", "m", "--version"]).parse() else {
+            Issue.record("expected version")
+            return
+        }
+        #expect(
+            usageMessage(["plan", "m", "--versoin"], for: SampleCommands.root)
+                == "unknown option '--versoin'; did you mean '--version'?")
+        #expect(try parsed(["plan", "--", "--version"], for: SampleCommands.root).positional(0) == "--version")
+    }
+
     @Test("reports each usage error with its exact message")
     func errors() {
         #expect(usageMessage(["m", "--contxt", "1"]) == "unknown option '--contxt'; did you mean '--context'?")

@@ -21,6 +21,7 @@ struct HelpTextTests {
               --max-context-length, --context <n>
                                       The context length in tokens.
               -f, --overwrite         Replace an existing output.
+              --version               Show the version.
               -h, --help              Show help information.
             """
         #expect(SampleCommands.root.resolve(["plan"]).helpText == expected)
@@ -70,6 +71,7 @@ struct HelpTextTests {
                 USAGE: exporter list
 
                 OPTIONS:
+                  --version               Show the version.
                   -h, --help              Show help information.
                 """)
         #expect(
@@ -88,6 +90,7 @@ struct HelpTextTests {
                                           The compute precision. (values: float16, bfloat16,
                                           float32)
                   -o, --output <dir>      The output folder.
+                  --version               Show the version.
                   -h, --help              Show help information.
                 """)
     }

@@ -41,11 +41,13 @@ public struct CheckpointWeightSource: WeightSource {
     /// `checkpoint`.
     public var weightsKind: String { "checkpoint" }
 
+    /// Starts reading `tensor`'s bytes from disk ahead of the read that needs them.
     public func willRead(_ tensor: TensorSpec) { weights.willRead(tensor.name) }
 
     /// bfloat16 and float16 as stored; float32 as float16, converted as it is read.
     public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? { storedDType(tensor)?.compressionPatterns }
 
+    /// True for a tensor stored as bfloat16 or float32; false for float16 or a tensor not found.
     public func mayExceedFloat16(_ tensor: TensorSpec) -> Bool { storedDType(tensor)?.mayExceedFloat16 ?? false }
 
     private func storedDType(_ tensor: TensorSpec) -> TensorDType? {
@@ -55,6 +57,10 @@ public struct CheckpointWeightSource: WeightSource {
         return stored.dtype
     }
 
+    /// Reads the range as stored (little-endian on disk), or, for float32, converts it to
+    /// float16 patterns in parts side by side when it is large.
+    /// - Throws: `CheckpointError` from the safetensors reader: unknown tensor, range out of
+    ///   bounds, short read.
     public func readStoredPatterns(
         _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
     ) throws {
@@ -87,6 +93,10 @@ public struct CheckpointWeightSource: WeightSource {
     /// float32 ranges at least this large are converted to float16 patterns in one part per core.
     static let parallelConversionElements = 1 << 19
 
+    /// Reads and converts `tensor` (in parts side by side when large), recording values clamped
+    /// under `.clamp` in ``clampLog``.
+    /// - Throws: `CheckpointError` from the safetensors reader: unknown tensor, short read, or
+    ///   values beyond float16's range under `.refuse`.
     public func readFloat16(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float16>) throws {
         // A large tensor (the embedding above all, read while nothing else can run) is read
         // and converted in parts side by side. Should a part fail, the whole tensor is read
@@ -105,6 +115,8 @@ public struct CheckpointWeightSource: WeightSource {
         clampLog.record(tensor.name, report.clampedCount)
     }
 
+    /// Reads `tensor` widened to float32, for the reference forward pass.
+    /// - Throws: `CheckpointError` from the safetensors reader: unknown tensor, short read.
     public func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws {
         try weights.readFloat(tensor.name, into: buffer)
     }
@@ -124,100 +136,5 @@ extension CheckpointWeightSource {
             results[part] = Result { try body((count * part / parts)..<(count * (part + 1) / parts)) }
         }
         return results.values.compactMap { $0 }
-    }
-}
-
-/// Deterministic generated weights with the exact shapes of the plan (`--synthetic`), as
-/// the 16-bit patterns a checkpoint of the config's `torch_dtype` would store: bfloat16
-/// patterns for a bfloat16 model, which then takes the same path through the export as its
-/// real checkpoint (the same bytes as exporting `exporter synth --dtype BF16`), float16 ones
-/// otherwise.
-public struct SyntheticWeightSource: WeightSource {
-    /// The generator.
-    public let generator: SyntheticWeights
-    /// The patterns the weights are generated as.
-    public let storage: SourcePatterns
-
-    /// A source seeded with `seed`, generating `storage` patterns.
-    public init(seed: UInt64, storage: SourcePatterns = .float16) {
-        generator = SyntheticWeights(seed: seed)
-        self.storage = storage
-    }
-
-    /// bfloat16 for a config whose `torch_dtype` is `bfloat16`, float16 for any other.
-    public static func storage(for config: ModelConfig) -> SourcePatterns {
-        config.torchDType == "bfloat16" ? .bfloat16 : .float16
-    }
-
-    /// `synthetic`.
-    public var weightsKind: String { "synthetic" }
-
-    public func readFloat16(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float16>) throws {
-        try generate(tensor, elements: 0..<tensor.elementCount, count: buffer.count) { elements, offset in
-            let part = UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + elements.count)])
-            switch storage {
-            case .float16:
-                generator.generate(name: tensor.name, shape: tensor.shape, elements: elements, into: part)
-            case .bfloat16:
-                // Converted as the checkpoint reader converts bfloat16 (the values stay within ±10).
-                withUnsafeTemporaryAllocation(of: UInt16.self, capacity: elements.count) { bits in
-                    generator.generateBFloat16Bits(
-                        name: tensor.name, shape: tensor.shape, elements: elements, into: bits)
-                    _ = PrecisionConversion.toFloat16(
-                        bfloat16Bits: UnsafeBufferPointer(bits), into: part, clampingOutOfRange: false)
-                }
-            }
-        }
-    }
-
-    public func readFloat(_ tensor: TensorSpec, into buffer: UnsafeMutableBufferPointer<Float>) throws {
-        try generate(tensor, elements: 0..<tensor.elementCount, count: buffer.count) { elements, offset in
-            let part = UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + elements.count)])
-            generator.generate(name: tensor.name, shape: tensor.shape, elements: elements, into: part)
-            if storage == .bfloat16 {
-                for index in part.indices {
-                    part[index] = PrecisionConversion.float(bfloat16Bits: PrecisionConversion.bfloat16Bits(part[index]))
-                }
-            }
-        }
-    }
-
-    /// Any range can be read as `storage` patterns.
-    public func storedPatterns(_ tensor: TensorSpec) -> SourcePatterns? { storage }
-
-    public func readStoredPatterns(
-        _ tensor: TensorSpec, elements: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt16>
-    ) throws {
-        try generate(tensor, elements: elements, count: buffer.count) { part, offset in
-            let slice = UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + part.count)])
-            switch storage {
-            case .float16:
-                slice.withMemoryRebound(to: Float16.self) {
-                    generator.generate(name: tensor.name, shape: tensor.shape, elements: part, into: $0)
-                }
-            case .bfloat16:
-                generator.generateBFloat16Bits(name: tensor.name, shape: tensor.shape, elements: part, into: slice)
-            }
-        }
-    }
-
-    /// Generates `elements` in chunks over every core (`body` gets a chunk's elements and its
-    /// offset in the buffer); values do not depend on the chunking.
-    private func generate(
-        _ tensor: TensorSpec, elements: Range<Int>, count: Int, chunk body: (Range<Int>, Int) -> Void
-    ) throws {
-        guard elements.lowerBound >= 0, elements.upperBound <= tensor.elementCount else {
-            throw CheckpointError.elementRangeOutOfBounds(
-                tensor: tensor.name, requested: elements, elementCount: tensor.elementCount)
-        }
-        guard count == elements.count else {
-            throw CheckpointError.destinationSizeMismatch(tensor: tensor.name, expected: elements.count, actual: count)
-        }
-        let chunkSize = 1 << 18
-        let chunks = (count + chunkSize - 1) / chunkSize
-        DispatchQueue.concurrentPerform(iterations: chunks) { index in
-            let offset = index * chunkSize
-            body((elements.lowerBound + offset)..<(elements.lowerBound + min(count, offset + chunkSize)), offset)
-        }
     }
 }

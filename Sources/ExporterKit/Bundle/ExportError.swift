@@ -1,0 +1,39 @@
+/// Why an export cannot start.
+public enum ExportError: ExporterError, Equatable {
+    /// A preset's weights are not on this machine.
+    case noWeights(model: String, repoID: String, lookedIn: String)
+    /// `--calibration` with generated weights: there are no activations worth measuring.
+    case calibrationNeedsCheckpoint
+
+    /// The message: for missing weights, the ways to proceed, one per line.
+    public var description: String {
+        switch self {
+        case .noWeights(let model, let repoID, let lookedIn):
+            return """
+                no weights for '\(model)' on this machine (looked in \(lookedIn)); to proceed, either:
+                  - download them into the Hugging Face cache: huggingface-cli download \(repoID)
+                  - pass a checkpoint folder: exporter /path/to/checkpoint --preset \(model)
+                  - see sizes only: exporter plan \(model)
+                  - try the pipeline on generated weights: exporter \(model) --synthetic
+                """
+        case .calibrationNeedsCheckpoint:
+            return "--calibration needs a checkpoint's weights, not --synthetic"
+        }
+    }
+
+    /// `notFound` (66) for missing weights, `usage` (64) for a flag that cannot apply.
+    public var exitStatus: ExitStatus {
+        switch self {
+        case .noWeights: return .notFound
+        case .calibrationNeedsCheckpoint: return .usage
+        }
+    }
+}
+
+extension ExportError {
+    /// The lines of the message: `noWeights` lists what to do, one way a line. Its fields come
+    /// from the preset catalog (id, repository) and the cache's location, not from a file read.
+    public var descriptionLines: [String] {
+        description.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
+}
