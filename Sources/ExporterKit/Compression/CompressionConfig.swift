@@ -85,10 +85,13 @@ public struct CompressionConfig: Equatable, Sendable {
         self.defaultScheme = defaultScheme
     }
 
-    /// No compression: every tensor kept in the compute precision.
+    /// No compression: every tensor kept in the compute precision (on iOS the token embedding is
+    /// still int8 per tensor unless `--disable-embedding-quantization-ios`, as in the reference tool).
     public static let none = CompressionConfig(
-        name: "none", description: "no compression: every tensor in the compute precision", rules: [],
-        defaultScheme: .keep)
+        name: "none",
+        description: "no compression: every tensor in the compute precision "
+            + "(the iOS embedding int8 unless --disable-embedding-quantization-ios)",
+        rules: [], defaultScheme: .keep)
 
     /// Parses a config file's bytes.
     /// - Throws: `CompressionConfigError` naming the file and the rule that is wrong.
@@ -247,7 +250,8 @@ public struct CompressionConfig: Equatable, Sendable {
     public func scheme(for tensor: TensorSpec, platform: Platform, quantizeIOSEmbedding: Bool) throws
         -> (scheme: CompressionScheme, source: Source)
     {
-        if platform == .iOS, quantizeIOSEmbedding, tensor.role == .embedding, name != "none" {
+        // As the reference tool's iOS models do, whatever the compression: `none` too.
+        if platform == .iOS, quantizeIOSEmbedding, tensor.role == .embedding {
             return (.int8PerTensor, .iosEmbedding)
         }
         let found: (CompressionScheme, Source)

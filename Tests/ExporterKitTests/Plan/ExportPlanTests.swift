@@ -88,11 +88,26 @@ struct ExportPlanTests {
         #expect(longest.kvCache.bytes == 2 * 36 * 8 * 128 * 40_960 * 2)
     }
 
-    @Test("compression none keeps every tensor in float16")
+    @Test("compression none keeps every tensor in float16 but the iOS embedding, int8 unless disabled")
     func noCompression() throws {
-        let plan = try plan("qwen2.5-1.5b") { $0.compression = .named("none") }
-        #expect(plan.tensors.allSatisfy { $0.scheme == .keep })
-        #expect(plan.estimatedWeightsBytes >= plan.parameters * 2)
+        let macOS = try plan("qwen2.5-1.5b") {
+            $0.compression = .named("none")
+            $0.platform = .macOS
+        }
+        #expect(macOS.tensors.allSatisfy { $0.scheme == .keep })
+        #expect(macOS.estimatedWeightsBytes >= macOS.parameters * 2)
+        let iOS = try plan("qwen2.5-1.5b") { $0.compression = .named("none") }
+        let embedding = try #require(iOS.tensors.first)
+        #expect(embedding.spec.name == "model.embed_tokens.weight")
+        #expect(embedding.scheme == .int8PerTensor)
+        #expect(embedding.rule == "ios-embedding")
+        #expect(iOS.tensors.dropFirst().allSatisfy { $0.scheme == .keep })
+        let disabled = try plan("qwen2.5-1.5b") {
+            $0.compression = .named("none")
+            $0.quantizeIOSEmbedding = false
+        }
+        #expect(disabled.tensors.allSatisfy { $0.scheme == .keep })
+        #expect(disabled.estimatedWeightsBytes == macOS.estimatedWeightsBytes)
     }
 
     @Test("an experimental local checkpoint plans from its config alone")
