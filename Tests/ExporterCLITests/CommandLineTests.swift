@@ -162,6 +162,48 @@ struct CommandLineTests {
         #expect(run.error == "Error: Model 'gemma3_text' does not support iOS variant\n")
     }
 
+    @Test("the registry of the brief: ten families on macOS, three on iOS; qwen2_5 and gemma3 remapped")
+    func registryTable() throws {
+        let json = runExporter(["list", "--models", "--json"])
+        let object = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
+        let rows = (object["families"]?.arrayValue ?? []).compactMap(\.objectValue)
+        let types = rows.compactMap { $0["model_type"]?.stringValue }
+        #expect(
+            types == [
+                "gemma3_text", "gpt_oss", "mistral", "mixtral", "muse_glimmer_text", "phi3", "qwen2", "qwen3",
+                "qwen3_moe", "qwen3_vl",
+            ])
+        #expect(rows.allSatisfy { $0["macOS"]?.boolValue == true })
+        #expect(
+            rows.filter { $0["iOS"]?.boolValue == true }.compactMap { $0["model_type"]?.stringValue } == [
+                "mistral", "qwen2", "qwen3",
+            ])
+        let remapping = try #require(object["model_type_remapping"]?.objectValue)
+        #expect(remapping["qwen2_5"]?.stringValue == "qwen2")
+        #expect(remapping["gemma3"]?.stringValue == "gemma3_text")
+        let experimental = ["--experimental", "--compute-precision", "float16"]
+        let macOSOnly = [
+            "gemma3", "gemma3_text", "gpt_oss", "mixtral", "muse_glimmer_text", "phi3", "qwen3_moe", "qwen3_vl",
+        ]
+        for modelType in macOSOnly {
+            let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: modelType))
+            let run = runExporter(["plan", directory.path] + experimental)
+            #expect(run.status == 69, "\(modelType)")
+            let family = modelType == "gemma3" ? "gemma3_text" : modelType
+            #expect(run.error == "Error: Model '\(family)' does not support iOS variant\n")
+        }
+        for (modelType, family) in [
+            ("mistral", "mistral"), ("qwen2", "qwen2"), ("qwen2_5", "qwen2"), ("qwen3", "qwen3"),
+        ] {
+            let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: modelType))
+            let run = runExporter(["plan", directory.path, "--json"] + experimental)
+            #expect(run.status == 0, "\(modelType): \(run.error)")
+            let model = try manifest(run)["model"]?.objectValue
+            #expect(model?["model_type"]?.stringValue == modelType)
+            #expect(model?["registry_type"]?.stringValue == family)
+        }
+    }
+
     @Test("an unknown model type lists the registry")
     func unknownModelType() throws {
         let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "llama"))
@@ -181,6 +223,27 @@ struct CommandLineTests {
             run.error
                 == "Error: 'Qwen2.5-7B' is not a registered short-name and doesn't look like a HuggingFace ID "
                 + "(expected 'org/model'). Run --list-models to see options.\n")
+    }
+
+    @Test("a preset without an export for the platform: the reference tool's words, by name or repository id")
+    func presetNotAvailable() throws {
+        // The shipped presets all have an iOS export: a catalog with a macOS-only one.
+        let presets = try Fixtures.temporaryDirectory().appendingPathComponent("Presets")
+        try FileManager.default.copyItem(at: Fixtures.presetsDirectory, to: presets)
+        let file = presets.appendingPathComponent("presets.json")
+        var document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+        var entries = try #require(document["presets"] as? [[String: Any]])
+        #expect(entries[0]["id"] as? String == "qwen3-0.6b")
+        entries[0]["platforms"] = ["macOS"]
+        document["presets"] = entries
+        try JSONSerialization.data(withJSONObject: document).write(to: file)
+        let environment = ["EXPORTER_PRESETS": presets.path]
+        for name in ["qwen3-0.6b", "Qwen/Qwen3-0.6B"] {
+            let run = runExporter([name, "--dry-run"], environment: environment)
+            #expect(run.status == 69)
+            #expect(run.error == "Error: '\(name)' is not available for iOS.\n")
+        }
+        #expect(runExporter(["qwen3-0.6b", "--platform", "macOS", "--dry-run"], environment: environment).status == 0)
     }
 
     @Test("a repo id without a preset needs --experimental, with the memory warning on iOS")
@@ -414,6 +477,30 @@ struct CommandLineTests {
         let presets = runExporter(["--list-presets"])
         #expect(presets.output.hasPrefix("Presets"))
         #expect(!presets.output.contains("Model families"))
+        #expect(!presets.output.contains("Device architectures"))
+    }
+
+    @Test("--list-presets, as the reference tool's, lists the compression presets --compression takes")
+    func listPresets() throws {
+        let text = runExporter(["--list-presets"])
+        #expect(text.status == 0)
+        #expect(
+            text.output.contains(
+                "\nCompression configs (--compression NAME, or none; without a preset: "
+                    + "4bit_weight_palettized_group32):\n"))
+        for name in [
+            "4bit_quality", "4bit_weight_palettized_group32", "4bit_weight_palettized_group8",
+            "qwen3-0.6b_mixed_4bit_8bit", "qwen3-4b_mixed_4bit_8bit",
+        ] {
+            #expect(text.output.contains("\n  \(name) "), "\(name)")
+        }
+        #expect(runExporter(["list", "--presets"]).output == text.output)
+        let json = runExporter(["--list-presets", "--json"])
+        let object = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
+        #expect(object["presets"]?.arrayValue?.count == 3)
+        #expect(object["compression_configs"]?.arrayValue?.count == 5)
+        #expect(object["default_compression"]?.stringValue == "4bit_weight_palettized_group32")
+        #expect(object["families"] == nil)
     }
 
     @Test("the command specifications are consistent")
