@@ -442,6 +442,39 @@ struct CommandLineTests {
                 + "4bit_weight_palettized_group8, qwen3-0.6b_mixed_4bit_8bit, qwen3-4b_mixed_4bit_8bit, none\n")
     }
 
+    @Test("every shipped checkpoint: --max-context-length up to max_position_embeddings, never beyond; its KV cache")
+    func contextBoundsOfShippedCheckpoints() throws {
+        let checkpoints = Fixtures.presetsDirectory.appendingPathComponent("checkpoints")
+        // (folder, max_position_embeddings, layers × kv_heads × head_dim, KV bytes at 4,096 tokens)
+        let shipped = [
+            ("Qwen2.5-1.5B-Instruct", 32_768, 28 * 2 * 128, 117_440_512),  // 112 MiB
+            ("Qwen3-0.6B", 40_960, 28 * 8 * 128, 469_762_048),  // 448 MiB
+            ("Qwen3-4B", 40_960, 36 * 8 * 128, 603_979_776),  // 576 MiB
+            ("Mistral-7B-Instruct-v0.3", 32_768, 32 * 8 * 128, 536_870_912),  // 512 MiB
+        ]
+        for (folder, maximum, perToken, atDefault) in shipped {
+            let base = [
+                "plan", checkpoints.appendingPathComponent(folder).path, "--experimental", "--compute-precision",
+                "float16", "--json",
+            ]
+            for context in [4_096, 1_000, maximum] {
+                let run = runExporter(base + ["--max-context-length=\(context)"])
+                #expect(run.status == 0, "\(folder) \(context): \(run.error)")
+                let kvCache = try manifest(run)["kv_cache"]?.objectValue
+                #expect(kvCache?["bytes"]?.intValue == 2 * perToken * context * 2, "\(folder) \(context)")
+                #expect(kvCache?["context_length"]?.intValue == context)
+            }
+            let atDefaultRun = runExporter(base)
+            #expect(try manifest(atDefaultRun)["kv_cache"]?.objectValue?["bytes"]?.intValue == atDefault, "\(folder)")
+            let beyond = runExporter(base + ["--max-context-length", "\(maximum + 1)"])
+            #expect(beyond.status == 64)
+            #expect(
+                beyond.error
+                    == "Error: --max-context-length (\(maximum + 1)) exceeds the model's max_position_embeddings "
+                    + "(\(maximum))\n")
+        }
+    }
+
     @Test("a usage error prints the message, the usage line and where help is")
     func usageError() {
         let run = runExporter(["plan", "qwen3-4b", "--platform", "android"])
