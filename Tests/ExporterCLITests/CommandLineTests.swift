@@ -475,6 +475,28 @@ struct CommandLineTests {
         }
     }
 
+    @Test("a reference-tool YAML recipe given to --compression-config is named as such")
+    func referenceRecipe() throws {
+        let file = try Fixtures.temporaryDirectory().appendingPathComponent("qwen3_4b_mixed_4bit_8bit.yaml")
+        try Data(
+            """
+            kmeans_palettization_config:
+              global_config:
+                op_state_spec:
+                  weight:
+                    n_bits: 4
+
+            """.utf8
+        ).write(to: file)
+        let run = runExporter(["qwen3-4b", "--compression-config", file.path, "--dry-run"])
+        #expect(run.status == 65)
+        #expect(
+            run.error
+                == "Error: compression config '\(file.path)': a coreai-opt YAML recipe of the reference tool, which "
+                + "this tool does not read; write the same rules as an exporter.compression/1 JSON file "
+                + "(docs/FORMAT.md, \"Compression configs\"; the shipped ones: 'exporter list')\n")
+    }
+
     @Test("a usage error prints the message, the usage line and where help is")
     func usageError() {
         let run = runExporter(["plan", "qwen3-4b", "--platform", "android"])

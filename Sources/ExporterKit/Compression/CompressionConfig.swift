@@ -98,7 +98,17 @@ public struct CompressionConfig: Equatable, Sendable {
     public init(bytes: [UInt8], path: String) throws {
         func invalid(_ reason: String) -> CompressionConfigError { .invalid(path: path, reason: reason) }
         let document: JSONValue
-        do { document = try JSONParser.parse(bytes) } catch { throw invalid("\(error)") }
+        do { document = try JSONParser.parse(bytes) } catch {
+            // Users of the reference tool arrive with its coreai-opt YAML recipes.
+            let text = String(decoding: bytes.prefix(4096), as: UTF8.self)
+            if ["kmeans_palettization_config", "quantization_config"].contains(where: text.contains) {
+                throw invalid(
+                    "a coreai-opt YAML recipe of the reference tool, which this tool does not read; write the same "
+                        + "rules as an exporter.compression/1 JSON file (docs/FORMAT.md, \"Compression configs\"; "
+                        + "the shipped ones: 'exporter list')")
+            }
+            throw invalid("\(error)")
+        }
         guard let object = document.objectValue else { throw invalid("the document is not an object") }
         let known: Set<String> = ["schema", "name", "description", "rules", "default"]
         if let unknown = object.keys.first(where: { !known.contains($0) }) { throw invalid("unknown key '\(unknown)'") }
