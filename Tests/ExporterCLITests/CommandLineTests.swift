@@ -475,6 +475,17 @@ struct CommandLineTests {
         }
     }
 
+    @Test("the plan says how the iOS embedding is stored")
+    func embeddingNote() {
+        let int8 = runExporter(["plan", "qwen2.5-1.5b-instruct"])
+        #expect(int8.output.contains("\n  compression     4bit_weight_palettized_group8, embedding int8 per tensor\n"))
+        let kept = runExporter(["plan", "qwen2.5-1.5b-instruct", "--disable-embedding-quantization-ios"])
+        #expect(kept.output.contains("\n  compression     4bit_weight_palettized_group8, embedding kept in float16\n"))
+        #expect(kept.output.contains("\n  embedding        1    233,373,696  466.7 MB   16.00  fp16\n"))
+        let macOS = runExporter(["plan", "qwen2.5-1.5b-instruct", "--platform", "macOS"])
+        #expect(macOS.output.contains("\n  compression     4bit_weight_palettized_group8\n"))
+    }
+
     @Test("a reference-tool YAML recipe given to --compression-config is named as such")
     func referenceRecipe() throws {
         let file = try Fixtures.temporaryDirectory().appendingPathComponent("qwen3_4b_mixed_4bit_8bit.yaml")

@@ -253,6 +253,8 @@ public struct CompressionConfig: Equatable, Sendable {
         case defaultRule
         /// The iOS token-embedding rule (int8 per tensor).
         case iosEmbedding
+        /// The iOS token embedding with `--disable-embedding-quantization-ios`: kept, never palettised.
+        case iosEmbeddingKept
     }
 
     /// The scheme for `tensor` on `platform`, and which rule gave it.
@@ -260,9 +262,11 @@ public struct CompressionConfig: Equatable, Sendable {
     public func scheme(for tensor: TensorSpec, platform: Platform, quantizeIOSEmbedding: Bool) throws
         -> (scheme: CompressionScheme, source: Source)
     {
-        // As the reference tool's iOS models do, whatever the compression: `none` too.
-        if platform == .iOS, quantizeIOSEmbedding, tensor.role == .embedding {
-            return (.int8PerTensor, .iosEmbedding)
+        // As the reference tool's iOS export does, whatever the compression (`none` too): the token
+        // embedding is never palettised, but int8 per tensor or, with
+        // --disable-embedding-quantization-ios, kept in the compute precision.
+        if platform == .iOS, tensor.role == .embedding {
+            return quantizeIOSEmbedding ? (.int8PerTensor, .iosEmbedding) : (.keep, .iosEmbeddingKept)
         }
         let found: (CompressionScheme, Source)
         if let index = rules.firstIndex(where: { $0.matches(tensor.name) }) {
