@@ -475,6 +475,23 @@ struct CommandLineTests {
         }
     }
 
+    @Test("a plan refuses the --min-deployment-version its export refuses")
+    func planDeploymentVersion() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        let export = [directory.path, "--experimental", "--compute-precision", "float16", "--compile"]
+        for (version, message) in [
+            ("26.0", "--min-deployment-version 26.0 is below 27.0, the first version that loads compiled artifacts"),
+            ("abc", "--min-deployment-version expects a version such as 27.0, got 'abc'"),
+        ] {
+            for arguments in [["plan"] + export, export + ["--dry-run"]] {
+                let run = runExporter(arguments + ["--min-deployment-version", version])
+                #expect(run.status == 64, "\(arguments)")
+                #expect(run.error.hasPrefix("Error: \(message)\nUsage: exporter"), "\(run.error)")
+            }
+        }
+        #expect(runExporter(["plan"] + export + ["--min-deployment-version", "28.0"]).status == 0)
+    }
+
     @Test("the plan says how the iOS embedding is stored")
     func embeddingNote() {
         let int8 = runExporter(["plan", "qwen2.5-1.5b-instruct"])
