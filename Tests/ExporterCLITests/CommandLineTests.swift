@@ -162,6 +162,48 @@ struct CommandLineTests {
         #expect(run.error == "Error: Model 'gemma3_text' does not support iOS variant\n")
     }
 
+    @Test("the registry of the brief: ten families on macOS, three on iOS; qwen2_5 and gemma3 remapped")
+    func registryTable() throws {
+        let json = runExporter(["list", "--models", "--json"])
+        let object = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
+        let rows = (object["families"]?.arrayValue ?? []).compactMap(\.objectValue)
+        let types = rows.compactMap { $0["model_type"]?.stringValue }
+        #expect(
+            types == [
+                "gemma3_text", "gpt_oss", "mistral", "mixtral", "muse_glimmer_text", "phi3", "qwen2", "qwen3",
+                "qwen3_moe", "qwen3_vl",
+            ])
+        #expect(rows.allSatisfy { $0["macOS"]?.boolValue == true })
+        #expect(
+            rows.filter { $0["iOS"]?.boolValue == true }.compactMap { $0["model_type"]?.stringValue } == [
+                "mistral", "qwen2", "qwen3",
+            ])
+        let remapping = try #require(object["model_type_remapping"]?.objectValue)
+        #expect(remapping["qwen2_5"]?.stringValue == "qwen2")
+        #expect(remapping["gemma3"]?.stringValue == "gemma3_text")
+        let experimental = ["--experimental", "--compute-precision", "float16"]
+        let macOSOnly = [
+            "gemma3", "gemma3_text", "gpt_oss", "mixtral", "muse_glimmer_text", "phi3", "qwen3_moe", "qwen3_vl",
+        ]
+        for modelType in macOSOnly {
+            let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: modelType))
+            let run = runExporter(["plan", directory.path] + experimental)
+            #expect(run.status == 69, "\(modelType)")
+            let family = modelType == "gemma3" ? "gemma3_text" : modelType
+            #expect(run.error == "Error: Model '\(family)' does not support iOS variant\n")
+        }
+        for (modelType, family) in [
+            ("mistral", "mistral"), ("qwen2", "qwen2"), ("qwen2_5", "qwen2"), ("qwen3", "qwen3"),
+        ] {
+            let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: modelType))
+            let run = runExporter(["plan", directory.path, "--json"] + experimental)
+            #expect(run.status == 0, "\(modelType): \(run.error)")
+            let model = try manifest(run)["model"]?.objectValue
+            #expect(model?["model_type"]?.stringValue == modelType)
+            #expect(model?["registry_type"]?.stringValue == family)
+        }
+    }
+
     @Test("an unknown model type lists the registry")
     func unknownModelType() throws {
         let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "llama"))
@@ -181,6 +223,27 @@ struct CommandLineTests {
             run.error
                 == "Error: 'Qwen2.5-7B' is not a registered short-name and doesn't look like a HuggingFace ID "
                 + "(expected 'org/model'). Run --list-models to see options.\n")
+    }
+
+    @Test("a preset without an export for the platform: the reference tool's words, by name or repository id")
+    func presetNotAvailable() throws {
+        // The shipped presets all have an iOS export: a catalog with a macOS-only one.
+        let presets = try Fixtures.temporaryDirectory().appendingPathComponent("Presets")
+        try FileManager.default.copyItem(at: Fixtures.presetsDirectory, to: presets)
+        let file = presets.appendingPathComponent("presets.json")
+        var document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+        var entries = try #require(document["presets"] as? [[String: Any]])
+        #expect(entries[0]["id"] as? String == "qwen3-0.6b")
+        entries[0]["platforms"] = ["macOS"]
+        document["presets"] = entries
+        try JSONSerialization.data(withJSONObject: document).write(to: file)
+        let environment = ["EXPORTER_PRESETS": presets.path]
+        for name in ["qwen3-0.6b", "Qwen/Qwen3-0.6B"] {
+            let run = runExporter([name, "--dry-run"], environment: environment)
+            #expect(run.status == 69)
+            #expect(run.error == "Error: '\(name)' is not available for iOS.\n")
+        }
+        #expect(runExporter(["qwen3-0.6b", "--platform", "macOS", "--dry-run"], environment: environment).status == 0)
     }
 
     @Test("a repo id without a preset needs --experimental, with the memory warning on iOS")
@@ -386,6 +449,89 @@ struct CommandLineTests {
     /// What follows a usage error of `exporter plan`.
     let planUsage = "Usage: exporter plan <model> [<options>]\n  See 'exporter plan --help' for more information.\n"
 
+    @Test("every shipped checkpoint: --max-context-length up to max_position_embeddings, never beyond; its KV cache")
+    func contextBoundsOfShippedCheckpoints() throws {
+        let checkpoints = Fixtures.presetsDirectory.appendingPathComponent("checkpoints")
+        // (folder, max_position_embeddings, layers × kv_heads × head_dim, KV bytes at 4,096 tokens)
+        let shipped = [
+            ("Qwen2.5-1.5B-Instruct", 32_768, 28 * 2 * 128, 117_440_512),  // 112 MiB
+            ("Qwen3-0.6B", 40_960, 28 * 8 * 128, 469_762_048),  // 448 MiB
+            ("Qwen3-4B", 40_960, 36 * 8 * 128, 603_979_776),  // 576 MiB
+            ("Mistral-7B-Instruct-v0.3", 32_768, 32 * 8 * 128, 536_870_912),  // 512 MiB
+        ]
+        for (folder, maximum, perToken, atDefault) in shipped {
+            let base = [
+                "plan", checkpoints.appendingPathComponent(folder).path, "--experimental", "--compute-precision",
+                "float16", "--json",
+            ]
+            for context in [4_096, 1_000, maximum] {
+                let run = runExporter(base + ["--max-context-length=\(context)"])
+                #expect(run.status == 0, "\(folder) \(context): \(run.error)")
+                let kvCache = try manifest(run)["kv_cache"]?.objectValue
+                #expect(kvCache?["bytes"]?.intValue == 2 * perToken * context * 2, "\(folder) \(context)")
+                #expect(kvCache?["context_length"]?.intValue == context)
+            }
+            let atDefaultRun = runExporter(base)
+            #expect(try manifest(atDefaultRun)["kv_cache"]?.objectValue?["bytes"]?.intValue == atDefault, "\(folder)")
+            let beyond = runExporter(base + ["--max-context-length", "\(maximum + 1)"])
+            #expect(beyond.status == 64)
+            #expect(
+                beyond.error
+                    == "Error: --max-context-length (\(maximum + 1)) exceeds the model's max_position_embeddings "
+                    + "(\(maximum))\n" + planUsage)
+        }
+    }
+
+    @Test("a plan refuses the --min-deployment-version its export refuses")
+    func planDeploymentVersion() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        let export = [directory.path, "--experimental", "--compute-precision", "float16", "--compile"]
+        for (version, message) in [
+            ("26.0", "--min-deployment-version 26.0 is below 27.0, the first version that loads compiled artifacts"),
+            ("abc", "--min-deployment-version expects a version such as 27.0, got 'abc'"),
+        ] {
+            for arguments in [["plan"] + export, export + ["--dry-run"]] {
+                let run = runExporter(arguments + ["--min-deployment-version", version])
+                #expect(run.status == 64, "\(arguments)")
+                #expect(run.error.hasPrefix("Error: \(message)\nUsage: exporter"), "\(run.error)")
+            }
+        }
+        #expect(runExporter(["plan"] + export + ["--min-deployment-version", "28.0"]).status == 0)
+    }
+
+    @Test("the plan says how the iOS embedding is stored")
+    func embeddingNote() {
+        let int8 = runExporter(["plan", "qwen2.5-1.5b-instruct"])
+        #expect(int8.output.contains("\n  compression     4bit_weight_palettized_group8, embedding int8 per tensor\n"))
+        let kept = runExporter(["plan", "qwen2.5-1.5b-instruct", "--disable-embedding-quantization-ios"])
+        #expect(kept.output.contains("\n  compression     4bit_weight_palettized_group8, embedding kept in float16\n"))
+        #expect(kept.output.contains("\n  embedding        1    233,373,696  466.7 MB   16.00  fp16\n"))
+        let macOS = runExporter(["plan", "qwen2.5-1.5b-instruct", "--platform", "macOS"])
+        #expect(macOS.output.contains("\n  compression     4bit_weight_palettized_group8\n"))
+    }
+
+    @Test("a reference-tool YAML recipe given to --compression-config is named as such")
+    func referenceRecipe() throws {
+        let file = try Fixtures.temporaryDirectory().appendingPathComponent("qwen3_4b_mixed_4bit_8bit.yaml")
+        try Data(
+            """
+            kmeans_palettization_config:
+              global_config:
+                op_state_spec:
+                  weight:
+                    n_bits: 4
+
+            """.utf8
+        ).write(to: file)
+        let run = runExporter(["qwen3-4b", "--compression-config", file.path, "--dry-run"])
+        #expect(run.status == 65)
+        #expect(
+            run.error
+                == "Error: compression config '\(file.path)': a coreai-opt YAML recipe of the reference tool, which "
+                + "this tool does not read; write the same rules as an exporter.compression/1 JSON file "
+                + "(docs/FORMAT.md, \"Compression configs\"; the shipped ones: 'exporter list')\n")
+    }
+
     @Test("a usage error prints the message, the usage line and where help is")
     func usageError() {
         let run = runExporter(["plan", "qwen3-4b", "--platform", "android"])
@@ -421,6 +567,30 @@ struct CommandLineTests {
         let presets = runExporter(["--list-presets"])
         #expect(presets.output.hasPrefix("Presets"))
         #expect(!presets.output.contains("Model families"))
+        #expect(!presets.output.contains("Device architectures"))
+    }
+
+    @Test("--list-presets, as the reference tool's, lists the compression presets --compression takes")
+    func listPresets() throws {
+        let text = runExporter(["--list-presets"])
+        #expect(text.status == 0)
+        #expect(
+            text.output.contains(
+                "\nCompression configs (--compression NAME, or none; without a preset: "
+                    + "4bit_weight_palettized_group32):\n"))
+        for name in [
+            "4bit_quality", "4bit_weight_palettized_group32", "4bit_weight_palettized_group8",
+            "qwen3-0.6b_mixed_4bit_8bit", "qwen3-4b_mixed_4bit_8bit",
+        ] {
+            #expect(text.output.contains("\n  \(name) "), "\(name)")
+        }
+        #expect(runExporter(["list", "--presets"]).output == text.output)
+        let json = runExporter(["--list-presets", "--json"])
+        let object = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
+        #expect(object["presets"]?.arrayValue?.count == 3)
+        #expect(object["compression_configs"]?.arrayValue?.count == 5)
+        #expect(object["default_compression"]?.stringValue == "4bit_weight_palettized_group32")
+        #expect(object["families"] == nil)
     }
 
     @Test("every command answers --version with the tool's version")

@@ -61,6 +61,8 @@ struct ExportCommandTests {
         #expect(again.status == 73)
         #expect(
             again.error == "Error: '\(output.path)/mini/Mini.aimodel' already exists; pass --overwrite to replace it\n")
+        // A plan writes nothing: it shows the same export whether or not the artifact is there (README).
+        #expect(runExporter(arguments + ["--dry-run"]).status == 0)
         #expect(runExporter(arguments + ["--overwrite"]).status == 0)
     }
 

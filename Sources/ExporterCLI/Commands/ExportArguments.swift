@@ -22,7 +22,8 @@ enum ExportArguments {
         .option("preset", valueName: "id", help: "Apply a preset's defaults to a local checkpoint of the same shape."),
         .flag(
             "disable-embedding-quantization-ios",
-            help: "On iOS, compress the token embedding with the config instead of int8 per tensor."),
+            help: "On iOS, keep the token embedding in the compute precision instead of int8 per tensor (it is "
+                + "never palettised)."),
         .option(
             "palette-search", choices: CompressionScheme.Search.allCases.map(\.rawValue),
             help: "How each LUT is searched for (default: the config's, else standard); thorough comes closer "

@@ -20,7 +20,9 @@ enum ExportCommand {
                     "json",
                     help: "Print JSON: the plan with --dry-run, the list, or what was written and its manifests."),
                 .flag("list-models", help: "List the model families and presets."),
-                .flag("list-presets", help: "List the presets."),
+                .flag(
+                    "list-presets",
+                    help: "List the presets and the compression presets (configs) that --compression takes."),
             ],
         subcommands: [
             PlanCommand.spec, ListCommand.spec, SynthCommand.spec, CompileCommand.spec, BatchCommand.spec,
@@ -30,7 +32,10 @@ enum ExportCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         let json = arguments.flag("json")
         if arguments.flag("list-models") || arguments.flag("list-presets") {
-            let sections: ListCommand.Sections = arguments.flag("list-models") ? [.families, .presets] : [.presets]
+            // As in the reference tool, --list-presets shows what --compression takes.
+            var sections: ListCommand.Sections = []
+            if arguments.flag("list-models") { sections.formUnion([.families, .presets]) }
+            if arguments.flag("list-presets") { sections.formUnion([.presets, .compression]) }
             return try ListCommand.show(sections, json: json, context: context)
         }
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }

@@ -11,7 +11,9 @@ enum ListCommand {
             + "(an * marks an estimated figure). Reads Presets/; without a flag, shows all four.",
         arguments: [
             .flag("models", help: "Only the model families and presets (same as 'exporter --list-models')."),
-            .flag("presets", help: "Only the presets (same as 'exporter --list-presets')."),
+            .flag(
+                "presets",
+                help: "Only the presets and compression configs (same as 'exporter --list-presets')."),
             .flag("devices", help: "Only the device architectures (Presets/devices.json)."),
             .flag("json", help: "Print JSON."),
         ])
@@ -29,7 +31,7 @@ enum ListCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         var sections: Sections = []
         if arguments.flag("models") { sections.formUnion([.families, .presets]) }
-        if arguments.flag("presets") { sections.insert(.presets) }
+        if arguments.flag("presets") { sections.formUnion([.presets, .compression]) }
         if arguments.flag("devices") { sections.insert(.devices) }
         return try show(sections.isEmpty ? .all : sections, json: arguments.flag("json"), context: context)
     }
@@ -74,6 +76,7 @@ enum ListCommand {
                     })
             }
             if sections.contains(.compression) {
+                root["default_compression"] = .string(ExportOptions.defaultCompression)
                 root["compression_configs"] = .array(
                     compressions.map { config in
                         .object(
@@ -128,7 +131,9 @@ enum ListCommand {
             lines.append("")
         }
         if sections.contains(.compression) {
-            lines.append("Compression configs (--compression NAME, or none):")
+            lines.append(
+                "Compression configs (--compression NAME, or none; without a preset: "
+                    + "\(ExportOptions.defaultCompression)):")
             lines += Format.table(compressions.map { [$0.name, $0.description] }, indent: "  ")
             lines.append("")
         }

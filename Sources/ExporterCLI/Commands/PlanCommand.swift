@@ -25,6 +25,8 @@ enum PlanCommand {
         try ExportCommand.refuseStrayDeploymentVersion(arguments)
         let options = try ExportArguments.options(from: arguments, model: model)
         let devices = try CompileCommand.deviceTable(arguments, context: context)
+        // As the export: a --min-deployment-version below 27.0, or not a version, is refused.
+        _ = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
         _ = try ExportCommand.checkedBeforeExport(plan, arguments, devices: devices, context: context)
         let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)

@@ -10,7 +10,11 @@ enum PlanPrinter {
         let remapped = model.family.modelType == model.config.modelType ? "" : " → \(model.family.modelType)"
         let kv = plan.kvCache
         let memory = plan.memory
-        let embeddingNote = plan.tensors.contains { $0.rule == "ios-embedding" } ? ", embedding int8 per tensor" : ""
+        let embeddingNote =
+            plan.tensors.contains { $0.rule == "ios-embedding" }
+            ? ", embedding int8 per tensor"
+            : plan.tensors.contains { $0.rule == "ios-embedding-kept" }
+                ? ", embedding kept in \(plan.precision.rawValue)" : ""
         let searches = CompressionScheme.Search.allCases.filter { search in
             plan.tensors.contains { $0.scheme.search == search }
         }

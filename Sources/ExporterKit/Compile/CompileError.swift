@@ -37,7 +37,8 @@ public enum CompileError: ExporterError, Equatable {
         case .unknownArchitecture(let id, let platform, let known):
             return "unknown \(platform.rawValue) architecture '\(id)'; known: \(known.joined(separator: ", "))"
         case .architectureOnOtherPlatform(let id, let platform, let requested):
-            return "architecture '\(id)' is a \(platform.rawValue) device, not \(requested.rawValue); "
+            return "architecture '\(id)' is \(platform == .iOS ? "an" : "a") \(platform.rawValue) device, "
+                + "not \(requested.rawValue); "
                 + "pass --platform \(platform.rawValue)"
         case .ineligibleDevice(let id, let products, let chip, let rule):
             return

@@ -88,17 +88,30 @@ public struct CompressionConfig: Equatable, Sendable {
         self.defaultScheme = defaultScheme
     }
 
-    /// No compression: every tensor kept in the compute precision.
+    /// No compression: every tensor kept in the compute precision (on iOS the token embedding is
+    /// still int8 per tensor unless `--disable-embedding-quantization-ios`, as in the reference tool).
     public static let none = CompressionConfig(
-        name: "none", description: "no compression: every tensor in the compute precision", rules: [],
-        defaultScheme: .keep)
+        name: "none",
+        description: "no compression: every tensor in the compute precision "
+            + "(the iOS embedding int8 unless --disable-embedding-quantization-ios)",
+        rules: [], defaultScheme: .keep)
 
     /// Parses a config file's bytes.
     /// - Throws: `CompressionConfigError` naming the file and the rule that is wrong.
     public init(bytes: [UInt8], path: String) throws {
         func invalid(_ reason: String) -> CompressionConfigError { .invalid(path: path, reason: reason) }
         let document: JSONValue
-        do { document = try JSONParser.parse(bytes) } catch { throw invalid("\(error)") }
+        do { document = try JSONParser.parse(bytes) } catch {
+            // Users of the reference tool arrive with its coreai-opt YAML recipes.
+            let text = String(decoding: bytes.prefix(4096), as: UTF8.self)
+            if ["kmeans_palettization_config", "quantization_config"].contains(where: text.contains) {
+                throw invalid(
+                    "a coreai-opt YAML recipe of the reference tool, which this tool does not read; write the same "
+                        + "rules as an exporter.compression/1 JSON file (docs/FORMAT.md, \"Compression configs\"; "
+                        + "the shipped ones: 'exporter list')")
+            }
+            throw invalid("\(error)")
+        }
         guard let object = document.objectValue else { throw invalid("the document is not an object") }
         let known: Set<String> = ["schema", "name", "description", "rules", "default"]
         if let unknown = object.keys.first(where: { !known.contains($0) }) { throw invalid("unknown key '\(unknown)'") }
@@ -243,6 +256,8 @@ public struct CompressionConfig: Equatable, Sendable {
         case defaultRule
         /// The iOS token-embedding rule (int8 per tensor).
         case iosEmbedding
+        /// The iOS token embedding with `--disable-embedding-quantization-ios`: kept, never palettised.
+        case iosEmbeddingKept
     }
 
     /// The scheme for `tensor` on `platform`, and which rule gave it.
@@ -250,8 +265,11 @@ public struct CompressionConfig: Equatable, Sendable {
     public func scheme(for tensor: TensorSpec, platform: Platform, quantizeIOSEmbedding: Bool) throws
         -> (scheme: CompressionScheme, source: Source)
     {
-        if platform == .iOS, quantizeIOSEmbedding, tensor.role == .embedding, name != "none" {
-            return (.int8PerTensor, .iosEmbedding)
+        // As the reference tool's iOS export does, whatever the compression (`none` too): the token
+        // embedding is never palettised, but int8 per tensor or, with
+        // --disable-embedding-quantization-ios, kept in the compute precision.
+        if platform == .iOS, tensor.role == .embedding {
+            return quantizeIOSEmbedding ? (.int8PerTensor, .iosEmbedding) : (.keep, .iosEmbeddingKept)
         }
         let found: (CompressionScheme, Source)
         if let index = rules.firstIndex(where: { $0.matches(tensor.name) }) {

@@ -32,7 +32,7 @@ public struct PlannedTensor: Equatable, Sendable {
     public let spec: TensorSpec
     /// How it is stored.
     public let scheme: CompressionScheme
-    /// Which rule chose the scheme: `rule N (pattern)`, `default` or `ios-embedding`.
+    /// Which rule chose the scheme: `rule N (pattern)`, `default`, `ios-embedding` or `ios-embedding-kept`.
     public let rule: String
     /// Bytes stored, excluding alignment padding.
     public let storedBytes: Int
@@ -156,6 +156,7 @@ public struct ExportPlan: Sendable {
             case .rule(let index): rule = "rule \(index + 1) (\(compression.rules[index].pattern))"
             case .defaultRule: rule = "default"
             case .iosEmbedding: rule = "ios-embedding"
+            case .iosEmbeddingKept: rule = "ios-embedding-kept"
             }
             if let last = scheme.lastGroupRows(rows: spec.matrixShape.rows), let groupSize = scheme.groupSize {
                 warnings.append(

@@ -360,3 +360,16 @@ struct RopeTableTests {
         }
     }
 }
+
+@Suite("compile: refusals")
+struct CompileRefusalTests {
+    @Test("a device of another platform is named with its platform, with the right article")
+    func otherPlatform() {
+        #expect(
+            CompileError.architectureOnOtherPlatform(id: "h17p", platform: .iOS, requested: .macOS).description
+                == "architecture 'h17p' is an iOS device, not macOS; pass --platform iOS")
+        #expect(
+            CompileError.architectureOnOtherPlatform(id: "h13g", platform: .macOS, requested: .iOS).description
+                == "architecture 'h13g' is a macOS device, not iOS; pass --platform macOS")
+    }
+}

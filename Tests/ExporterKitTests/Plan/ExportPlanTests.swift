@@ -67,10 +67,22 @@ struct ExportPlanTests {
         #expect(scheme("model.layers.7.input_layernorm.weight") == .keep)
     }
 
-    @Test("--disable-embedding-quantization-ios palettises the embedding with the config")
+    @Test(
+        "on iOS the embedding is never palettised: int8 per tensor, or kept with --disable-embedding-quantization-ios")
     func embeddingQuantizationDisabled() throws {
-        let plan = try plan("qwen2.5-1.5b") { $0.quantizeIOSEmbedding = false }
-        #expect(plan.tensors[0].scheme == .palettize(bits: 4, groupSize: 8))
+        for config in ["4bit_weight_palettized_group8", "4bit_weight_palettized_group32", "4bit_quality", "none"] {
+            let quantized = try plan("qwen2.5-1.5b") { $0.compression = .named(config) }
+            #expect(quantized.tensors[0].scheme == .int8PerTensor, "\(config)")
+            #expect(quantized.tensors[0].rule == "ios-embedding")
+            let kept = try plan("qwen2.5-1.5b") {
+                $0.compression = .named(config)
+                $0.quantizeIOSEmbedding = false
+            }
+            #expect(kept.tensors[0].spec.name == "model.embed_tokens.weight")
+            #expect(kept.tensors[0].scheme == .keep, "\(config)")
+            #expect(kept.tensors[0].rule == "ios-embedding-kept")
+            #expect(kept.tensors[0].storedBytes == 151_936 * 1_536 * 2)
+        }
     }
 
     @Test("macOS keeps the config's rule for the embedding")
@@ -88,11 +100,26 @@ struct ExportPlanTests {
         #expect(longest.kvCache.bytes == 2 * 36 * 8 * 128 * 40_960 * 2)
     }
 
-    @Test("compression none keeps every tensor in float16")
+    @Test("compression none keeps every tensor in float16 but the iOS embedding, int8 unless disabled")
     func noCompression() throws {
-        let plan = try plan("qwen2.5-1.5b") { $0.compression = .named("none") }
-        #expect(plan.tensors.allSatisfy { $0.scheme == .keep })
-        #expect(plan.estimatedWeightsBytes >= plan.parameters * 2)
+        let macOS = try plan("qwen2.5-1.5b") {
+            $0.compression = .named("none")
+            $0.platform = .macOS
+        }
+        #expect(macOS.tensors.allSatisfy { $0.scheme == .keep })
+        #expect(macOS.estimatedWeightsBytes >= macOS.parameters * 2)
+        let iOS = try plan("qwen2.5-1.5b") { $0.compression = .named("none") }
+        let embedding = try #require(iOS.tensors.first)
+        #expect(embedding.spec.name == "model.embed_tokens.weight")
+        #expect(embedding.scheme == .int8PerTensor)
+        #expect(embedding.rule == "ios-embedding")
+        #expect(iOS.tensors.dropFirst().allSatisfy { $0.scheme == .keep })
+        let disabled = try plan("qwen2.5-1.5b") {
+            $0.compression = .named("none")
+            $0.quantizeIOSEmbedding = false
+        }
+        #expect(disabled.tensors.allSatisfy { $0.scheme == .keep })
+        #expect(disabled.estimatedWeightsBytes == macOS.estimatedWeightsBytes)
     }
 
     @Test("an experimental local checkpoint plans from its config alone")

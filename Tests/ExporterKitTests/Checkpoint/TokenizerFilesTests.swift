@@ -1,0 +1,54 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import ExporterKit
+
+@Suite("tokenizer files: the generation budget the vocabulary implies")
+struct TokenizerFilesTests {
+    /// A folder holding `files` (name → contents).
+    private func folder(_ files: [String: String]) throws -> URL {
+        let directory = try Fixtures.temporaryDirectory()
+        for (name, contents) in files {
+            try Data(contents.utf8).write(to: directory.appendingPathComponent(name))
+        }
+        return directory
+    }
+
+    @Test("<think> or <|reasoning_start|> in the vocabulary: 2048 response tokens; neither: 512")
+    func markers() throws {
+        let think = try TokenizerFiles(
+            directory: folder(["tokenizer.json": #"{"model": {"vocab": {"a": 0, "<think>": 1}}}"#]))
+        #expect(think.reasoningMarker == "<think>")
+        #expect(think.defaultResponseTokens == 2048)
+        let reasoning = try TokenizerFiles(
+            directory: folder([
+                "tokenizer_config.json": #"{"added_tokens_decoder": {"5": {"content": "<|reasoning_start|>"}}}"#
+            ]))
+        #expect(reasoning.reasoningMarker == "<|reasoning_start|>")
+        #expect(reasoning.defaultResponseTokens == 2048)
+        // Neither a closing tag, nor the word, nor a chat template quoting the tag is the token.
+        let none = try TokenizerFiles(
+            directory: folder([
+                "tokenizer.json": #"{"model": {"vocab": {"</think>": 0, "think": 1, "Ġthinking": 2}}}"#,
+                "tokenizer_config.json": #"{"chat_template": "{% if t %}\"<think>\"{% endif %}"}"#,
+            ]))
+        #expect(none.reasoningMarker == nil)
+        #expect(none.defaultResponseTokens == 512)
+        #expect(try TokenizerFiles(directory: folder([:])).defaultResponseTokens == 512)
+    }
+
+    @Test("a marker written with JSON escapes is the same token")
+    func escapedMarkers() throws {
+        let escaped = try TokenizerFiles(
+            directory: folder(["tokenizer.json": #"{"model": {"vocab": {"a": 0, "\u003cthink\u003E": 1}}}"#]))
+        #expect(escaped.reasoningMarker == "<think>")
+        #expect(escaped.defaultResponseTokens == 2048)
+        let reasoning = try TokenizerFiles(
+            directory: folder(["vocab.json": #"{"\u003c\u007creasoning_start|>": 7, "x": 8}"#]))
+        #expect(reasoning.reasoningMarker == "<|reasoning_start|>")
+        let longer = try TokenizerFiles(
+            directory: folder(["tokenizer.json": #"{"model": {"vocab": {"\u003cthink\u003e\u003c": 1}}}"#]))
+        #expect(longer.reasoningMarker == nil)
+    }
+}
