@@ -508,6 +508,14 @@ struct CommandLineTests {
         #expect(kept.output.contains("\n  embedding        1    233,373,696  466.7 MB   16.00  fp16\n"))
         let macOS = runExporter(["plan", "qwen2.5-1.5b-instruct", "--platform", "macOS"])
         #expect(macOS.output.contains("\n  compression     4bit_weight_palettized_group8\n"))
+        let notIOS = runExporter([
+            "plan", "qwen2.5-1.5b-instruct", "--platform", "macOS", "--disable-embedding-quantization-ios",
+        ])
+        #expect(notIOS.status == 64)
+        #expect(
+            notIOS.error
+                == "Error: --disable-embedding-quantization-ios applies to --platform iOS; the platform is macOS\n"
+                + planUsage)
     }
 
     @Test("a reference-tool YAML recipe given to --compression-config is named as such")

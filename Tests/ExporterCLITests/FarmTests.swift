@@ -341,6 +341,11 @@ struct FarmTests {
                 "job 'a': unknown key 'contxt'"
             ),
             (
+                #"{"schema": "exporter.farm/1", "defaults": {"disable_embedding_quantization_ios": true}, "#
+                    + #""jobs": [{"name": "a", "model": "x", "platform": "macOS"}]}"#,
+                "job 'a': 'disable_embedding_quantization_ios' applies to platform iOS, not macOS"
+            ),
+            (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "context": -1}]}"#,
                 "job 'a': 'context' must be a positive integer"
             ),

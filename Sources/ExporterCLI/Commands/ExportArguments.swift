@@ -74,6 +74,11 @@ enum ExportArguments {
         options.experimental = arguments.flag("experimental")
         options.presetOverride = arguments.value("preset")
         options.quantizeIOSEmbedding = !arguments.flag("disable-embedding-quantization-ios")
+        // As the reference tool: a flag that cannot apply is refused, not ignored.
+        if !options.quantizeIOSEmbedding, options.platform != .iOS {
+            throw UsageError.validation(
+                "--disable-embedding-quantization-ios applies to --platform iOS; the platform is \(options.platform)")
+        }
         options.outputName = arguments.value("output-name")
         options.paletteSearch = try arguments.choice("palette-search", as: CompressionScheme.Search.self)
         if let name = options.outputName, name.isEmpty || name.contains("/") || name.hasPrefix(".") {

@@ -225,6 +225,9 @@ public struct FarmFile: Equatable, Sendable {
         job.experimental = try flag("experimental")
         job.preset = try string("preset")
         job.disableEmbeddingQuantizationIOS = try flag("disable_embedding_quantization_ios")
+        if job.disableEmbeddingQuantizationIOS, job.platform != .iOS {
+            throw bad("'disable_embedding_quantization_ios' applies to platform iOS, not \(job.platform)")
+        }
         job.outputName = try string("output_name")
         if let value = object["devices"], !value.isNull {
             guard let items = value.arrayValue, items.allSatisfy({ $0.stringValue?.isEmpty == false }) else {
