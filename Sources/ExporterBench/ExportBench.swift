@@ -185,7 +185,12 @@ struct ChildRun {
         var pid = pid_t()
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for argument in argv { free(argument) } }
-        var actions = posix_spawn_file_actions_t()
+        #if canImport(Darwin)
+            // An opaque pointer on macOS, a struct on Linux.
+            var actions: posix_spawn_file_actions_t? = nil
+        #else
+            var actions = posix_spawn_file_actions_t()
+        #endif
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
@@ -202,8 +207,13 @@ struct ChildRun {
             throw ReadBenchError("\(executable) \(arguments.joined(separator: " ")) failed (\(status))")
         }
         func time(_ value: timeval) -> Double { Double(value.tv_sec) + Double(value.tv_usec) / 1e6 }
+        #if canImport(Darwin)
+            let maxrssUnit = 1  // bytes on macOS
+        #else
+            let maxrssUnit = 1024  // kilobytes on Linux
+        #endif
         return ChildRun(
-            seconds: seconds, cpuSeconds: time(usage.ru_utime) + time(usage.ru_stime), peakBytes: usage.ru_maxrss * 1024
-        )
+            seconds: seconds, cpuSeconds: time(usage.ru_utime) + time(usage.ru_stime),
+            peakBytes: Int(usage.ru_maxrss) * maxrssUnit)
     }
 }

@@ -64,7 +64,7 @@ enum ReadBench {
         ] {
             var best = Double.infinity
             var bestCPU = 0.0
-            var peak = 0
+            var peak: Int?  // nil where the system does not say (macOS: no VmHWM to reset)
             for _ in 0..<5 {
                 resetPeakResidentMemory()
                 let cpuBefore = processCPUSeconds()
@@ -73,7 +73,7 @@ enum ReadBench {
                     best = elapsed
                     bestCPU = processCPUSeconds() - cpuBefore
                 }
-                peak = max(peak, peakResidentBytes() ?? 0)
+                if let bytes = peakResidentBytes() { peak = max(peak ?? 0, bytes) }
             }
             rows.append((label, best, bestCPU, peak))
         }
@@ -81,7 +81,8 @@ enum ReadBench {
         print("")
         print(pad("step", 30) + pad("seconds", 10) + pad("GB/s", 8) + pad("× cat", 8) + pad("CPU s", 8) + "peak RSS")
         for (label, time, cpu, peak) in rows {
-            let rss = peak.map { String(format: "%.0f MiB", Double($0) / 1_048_576) } ?? "(child)"
+            let rss =
+                peak.map { String(format: "%.0f MiB", Double($0) / 1_048_576) } ?? (cpu == nil ? "(child)" : "n/a")
             print(
                 pad(label, 30) + pad(String(format: "%.3f", time), 10)
                     + pad(String(format: "%.2f", Double(fileBytes) / time / 1e9), 8)

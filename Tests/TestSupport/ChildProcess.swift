@@ -54,8 +54,20 @@ public enum BuiltExporter {
 
         /// Waits for the end and collects the output.
         public func finish() -> Outcome {
+            // Standard error is drained on its own thread while standard output is read: a child
+            // that fills one pipe while the other is read would otherwise wait forever (a pipe
+            // holds 64 KiB on Linux, as little as 16 KiB on macOS).
+            let errorHandle = errorPipe.fileHandleForReading
+            let errorData = Locked(Data())
+            let drained = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                let data = errorHandle.readDataToEndOfFile()
+                errorData.mutate { $0 = data }
+                drained.signal()
+            }
             let output = outputPipe.fileHandleForReading.readDataToEndOfFile()
-            let error = errorPipe.fileHandleForReading.readDataToEndOfFile()
+            drained.wait()
+            let error = errorData.value
             process.waitUntilExit()
             return Outcome(
                 status: process.terminationStatus, signaled: process.terminationReason == .uncaughtSignal,

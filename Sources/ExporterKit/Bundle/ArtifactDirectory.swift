@@ -108,7 +108,9 @@ public final class ArtifactDirectory {
         guard flock(descriptor, LOCK_EX | (wait ? 0 : LOCK_NB)) == 0 else {
             let code = errno
             close(descriptor)
-            return [EBADF, ENOLCK, EOPNOTSUPP].contains(code) ? .unsupported : .failed(code)
+            // macOS's flock(2) reports ENOTSUP for what it cannot lock: another number than
+            // EOPNOTSUPP there, the same one on Linux.
+            return [EBADF, ENOLCK, EOPNOTSUPP, ENOTSUP].contains(code) ? .unsupported : .failed(code)
         }
         return .locked(descriptor)
     }
@@ -286,7 +288,9 @@ public final class ArtifactDirectory {
         #elseif canImport(Darwin)
             guard renamex_np(first.path, second.path, UInt32(RENAME_SWAP)) == 0 else {
                 let code = errno
-                if [EINVAL, ENOTSUP].contains(code) { return false }
+                // ENOTSUP: the file system cannot swap (FAT, SMB and others); EOPNOTSUPP and
+                // ENOSYS are not documented for it, but refusing to swap is what they would mean.
+                if [EINVAL, ENOTSUP, EOPNOTSUPP, ENOSYS].contains(code) { return false }
                 throw BundleError.writeFailed(path: reportedPath, reason: systemErrorMessage(code))
             }
             return true

@@ -110,8 +110,17 @@ public struct DeviceTable: Equatable, Sendable {
         var devices: [DeviceArchitecture] = []
         for (index, entry) in entries.enumerated() {
             let device = try DeviceTable.device(entry, number: index + 1, invalid: invalid)
-            guard !devices.contains(where: { $0.id == device.id && $0.platform == device.platform }) else {
-                throw invalid("device \(index + 1): '\(device.id)' appears twice for \(device.platform.rawValue)")
+            if let other = devices.first(where: {
+                $0.platform == device.platform && FileSystemName.clash($0.id, device.id)
+            }) {
+                guard other.id != device.id else {
+                    throw invalid("device \(index + 1): '\(device.id)' appears twice for \(device.platform.rawValue)")
+                }
+                // Their artifacts (`<Name>.<id>.aimodelc`) would be one folder on a Mac.
+                throw invalid(
+                    "device \(index + 1): '\(device.id)' and '\(other.id)' differ only in case for "
+                        + "\(device.platform.rawValue), which a case-insensitive file system (macOS) does not tell apart"
+                )
             }
             devices.append(device)
         }
@@ -126,10 +135,13 @@ public struct DeviceTable: Equatable, Sendable {
         return table
     }
 
-    /// Adds `other`'s entries; an entry with the id and platform of an existing one replaces it in place.
+    /// Adds `other`'s entries; an entry with the id and platform of an existing one replaces it
+    /// in place, ids compared case-insensitively (their artifacts would be one folder on a Mac).
     public mutating func merge(_ other: DeviceTable) {
         for device in other.devices {
-            if let index = devices.firstIndex(where: { $0.id == device.id && $0.platform == device.platform }) {
+            if let index = devices.firstIndex(where: {
+                $0.platform == device.platform && FileSystemName.clash($0.id, device.id)
+            }) {
                 devices[index] = device
             } else {
                 devices.append(device)

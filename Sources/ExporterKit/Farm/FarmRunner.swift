@@ -260,7 +260,7 @@ public struct FarmRunner {
             let bundle = ExportRunner.bundleURL(for: plan, in: settings.outputDirectory)
             let relative = String(bundle.path.dropFirst(settings.outputDirectory.path.count + 1))
             // Case-insensitively: on macOS's usual file system `M.aimodel` and `m.aimodel` are one folder.
-            let key = relative.lowercased()
+            let key = FileSystemName.key(relative)
             if let owner = owners[key] {
                 collisions[job.name] =
                     "writes the same bundle as job '\(owner)' ('\(relative)'); give one of them another 'output_name'"

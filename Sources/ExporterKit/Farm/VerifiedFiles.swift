@@ -136,6 +136,7 @@ public final class VerifiedFiles: @unchecked Sendable {
         func nanoseconds(_ time: timespec) -> Int64 { Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec) }
         return Stamp(
             bytes: Int(status.st_size), crc32: crc32, modified: nanoseconds(modified), changed: nanoseconds(changed),
-            inode: UInt64(status.st_ino), device: UInt64(status.st_dev))
+            // `dev_t` is a signed 32-bit integer on macOS (unsigned 64 on Linux): its bits, never a trap.
+            inode: UInt64(status.st_ino), device: UInt64(truncatingIfNeeded: status.st_dev))
     }
 }

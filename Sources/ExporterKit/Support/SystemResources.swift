@@ -13,7 +13,9 @@ public enum SystemResources {
     public static let activeCores = max(1, ProcessInfo.processInfo.activeProcessorCount)
 
     /// Memory available to a new workload: `MemAvailable` of `/proc/meminfo` on Linux (what
-    /// the kernel can hand out without swapping), else the physical memory.
+    /// the kernel can hand out without swapping); on macOS the physical memory less what is
+    /// in use (``memoryNotInUse(physicalBytes:pageBytes:wiredPages:compressorPages:anonymousPages:purgeablePages:)``);
+    /// else, or when the system does not say, the physical memory.
     public static func availableMemoryBytes() -> Int? {
         #if os(Linux)
             if let text = try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8),
@@ -21,10 +23,51 @@ public enum SystemResources {
             {
                 return bytes
             }
+        #elseif canImport(Darwin)
+            if let bytes = darwinMemoryNotInUse() { return bytes }
         #endif
         let physical = ProcessInfo.processInfo.physicalMemory
         return physical > 0 && physical <= UInt64(Int.max) ? Int(physical) : nil
     }
+
+    /// Physical memory less what Activity Monitor calls "Memory Used" (app memory, that is
+    /// anonymous pages but purgeable ones, plus wired memory and the compressor's pages): the
+    /// free pages, the file cache and purgeable memory, which macOS hands to a new workload
+    /// without swapping, as `MemAvailable` counts on Linux. Counts are in pages of `pageBytes`.
+    static func memoryNotInUse(
+        physicalBytes: UInt64, pageBytes: UInt64, wiredPages: UInt64, compressorPages: UInt64, anonymousPages: UInt64,
+        purgeablePages: UInt64
+    ) -> Int? {
+        guard physicalBytes > 0, pageBytes > 0 else { return nil }
+        let usedPages = wiredPages + compressorPages + (anonymousPages - min(purgeablePages, anonymousPages))
+        let (usedBytes, overflow) = usedPages.multipliedReportingOverflow(by: pageBytes)
+        let available = overflow || usedBytes >= physicalBytes ? 0 : physicalBytes - usedBytes
+        return Int(clamping: available)
+    }
+
+    #if canImport(Darwin)
+        /// ``memoryNotInUse(physicalBytes:pageBytes:wiredPages:compressorPages:anonymousPages:purgeablePages:)``
+        /// of the counts `host_statistics64(HOST_VM_INFO64)` gives; nil when the call fails.
+        private static func darwinMemoryNotInUse() -> Int? {
+            let host = mach_host_self()
+            var statistics = vm_statistics64_data_t()
+            // HOST_VM_INFO64_COUNT, a macro with a cast that Swift does not import.
+            var count = mach_msg_type_number_t(
+                MemoryLayout<vm_statistics64_data_t>.size / MemoryLayout<integer_t>.size)
+            let result = withUnsafeMutablePointer(to: &statistics) {
+                $0.withMemoryRebound(to: integer_t.self, capacity: Int(count)) {
+                    host_statistics64(host, HOST_VM_INFO64, $0, &count)
+                }
+            }
+            var pageBytes: vm_size_t = 0
+            guard result == KERN_SUCCESS, host_page_size(host, &pageBytes) == KERN_SUCCESS else { return nil }
+            return memoryNotInUse(
+                physicalBytes: ProcessInfo.processInfo.physicalMemory, pageBytes: UInt64(pageBytes),
+                wiredPages: UInt64(statistics.wire_count), compressorPages: UInt64(statistics.compressor_page_count),
+                anonymousPages: UInt64(statistics.internal_page_count),
+                purgeablePages: UInt64(statistics.purgeable_count))
+        }
+    #endif
 
     /// `MemAvailable` of a `/proc/meminfo` text, in bytes (the file gives kB).
     static func memAvailable(inMeminfo text: String) -> Int? {

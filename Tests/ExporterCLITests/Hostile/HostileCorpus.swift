@@ -126,8 +126,11 @@ enum HostileCorpus {
         }
     }
 
+    /// `path` as the exporter resolves it (`realpath`): on macOS, Foundation's
+    /// `resolvingSymlinksInPath` drops the `/private` that `realpath` keeps (`/var` is a link
+    /// to `/private/var` there), so the message would not match.
     static func realPath(_ path: String) -> String {
-        URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        resolvedRealPath(path) ?? path
     }
 
     static let f32Entry = #"{"dtype":"F32","shape":[2],"data_offsets":[0,8]}"#

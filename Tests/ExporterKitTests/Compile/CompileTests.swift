@@ -270,6 +270,40 @@ struct CompileTests {
     }
 
     @Test(
+        "device ids differing only in case (one artifact folder on a Mac) are refused in a table, replaced by a merge")
+    func deviceIdCase() throws {
+        func entry(_ id: String, budget: Int = 1 << 30) -> String {
+            #"{"id": "\#(id)", "platform": "iOS", "chip": "A99", "products": ["iPhone 99"], "ahead_of_time": true, "#
+                + #""ram_bytes": 8589934592, "app_memory_limit_bytes": 4000000000, "#
+                + #""increased_memory_limit_bytes": null, "entitlements": [], "#
+                + #""ane_region_budget_bytes": \#(budget), "page_size": 16384}"#
+        }
+        let file = try Fixtures.temporaryDirectory().appendingPathComponent("mine.json")
+        try Data(#"{"schema": "exporter.devices/1", "devices": [\#(entry("h99p")), \#(entry("H99P"))]}"#.utf8)
+            .write(to: file)
+        #expect(
+            throws: CompileError.invalidDeviceTable(
+                path: file.path,
+                reason: "device 2: 'H99P' and 'h99p' differ only in case for iOS, which a case-insensitive file system "
+                    + "(macOS) does not tell apart")
+        ) { try DeviceTable(contentsOf: file) }
+        try Data(#"{"schema": "exporter.devices/1", "devices": [\#(entry("h99p")), \#(entry("h99p"))]}"#.utf8)
+            .write(to: file)
+        #expect(
+            throws: CompileError.invalidDeviceTable(path: file.path, reason: "device 2: 'h99p' appears twice for iOS")
+        ) { try DeviceTable(contentsOf: file) }
+
+        try Data(#"{"schema": "exporter.devices/1", "devices": [\#(entry("H17P", budget: 1 << 29))]}"#.utf8)
+            .write(to: file)
+        let merged = try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory, extra: file)
+        #expect(merged.eligible(for: .iOS).map(\.id) == ["h16p", "H17P"])
+        #expect(merged.devices.first { $0.id == "H17P" }?.regionBudgetBytes == 1 << 29)
+        #expect(FileSystemName.clash("Qwen.aimodel", "qwen.AIMODEL"))
+        #expect(FileSystemName.clash("Caf\u{E9}", "CAFE\u{301}"))
+        #expect(!FileSystemName.clash("qwen-a", "qwen-b"))
+    }
+
+    @Test(
         "preset verdicts on h17p: Qwen2.5-1.5B fits; Qwen3-4B needs the entitlement and loses its embedding and head regions"
     )
     func presetVerdicts() throws {
