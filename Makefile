@@ -6,9 +6,14 @@ BENCH_DIR ?= bench-work
 
 all: build
 
-# zlib's headers are the one system dependency (Package.swift links libz for CRC-32).
+# zlib's headers are the one system dependency (Package.swift links libz for CRC-32). macOS's
+# SDK has them; on Debian the package is installed when they are missing.
 deps:
 	@if ! printf '#include <zlib.h>\nint main(void){return 0;}\n' | cc -x c - -lz -o /dev/null 2>/dev/null; then \
+		if [ "$$(uname -s)" = Darwin ]; then \
+			echo "error: zlib.h is not found: install Xcode or its command line tools (xcode-select --install)" >&2; \
+			exit 1; \
+		fi; \
 		echo "zlib1g-dev is missing: installing it"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO=sudo; \
 		else echo "error: run 'apt-get install zlib1g-dev' as root" >&2; exit 1; fi; \
@@ -49,7 +54,8 @@ artifacts: release
 	.build/release/exporter batch Presets/farm.json --output Artifacts
 
 # libFuzzer targets (Fuzz/, a package of its own): each runs FUZZ_TIME seconds from seeds made
-# of the test fixtures and a tiny exported bundle; crashes are written to $(FUZZ_DIR).
+# of the test fixtures and a tiny exported bundle; crashes are written to $(FUZZ_DIR). Needs a
+# toolchain with libFuzzer, as Linux's swift.org one is; Xcode's has none (not tried on macOS).
 FUZZ_TIME ?= 60
 FUZZ_DIR ?= .build/fuzz
 FUZZ_TARGETS = FuzzSafetensors FuzzConfig FuzzBundle

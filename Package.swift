@@ -9,11 +9,12 @@ let package = Package(
         .library(name: "ExporterKit", targets: ["ExporterKit"]),
     ],
     targets: [
-        // zlib, linked from the system (`zlib1g-dev` on Debian): CRC-32 for manifests.
+        // zlib, linked from the system (`zlib1g-dev` on Debian; the macOS SDK has `zlib.h` and
+        // `libz`, so nothing to install there): CRC-32 for manifests.
         .systemLibrary(
             name: "CZlib",
             path: "Sources/CZlib",
-            providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]
+            providers: [.apt(["zlib1g-dev"])]
         ),
         // All pipeline logic: checkpoint reading → registry → plan → compression → bundle → compile → manifest → farm.
         .target(
@@ -25,7 +26,8 @@ let package = Package(
         .target(name: "ExporterCLI", dependencies: ["ExporterKit"]),
         .executableTarget(name: "exporter", dependencies: ["ExporterCLI"]),
         // `make bench`: release-build measurements (never run by `make test`).
-        .executableTarget(name: "exporter-bench", dependencies: ["ExporterKit", "TestSupport"], path: "Sources/ExporterBench"),
+        .executableTarget(
+            name: "exporter-bench", dependencies: ["ExporterKit", "TestSupport"], path: "Sources/ExporterBench"),
         // Fixture builders shared by the test targets and the benches (tiny configs and
         // safetensors files, seeded heavy-tailed weights, the reference k-means).
         .target(name: "TestSupport", dependencies: ["ExporterKit"], path: "Tests/TestSupport"),

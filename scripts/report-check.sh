@@ -8,6 +8,16 @@ SWIFT="${SWIFT:-swift}"
 rm -rf "$OUT" && mkdir -p "$OUT"
 
 BROWSER="$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)"
+if [ -z "$BROWSER" ] && [ "$(uname -s)" = Darwin ]; then
+    for app in "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome" \
+        "/Applications/Chromium.app/Contents/MacOS/Chromium"; do
+        if [ -x "$app" ]; then BROWSER="$app"; break; fi
+    done
+    if [ -z "$BROWSER" ]; then
+        echo "error: report-check needs Google Chrome or Chromium in /Applications (or chromium on PATH)" >&2
+        exit 1
+    fi
+fi
 if [ -z "$BROWSER" ]; then
     echo "chromium is missing: installing it (Debian package 'chromium')"
     if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO=sudo;

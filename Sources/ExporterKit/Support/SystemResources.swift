@@ -6,6 +6,11 @@ import Foundation
     import Darwin
 #endif
 
+// One clear message rather than hundreds of "'Float16' is unavailable in macOS".
+#if os(macOS) && arch(x86_64)
+    #error("Intel Macs are not supported: Swift's Float16, which the converter computes in, is unavailable there")
+#endif
+
 /// What the machine can give an export: memory now available and free disk space.
 public enum SystemResources {
     /// Cores this process may use, read once: Foundation opens and reads two cgroup files on
