@@ -288,7 +288,7 @@ public final class ArtifactDirectory {
         #elseif canImport(Darwin)
             guard renamex_np(first.path, second.path, UInt32(RENAME_SWAP)) == 0 else {
                 let code = errno
-                // ENOTSUP: the file system cannot swap (FAT, SMB and others); EOPNOTSUPP and
+                // ENOTSUP: this file system cannot swap (documented by rename(2)); EOPNOTSUPP and
                 // ENOSYS are not documented for it, but refusing to swap is what they would mean.
                 if [EINVAL, ENOTSUP, EOPNOTSUPP, ENOSYS].contains(code) { return false }
                 throw BundleError.writeFailed(path: reportedPath, reason: systemErrorMessage(code))
