@@ -284,4 +284,28 @@ struct BundleRoundTripTests {
             #expect(error.description.hasPrefix("'weights.bin': size is "))
         }
     }
+
+    @Test("a last part of 80 bytes: the weights file is zero-padded to the alignment, and its header says so")
+    func paddedWeightsFile() throws {
+        // hidden_size 40: the final norm, the last tensor (the head is tied), holds 40 float16.
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["hidden_size": 40])
+        let plan = try Fixtures.plan(checkpoint)
+        let layout = plan.weightsLayout
+        let last = try #require(layout.parts.last?.last)
+        #expect(plan.tensors.last?.spec.name == "model.norm.weight")
+        #expect(last.bytes == 80)
+        #expect(last.offset % 64 == 0)
+        #expect(layout.fileBytes == last.offset + 128)
+        let bundle = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+        )
+        .bundleURL
+        let bytes = [UInt8](try Data(contentsOf: bundle.appendingPathComponent("weights.bin")))
+        #expect(bytes.count == layout.fileBytes)
+        let declared = bytes[24..<32].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
+        #expect(declared == layout.fileBytes)
+        #expect(bytes[(last.offset + 80)...].allSatisfy { $0 == 0 })
+        let reader = try BundleReader(url: bundle)
+        #expect(reader.manifest.files.first { $0.path == "weights.bin" }?.bytes == layout.fileBytes)
+    }
 }

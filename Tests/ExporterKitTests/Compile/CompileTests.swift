@@ -149,6 +149,52 @@ struct CompileTests {
         #expect(verdict.entitlements == [])
     }
 
+    @Test("verdict limits are inclusive: a total equal to a limit fits it, one byte over does not")
+    func verdictBoundaries() throws {
+        let plan = try Fixtures.plan(try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig()))
+        let subject = CompileSubject(plan: plan)
+        var device = CompileFixture.wide
+        device.regionBudgetBytes = 1 << 40
+        let roomy = CompilePlan(subject: subject, device: device)
+        #expect(roomy.regions.map(\.label) == ["embedding", "layers 0–1", "head"])
+        let total = roomy.memory.totalBytes
+        let largest = try #require(roomy.regions.map(\.footprintBytes).max())
+
+        device.regionBudgetBytes = largest
+        device.appMemoryLimitBytes = total
+        device.increasedMemoryLimitBytes = nil
+        let exact = CompilePlan(subject: subject, device: device)
+        #expect(exact.regions.map(\.label) == ["embedding", "layers 0–1", "head"])
+        #expect(exact.regionsOverBudget.isEmpty)
+        #expect(exact.verdict.memory == .fits)
+        #expect(exact.verdict.neuralEngine == .allRegionsWithinBudget)
+
+        device.appMemoryLimitBytes = total - 1
+        device.increasedMemoryLimitBytes = total
+        let entitled = CompilePlan(subject: subject, device: device).verdict
+        #expect(entitled.memory == .needsEntitlement)
+        #expect(entitled.entitlements == ["test.entitlement"])
+
+        device.increasedMemoryLimitBytes = total - 1
+        #expect(CompilePlan(subject: subject, device: device).verdict.memory == .doesNotFit)
+    }
+
+    @Test("KV buffers that do not fill a page: every slot rounded up to the page, offsets and total exact")
+    func kvCacheSlotsPadded() throws {
+        var options = ExportOptions(model: try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig()).path)
+        options.experimental = true
+        options.computePrecision = .float16
+        options.contextLength = 100
+        let plan = try ExportPlan.make(options: options, resolver: try Fixtures.resolver())
+        let layout = KVCacheLayout(graph: GraphDescription(plan: plan), pageSize: 4096)
+        // 2 KV heads × 100 positions × head_dim 16 × 2 bytes, in 4,096-byte pages.
+        #expect(layout.bufferBytes == 6400)
+        #expect(layout.slotBytes == 8192)
+        #expect(layout.layers.map(\.keyOffset) == [0, 16_384])
+        #expect(layout.layers.map(\.valueOffset) == [8192, 24_576])
+        #expect(layout.totalBytes == 32_768)
+    }
+
     @Test("static tables: RoPE known answers and page-aligned KV buffers")
     func staticTables() throws {
         let fixture = try CompileFixture(layers: 2)
@@ -258,6 +304,21 @@ struct CompileTests {
         #expect(merged.devices.first { $0.id == "h17p" }?.regionBudgetBytes == 1 << 30)
         #expect(merged.devices.first { $0.id == "h17p" }?.estimates == ["ane_region_budget_bytes"])
 
+        for page in [12_288, 2048] {
+            try Data(
+                """
+                {"schema": "exporter.devices/1", "devices": [
+                  {"id": "h99p", "platform": "iOS", "chip": "A99", "products": ["iPhone 99"], "ahead_of_time": true,
+                   "ram_bytes": 8589934592, "app_memory_limit_bytes": 4000000000, "increased_memory_limit_bytes": null,
+                   "entitlements": [], "ane_region_budget_bytes": 1073741824, "page_size": \(page)}
+                ]}
+                """.utf8
+            ).write(to: extra)
+            #expect(
+                throws: CompileError.invalidDeviceTable(
+                    path: extra.path, reason: "device 1: 'page_size' must be a power of two of at least 4096")
+            ) { try DeviceTable(contentsOf: extra) }
+        }
         try Data(#"{"schema": "exporter.devices/2", "devices": []}"#.utf8).write(to: extra)
         #expect(
             throws: CompileError.unsupportedDeviceTableSchema(

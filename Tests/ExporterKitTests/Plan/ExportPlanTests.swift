@@ -121,9 +121,25 @@ struct ExportPlanTests {
         }
         let gate = try #require(plan.tensors.first { $0.spec.name == "model.layers.0.mlp.gate_proj.weight" })
         #expect(gate.scheme.lastGroupRows(rows: 100) == 4)
+        // 100 rows in groups of 32: four LUTs of 16 float16 entries, the last for 4 rows.
+        #expect(gate.storedBytes == 100 * 64 / 2 + 4 * 16 * 2)
         #expect(
             plan.warnings.contains(
                 "tensor 'model.layers.0.mlp.gate_proj.weight': 100 output channels are not a multiple of group size 32; "
                     + "its last group holds 4 channels"))
+    }
+
+    @Test("Qwen2.5-1.5B at 4,096 tokens: working memory and total of the estimate, to the byte")
+    func qwen25Memory() throws {
+        let plan = try plan("Qwen2.5-1.5B") { $0.contextLength = 4096 }
+        let memory = plan.memory
+        // A 128-token chunk: 4 hidden-width float32 buffers, 2 MLP-width ones, 12 heads of scores
+        // over 4,096 positions, and one row of 151,936 logits.
+        let working = 4 * 128 * 1536 * 4 + 2 * 128 * 8960 * 4 + 12 * 128 * 4096 * 4 + 151_936 * 4
+        #expect(working == 38_094_336)
+        #expect(memory.workingBytes == 38_094_336)
+        #expect(memory.kvCacheBytes == 117_440_512)
+        #expect(memory.weightsBytes == plan.weightsLayout.fileBytes)
+        #expect(memory.totalBytes == memory.weightsBytes + 117_440_512 + 38_094_336)
     }
 }
