@@ -76,4 +76,12 @@ struct ModelConfigTests {
             _ = try ModelConfig(contentsOf: folder.appendingPathComponent(name).appendingPathComponent("config.json"))
         }
     }
+
+    @Test("without num_key_value_heads a model has as many KV heads as heads; without tie_word_embeddings, untied")
+    func absentKeys() throws {
+        let parsed = try config(json: #""rms_norm_eps": 1e-6"#)
+        #expect(parsed.keyValueHeads == 4)
+        #expect(parsed.headDimension == 16)
+        #expect(parsed.tieWordEmbeddings == false)
+    }
 }
