@@ -223,4 +223,43 @@ struct CheckpointWeightsTests {
                 tensor: "c")
         ) { _ = try CheckpointWeights(directory: directory) }
     }
+
+    @Test("a tensor stored transposed (the same element count in another shape) is refused, naming both shapes")
+    func transposedTensor() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        let config = try ModelConfig(contentsOf: directory.appendingPathComponent("config.json"))
+        let specs = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
+        let name = "model.layers.0.mlp.gate_proj.weight"
+        try SyntheticCheckpoint.write(
+            tensors: specs.map { ($0.name, $0.name == name ? Array($0.shape.reversed()) : $0.shape) }, dtype: .bf16,
+            seed: 1, to: directory, shardBytes: 1 << 40)
+        let weights = try CheckpointWeights(directory: directory)
+        do {
+            _ = try CheckpointValidator.validate(weights, against: specs, tiedEmbeddings: true)
+            Issue.record("a transposed tensor was accepted")
+        } catch {
+            #expect(
+                "\(error)"
+                    == "'\(directory.path)/model.safetensors': tensor '\(name)' has shape [64, 128], the config implies "
+                    + "[128, 64]")
+        }
+    }
+
+    @Test("tensors the architecture does not use are one warning: the first eight by name, and how many more")
+    func unusedTensors() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        let config = try ModelConfig(contentsOf: directory.appendingPathComponent("config.json"))
+        let specs = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
+        let extras = (0..<9).map { ("extra.\($0)", [2]) }
+        try SyntheticCheckpoint.write(
+            tensors: specs.map { ($0.name, $0.shape) } + extras, dtype: .bf16, seed: 1, to: directory,
+            shardBytes: 1 << 40)
+        let warnings = try CheckpointValidator.validate(
+            CheckpointWeights(directory: directory), against: specs, tiedEmbeddings: true)
+        #expect(
+            warnings == [
+                "checkpoint has 9 tensor(s) the architecture does not use, not exported: "
+                    + (0..<8).map { "extra.\($0)" }.joined(separator: ", ") + " and 1 more"
+            ])
+    }
 }

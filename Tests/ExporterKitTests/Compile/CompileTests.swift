@@ -142,6 +142,10 @@ struct CompileTests {
         let plan = CompilePlan(subject: CompileSubject(plan: fixture.plan), device: tight)
         #expect(plan.regions.map(\.label) == ["embedding", "layer 0", "layer 1", "layer 2", "head"])
         #expect(plan.regionsOverBudget.map(\.index) == [1, 2, 3])
+        // The three layers tie for the most working memory: the first of them is the peak.
+        #expect(Set(plan.regions[1...3].map(\.workingBytes)).count == 1)
+        #expect(plan.memory.peakRegion == 1)
+        #expect(plan.memory.workingBytes == plan.regions[1].workingBytes)
         let verdict = plan.verdict
         #expect(verdict.neuralEngine == .regionsOverBudget)
         #expect(verdict.regionsOverBudget == [1, 2, 3])

@@ -142,4 +142,21 @@ struct ExportPlanTests {
         #expect(memory.weightsBytes == plan.weightsLayout.fileBytes)
         #expect(memory.totalBytes == memory.weightsBytes + 117_440_512 + 38_094_336)
     }
+
+    @Test("phi3's fused projections: q, k and v heads in one qkv_proj, gate and up in one gate_up_proj")
+    func phi3Fused() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))
+        let plan = try plan(directory.path) {
+            $0.experimental = true
+            $0.platform = .macOS
+            $0.computePrecision = .float16
+        }
+        let shapes = Dictionary(uniqueKeysWithValues: plan.tensors.map { ($0.spec.name, $0.spec.shape) })
+        // (4 query + 2 × 2 KV heads) × head_dim 16 rows.
+        #expect(shapes["model.layers.0.self_attn.qkv_proj.weight"] == [128, 64])
+        #expect(shapes["model.layers.0.mlp.gate_up_proj.weight"] == [256, 64])
+        let perLayer = 2 * 64 + 128 * 64 + 64 * 64 + 256 * 64 + 64 * 128
+        #expect(plan.parameters == 256 * 64 + 2 * perLayer + 64)
+        #expect(plan.parameters == 90_432)
+    }
 }
