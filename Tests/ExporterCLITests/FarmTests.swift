@@ -374,6 +374,7 @@ struct FarmTests {
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "devices": ["h17p", "h17p"]}]}"#,
                 "job 'a': device 'h17p' is listed twice"
             ),
+            (#"{"schema": "exporter.farm/1", "jobs": []}"#, "'jobs' must be a non-empty array"),
         ]
         for (text, message) in cases {
             let url = folder.appendingPathComponent("farm.json")
