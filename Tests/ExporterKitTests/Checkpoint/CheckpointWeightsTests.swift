@@ -262,4 +262,23 @@ struct CheckpointWeightsTests {
                     + (0..<8).map { "extra.\($0)" }.joined(separator: ", ") + " and 1 more"
             ])
     }
+
+    @Test("files without an index are read in name order, whatever order the folder lists them in")
+    func nameOrder() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        let names = ["e", "d", "c", "b", "a"]
+        for (index, name) in names.enumerated() {
+            try SafetensorsFixture.writeFile(
+                named: "\(name).safetensors", in: directory, tensors: [.f32("t\(name)", [1], [Float(index)])])
+        }
+        let weights = try CheckpointWeights(directory: directory)
+        #expect(weights.files.map(\.url.lastPathComponent) == names.reversed().map { "\($0).safetensors" })
+        // A name in two files: the first by name is the earlier one.
+        let last = try SafetensorsFixture.writeFile(
+            named: "f.safetensors", in: directory, tensors: [.f32("ta", [1], [9])])
+        #expect(
+            throws: CheckpointError.duplicateTensor(
+                tensor: "ta", firstPath: directory.appendingPathComponent("a.safetensors").path, secondPath: last.path)
+        ) { _ = try CheckpointWeights(directory: directory) }
+    }
 }
