@@ -199,6 +199,56 @@ struct CompileTests {
         #expect(layout.totalBytes == 32_768)
     }
 
+    @Test("a compiled artifact whose header or manifest lies about its regions or page size is refused, naming the lie")
+    func lyingCompiledArtifact() throws {
+        let fixture = try CompileFixture(layers: 2)
+        let compiled = try #require(try fixture.compile([CompileFixture.narrow]).first).url
+        let regions = try CompiledArtifactReader(url: compiled).regions
+        #expect(regions.map(\.kind) == ["embedding", "layers", "head"])
+        /// The error opening a copy of the artifact edited by `edit` (without the CRC check).
+        func failure(_ edit: (URL) throws -> Void) throws -> BundleError? {
+            let copy = try Fixtures.temporaryDirectory().appendingPathComponent(compiled.lastPathComponent)
+            try FileManager.default.copyItem(at: compiled, to: copy)
+            try edit(copy)
+            do {
+                _ = try CompiledArtifactReader(url: copy, verifyFiles: false)
+                return nil
+            } catch let error as BundleError {
+                return error
+            }
+        }
+        func editWeights(_ copy: URL, _ body: (inout [UInt8]) -> Void) throws {
+            let url = copy.appendingPathComponent("weights.bin")
+            var bytes = [UInt8](try Data(contentsOf: url))
+            body(&bytes)
+            try Data(bytes).write(to: url)
+        }
+        func editManifest(_ copy: URL, _ body: (inout Manifest) -> Void) throws {
+            let url = copy.appendingPathComponent("manifest.json")
+            var manifest = try Manifest.decoded(from: Data(contentsOf: url), path: url.path)
+            body(&manifest)
+            try Data(try manifest.canonicalJSON()).write(to: url)
+        }
+        #expect(try failure { _ in } == nil)
+        #expect(
+            try failure { try editWeights($0) { $0[20] += 1 } }
+                == .fileMismatch(path: "weights.bin", reason: "4 regions in the header, 3 in the manifest"))
+        #expect(
+            try failure { try editManifest($0) { $0.compiled?.pageSize = 12_288 } }
+                == .fileMismatch(path: "weights.bin", reason: "page size 12288 is not a power of two"))
+        // Region 1 over region 0, in the header's table and the manifest alike.
+        let first = regions[0].offset
+        #expect(
+            try failure { copy in
+                try editWeights(copy) { bytes in
+                    for k in 0..<8 { bytes[64 + 16 + k] = UInt8(truncatingIfNeeded: first >> (8 * k)) }
+                }
+                try editManifest(copy) { $0.compiled?.regions[1].offset = first }
+            }
+                == .fileMismatch(
+                    path: "weights.bin", reason: "region 1 at \(first) is not page-aligned after the previous one"))
+    }
+
     @Test("static tables: RoPE known answers and page-aligned KV buffers")
     func staticTables() throws {
         let fixture = try CompileFixture(layers: 2)

@@ -159,4 +159,53 @@ struct ExportPlanTests {
         #expect(plan.parameters == 256 * 64 + 2 * perLayer + 64)
         #expect(plan.parameters == 90_432)
     }
+
+    @Test(
+        "--preset on a local checkpoint: its exact shape is accepted; another KV head count or head_dim is refused by name"
+    )
+    func presetShapeChecked() throws {
+        let reference = Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-0.6B/config.json")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: reference)) as? [String: Any])
+        func planned(_ overrides: [String: Any]) throws -> ExportPlan {
+            let directory = try Fixtures.checkpointDirectory(config: object.merging(overrides) { $1 })
+            return try plan(directory.path) { $0.presetOverride = "qwen3-0.6b" }
+        }
+        #expect(try planned([:]).model.preset?.id == "qwen3-0.6b")
+        #expect(
+            throws: ResolutionError.presetMismatch(
+                preset: "qwen3-0.6b", field: "num_key_value_heads", preset_value: "8", checkpoint_value: "4")
+        ) { _ = try planned(["num_key_value_heads": 4]) }
+        #expect(
+            throws: ResolutionError.presetMismatch(
+                preset: "qwen3-0.6b", field: "head_dim", preset_value: "128", checkpoint_value: "64")
+        ) { _ = try planned(["head_dim": 64]) }
+    }
+
+    @Test("a preset made for macOS only is refused for iOS, naming both; it resolves for macOS")
+    func presetPlatform() throws {
+        let presets = try Fixtures.temporaryDirectory()
+        let checkpoints = presets.appendingPathComponent("checkpoints/Mac")
+        try FileManager.default.createDirectory(at: checkpoints, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            at: Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-0.6B/config.json"),
+            to: checkpoints.appendingPathComponent("config.json"))
+        try Data(
+            #"""
+            {"schema": "exporter.presets/1", "presets": [
+              {"id": "mac-only", "repo_id": "Test/Mac", "aliases": [], "config": "checkpoints/Mac/config.json",
+               "platforms": ["macOS"], "context_length": 4096, "compute_precision": "float16",
+               "compression": "4bit_weight_palettized_group8"}]}
+            """#.utf8
+        ).write(to: presets.appendingPathComponent("presets.json"))
+        let resolver = ModelResolver(
+            catalog: try PresetCatalog(directory: presets), locateInCache: { _ in nil },
+            cacheDescription: { "/nonexistent/hub/" + $0 })
+        #expect(throws: ResolutionError.notAvailable(model: "mac-only", platform: .iOS)) {
+            _ = try resolver.resolve(
+                "mac-only", platform: .iOS, experimental: false, precisionGiven: false, presetOverride: nil)
+        }
+        let resolved = try resolver.resolve(
+            "mac-only", platform: .macOS, experimental: false, precisionGiven: false, presetOverride: nil)
+        #expect(resolved.preset?.id == "mac-only")
+    }
 }
