@@ -111,6 +111,18 @@ struct FarmTests {
         let compiled = try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.h16p.aimodelc"))
         #expect(compiled.manifest.buildKey != nil)
         #expect(compiled.manifest.buildKey != job.buildKey)
+        // An artifact built from other inputs (its recorded key is not this device entry's) is
+        // compiled again; the current one is skipped.
+        let manifestURL = folder.appendingPathComponent("out/m0/M0.h16p.aimodelc/manifest.json")
+        var object = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: manifestURL)) as? [String: Any])
+        let key = try #require(object["build_key"] as? String)
+        object["build_key"] = String(repeating: "0", count: 64)
+        try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]).write(to: manifestURL)
+        _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        #expect(try report(folder).jobs.first?.devices.map(\.status) == ["skipped", "built"])
+        let rebuilt = try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.h16p.aimodelc"))
+        #expect(rebuilt.manifest.buildKey == key)
     }
 
     @Test(
@@ -369,6 +381,7 @@ struct FarmTests {
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "devices": ["h17p", "h17p"]}]}"#,
                 "job 'a': device 'h17p' is listed twice"
             ),
+            (#"{"schema": "exporter.farm/1", "jobs": []}"#, "'jobs' must be a non-empty array"),
         ]
         for (text, message) in cases {
             let url = folder.appendingPathComponent("farm.json")

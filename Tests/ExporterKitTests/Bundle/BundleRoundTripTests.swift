@@ -143,6 +143,14 @@ struct BundleRoundTripTests {
         let weightsB = try Data(contentsOf: b.bundleURL.appendingPathComponent("weights.bin"))
         #expect(weightsA == weightsB)
         #expect(b.manifest.model.source.files.count > 1)
+        // The source files by name, each with its size.
+        let names = b.manifest.model.source.files.map(\.name)
+        #expect(names == names.sorted())
+        for file in b.manifest.model.source.files {
+            let attributes = try FileManager.default.attributesOfItem(
+                atPath: sharded.appendingPathComponent(file.name).path)
+            #expect(file.bytes == attributes[.size] as? Int)
+        }
     }
 
     @Test(
@@ -283,5 +291,45 @@ struct BundleRoundTripTests {
         } catch let error as BundleError {
             #expect(error.description.hasPrefix("'weights.bin': size is "))
         }
+    }
+
+    @Test("a last part of 80 bytes: the weights file is zero-padded to the alignment, and its header says so")
+    func paddedWeightsFile() throws {
+        // hidden_size 40: the final norm, the last tensor (the head is tied), holds 40 float16.
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["hidden_size": 40])
+        let plan = try Fixtures.plan(checkpoint)
+        let layout = plan.weightsLayout
+        let last = try #require(layout.parts.last?.last)
+        #expect(plan.tensors.last?.spec.name == "model.norm.weight")
+        #expect(last.bytes == 80)
+        #expect(last.offset % 64 == 0)
+        #expect(layout.fileBytes == last.offset + 128)
+        let bundle = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+        )
+        .bundleURL
+        let bytes = [UInt8](try Data(contentsOf: bundle.appendingPathComponent("weights.bin")))
+        #expect(bytes.count == layout.fileBytes)
+        let declared = bytes[24..<32].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
+        #expect(declared == layout.fileBytes)
+        #expect(bytes[(last.offset + 80)...].allSatisfy { $0 == 0 })
+        let reader = try BundleReader(url: bundle)
+        #expect(reader.manifest.files.first { $0.path == "weights.bin" }?.bytes == layout.fileBytes)
+    }
+
+    @Test("the free-space check: weights, tokenizer, 64 KiB and 1 KiB a tensor; one byte less is refused")
+    func diskBoundary() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let plan = try Fixtures.plan(checkpoint)
+        let tokenizer = try TokenizerFiles(directory: checkpoint)
+        let tokenizerBytes = ExportRunner.tokenizerBytes(tokenizer)
+        let needed = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes)
+        #expect(needed == plan.weightsLayout.fileBytes + tokenizerBytes + 65_536 + plan.tensors.count * 1024)
+        let output = try Fixtures.temporaryDirectory()
+        try ExportRunner.checkDisk(plan, tokenizer: tokenizer, outputDirectory: output, available: needed)
+        #expect(
+            throws: ResourceError.notEnoughDisk(
+                directory: output.standardizedFileURL.path, neededBytes: needed, availableBytes: needed - 1)
+        ) { try ExportRunner.checkDisk(plan, tokenizer: tokenizer, outputDirectory: output, available: needed - 1) }
     }
 }

@@ -147,6 +147,16 @@ struct LyingManifestTests {
                     reason:
                         "tensor '\(Self.norm)': 128 bytes at offset \(Int.max - 63) lie outside the file's \(size) bytes"
                 ))
+        let d = try bundle()
+        try editPart(d, Self.norm, part: 0, "offset", size - 64)
+        // Starts inside the file, ends 64 bytes past it: refused on opening, naming the tensor.
+        #expect(
+            failure(d)
+                == .fileMismatch(
+                    path: "weights.bin",
+                    reason:
+                        "tensor '\(Self.norm)': 128 bytes at offset \(size - 64) lie outside the file's \(size) bytes"
+                ))
     }
 
     @Test("a part whose byte count disagrees with the shape and scheme")
@@ -314,6 +324,14 @@ struct LyingManifestTests {
             failure(b)
                 == .fileMismatch(
                     path: "weights.bin", reason: "the header says \(size) bytes, the file has \(size - 64)"))
+        let d = try bundle()
+        let versioned = d.appendingPathComponent("weights.bin")
+        var newer = [UInt8](try Data(contentsOf: versioned))
+        newer[8] = 2
+        try Data(newer).write(to: versioned)
+        #expect(
+            failure(d)
+                == .fileMismatch(path: "weights.bin", reason: "format version 2; this version reads 1"))
         let c = try bundle()
         try Data([UInt8](repeating: 0, count: 10)).write(to: c.appendingPathComponent("weights.bin"))
         #expect(

@@ -85,4 +85,22 @@ struct TensorDecoderTests {
             try TensorDecoder(stored.tensor, precision: "float16", read: read)
         }
     }
+
+    @Test("a repeated outlier index, and one equal to the element count, are refused")
+    func outlierEdges() throws {
+        let stored = try stored()
+        let positions = try #require(stored.tensor.parts.first { $0.kind == "outlier_indices" })
+        var repeated = stored.file
+        repeated[positions.offset] = 15  // 15, 15, 34
+        #expect(throws: BundleError.invalidTensor(tensor: "t", reason: "outlier indices are not strictly ascending")) {
+            try TensorDecoder(stored.tensor, precision: "float16") {
+                Array(repeated[$0.offset..<($0.offset + $0.bytes)])
+            }
+        }
+        var past = stored.file
+        past[positions.offset + 8] = 35  // 5 × 7 elements: 35 is one past the last
+        #expect(throws: BundleError.invalidTensor(tensor: "t", reason: "outlier index 35 is outside the 35 elements")) {
+            try TensorDecoder(stored.tensor, precision: "float16") { Array(past[$0.offset..<($0.offset + $0.bytes)]) }
+        }
+    }
 }

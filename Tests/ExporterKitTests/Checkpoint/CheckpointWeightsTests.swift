@@ -223,4 +223,62 @@ struct CheckpointWeightsTests {
                 tensor: "c")
         ) { _ = try CheckpointWeights(directory: directory) }
     }
+
+    @Test("a tensor stored transposed (the same element count in another shape) is refused, naming both shapes")
+    func transposedTensor() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        let config = try ModelConfig(contentsOf: directory.appendingPathComponent("config.json"))
+        let specs = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
+        let name = "model.layers.0.mlp.gate_proj.weight"
+        try SyntheticCheckpoint.write(
+            tensors: specs.map { ($0.name, $0.name == name ? Array($0.shape.reversed()) : $0.shape) }, dtype: .bf16,
+            seed: 1, to: directory, shardBytes: 1 << 40)
+        let weights = try CheckpointWeights(directory: directory)
+        do {
+            _ = try CheckpointValidator.validate(weights, against: specs, tiedEmbeddings: true)
+            Issue.record("a transposed tensor was accepted")
+        } catch {
+            #expect(
+                "\(error)"
+                    == "'\(directory.path)/model.safetensors': tensor '\(name)' has shape [64, 128], the config implies "
+                    + "[128, 64]")
+        }
+    }
+
+    @Test("tensors the architecture does not use are one warning: the first eight by name, and how many more")
+    func unusedTensors() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        let config = try ModelConfig(contentsOf: directory.appendingPathComponent("config.json"))
+        let specs = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
+        let extras = (0..<9).map { ("extra.\($0)", [2]) }
+        try SyntheticCheckpoint.write(
+            tensors: specs.map { ($0.name, $0.shape) } + extras, dtype: .bf16, seed: 1, to: directory,
+            shardBytes: 1 << 40)
+        let warnings = try CheckpointValidator.validate(
+            CheckpointWeights(directory: directory), against: specs, tiedEmbeddings: true)
+        #expect(
+            warnings == [
+                "checkpoint has 9 tensor(s) the architecture does not use, not exported: "
+                    + (0..<8).map { "extra.\($0)" }.joined(separator: ", ") + " and 1 more"
+            ])
+    }
+
+    @Test("files without an index are read in name order, whatever order the folder lists them in")
+    func nameOrder() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        let names = ["e", "d", "c", "b", "a"]
+        for (index, name) in names.enumerated() {
+            try SafetensorsFixture.writeFile(
+                named: "\(name).safetensors", in: directory, tensors: [.f32("t\(name)", [1], [Float(index)])])
+        }
+        let weights = try CheckpointWeights(directory: directory)
+        #expect(weights.files.map(\.url.lastPathComponent) == names.reversed().map { "\($0).safetensors" })
+        // A name in two files: the first by name is the earlier one.
+        let last = try SafetensorsFixture.writeFile(
+            named: "f.safetensors", in: directory, tensors: [.f32("ta", [1], [9])])
+        #expect(
+            throws: CheckpointError.duplicateTensor(
+                tensor: "ta", firstPath: directory.appendingPathComponent("a.safetensors").path, secondPath: last.path)
+        ) { _ = try CheckpointWeights(directory: directory) }
+    }
 }

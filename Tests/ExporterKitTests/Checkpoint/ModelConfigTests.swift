@@ -136,4 +136,21 @@ struct ModelConfigTests {
             #expect(try ModelConfig(contentsOf: url).attentionWindow == nil)
         }
     }
+
+    @Test("without num_key_value_heads a model has as many KV heads as heads; without tie_word_embeddings, untied")
+    func absentKeys() throws {
+        let parsed = try config(json: #""rms_norm_eps": 1e-6"#)
+        #expect(parsed.keyValueHeads == 4)
+        #expect(parsed.headDimension == 16)
+        #expect(parsed.tieWordEmbeddings == false)
+    }
+
+    @Test("4,096 decoder layers are the most a config may have; 4,097 are refused, naming the field")
+    func layerLimit() throws {
+        #expect(try config(["num_hidden_layers": 4096]).layerCount == 4096)
+        #expect(
+            throws: ConfigError.invalidValue(
+                path: "config.json", field: "num_hidden_layers", reason: "is absurdly large (4097 > 4096)")
+        ) { _ = try config(["num_hidden_layers": 4097]) }
+    }
 }

@@ -284,6 +284,22 @@ struct CheckpointMalformedFileTests {
             ": tensor 'w': shape [3] of F32 needs 12 bytes but 'data_offsets' span 8")
     }
 
+    @Test("off by one byte: a header one byte longer than the file, data one byte past the end, an overlap of one byte")
+    func offByOne() throws {
+        let (path, message) = try openingError(SafetensorsFixture.bytes(header: "{}", declaredHeaderLength: 3))
+        #expect(message == "'\(path)': header length 3 exceeds the 2 bytes after it")
+        try expectError(
+            header: #"{"w":{"dtype":"U8","shape":[9],"data_offsets":[0,9]}}"#, data: eight,
+            ": tensor 'w': 'data_offsets' end 9 is past the 8-byte data section")
+        try expectError(
+            header:
+                #"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[3,7]}}"#,
+            data: [UInt8](repeating: 0, count: 7), ": tensors 'a' and 'b' have overlapping data ranges")
+        try expectError(
+            header: #"{"a":{"dtype":"U8","shape":[7],"data_offsets":[0,7]}}"#, data: eight,
+            ": data bytes 7..<8 belong to no tensor")
+    }
+
     @Test("overlapping ranges, holes and trailing bytes")
     func coverage() throws {
         let twelve = [UInt8](repeating: 0, count: 12)

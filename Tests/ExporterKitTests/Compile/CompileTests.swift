@@ -142,11 +142,111 @@ struct CompileTests {
         let plan = CompilePlan(subject: CompileSubject(plan: fixture.plan), device: tight)
         #expect(plan.regions.map(\.label) == ["embedding", "layer 0", "layer 1", "layer 2", "head"])
         #expect(plan.regionsOverBudget.map(\.index) == [1, 2, 3])
+        // The three layers tie for the most working memory: the first of them is the peak.
+        #expect(Set(plan.regions[1...3].map(\.workingBytes)).count == 1)
+        #expect(plan.memory.peakRegion == 1)
+        #expect(plan.memory.workingBytes == plan.regions[1].workingBytes)
         let verdict = plan.verdict
         #expect(verdict.neuralEngine == .regionsOverBudget)
         #expect(verdict.regionsOverBudget == [1, 2, 3])
         #expect(verdict.memory == .doesNotFit)
         #expect(verdict.entitlements == [])
+    }
+
+    @Test("verdict limits are inclusive: a total equal to a limit fits it, one byte over does not")
+    func verdictBoundaries() throws {
+        let plan = try Fixtures.plan(try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig()))
+        let subject = CompileSubject(plan: plan)
+        var device = CompileFixture.wide
+        device.regionBudgetBytes = 1 << 40
+        let roomy = CompilePlan(subject: subject, device: device)
+        #expect(roomy.regions.map(\.label) == ["embedding", "layers 0–1", "head"])
+        let total = roomy.memory.totalBytes
+        let largest = try #require(roomy.regions.map(\.footprintBytes).max())
+
+        device.regionBudgetBytes = largest
+        device.appMemoryLimitBytes = total
+        device.increasedMemoryLimitBytes = nil
+        let exact = CompilePlan(subject: subject, device: device)
+        #expect(exact.regions.map(\.label) == ["embedding", "layers 0–1", "head"])
+        #expect(exact.regionsOverBudget.isEmpty)
+        #expect(exact.verdict.memory == .fits)
+        #expect(exact.verdict.neuralEngine == .allRegionsWithinBudget)
+
+        device.appMemoryLimitBytes = total - 1
+        device.increasedMemoryLimitBytes = total
+        let entitled = CompilePlan(subject: subject, device: device).verdict
+        #expect(entitled.memory == .needsEntitlement)
+        #expect(entitled.entitlements == ["test.entitlement"])
+
+        device.increasedMemoryLimitBytes = total - 1
+        #expect(CompilePlan(subject: subject, device: device).verdict.memory == .doesNotFit)
+    }
+
+    @Test("KV buffers that do not fill a page: every slot rounded up to the page, offsets and total exact")
+    func kvCacheSlotsPadded() throws {
+        var options = ExportOptions(model: try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig()).path)
+        options.experimental = true
+        options.computePrecision = .float16
+        options.contextLength = 100
+        let plan = try ExportPlan.make(options: options, resolver: try Fixtures.resolver())
+        let layout = KVCacheLayout(graph: GraphDescription(plan: plan), pageSize: 4096)
+        // 2 KV heads × 100 positions × head_dim 16 × 2 bytes, in 4,096-byte pages.
+        #expect(layout.bufferBytes == 6400)
+        #expect(layout.slotBytes == 8192)
+        #expect(layout.layers.map(\.keyOffset) == [0, 16_384])
+        #expect(layout.layers.map(\.valueOffset) == [8192, 24_576])
+        #expect(layout.totalBytes == 32_768)
+    }
+
+    @Test("a compiled artifact whose header or manifest lies about its regions or page size is refused, naming the lie")
+    func lyingCompiledArtifact() throws {
+        let fixture = try CompileFixture(layers: 2)
+        let compiled = try #require(try fixture.compile([CompileFixture.narrow]).first).url
+        let regions = try CompiledArtifactReader(url: compiled).regions
+        #expect(regions.map(\.kind) == ["embedding", "layers", "head"])
+        /// The error opening a copy of the artifact edited by `edit` (without the CRC check).
+        func failure(_ edit: (URL) throws -> Void) throws -> BundleError? {
+            let copy = try Fixtures.temporaryDirectory().appendingPathComponent(compiled.lastPathComponent)
+            try FileManager.default.copyItem(at: compiled, to: copy)
+            try edit(copy)
+            do {
+                _ = try CompiledArtifactReader(url: copy, verifyFiles: false)
+                return nil
+            } catch let error as BundleError {
+                return error
+            }
+        }
+        func editWeights(_ copy: URL, _ body: (inout [UInt8]) -> Void) throws {
+            let url = copy.appendingPathComponent("weights.bin")
+            var bytes = [UInt8](try Data(contentsOf: url))
+            body(&bytes)
+            try Data(bytes).write(to: url)
+        }
+        func editManifest(_ copy: URL, _ body: (inout Manifest) -> Void) throws {
+            let url = copy.appendingPathComponent("manifest.json")
+            var manifest = try Manifest.decoded(from: Data(contentsOf: url), path: url.path)
+            body(&manifest)
+            try Data(try manifest.canonicalJSON()).write(to: url)
+        }
+        #expect(try failure { _ in } == nil)
+        #expect(
+            try failure { try editWeights($0) { $0[20] += 1 } }
+                == .fileMismatch(path: "weights.bin", reason: "4 regions in the header, 3 in the manifest"))
+        #expect(
+            try failure { try editManifest($0) { $0.compiled?.pageSize = 12_288 } }
+                == .fileMismatch(path: "weights.bin", reason: "page size 12288 is not a power of two"))
+        // Region 1 over region 0, in the header's table and the manifest alike.
+        let first = regions[0].offset
+        #expect(
+            try failure { copy in
+                try editWeights(copy) { bytes in
+                    for k in 0..<8 { bytes[64 + 16 + k] = UInt8(truncatingIfNeeded: first >> (8 * k)) }
+                }
+                try editManifest(copy) { $0.compiled?.regions[1].offset = first }
+            }
+                == .fileMismatch(
+                    path: "weights.bin", reason: "region 1 at \(first) is not page-aligned after the previous one"))
     }
 
     @Test("static tables: RoPE known answers and page-aligned KV buffers")
@@ -258,6 +358,21 @@ struct CompileTests {
         #expect(merged.devices.first { $0.id == "h17p" }?.regionBudgetBytes == 1 << 30)
         #expect(merged.devices.first { $0.id == "h17p" }?.estimates == ["ane_region_budget_bytes"])
 
+        for page in [12_288, 2048] {
+            try Data(
+                """
+                {"schema": "exporter.devices/1", "devices": [
+                  {"id": "h99p", "platform": "iOS", "chip": "A99", "products": ["iPhone 99"], "ahead_of_time": true,
+                   "ram_bytes": 8589934592, "app_memory_limit_bytes": 4000000000, "increased_memory_limit_bytes": null,
+                   "entitlements": [], "ane_region_budget_bytes": 1073741824, "page_size": \(page)}
+                ]}
+                """.utf8
+            ).write(to: extra)
+            #expect(
+                throws: CompileError.invalidDeviceTable(
+                    path: extra.path, reason: "device 1: 'page_size' must be a power of two of at least 4096")
+            ) { try DeviceTable(contentsOf: extra) }
+        }
         try Data(#"{"schema": "exporter.devices/2", "devices": []}"#.utf8).write(to: extra)
         #expect(
             throws: CompileError.unsupportedDeviceTableSchema(

@@ -74,6 +74,22 @@ extension CompressionTests {
             return TestHistogram(pairs)
         }
 
+        @Test("ties go to the leftmost split: 0, 1, 2 in two clusters is {0}, {1, 2} under every method")
+        func leftmostTie() {
+            let symmetric = TestHistogram([(0, 1), (1, 1), (2, 1)])
+            // Both cuts leave 0.5 of the error of 2, removing 1.5: the first point wins.
+            let split = KMeans1D.bestSplit(symmetric.histogram, 0, 3)
+            #expect(split.point == 1)
+            #expect(split.gain == 1.5)
+            for method in [PaletteClustering.heuristic, .thoroughHeuristic, .exact, .automatic] {
+                let scratch = KMeansScratch()
+                let clusters = KMeans1D.solve(
+                    symmetric.histogram, clusterLimit: 2, elementCount: 3, scratch: scratch, method: method)
+                #expect(clusters == 2)
+                #expect([scratch.centroids[0], scratch.centroids[1]] == [0, 1.5], "\(method)")
+            }
+        }
+
         @Test("the exact method matches brute force on small histograms")
         func exactIsOptimal() {
             for seed in UInt64(0)..<12 {

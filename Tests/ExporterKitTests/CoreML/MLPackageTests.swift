@@ -86,6 +86,20 @@ struct MLPackageTests {
         #expect(throws: BundleError.self) { try MLPackageVerifier.verify(package: package, bundle: bundle) }
     }
 
+    @Test("a package manifest that miscounts the blobs is refused, naming both counts")
+    func blobCount() throws {
+        let (_, package, manifest) = try package()
+        let url = package.appendingPathComponent(MLPackageManifest.path)
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        object["blob_count"] = manifest.blobCount - 1
+        try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]).write(to: url)
+        #expect(
+            throws: CoreMLError.invalidPackage(
+                path: MLPackageWriter.weightsPath,
+                reason: "\(manifest.blobCount) blobs, the manifest says \(manifest.blobCount - 1)")
+        ) { try MLPackageVerifier.verify(package: package) }
+    }
+
     @Test("a LUT that differs from the bundle's is found, named, even when the checksums are updated")
     func bundleComparison() throws {
         let (bundle, package, manifest) = try package()

@@ -15,6 +15,13 @@ struct ProtobufWriterTests {
         writer = ProtobufWriter()
         writer.uint(502, 0)
         #expect(writer.bytes == [0xB0, 0x1F, 0x00])  // (502 << 3) | 0 = 4016
+        // 127 is the largest one-byte varint, 128 the smallest two-byte one.
+        writer = ProtobufWriter()
+        writer.uint(1, 127)
+        #expect(writer.bytes == [0x08, 0x7F])
+        writer = ProtobufWriter()
+        writer.uint(1, 128)
+        #expect(writer.bytes == [0x08, 0x80, 0x01])
         writer = ProtobufWriter()
         writer.bool(3, true)
         #expect(writer.bytes == [0x18, 0x01])

@@ -4,7 +4,7 @@ import Testing
 
 @testable import ExporterKit
 
-@Suite("build key: file fingerprints")
+@Suite("build key: file fingerprints and key inputs")
 struct BuildKeyTests {
     @Test("a small file is its size and the CRC-32 of all of it")
     func smallFile() throws {
@@ -82,5 +82,91 @@ struct BuildKeyTests {
         #expect(throws: BundleError.readFailed(path: url.path, reason: "cannot open")) {
             try BuildKey.fingerprint(of: url)
         }
+    }
+
+    /// The plan of a tiny qwen2 config, with `configure` applied to its options.
+    private func tinyPlan(_ configure: (inout ExportOptions) -> Void = { _ in }) throws -> ExportPlan {
+        var options = ExportOptions(model: try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig()).path)
+        options.experimental = true
+        options.computePrecision = .float16
+        options.compression = .named("4bit_weight_palettized_group32")
+        configure(&options)
+        return try ExportPlan.make(options: options, resolver: try Fixtures.resolver())
+    }
+
+    @Test("every input of the export key changes it; the files' order does not")
+    func exportKeyInputs() throws {
+        let files: [(name: String, fingerprint: String)] = [("a.safetensors", "10:0000000a"), ("b.json", "2:0000000b")]
+        func key(
+            _ plan: ExportPlan, files: [(name: String, fingerprint: String)] = files, seed: UInt64? = nil,
+            clamp: Bool = false, calibration: String? = nil
+        ) -> String {
+            BuildKey.export(
+                plan: plan, fileFingerprints: files, syntheticSeed: seed, allowClamp: clamp, calibration: calibration)
+        }
+        let plan = try tinyPlan()
+        let base = key(plan)
+        #expect(base.count == 64)
+        #expect(key(try tinyPlan()) == base)
+        #expect(key(plan, files: files.reversed()) == base)
+
+        let compression = try Fixtures.temporaryDirectory().appendingPathComponent("six.json")
+        try Data(
+            #"""
+            {"schema": "exporter.compression/1", "name": "4bit_weight_palettized_group32",
+             "rules": [{"match": "*norm.weight", "mode": "keep"}],
+             "default": {"mode": "palettize", "bits": 6, "granularity": "per_grouped_channel", "group_size": 32}}
+            """#.utf8
+        ).write(to: compression)
+        let variants: [(String, String)] = [
+            ("context", key(try tinyPlan { $0.contextLength = 256 })),
+            ("precision", key(try tinyPlan { $0.computePrecision = .float32 })),
+            ("platform", key(try tinyPlan { $0.platform = .macOS })),
+            ("output name", key(try tinyPlan { $0.outputName = "Other" })),
+            ("group size", key(try tinyPlan { $0.compression = .named("4bit_weight_palettized_group8") })),
+            ("bits", key(try tinyPlan { $0.compression = .file(compression) })),
+            ("search", key(try tinyPlan { $0.paletteSearch = .thorough })),
+            ("clamp", key(plan, clamp: true)),
+            ("calibration", key(plan, calibration: "1024:89abcdef")),
+            ("synthetic", key(plan, seed: 7)),
+            ("file", key(plan, files: [files[0], ("b.json", "2:0000000c")])),
+        ]
+        for (input, changed) in variants { #expect(changed != base, "\(input) leaves the key unchanged") }
+        #expect(key(plan, seed: 7) != key(plan, seed: 8))
+        #expect(Set(variants.map(\.1)).count == variants.count)
+    }
+
+    @Test("every number of the device entry and the deployment version change the compiled key")
+    func compiledKeyInputs() throws {
+        let device = DeviceArchitecture(
+            id: "t1a", platform: .iOS, chip: "Test A", products: ["Test phone A"], aheadOfTime: true,
+            ramBytes: 1 << 30, appMemoryLimitBytes: 2_000_000, increasedMemoryLimitBytes: 4_000_000,
+            entitlements: ["test.entitlement"], regionBudgetBytes: 1_600_000, pageSize: 4096)
+        func key(_ edit: (inout DeviceArchitecture) -> Void = { _ in }, bundle: String = "k", version: String = "18.0")
+            -> String
+        {
+            var changed = device
+            edit(&changed)
+            return BuildKey.compiled(bundleKey: bundle, device: changed, minimumDeploymentVersion: version)
+        }
+        let base = key()
+        #expect(key() == base)
+        #expect(key { $0.products = ["Another phone"] } == base)
+        let variants: [(String, String)] = [
+            ("bundle", key(bundle: "other")),
+            ("version", key(version: "18.1")),
+            ("id", key { $0.id = "t1b" }),
+            ("platform", key { $0.platform = .visionOS }),
+            ("chip", key { $0.chip = "Test B" }),
+            ("ahead of time", key { $0.aheadOfTime = false }),
+            ("RAM", key { $0.ramBytes = 2 << 30 }),
+            ("app limit", key { $0.appMemoryLimitBytes = 2_000_001 }),
+            ("increased limit", key { $0.increasedMemoryLimitBytes = nil }),
+            ("entitlements", key { $0.entitlements = [] }),
+            ("region budget", key { $0.regionBudgetBytes = 1_600_001 }),
+            ("page size", key { $0.pageSize = 16_384 }),
+        ]
+        for (input, changed) in variants { #expect(changed != base, "\(input) leaves the key unchanged") }
+        #expect(Set(variants.map(\.1)).count == variants.count)
     }
 }

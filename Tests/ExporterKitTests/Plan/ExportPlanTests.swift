@@ -148,9 +148,91 @@ struct ExportPlanTests {
         }
         let gate = try #require(plan.tensors.first { $0.spec.name == "model.layers.0.mlp.gate_proj.weight" })
         #expect(gate.scheme.lastGroupRows(rows: 100) == 4)
+        // 100 rows in groups of 32: four LUTs of 16 float16 entries, the last for 4 rows.
+        #expect(gate.storedBytes == 100 * 64 / 2 + 4 * 16 * 2)
         #expect(
             plan.warnings.contains(
                 "tensor 'model.layers.0.mlp.gate_proj.weight': 100 output channels are not a multiple of group size 32; "
                     + "its last group holds 4 channels"))
+    }
+
+    @Test("Qwen2.5-1.5B at 4,096 tokens: working memory and total of the estimate, to the byte")
+    func qwen25Memory() throws {
+        let plan = try plan("Qwen2.5-1.5B") { $0.contextLength = 4096 }
+        let memory = plan.memory
+        // A 128-token chunk: 4 hidden-width float32 buffers, 2 MLP-width ones, 12 heads of scores
+        // over 4,096 positions, and one row of 151,936 logits.
+        let working = 4 * 128 * 1536 * 4 + 2 * 128 * 8960 * 4 + 12 * 128 * 4096 * 4 + 151_936 * 4
+        #expect(working == 38_094_336)
+        #expect(memory.workingBytes == 38_094_336)
+        #expect(memory.kvCacheBytes == 117_440_512)
+        #expect(memory.weightsBytes == plan.weightsLayout.fileBytes)
+        #expect(memory.totalBytes == memory.weightsBytes + 117_440_512 + 38_094_336)
+    }
+
+    @Test("phi3's fused projections: q, k and v heads in one qkv_proj, gate and up in one gate_up_proj")
+    func phi3Fused() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))
+        let plan = try plan(directory.path) {
+            $0.experimental = true
+            $0.platform = .macOS
+            $0.computePrecision = .float16
+        }
+        let shapes = Dictionary(uniqueKeysWithValues: plan.tensors.map { ($0.spec.name, $0.spec.shape) })
+        // (4 query + 2 × 2 KV heads) × head_dim 16 rows.
+        #expect(shapes["model.layers.0.self_attn.qkv_proj.weight"] == [128, 64])
+        #expect(shapes["model.layers.0.mlp.gate_up_proj.weight"] == [256, 64])
+        let perLayer = 2 * 64 + 128 * 64 + 64 * 64 + 256 * 64 + 64 * 128
+        #expect(plan.parameters == 256 * 64 + 2 * perLayer + 64)
+        #expect(plan.parameters == 90_432)
+    }
+
+    @Test(
+        "--preset on a local checkpoint: its exact shape is accepted; another KV head count or head_dim is refused by name"
+    )
+    func presetShapeChecked() throws {
+        let reference = Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-0.6B/config.json")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: reference)) as? [String: Any])
+        func planned(_ overrides: [String: Any]) throws -> ExportPlan {
+            let directory = try Fixtures.checkpointDirectory(config: object.merging(overrides) { $1 })
+            return try plan(directory.path) { $0.presetOverride = "qwen3-0.6b" }
+        }
+        #expect(try planned([:]).model.preset?.id == "qwen3-0.6b")
+        #expect(
+            throws: ResolutionError.presetMismatch(
+                preset: "qwen3-0.6b", field: "num_key_value_heads", preset_value: "8", checkpoint_value: "4")
+        ) { _ = try planned(["num_key_value_heads": 4]) }
+        #expect(
+            throws: ResolutionError.presetMismatch(
+                preset: "qwen3-0.6b", field: "head_dim", preset_value: "128", checkpoint_value: "64")
+        ) { _ = try planned(["head_dim": 64]) }
+    }
+
+    @Test("a preset made for macOS only is refused for iOS, naming both; it resolves for macOS")
+    func presetPlatform() throws {
+        let presets = try Fixtures.temporaryDirectory()
+        let checkpoints = presets.appendingPathComponent("checkpoints/Mac")
+        try FileManager.default.createDirectory(at: checkpoints, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            at: Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-0.6B/config.json"),
+            to: checkpoints.appendingPathComponent("config.json"))
+        try Data(
+            #"""
+            {"schema": "exporter.presets/1", "presets": [
+              {"id": "mac-only", "repo_id": "Test/Mac", "aliases": [], "config": "checkpoints/Mac/config.json",
+               "platforms": ["macOS"], "context_length": 4096, "compute_precision": "float16",
+               "compression": "4bit_weight_palettized_group8"}]}
+            """#.utf8
+        ).write(to: presets.appendingPathComponent("presets.json"))
+        let resolver = ModelResolver(
+            catalog: try PresetCatalog(directory: presets), locateInCache: { _ in nil },
+            cacheDescription: { "/nonexistent/hub/" + $0 })
+        #expect(throws: ResolutionError.notAvailable(model: "mac-only", platform: .iOS)) {
+            _ = try resolver.resolve(
+                "mac-only", platform: .iOS, experimental: false, precisionGiven: false, presetOverride: nil)
+        }
+        let resolved = try resolver.resolve(
+            "mac-only", platform: .macOS, experimental: false, precisionGiven: false, presetOverride: nil)
+        #expect(resolved.preset?.id == "mac-only")
     }
 }

@@ -146,5 +146,9 @@ struct ReferenceModelTests {
         #expect(shifted.top1Agreement == 0.5)
         #expect(shifted.maxLogitDifference == 1)
         #expect(shifted.positions[0].klDivergence > 0 && shifted.positions[1].klDivergence == 0)
+        // KL(source ‖ artifact), not the reverse: p = (1/2, 1/2) and q = (1/4, 3/4) give ½·ln(4/3) = 0.1438
+        // (the reverse is 0.1308).
+        let skewed = ForwardComparison(tokens: [0], source: [[0, 0]], artifact: [[0, Float(log(3.0))]])
+        #expect(abs(skewed.positions[0].klDivergence - 0.5 * log(4.0 / 3.0)) < 1e-6)
     }
 }

@@ -77,7 +77,19 @@ struct ArtifactVerifierTests {
             try failures { m in m.kind = "compiled" } == [
                 "'manifest.json': kind is 'compiled' but there is no compiled section"
             ])
+
+        // A record's own fields: its last group and its parts' dtypes.
+        #expect(
+            try failures { m in
+                let index = m.tensors.firstIndex { $0.name == kProj }!
+                m.tensors[index].lastGroupRows = 3
+                m.tensors[index].parts[0].dtype = "float32"
+            } == [
+                "tensor '\(kProj)': last_group_rows is 3, expected null",
+                "tensor '\(kProj)': lut has dtype float32, expected float16",
+            ])
         #expect(try failures { _ in } == [])
+
         #expect(ArtifactVerifier.verify(try LoadedArtifact(url: bundle)).tensorListChecked)
     }
 
@@ -155,12 +167,14 @@ struct ArtifactVerifierTests {
                 manifest.tensors.first { $0.name == "model.layers.0.self_attn.q_norm.weight" }?.parts[0])
             #expect(norm.bytes == 32)
             bytes[norm.offset + norm.bytes + 5] = 1
-            // The header's reserved bytes.
-            bytes[40] = 7
+            // The header's alignment, and the first of its reserved bytes.
+            bytes[12] = 128
+            bytes[32] = 7
         }
         let report = ArtifactVerifier.verify(try LoadedArtifact(url: bundle))
         #expect(
             report.failures.map(\.description) == [
+                "'weights.bin': header alignment is 128, expected 64",
                 "'weights.bin': header bytes 32..<64 are not zero",
                 "'weights.bin': padding before model.layers.0.self_attn.k_norm.weight values (bytes \(try partEnd(bundle, qNorm))..<"
                     + "\(try partEnd(bundle, qNorm) + 32)) is not zero",

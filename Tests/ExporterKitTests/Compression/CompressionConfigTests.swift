@@ -1,0 +1,45 @@
+import TestSupport
+import Testing
+
+@testable import ExporterKit
+
+extension CompressionTests {
+    @Suite("compression config: rules in order, globs")
+    struct CompressionConfigTests {
+        /// Two rules that both match layer 3's MLP, then a default.
+        private let config = """
+            {"schema": "exporter.compression/1", "name": "t", "description": "rules in order",
+             "rules": [
+               {"match": "model.layers.?.mlp.*", "mode": "keep"},
+               {"match": "model.layers.*", "mode": "linear", "granularity": "per_channel"}
+             ],
+             "default": {"mode": "palettize", "bits": 4, "granularity": "per_tensor"}}
+            """
+
+        private func scheme(_ name: String) throws -> (CompressionScheme, CompressionConfig.Source) {
+            let parsed = try CompressionConfig(bytes: Array(config.utf8), path: "t.json")
+            let tensor = TensorSpec(name: name, shape: [8, 8], role: .mlp, layer: 3)
+            return try parsed.scheme(for: tensor, platform: .macOS, quantizeIOSEmbedding: false)
+        }
+
+        @Test("the first matching rule wins; '?' is one character; unmatched names take the default")
+        func firstMatchWins() throws {
+            let layer3 = try scheme("model.layers.3.mlp.up_proj.weight")
+            #expect(layer3.0 == .keep && layer3.1 == .rule(0))
+            let layer12 = try scheme("model.layers.12.mlp.up_proj.weight")
+            #expect(layer12.0.mode == .linear && layer12.1 == .rule(1))
+            let norm = try scheme("model.norm.weight")
+            #expect(norm.0.mode == .palettize && norm.1 == .defaultRule)
+        }
+
+        @Test("globs: '*' spans dots, '?' one character, braces alternatives, the whole name")
+        func globs() {
+            #expect(GlobPattern.matches("model.layers.?.mlp.*", "model.layers.3.mlp.up_proj.weight"))
+            #expect(!GlobPattern.matches("model.layers.?.mlp.*", "model.layers.12.mlp.up_proj.weight"))
+            #expect(GlobPattern.matches("*.{q,k}_proj.weight", "model.layers.0.self_attn.k_proj.weight"))
+            #expect(!GlobPattern.matches("*.{q,k}_proj.weight", "model.layers.0.self_attn.v_proj.weight"))
+            #expect(!GlobPattern.matches("model.norm", "model.norm.weight"))
+            #expect(GlobPattern.matches("*norm.weight", "model.layers.0.input_layernorm.weight"))
+        }
+    }
+}
