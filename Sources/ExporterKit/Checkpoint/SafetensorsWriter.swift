@@ -13,8 +13,10 @@ import Foundation
 ///
 /// A small state machine in the manner of gguf-py's writer: data for any tensor but the next
 /// one, more bytes than declared, or finishing early is refused. The file is written under a
-/// temporary name beside the destination and renamed over it only when complete, so a reader
-/// never sees a half-written file. Nothing but a 1 MiB buffer is held in memory.
+/// temporary name beside the destination (`.<name>.partial-<pid>`, locked with `flock` while
+/// it is written) and renamed over it only when complete, so a reader never sees a half-written
+/// file; ``removeAbandonedTemporaries(in:)`` removes those a killed writer left. Nothing but a
+/// 1 MiB buffer is held in memory.
 ///
 /// The header is deterministic (keys in ascending order, no white space but the padding to an
 /// 8-byte boundary), so equal inputs give identical bytes.
@@ -38,6 +40,8 @@ public final class SafetensorsWriter {
 
     private enum State {
         case writing(tensorIndex: Int, bytesWritten: Int)
+        /// Every byte written and synced, still under the temporary name.
+        case complete
         case finished
         case failed
     }
@@ -104,9 +108,34 @@ public final class SafetensorsWriter {
         self.fileByteCount = total
         self.temporaryURL = url.deletingLastPathComponent()
             .appendingPathComponent(".\(url.lastPathComponent).partial-\(getpid())")
-        self.descriptor = open(temporaryURL.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        self.descriptor = -1
         self.state = .failed
-        guard descriptor >= 0 else { throw CheckpointError.writeFailed(path: path, reason: systemErrorMessage(errno)) }
+        // Locked while it is written, so that a cleaner (`removeAbandonedTemporaries`) leaves it
+        // alone; a cleaner that took it between our open and our flock removed it: open again.
+        for _ in 0..<3 where descriptor < 0 {
+            let opened = open(temporaryURL.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard opened >= 0 else {
+                throw CheckpointError.writeFailed(path: path, reason: systemErrorMessage(errno))
+            }
+            let locked = flock(opened, LOCK_EX | LOCK_NB) == 0
+            // EWOULDBLOCK: a cleaner holds it and is removing it. Any other failure: no `flock` here.
+            let cleaning = !locked && errno == EWOULDBLOCK
+            var open = stat()
+            var named = stat()
+            if !cleaning
+                && (!locked
+                    || (fstat(opened, &open) == 0 && stat(temporaryURL.path, &named) == 0
+                        && open.st_dev == named.st_dev && open.st_ino == named.st_ino))
+            {
+                descriptor = opened
+            } else {
+                close(opened)
+            }
+        }
+        guard descriptor >= 0 else {
+            throw CheckpointError.writeFailed(
+                path: path, reason: "its temporary file was removed as soon as it was made")
+        }
         buffer.reserveCapacity(SafetensorsWriter.bufferCapacity)
         state = .writing(tensorIndex: 0, bytesWritten: 0)
         withUnsafeBytes(of: UInt64(header.count).littleEndian) { buffer.append(contentsOf: $0) }
@@ -152,9 +181,19 @@ public final class SafetensorsWriter {
     }
 
     /// Completes the file: checks every tensor got all its data, flushes, syncs and renames it
-    /// into place.
+    /// into place (``complete()`` then ``publish()``).
     /// - Throws: `CheckpointError.incompleteTensor`, `.writerClosed`, `.writeFailed`.
     public func finish() throws {
+        try complete()
+        try publish()
+    }
+
+    /// Checks every tensor got all its data, flushes and syncs, but leaves the file under its
+    /// (locked) temporary name until ``publish()``: a writer of several files publishes them
+    /// only once every one is whole. Abandoned (or the process killed) before ``publish()``,
+    /// the temporary file is removed.
+    /// - Throws: `CheckpointError.incompleteTensor`, `.writerClosed`, `.writeFailed`.
+    public func complete() throws {
         guard case .writing(let index, let written) = state else { throw CheckpointError.writerClosed(path: url.path) }
         guard index == declarations.count else {
             throw CheckpointError.incompleteTensor(
@@ -162,15 +201,39 @@ public final class SafetensorsWriter {
         }
         try flush()
         guard fsync(descriptor) == 0 else { throw failure(systemErrorMessage(errno)) }
+        state = .complete
+    }
+
+    /// Renames the file ``complete()`` finished into place.
+    /// - Throws: `CheckpointError.writerClosed` unless it is complete; `.writeFailed` when the
+    ///   rename fails (the temporary file is then removed).
+    public func publish() throws {
+        guard case .complete = state else { throw CheckpointError.writerClosed(path: url.path) }
+        guard rename(temporaryURL.path, url.path) == 0 else {
+            throw failure(systemErrorMessage(errno))
+        }
         close(descriptor)
         descriptor = -1
-        guard rename(temporaryURL.path, url.path) == 0 else {
-            let reason = systemErrorMessage(errno)
-            unlink(temporaryURL.path)
-            state = .failed
-            throw CheckpointError.writeFailed(path: url.path, reason: reason)
-        }
         state = .finished
+    }
+
+    /// Removes the temporary files (`.<name>.safetensors.partial-<pid>`) in `directory` that
+    /// no writer holds any more: what a killed `synth` left. A file being written is locked
+    /// by its writer and left alone; where the file system has no `flock`, nothing is removed.
+    public static func removeAbandonedTemporaries(in directory: URL) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        for name in names where name.hasPrefix(".") && name.contains(".safetensors.partial-") {
+            let path = directory.appendingPathComponent(name).path
+            let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            guard descriptor >= 0 else { continue }
+            var status = stat()
+            if fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG,
+                flock(descriptor, LOCK_EX | LOCK_NB) == 0
+            {
+                unlink(path)
+            }
+            close(descriptor)
+        }
     }
 
     /// Gives up: removes the temporary file. Further calls throw `.writerClosed`.

@@ -41,7 +41,9 @@ public enum SyntheticCheckpoint {
         guard [.bf16, .f16, .f32].contains(dtype) else { throw CheckpointError.unsupportedSyntheticDType(dtype) }
         guard shardBytes > 0 else { throw CheckpointError.invalidShardSize(shardBytes) }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try clearEarlierWeights(in: directory, removing: replacingExisting)
+        // Temporary files of killed runs: nobody holds them any more.
+        SafetensorsWriter.removeAbandonedTemporaries(in: directory)
+        let earlier = try earlierWeights(in: directory, replacing: replacingExisting)
 
         let declarations = tensors.map {
             SafetensorsWriter.TensorDeclaration(name: $0.name, dtype: dtype, shape: $0.shape)
@@ -91,41 +93,59 @@ public enum SyntheticCheckpoint {
                     done: bytesWritten, total: totalBytes, countsBytes: true,
                     stage: "\(tensorsWritten)/\(declarations.count) tensors"))
         }
+        // Every file is written whole under its temporary name before any is published (and
+        // before earlier weights are removed): a killed run leaves only temporaries, which the
+        // next run removes, never some of the shards, which a re-run would refuse as earlier weights.
         if totalBytes <= shardBytes || shards.count == 1 {
             let url = directory.appendingPathComponent(CheckpointWeights.singleFileName)
-            try writeFile(url, declarations: declarations, metadata: metadata, generator: generator, written: written)
+            let writer = try writeFile(
+                url, declarations: declarations, metadata: metadata, generator: generator, written: written)
+            try removeEarlierWeights(earlier, in: directory)
+            try writer.publish()
             return Result(files: [url], indexURL: nil, totalTensorBytes: totalBytes)
         }
 
-        var files: [URL] = []
+        var writers: [SafetensorsWriter] = []
         var weightMap: [(String, String)] = []
         for (number, shard) in shards.enumerated() {
             let name = String(format: "model-%05d-of-%05d.safetensors", number + 1, shards.count)
             let url = directory.appendingPathComponent(name)
             let shardDeclarations = shard.map { declarations[$0] }
-            try writeFile(
-                url, declarations: shardDeclarations, metadata: metadata, generator: generator, written: written)
-            files.append(url)
+            writers.append(
+                try writeFile(
+                    url, declarations: shardDeclarations, metadata: metadata, generator: generator, written: written))
             weightMap += shardDeclarations.map { ($0.name, name) }
         }
+        try removeEarlierWeights(earlier, in: directory)
+        for writer in writers { try writer.publish() }
+        let files = writers.map(\.url)
         let indexURL = directory.appendingPathComponent(CheckpointWeights.indexFileName)
         try writeIndex(indexURL, weightMap: weightMap, totalSize: totalBytes)
         return Result(files: files, indexURL: indexURL, totalTensorBytes: totalBytes)
     }
 
     /// Earlier weights would mix with the new ones (the reader prefers `model.safetensors`
-    /// over an index), so they are removed or refused.
-    private static func clearEarlierWeights(in directory: URL, removing: Bool) throws {
+    /// over an index), so they are removed (once the new ones are whole) or refused.
+    /// - Returns: the names of the earlier weight files.
+    /// - Throws: `BundleError.outputExists` naming the first when `replacing` is false.
+    private static func earlierWeights(in directory: URL, replacing: Bool) throws -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         let earlier = names.filter {
             $0 == CheckpointWeights.singleFileName || $0 == CheckpointWeights.indexFileName
                 || ($0.hasPrefix("model-") && $0.contains("-of-") && $0.hasSuffix(".safetensors"))
         }
-        for name in earlier.sorted() {
+        .sorted()
+        if let first = earlier.first, !replacing {
+            throw BundleError.outputExists(path: directory.appendingPathComponent(first).path)
+        }
+        return earlier
+    }
+
+    /// Removes the earlier weight files `names` from `directory`.
+    /// - Throws: `CheckpointError.writeFailed` naming a file that cannot be removed.
+    private static func removeEarlierWeights(_ names: [String], in directory: URL) throws {
+        for name in names {
             let url = directory.appendingPathComponent(name)
-            guard removing else {
-                throw BundleError.outputExists(path: url.path)
-            }
             do {
                 try FileManager.default.removeItem(at: url)
             } catch {
@@ -134,11 +154,12 @@ public enum SyntheticCheckpoint {
         }
     }
 
+    /// Writes one file whole under its temporary name; the caller publishes it.
     /// - Parameter written: told the bytes of every chunk written, and whether it ended its tensor.
     private static func writeFile(
         _ url: URL, declarations: [SafetensorsWriter.TensorDeclaration], metadata: [String: String],
         generator: SyntheticWeights, written: (Int, Bool) -> Void
-    ) throws {
+    ) throws -> SafetensorsWriter {
         let writer = try SafetensorsWriter(url: url, tensors: declarations, metadata: metadata)
         let elementSize = declarations.first.map { $0.dtype.bitsPerElement / 8 } ?? 2
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkElements * elementSize, alignment: 16)
@@ -165,7 +186,8 @@ public enum SyntheticCheckpoint {
                 written(count * elementSize, start == elementCount)
             }
         }
-        try writer.finish()
+        try writer.complete()
+        return writer
     }
 
     /// Generates `elements` into `scratch` from element slot `offset` on, in the stored

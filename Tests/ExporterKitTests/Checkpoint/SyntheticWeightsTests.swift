@@ -283,6 +283,64 @@ struct CheckpointSyntheticCheckpointTests {
                 == "synthetic weights can be BF16, F16 or F32, not I8")
         #expect(CheckpointError.invalidShardSize(0).description == "shard size must be positive, got 0")
     }
+
+    /// A folder where a writer's temporary file goes: its `open` fails, as a run killed there stops.
+    private func blockTemporary(of name: String, in directory: URL) throws {
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent(".\(name).partial-\(getpid())"), withIntermediateDirectories: false)
+    }
+
+    @Test("a killed run's temporary files are removed by the next run; one a running writer holds is not")
+    func abandonedTemporariesRemoved() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // What SIGKILL leaves: a temporary no process holds.
+        let abandoned = directory.appendingPathComponent(".model.safetensors.partial-99999")
+        try Data(repeating: 7, count: 100).write(to: abandoned)
+        // One a running writer (another process) holds: locked.
+        let held = directory.appendingPathComponent(".model-00001-of-00002.safetensors.partial-88888")
+        try Data(repeating: 7, count: 100).write(to: held)
+        let descriptor = open(held.path, O_RDONLY)
+        defer { close(descriptor) }
+        #expect(flock(descriptor, LOCK_EX | LOCK_NB) == 0)
+
+        try SyntheticCheckpoint.write(tensors: tensors, seed: 1, to: directory)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+                == [held.lastPathComponent, "model.safetensors"])
+    }
+
+    @Test("an interrupted sharded run publishes no shard, so the re-run needs no --overwrite")
+    func interruptedShardsNotPublished() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try blockTemporary(of: "model-00002-of-00002.safetensors", in: directory)
+        #expect(throws: CheckpointError.self) {
+            try SyntheticCheckpoint.write(tensors: tensors, seed: 9, to: directory, shardBytes: 3000)
+        }
+        // Nothing but the obstacle: the first shard's temporary was removed, and never published.
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                == [".model-00002-of-00002.safetensors.partial-\(getpid())"])
+        try FileManager.default.removeItem(
+            at: directory.appendingPathComponent(".model-00002-of-00002.safetensors.partial-\(getpid())"))
+        let result = try SyntheticCheckpoint.write(tensors: tensors, seed: 9, to: directory, shardBytes: 3000)
+        #expect(result.files.count == 2)
+        #expect(try CheckpointWeights(directory: directory).tensorNames.count == tensors.count)
+    }
+
+    @Test("an interrupted --overwrite leaves the earlier weights as they were")
+    func interruptedOverwriteKeepsEarlier() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try SyntheticCheckpoint.write(tensors: tensors, seed: 1, to: directory)
+        let earlier = try Data(contentsOf: directory.appendingPathComponent("model.safetensors"))
+        try blockTemporary(of: "model.safetensors", in: directory)
+        #expect(throws: CheckpointError.self) {
+            try SyntheticCheckpoint.write(tensors: tensors, seed: 2, to: directory, replacingExisting: true)
+        }
+        #expect(try Data(contentsOf: directory.appendingPathComponent("model.safetensors")) == earlier)
+    }
 }
 
 /// Pinned outputs of the generator; a change here changes every synthetic checkpoint.
