@@ -91,6 +91,24 @@ struct CompileCommandTests {
             runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p", "--overwrite"]).status
                 == 0)
         _ = try CompiledArtifactReader(url: output.appendingPathComponent("Tiny.h17p.aimodelc"))
+
+        // An interrupted compile left h16p only: refused before writing anything, with the
+        // command that compiles the rest.
+        let h17p = output.appendingPathComponent("Tiny.h17p.aimodelc")
+        try FileManager.default.removeItem(at: h17p)
+        let partial = runExporter(["compile", bundleURL.path, "--output", output.path])
+        #expect(partial.status == 73)
+        #expect(
+            partial.error
+                == "Error: '\(output.path)/Tiny.h16p.aimodelc' already exists; pass --overwrite to replace it\n"
+                + "or compile only the missing: exporter compile '\(bundleURL.path)' --platform iOS --device h17p\n")
+        #expect(!FileManager.default.fileExists(atPath: h17p.path))
+        #expect(runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p"]).status == 0)
+        let both = runExporter(["compile", bundleURL.path, "--output", output.path])
+        #expect(
+            both.error
+                == "Error: '\(output.path)/Tiny.h16p.aimodelc', '\(output.path)/Tiny.h17p.aimodelc' already exist; "
+                + "pass --overwrite to replace them\n")
     }
 
     @Test("compile draws the weight bytes written over every device's artifact on a terminal; nothing in a pipe")

@@ -61,6 +61,16 @@ struct ExportCommandTests {
         #expect(again.status == 73)
         #expect(
             again.error == "Error: '\(output.path)/mini/Mini.aimodel' already exists; pass --overwrite to replace it\n")
+        // With further steps, the refusal names the commands that run them from the bundle there.
+        let steps = runExporter(arguments + ["--compile", "--min-deployment-version", "27.0", "--format", "mlpackage"])
+        #expect(steps.status == 73)
+        let bundle = "\(output.path)/mini/Mini.aimodel"
+        #expect(
+            steps.error
+                == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n"
+                + "or keep it and run the other steps from it:\n"
+                + "  exporter compile '\(bundle)' --platform iOS --min-deployment-version 27.0\n"
+                + "  exporter convert '\(bundle)' --to mlpackage\n")
         // A plan writes nothing: it shows the same export whether or not the artifact is there (README).
         #expect(runExporter(arguments + ["--dry-run"]).status == 0)
         #expect(runExporter(arguments + ["--overwrite"]).status == 0)

@@ -79,9 +79,15 @@ enum ExportCommand {
         }
         let bar = ProgressBar(context: context)
         let calibrationBar = ProgressBar(context: context)
-        let result = try ExportRunner.run(
-            plan, settings: settings, warn: { context.printError("warning: \($0)") }, progress: bar.update,
-            stepProgress: calibrationBar.update)
+        let result: ExportResult
+        do {
+            result = try ExportRunner.run(
+                plan, settings: settings, warn: { context.printError("warning: \($0)") }, progress: bar.update,
+                stepProgress: calibrationBar.update)
+        } catch BundleError.outputExists(let path) {
+            throw ExistingBundle(
+                path: path, followUps: followUps(forBundleAt: path, arguments, platform: compilePlatform))
+        }
         // With --json, one report at the end; otherwise each step prints as it ends.
         let output: OutputStyle = json ? .none : .text
         if !json { context.print(lines: ExportSummary.lines(result)) }
@@ -109,6 +115,37 @@ enum ExportCommand {
             context.writeOutput(try CanonicalJSON.string(report))
         }
         return .success
+    }
+
+    /// The bundle is there already: the refusal, then the commands that do the rest of this
+    /// command line's work from that bundle (an interrupted `--compile` or `--format mlpackage`
+    /// export is finished by them, not by running it again).
+    struct ExistingBundle: ExporterError {
+        let path: String
+        let followUps: [String]
+        var description: String { descriptionLines.joined(separator: "\n") }
+        var descriptionLines: [String] {
+            [BundleError.outputExists(path: path).description]
+                + (followUps.isEmpty ? [] : ["or keep it and run the other steps from it:"])
+                + followUps.map { "  " + $0 }
+        }
+        var exitStatus: ExitStatus { .outputExists }
+    }
+
+    /// `exporter compile` and `exporter convert` command lines for the steps after the export.
+    static func followUps(forBundleAt path: String, _ arguments: ParsedArguments, platform: DevicePlatform) -> [String]
+    {
+        var commands: [String] = []
+        if arguments.flag("compile") {
+            var words = ["exporter compile '\(path)' --platform \(platform.rawValue)"]
+            if arguments.isGiven("min-deployment-version"), let version = arguments.value("min-deployment-version") {
+                words.append("--min-deployment-version \(version)")
+            }
+            if let table = arguments.value("devices") { words.append("--devices '\(table)'") }
+            commands.append(words.joined(separator: " "))
+        }
+        if arguments.value("format") == "mlpackage" { commands.append("exporter convert '\(path)' --to mlpackage") }
+        return commands
     }
 
     /// `--min-deployment-version` only means something to `--compile`.

@@ -26,6 +26,9 @@ public enum CompileError: ExporterError, Equatable {
     case unsupportedRopeScaling(String)
     /// The artifact is not a compiled artifact this version reads.
     case notACompiledArtifact(path: String, reason: String)
+    /// Artifacts of the compile are there already, without `--overwrite`: their paths, and the
+    /// devices still to compile (an interrupted compile is finished by compiling only those).
+    case artifactsExist(paths: [String], bundle: String, platform: DevicePlatform, missingDevices: [String])
 
     /// The message, naming the device, the bundle or the flag, and what to do instead.
     public var description: String {
@@ -73,7 +76,26 @@ public enum CompileError: ExporterError, Equatable {
             return "rope scaling '\(type)' has no precomputed tables yet; compile a model without it"
         case .notACompiledArtifact(let path, let reason):
             return "'\(path)' is not a compiled artifact: \(reason)"
+        case .artifactsExist:
+            return descriptionLines.joined(separator: "\n")
         }
+    }
+
+    /// One line, but for ``artifactsExist(paths:bundle:platform:missingDevices:)``: the paths
+    /// there, then the command that compiles only the missing devices.
+    public var descriptionLines: [String] {
+        guard case .artifactsExist(let paths, let bundle, let platform, let missing) = self else {
+            return [description]
+        }
+        let listed = paths.map { "'\($0)'" }.joined(separator: ", ")
+        let verb = paths.count == 1 ? "exists" : "exist"
+        var lines = ["\(listed) already \(verb); pass --overwrite to replace \(paths.count == 1 ? "it" : "them")"]
+        if !missing.isEmpty {
+            lines.append(
+                "or compile only the missing: exporter compile '\(bundle)' --platform \(platform.rawValue) "
+                    + missing.map { "--device \($0)" }.joined(separator: " "))
+        }
+        return lines
     }
 
     /// `badInput` (65), `unsupported` (69) for a refused device or platform, `usage` (64) for
@@ -87,6 +109,7 @@ public enum CompileError: ExporterError, Equatable {
             return .unsupported
         case .deploymentVersionTooLow, .invalidDeploymentVersion: return .usage
         case .bundleNotFound, .deviceTableNotFound: return .notFound
+        case .artifactsExist: return .outputExists
         }
     }
 }

@@ -95,6 +95,21 @@ public enum Compiler {
         let subject = try CompileSubject(bundle: bundle)
         _ = try RopeTables.make(bundle.graph)  // refuse an unsupported scaling before writing anything
         let plans = request.devices.map { CompilePlan(subject: subject, device: $0) }
+        if !request.overwrite {
+            let there = plans.filter {
+                let url = artifactURL(name: subject.name, device: $0.device, in: request.outputDirectory)
+                return FileManager.default.fileExists(atPath: url.path)
+            }
+            if !there.isEmpty {
+                throw CompileError.artifactsExist(
+                    paths: there.map {
+                        artifactURL(name: subject.name, device: $0.device, in: request.outputDirectory).path
+                    },
+                    bundle: bundleURL.path, platform: request.platform,
+                    missingDevices: plans.filter { plan in !there.contains { $0.device.id == plan.device.id } }
+                        .map(\.device.id))
+            }
+        }
         // Besides weights and tables, each artifact copies the graph and tokenizer, and its manifest
         // (the bundle's with regions) stays well under twice the bundle's.
         let manifestBytes =
