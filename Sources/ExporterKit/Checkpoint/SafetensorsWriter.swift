@@ -120,12 +120,12 @@ public final class SafetensorsWriter {
             let locked = flock(opened, LOCK_EX | LOCK_NB) == 0
             // EWOULDBLOCK: a cleaner holds it and is removing it. Any other failure: no `flock` here.
             let cleaning = !locked && errno == EWOULDBLOCK
-            var open = stat()
-            var named = stat()
+            var openedStatus = stat()
+            var namedStatus = stat()
             if !cleaning
                 && (!locked
-                    || (fstat(opened, &open) == 0 && stat(temporaryURL.path, &named) == 0
-                        && open.st_dev == named.st_dev && open.st_ino == named.st_ino))
+                    || (fstat(opened, &openedStatus) == 0 && stat(temporaryURL.path, &namedStatus) == 0
+                        && openedStatus.st_dev == namedStatus.st_dev && openedStatus.st_ino == namedStatus.st_ino))
             {
                 descriptor = opened
             } else {
