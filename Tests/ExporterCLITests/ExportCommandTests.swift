@@ -71,6 +71,17 @@ struct ExportCommandTests {
                 + "or keep it and run the other steps from it:\n"
                 + "  exporter compile '\(bundle)' --platform iOS --min-deployment-version 27.0\n"
                 + "  exporter convert '\(bundle)' --to mlpackage\n")
+        // Compiled artifacts there without their bundle: refused before exporting it.
+        let compileArguments = arguments + ["--compile"]
+        #expect(runExporter(compileArguments + ["--overwrite"]).status == 0)
+        try FileManager.default.removeItem(atPath: bundle)
+        let orphans = runExporter(compileArguments)
+        #expect(orphans.status == 73)
+        #expect(
+            orphans.error
+                == "Error: '\(output.path)/mini/Mini.h16p.aimodelc', '\(output.path)/mini/Mini.h17p.aimodelc' already "
+                + "exist; pass --overwrite to replace them\n")
+        #expect(!FileManager.default.fileExists(atPath: bundle))
         // A plan writes nothing: it shows the same export whether or not the artifact is there (README).
         #expect(runExporter(arguments + ["--dry-run"]).status == 0)
         #expect(runExporter(arguments + ["--overwrite"]).status == 0)

@@ -55,6 +55,9 @@ enum ExportCommand {
             // The bundle and every compiled artifact together, before any is written (each step
             // checks its own part again).
             let subject = CompileSubject(plan: plan)
+            try refuseExistingCompiledArtifacts(
+                of: subject, plan: plan, devices: compileDevices, platform: compilePlatform,
+                outputDirectory: outputDirectory, overwrite: arguments.flag("overwrite"))
             let tokenizerBytes = ExportRunner.tokenizerBytes(
                 ExportRunner.tokenizer(of: plan, synthetic: arguments.flag("synthetic")))
             let bundleBytes = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes)
@@ -146,6 +149,24 @@ enum ExportCommand {
         }
         if arguments.value("format") == "mlpackage" { commands.append("exporter convert '\(path)' --to mlpackage") }
         return commands
+    }
+
+    /// Compiled artifacts already there for a bundle not yet exported are refused before the
+    /// export (without `--overwrite`), not after it. With the bundle there, the export's own
+    /// refusal comes first and names the compile that finishes from it.
+    static func refuseExistingCompiledArtifacts(
+        of subject: CompileSubject, plan: ExportPlan, devices: [DeviceArchitecture], platform: DevicePlatform,
+        outputDirectory: URL, overwrite: Bool
+    ) throws {
+        let bundle = ExportRunner.bundleURL(for: plan, in: outputDirectory)
+        guard !overwrite, !FileManager.default.fileExists(atPath: bundle.path) else { return }
+        let there = devices.map {
+            Compiler.artifactURL(name: subject.name, device: $0, in: bundle.deletingLastPathComponent())
+        }.filter { FileManager.default.fileExists(atPath: $0.path) }
+        guard !there.isEmpty else { return }
+        throw CompileError.artifactsExist(
+            paths: there.map(\.standardizedFileURL.path), bundle: bundle.standardizedFileURL.path, platform: platform,
+            missingDevices: [])
     }
 
     /// `--min-deployment-version` only means something to `--compile`.
