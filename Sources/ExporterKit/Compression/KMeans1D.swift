@@ -449,10 +449,6 @@ enum KMeans1D {
     static func lloyd(_ histogram: SortedHistogram, clusterCount: Int, scratch: KMeansScratch) {
         let bounds = scratch.bounds
         let centroids = scratch.centroids
-        // Bit `c & 63` of word `c >> 6`: cluster `c` changed in the last iteration / this one.
-        let changed = scratch.changedClusters
-        let changing = scratch.changingClusters
-        let words = (clusterCount + 63) >> 6
         for cluster in 0..<clusterCount {
             let start = bounds[cluster]
             let end = bounds[cluster + 1]
@@ -460,6 +456,14 @@ enum KMeans1D {
             centroids[cluster] =
                 end > start ? histogram.mean(start, end) : histogram.values[min(start, histogram.count - 1)]
         }
+        guard clusterCount > 64 else {
+            lloydInOneWord(histogram, clusterCount: clusterCount, bounds: bounds, centroids: centroids)
+            return
+        }
+        // Bit `c & 63` of word `c >> 6`: cluster `c` changed in the last iteration / this one.
+        let changed = scratch.changedClusters
+        let changing = scratch.changingClusters
+        let words = (clusterCount + 63) >> 6
         for word in 0..<words { changed[word] = ~0 }
         for _ in 0..<maximumLloydIterations {
             var anyMoved = false
@@ -493,6 +497,48 @@ enum KMeans1D {
                     let start = bounds[cluster]
                     let end = bounds[cluster + 1]
                     if end > start { centroids[cluster] = histogram.mean(start, end) }
+                }
+            }
+        }
+    }
+
+    /// ``lloyd(_:clusterCount:scratch:)`` after its initial means, for at most 64 clusters (every
+    /// palette of up to 6 bits): the cluster sets are single words kept in registers. The same
+    /// searches in the same order, so the same steps and fixed point.
+    @inline(__always)
+    private static func lloydInOneWord(
+        _ histogram: SortedHistogram, clusterCount: Int, bounds: UnsafeMutablePointer<Int>,
+        centroids: UnsafeMutablePointer<Double>
+    ) {
+        let prefixCount = histogram.prefixCount
+        let prefixSum = histogram.prefixSum
+        // Boundaries 1..<clusterCount; boundary 0 never moves.
+        let movable: UInt64 = (clusterCount == 64 ? ~0 : (1 &<< UInt64(clusterCount)) &- 1) & ~1
+        var changed: UInt64 = ~0
+        for _ in 0..<maximumLloydIterations {
+            var changing: UInt64 = 0
+            // Boundary `b` separates clusters `b - 1` and `b`.
+            var search = (changed | changed &<< 1) & movable
+            while search != 0 {
+                let boundary = search.trailingZeroBitCount
+                search &= search &- 1
+                let midpoint = (centroids[boundary &- 1] + centroids[boundary]) * 0.5
+                let bound = firstIndexAbove(
+                    midpoint, in: histogram, low: bounds[boundary &- 1], hint: bounds[boundary])
+                guard bound != bounds[boundary] else { continue }
+                bounds[boundary] = bound
+                changing |= 3 &<< UInt64(boundary &- 1)
+            }
+            guard changing != 0 else { return }
+            changed = changing
+            var clusters = changing
+            while clusters != 0 {
+                let cluster = clusters.trailingZeroBitCount
+                clusters &= clusters &- 1
+                let start = bounds[cluster]
+                let end = bounds[cluster &+ 1]
+                if end > start {
+                    centroids[cluster] = (prefixSum[end] - prefixSum[start]) / (prefixCount[end] - prefixCount[start])
                 }
             }
         }
