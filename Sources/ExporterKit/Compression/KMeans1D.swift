@@ -514,32 +514,40 @@ enum KMeans1D {
         let prefixSum = histogram.prefixSum
         // Boundaries 1..<clusterCount; boundary 0 never moves.
         let movable: UInt64 = (clusterCount == 64 ? ~0 : (1 &<< UInt64(clusterCount)) &- 1) & ~1
+        @inline(__always) func updateMean(_ cluster: Int) {
+            let start = bounds[cluster]
+            let end = bounds[cluster &+ 1]
+            if end > start {
+                centroids[cluster] = (prefixSum[end] - prefixSum[start]) / (prefixCount[end] - prefixCount[start])
+            }
+        }
         var changed: UInt64 = ~0
         for _ in 0..<maximumLloydIterations {
             var changing: UInt64 = 0
             // Boundary `b` separates clusters `b - 1` and `b`.
-            var search = (changed | changed &<< 1) & movable
+            let searched = (changed | changed &<< 1) & movable
+            var search = searched
             while search != 0 {
                 let boundary = search.trailingZeroBitCount
                 search &= search &- 1
                 let midpoint = (centroids[boundary &- 1] + centroids[boundary]) * 0.5
                 let bound = firstIndexAbove(
                     midpoint, in: histogram, low: bounds[boundary &- 1], hint: bounds[boundary])
-                guard bound != bounds[boundary] else { continue }
-                bounds[boundary] = bound
-                changing |= 3 &<< UInt64(boundary &- 1)
+                if bound != bounds[boundary] {
+                    bounds[boundary] = bound
+                    changing |= 3 &<< UInt64(boundary &- 1)
+                }
+                // Both bounds of cluster `boundary - 1` are final for this iteration and later
+                // searches read only the centroids above it: its mean can be updated now.
+                if changing & (1 &<< UInt64(boundary &- 1)) != 0 { updateMean(boundary &- 1) }
             }
             guard changing != 0 else { return }
             changed = changing
-            var clusters = changing
+            // The clusters not updated yet: those whose upper boundary was not searched.
+            var clusters = changing & ~(searched >> 1)
             while clusters != 0 {
-                let cluster = clusters.trailingZeroBitCount
+                updateMean(clusters.trailingZeroBitCount)
                 clusters &= clusters &- 1
-                let start = bounds[cluster]
-                let end = bounds[cluster &+ 1]
-                if end > start {
-                    centroids[cluster] = (prefixSum[end] - prefixSum[start]) / (prefixCount[end] - prefixCount[start])
-                }
             }
         }
     }
