@@ -298,14 +298,16 @@ public final class SafetensorsWriter {
         var text = "{"
         var members: [String] = []
         if !metadata.isEmpty {
-            let entries = metadata.keys.sorted().map { "\(jsonQuoted($0)):\(jsonQuoted(metadata[$0] ?? ""))" }
+            let entries = metadata.keys.sorted().map {
+                "\(JSONWriter.quoted($0)):\(JSONWriter.quoted(metadata[$0] ?? ""))"
+            }
             members.append("\"__metadata__\":{\(entries.joined(separator: ","))}")
         }
         var offset = 0
         for (tensor, bytes) in zip(tensors, byteCounts) {
             let shape = tensor.shape.map(String.init).joined(separator: ",")
             members.append(
-                "\(jsonQuoted(tensor.name)):{\"dtype\":\"\(tensor.dtype.rawValue)\",\"shape\":[\(shape)],"
+                "\(JSONWriter.quoted(tensor.name)):{\"dtype\":\"\(tensor.dtype.rawValue)\",\"shape\":[\(shape)],"
                     + "\"data_offsets\":[\(offset),\(offset + bytes)]}")
             offset += bytes
         }
@@ -324,24 +326,4 @@ private func systemWrite(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count
     #else
         return Darwin.write(descriptor, bytes, count)
     #endif
-}
-
-/// `text` as a JSON string literal: quotes, backslashes and control characters escaped,
-/// everything else as UTF-8.
-func jsonQuoted(_ text: String) -> String {
-    var quoted = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": quoted += "\\\""
-        case "\\": quoted += "\\\\"
-        case "\n": quoted += "\\n"
-        case "\r": quoted += "\\r"
-        case "\t": quoted += "\\t"
-        case _ where scalar.value < 0x20:
-            let hex = String(scalar.value, radix: 16)
-            quoted += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: quoted.unicodeScalars.append(scalar)
-        }
-    }
-    return quoted + "\""
 }

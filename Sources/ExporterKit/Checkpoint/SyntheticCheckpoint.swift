@@ -225,7 +225,7 @@ public enum SyntheticCheckpoint {
     /// Writes the index as `transformers` lays it out, keys sorted, via a temporary file.
     private static func writeIndex(_ url: URL, weightMap: [(String, String)], totalSize: Int) throws {
         var text = "{\n  \"metadata\": {\n    \"total_size\": \(totalSize)\n  },\n  \"weight_map\": {\n"
-        text += weightMap.sorted { $0.0 < $1.0 }.map { "    \(jsonQuoted($0.0)): \(jsonQuoted($0.1))" }
+        text += weightMap.sorted { $0.0 < $1.0 }.map { "    \(JSONWriter.quoted($0.0)): \(JSONWriter.quoted($0.1))" }
             .joined(separator: ",\n")
         text += "\n  }\n}\n"
         do {

@@ -128,6 +128,8 @@ public struct FarmRunner {
     public let settings: FarmSettings
     /// The memory the running exports hold.
     public let memory: MemoryBudget
+    /// Each job's plan, made once: sharding, the refusals before running and the run all need it.
+    private let plans = PlanCache()
 
     /// The environment variable carrying the farm's process id to its jobs, which end with it.
     public static let parentEnvironmentKey = "EXPORTER_PARENT_PID"
@@ -160,12 +162,18 @@ public struct FarmRunner {
         return options
     }
 
+    /// The job's plan, made on first use (from its config and safetensors headers).
+    /// - Throws: what `ExportPlan.make` throws for it, every time it is asked.
+    func plan(of job: FarmJob) throws -> ExportPlan {
+        try plans.plan(named: job.name) { try ExportPlan.make(options: options(of: job), resolver: resolver) }
+    }
+
     /// The jobs of shard `index` of `count`: jobs sorted by estimated cost (parameters),
     /// each given to the shard with the least work so far (ties to the lower shard), so every
     /// job is in exactly one shard and shards are balanced. The same on every machine.
     public func shardJobs(index: Int, count: Int) -> [FarmJob] {
         let costs = farm.jobs.map { job in
-            (try? ExportPlan.make(options: options(of: job), resolver: resolver))?.parameters ?? 1
+            (try? plan(of: job))?.parameters ?? 1
         }
         let order = farm.jobs.indices.sorted { costs[$0] != costs[$1] ? costs[$0] > costs[$1] : $0 < $1 }
         var load = [Int](repeating: 0, count: count)
@@ -256,7 +264,7 @@ public struct FarmRunner {
                 }
             }
             // A job that cannot be planned fails on its own.
-            guard let plan = try? ExportPlan.make(options: options(of: job), resolver: resolver) else { continue }
+            guard let plan = try? plan(of: job) else { continue }
             let bundle = ExportRunner.bundleURL(for: plan, in: settings.outputDirectory)
             let relative = String(bundle.path.dropFirst(settings.outputDirectory.path.count + 1))
             // Case-insensitively: on macOS's usual file system `M.aimodel` and `m.aimodel` are one folder.
@@ -296,7 +304,7 @@ public struct FarmRunner {
         let plan: ExportPlan
         let synthetic: Bool
         do {
-            plan = try ExportPlan.make(options: options(of: job), resolver: resolver)
+            plan = try self.plan(of: job)
             synthetic =
                 job.synthetic == .always
                 || (job.synthetic == .ifMissing && plan.model.source.checkpointDirectory == nil)
@@ -560,5 +568,20 @@ final class FarmLock {
     func release() {
         flock(descriptor, LOCK_UN)
         close(descriptor)
+    }
+}
+
+/// Plans by job name (unique in a farm file), each made once whichever thread asks first.
+private final class PlanCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var plans: [String: Result<ExportPlan, Error>] = [:]
+
+    func plan(named name: String, make: () throws -> ExportPlan) throws -> ExportPlan {
+        try lock.withLock {
+            if let made = plans[name] { return made }
+            let made = Result { try make() }
+            plans[name] = made
+            return made
+        }.get()
     }
 }

@@ -42,7 +42,9 @@ public enum JSONWriter {
         }
     }
 
-    private static func quoted(_ text: String) -> String {
+    /// `text` as a JSON string literal: quotes, backslashes and control characters escaped,
+    /// everything else as UTF-8.
+    static func quoted(_ text: String) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
