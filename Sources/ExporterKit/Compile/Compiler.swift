@@ -95,20 +95,13 @@ public enum Compiler {
         let subject = try CompileSubject(bundle: bundle)
         _ = try RopeTables.make(bundle.graph)  // refuse an unsupported scaling before writing anything
         let plans = request.devices.map { CompilePlan(subject: subject, device: $0) }
-        if !request.overwrite {
-            let there = plans.filter {
-                let url = artifactURL(name: subject.name, device: $0.device, in: request.outputDirectory)
-                return FileManager.default.fileExists(atPath: url.path)
-            }
-            if !there.isEmpty {
-                throw CompileError.artifactsExist(
-                    paths: there.map {
-                        artifactURL(name: subject.name, device: $0.device, in: request.outputDirectory).path
-                    },
-                    bundle: bundleURL.path, platform: request.platform,
-                    missingDevices: plans.filter { plan in !there.contains { $0.device.id == plan.device.id } }
-                        .map(\.device.id))
-            }
+        let destinations = plans.map { artifactURL(name: subject.name, device: $0.device, in: request.outputDirectory) }
+        let present = destinations.map { FileManager.default.fileExists(atPath: $0.path) }
+        if !request.overwrite, present.contains(true) {
+            throw CompileError.artifactsExist(
+                paths: destinations.indices.filter { present[$0] }.map { destinations[$0].path },
+                bundle: bundleURL.path, platform: request.platform,
+                missingDevices: plans.indices.filter { !present[$0] }.map { plans[$0].device.id })
         }
         // Besides weights and tables, each artifact copies the graph and tokenizer, and its manifest
         // (the bundle's with regions) stays well under twice the bundle's.
@@ -127,7 +120,7 @@ public enum Compiler {
         var results: [CompileResult] = []
         for (index, plan) in plans.enumerated() {
             let stage = "\(plan.device.id) (\(index + 1) of \(plans.count)): weights written"
-            let destination = artifactURL(name: subject.name, device: plan.device, in: request.outputDirectory)
+            let destination = destinations[index]
             let manifest = try CompiledArtifactWriter.write(
                 plan, bundle: bundle, destination: destination, request: request
             ) { written in
