@@ -13,7 +13,8 @@ enum VerifyCommand {
             + "checkpoint (float32) and the artifact (dequantised) with the reference forward pass and compares "
             + "the logits. Exits 0 only when everything holds, 1 otherwise, naming each file or tensor at fault.",
         arguments: [
-            .positional("artifact", help: "A .aimodel folder (or its manifest.json)."),
+            .positional(
+                "artifact", help: "A .aimodel or .aimodelc folder, a .mlpackage, or a manifest.json (a plan's too)."),
             .option("against", valueName: "checkpoint", help: "The checkpoint folder the artifact was exported from."),
             .option(
                 "bundle", valueName: "aimodel",
@@ -34,6 +35,11 @@ enum VerifyCommand {
             .flag("json", help: "Print the report as JSON (with --run: top-5 logits per position for both sides)."),
         ])
 
+    /// The options that compare with the checkpoint, which a Core ML package refuses.
+    static let checkpointOptions = [
+        "against", "min-sqnr", "run", "tokens", "tokens-file", "min-logit-snr", "min-agreement", "max-kl",
+    ]
+
     /// Token ids used by `--run` without `--tokens`: spread over the vocabulary, fixed.
     static func defaultTokens(vocabularySize: Int) -> [Int] {
         (0..<8).map { ($0 * 7919 + 11) % max(vocabularySize, 1) }
@@ -43,12 +49,20 @@ enum VerifyCommand {
         guard let path = arguments.positional(0) else { throw UsageError.missingArgument("artifact") }
         let against = arguments.value("against")
         if MLPackageViews.isPackage(path) {
+            // A package's blobs are its bundle's bytes: the checkpoint comparison is the bundle's.
+            if let option = checkpointOptions.first(where: arguments.isGiven) {
+                throw UsageError.validation(
+                    "--\(option) does not apply to a Core ML package; verify the bundle it was converted from with it")
+            }
             return try MLPackageViews.verify(
                 URL(fileURLWithPath: path, relativeTo: context.currentDirectory),
                 bundle: arguments.value("bundle").map {
                     URL(fileURLWithPath: $0, relativeTo: context.currentDirectory)
                 },
                 json: arguments.flag("json"), context: context)
+        }
+        if arguments.isGiven("bundle") {
+            throw UsageError.validation("--bundle applies to a Core ML package (.mlpackage) only")
         }
         let minimumSQNR = try arguments.number("min-sqnr")
         let runForward = arguments.flag("run")
