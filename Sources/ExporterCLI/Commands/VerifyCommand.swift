@@ -133,7 +133,10 @@ enum VerifyCommand {
         if arguments.flag("json") {
             context.writeOutput(JSONWriter.string(json(report, comparison: comparison, artifact: path)))
         } else {
-            context.print(lines: lines(report, comparison: comparison, artifact: path, compared: checkpoint != nil))
+            context.print(
+                lines: lines(
+                    report, comparison: comparison, artifact: path, compared: checkpoint != nil,
+                    plan: artifact.manifest.kind == "plan"))
         }
         for failure in report.failures { context.printError("Error: \(failure)") }
         return report.passed ? .success : .verificationFailed
@@ -155,9 +158,10 @@ enum VerifyCommand {
 
     static func percent(_ fraction: Double) -> String { String(format: "%.1f%%", fraction * 100) }
 
-    static func lines(_ report: VerificationReport, comparison: ForwardComparison?, artifact: String, compared: Bool)
-        -> [String]
-    {
+    static func lines(
+        _ report: VerificationReport, comparison: ForwardComparison?, artifact: String, compared: Bool,
+        plan: Bool = false
+    ) -> [String] {
         var rows = [
             ["files", "\(report.filesChecked) checked (size and CRC-32)"],
             [
@@ -167,7 +171,12 @@ enum VerifyCommand {
             ],
         ]
         if !report.tensorListChecked {
-            rows.append(["", "names and shapes not checked: the graph lacks this family's layout"])
+            rows.append(
+                [
+                    "",
+                    "names and shapes not checked: "
+                        + (plan ? "a plan has no graph.json" : "the graph lacks this family's layout"),
+                ])
         }
         if compared,
             let worst = report.measuredSQNR.filter({ $0.value.isFinite }).min(by: {
