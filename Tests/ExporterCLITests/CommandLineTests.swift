@@ -370,6 +370,23 @@ struct CommandLineTests {
                 "Error: --output-name must not contain control characters, got 'a\\u{A}b\\u{1B}'\nUsage: "))
     }
 
+    @Test("synth without --out and eval without --against are refused as their usage lines (no brackets) say")
+    func requiredOptions() {
+        let synth = runExporter(["synth", "qwen3-0.6b"])
+        #expect(synth.status == 64)
+        #expect(
+            synth.error == """
+                Error: missing '--out <dir>'
+                Usage: exporter synth <model> --out <dir> [<options>]
+                  See 'exporter synth --help' for more information.
+
+                """)
+        let synthHelp = runExporter(["synth", "--help"])
+        #expect(synthHelp.output.contains("USAGE: exporter synth <model> --out <dir> [--seed <n>] [--dtype <dtype>]\n"))
+        let evalHelp = runExporter(["eval", "--help"])
+        #expect(evalHelp.output.contains("USAGE: exporter eval <artifact> --against <checkpoint>"))
+    }
+
     @Test("an empty path, an empty positional, a negative gate, an empty token item, a bad --seed are usage errors")
     func emptyAndNegativeValues() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

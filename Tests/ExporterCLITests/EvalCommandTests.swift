@@ -61,7 +61,13 @@ struct EvalCommandTests {
     func usage() throws {
         let noCheckpoint = runExporter(["eval", "x.aimodel", "--tokens", "1,2"])
         #expect(noCheckpoint.status == 64)
-        #expect(noCheckpoint.error.hasPrefix("Error: eval requires --against <checkpoint>\n"))
+        #expect(
+            noCheckpoint.error == """
+                Error: missing '--against <checkpoint>'
+                Usage: exporter eval <artifact> --against <checkpoint> [<options>]
+                  See 'exporter eval --help' for more information.
+
+                """)
         let noTokens = runExporter(["eval", "x.aimodel", "--against", "y"])
         #expect(noTokens.error.hasPrefix("Error: eval requires --tokens-file <file> or --tokens <ids>\n"))
         let both = runExporter(["eval", "x", "--against", "y", "--tokens", "1,2", "--tokens-file", "f"])

@@ -422,6 +422,19 @@ struct MLPackageCommandTests {
         #expect(verify.status == 0, "\(verify.error)")
         #expect(verify.output.hasPrefix("verified \(package.path): "))
         #expect(verify.output.contains("tensors equal to Tiny.aimodel's bit for bit"))
+        // Comparing with the checkpoint is the bundle's verify: asked of a package, it is refused, not skipped.
+        for option in [["--against", checkpoint.path], ["--run"], ["--min-logit-snr", "3"]] {
+            let refused = runExporter(["verify", package.path] + option)
+            #expect(refused.status == 64)
+            #expect(
+                refused.error.hasPrefix(
+                    "Error: \(option[0]) does not apply to a Core ML package; verify the bundle it was converted from "
+                        + "with it\nUsage: exporter verify <artifact> [<options>]\n"), "\(refused.error)")
+        }
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let notPackage = runExporter(["verify", bundle.path, "--bundle", bundle.path])
+        #expect(notPackage.status == 64)
+        #expect(notPackage.error.hasPrefix("Error: --bundle applies to a Core ML package (.mlpackage) only\nUsage: "))
         // Away from its bundle it says what it did not compare.
         let alone = try Fixtures.temporaryDirectory().appendingPathComponent("Tiny.mlpackage")
         try FileManager.default.copyItem(at: package, to: alone)

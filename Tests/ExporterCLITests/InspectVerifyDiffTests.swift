@@ -92,6 +92,23 @@ struct VerifyCommandTests {
         #expect(against.output.contains("26 decoded, 26 compared with the checkpoint\n"))
         let manifestOnly = runExporter(["verify", bundle.appendingPathComponent("manifest.json").path])
         #expect(manifestOnly.status == 0)
+        // A plan's --json output verifies too; it has no graph to hold its tensor list against.
+        let planFile = try Fixtures.temporaryDirectory().appendingPathComponent("plan.json")
+        let plan = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--dry-run", "--json",
+        ])
+        try Data(plan.output.utf8).write(to: planFile)
+        let planRun = runExporter(["verify", planFile.path])
+        #expect(planRun.status == 0, "\(planRun.error)")
+        #expect(
+            planRun.output == """
+                verify \(planFile.path)
+                  files    0 checked (size and CRC-32)
+                  tensors  0 decoded
+                           names and shapes not checked: a plan has no graph.json
+                everything holds
+
+                """)
     }
 
     @Test("a flipped byte, a truncated file, an edited manifest size each fail, naming the file")

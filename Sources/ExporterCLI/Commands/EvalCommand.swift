@@ -12,8 +12,10 @@ enum EvalCommand {
             + "relative increase, the mean KL divergence and the top-1 agreement per position, and the bits stored "
             + "per weight of the linear layers. Use a text that was not the calibration text.",
         arguments: [
-            .positional("artifact", help: "A .aimodel folder (or its manifest.json)."),
-            .option("against", valueName: "checkpoint", help: "The checkpoint folder the artifact was exported from."),
+            .positional("artifact", help: "A .aimodel or .aimodelc folder, or its manifest.json."),
+            .option(
+                "against", valueName: "checkpoint", isRequired: true,
+                help: "The checkpoint folder the artifact was exported from."),
             .option("tokens-file", valueName: "file", help: "Token ids, separated by commas or white space."),
             .option("tokens", valueName: "ids", help: "Comma-separated token ids (instead of --tokens-file)."),
             .flag("json", help: "Print the result as JSON."),
@@ -21,9 +23,7 @@ enum EvalCommand {
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let path = arguments.positional(0) else { throw UsageError.missingArgument("artifact") }
-        guard let against = arguments.value("against") else {
-            throw UsageError.validation("eval requires --against <checkpoint>")
-        }
+        guard let against = arguments.value("against") else { throw UsageError.missingOption("--against <checkpoint>") }
         try arguments.refuseBothTokenOptions()
         guard let tokens = try arguments.tokenIds(relativeTo: context.currentDirectory) else {
             throw UsageError.validation("eval requires --tokens-file <file> or --tokens <ids>")

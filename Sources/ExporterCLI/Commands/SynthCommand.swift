@@ -11,7 +11,7 @@ enum SynthCommand {
         arguments: [
             .positional(
                 "model", help: "A checkpoint folder (only its config.json is read), a preset or an 'org/model' id."),
-            .option("out", valueName: "dir", help: "The folder to write (created)."),
+            .option("out", valueName: "dir", isRequired: true, help: "The folder to write (created)."),
             .option("seed", valueName: "n", defaultValue: "0", help: "Seed of the weights."),
             .option(
                 "dtype", choices: ["BF16", "F16", "F32"], defaultValue: "BF16", help: "Storage type of the weights."),
@@ -23,7 +23,7 @@ enum SynthCommand {
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
-        guard let out = arguments.value("out") else { throw UsageError.validation("missing '--out <dir>'") }
+        guard let out = arguments.value("out") else { throw UsageError.missingOption("--out <dir>") }
         guard let seed = UInt64(arguments.value("seed") ?? "0") else {
             throw UsageError.invalidValue(
                 value: arguments.value("seed") ?? "", option: "--seed", expected: "a non-negative integer")

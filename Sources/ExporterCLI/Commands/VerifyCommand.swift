@@ -13,7 +13,8 @@ enum VerifyCommand {
             + "checkpoint (float32) and the artifact (dequantised) with the reference forward pass and compares "
             + "the logits. Exits 0 only when everything holds, 1 otherwise, naming each file or tensor at fault.",
         arguments: [
-            .positional("artifact", help: "A .aimodel folder (or its manifest.json)."),
+            .positional(
+                "artifact", help: "A .aimodel or .aimodelc folder, a .mlpackage, or a manifest.json (a plan's too)."),
             .option("against", valueName: "checkpoint", help: "The checkpoint folder the artifact was exported from."),
             .option(
                 "bundle", valueName: "aimodel",
@@ -34,6 +35,11 @@ enum VerifyCommand {
             .flag("json", help: "Print the report as JSON (with --run: top-5 logits per position for both sides)."),
         ])
 
+    /// The options that compare with the checkpoint, which a Core ML package refuses.
+    static let checkpointOptions = [
+        "against", "min-sqnr", "run", "tokens", "tokens-file", "min-logit-snr", "min-agreement", "max-kl",
+    ]
+
     /// Token ids used by `--run` without `--tokens`: spread over the vocabulary, fixed.
     static func defaultTokens(vocabularySize: Int) -> [Int] {
         (0..<8).map { ($0 * 7919 + 11) % max(vocabularySize, 1) }
@@ -43,12 +49,20 @@ enum VerifyCommand {
         guard let path = arguments.positional(0) else { throw UsageError.missingArgument("artifact") }
         let against = arguments.value("against")
         if MLPackageViews.isPackage(path) {
+            // A package's blobs are its bundle's bytes: the checkpoint comparison is the bundle's.
+            if let option = checkpointOptions.first(where: arguments.isGiven) {
+                throw UsageError.validation(
+                    "--\(option) does not apply to a Core ML package; verify the bundle it was converted from with it")
+            }
             return try MLPackageViews.verify(
                 URL(fileURLWithPath: path, relativeTo: context.currentDirectory),
                 bundle: arguments.value("bundle").map {
                     URL(fileURLWithPath: $0, relativeTo: context.currentDirectory)
                 },
                 json: arguments.flag("json"), context: context)
+        }
+        if arguments.isGiven("bundle") {
+            throw UsageError.validation("--bundle applies to a Core ML package (.mlpackage) only")
         }
         let minimumSQNR = try arguments.number("min-sqnr")
         let runForward = arguments.flag("run")
@@ -119,7 +133,10 @@ enum VerifyCommand {
         if arguments.flag("json") {
             context.writeOutput(JSONWriter.string(json(report, comparison: comparison, artifact: path)))
         } else {
-            context.print(lines: lines(report, comparison: comparison, artifact: path, compared: checkpoint != nil))
+            context.print(
+                lines: lines(
+                    report, comparison: comparison, artifact: path, compared: checkpoint != nil,
+                    plan: artifact.manifest.kind == "plan"))
         }
         for failure in report.failures { context.printError("Error: \(failure)") }
         return report.passed ? .success : .verificationFailed
@@ -141,9 +158,10 @@ enum VerifyCommand {
 
     static func percent(_ fraction: Double) -> String { String(format: "%.1f%%", fraction * 100) }
 
-    static func lines(_ report: VerificationReport, comparison: ForwardComparison?, artifact: String, compared: Bool)
-        -> [String]
-    {
+    static func lines(
+        _ report: VerificationReport, comparison: ForwardComparison?, artifact: String, compared: Bool,
+        plan: Bool = false
+    ) -> [String] {
         var rows = [
             ["files", "\(report.filesChecked) checked (size and CRC-32)"],
             [
@@ -153,7 +171,12 @@ enum VerifyCommand {
             ],
         ]
         if !report.tensorListChecked {
-            rows.append(["", "names and shapes not checked: the graph lacks this family's layout"])
+            rows.append(
+                [
+                    "",
+                    "names and shapes not checked: "
+                        + (plan ? "a plan has no graph.json" : "the graph lacks this family's layout"),
+                ])
         }
         if compared,
             let worst = report.measuredSQNR.filter({ $0.value.isFinite }).min(by: {

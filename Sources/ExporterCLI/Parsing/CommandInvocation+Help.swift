@@ -6,7 +6,8 @@ extension CommandInvocation {
     static let helpColumn = 26
 
     /// The usage line for error messages: the command name, its positionals, then its
-    /// options, which are shortened to `[<options>]` when the line would not fit.
+    /// options, which are shortened to the required ones and `[<options>]` when the line
+    /// would not fit.
     var usageLine: String {
         let positionals = command.positionals.map(Self.usageItem)
         if positionals.isEmpty && command.options.isEmpty && !command.subcommands.isEmpty {
@@ -14,7 +15,8 @@ extension CommandInvocation {
         }
         let full = ([commandName] + positionals + command.options.map(Self.usageItem)).joined(separator: " ")
         guard "Usage: ".count + full.count > Self.lineWidth else { return full }
-        return ([commandName] + positionals + ["[<options>]"]).joined(separator: " ")
+        let required = command.options.filter(\.isRequired).map(Self.usageItem)
+        return ([commandName] + positionals + required + ["[<options>]"]).joined(separator: " ")
     }
 
     /// The text printed on stderr for `error`: the message, the usage line and where to
@@ -69,7 +71,8 @@ extension CommandInvocation {
     }
 
     /// How an argument appears in a usage line: `<model>`, `[<model>]`, `<files> ...`,
-    /// `[--overwrite]`, `[--platform <platform>]`, `[--device <device> ...]`.
+    /// `[--overwrite]`, `[--platform <platform>]`, `[--device <device> ...]`, and a required
+    /// option without brackets: `--out <dir>`.
     private static func usageItem(_ argument: ArgumentSpec) -> String {
         let repetition = argument.repeats ? " ..." : ""
         switch argument.kind {
@@ -79,7 +82,8 @@ extension CommandInvocation {
         case .flag:
             return "[--\(argument.name)]"
         case .option:
-            return "[--\(argument.name) <\(argument.valueName)>\(repetition)]"
+            let item = "--\(argument.name) <\(argument.valueName)>\(repetition)"
+            return argument.isRequired ? item : "[\(item)]"
         }
     }
 

@@ -35,7 +35,7 @@ struct CommandInvocation: Equatable {
     /// Parses `arguments` against `command`. `-h/--help` (and `--version` where the command
     /// or an ancestor declares one) anywhere before `--` wins over everything else.
     /// - Throws: `UsageError` for the first unknown option, missing or invalid value,
-    ///   repeated option, unexpected positional or missing required positional.
+    ///   repeated option, unexpected positional, or missing required positional or option.
     func parse() throws -> Outcome {
         let optionTokens = arguments.prefix { $0 != "--" }
         if optionTokens.contains("-h") || optionTokens.contains("--help") { return .showHelp }
@@ -93,6 +93,9 @@ struct CommandInvocation: Equatable {
         }
         for (position, spec) in positionalSpecs.enumerated() where spec.isRequired && positionals.count <= position {
             throw UsageError.missingArgument(spec.name)
+        }
+        for spec in command.options where spec.isRequired && occurrences[spec.name] == nil {
+            throw UsageError.missingOption("--\(spec.name) <\(spec.valueName)>")
         }
         return .run(ParsedArguments(command: command, occurrences: occurrences, positionals: positionals))
     }

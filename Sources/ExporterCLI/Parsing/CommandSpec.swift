@@ -72,6 +72,9 @@ struct CommandSpec: Sendable, Equatable {
             if let defaultValue = option.defaultValue, !option.choices.isEmpty, !option.choices.contains(defaultValue) {
                 problems.append("\(name): default '\(defaultValue)' of '--\(option.name)' is not one of its choices")
             }
+            if option.isRequired && option.defaultValue != nil {
+                problems.append("\(name): required '--\(option.name)' has a default")
+            }
         }
         for (index, positional) in positionals.enumerated() {
             let isLast = index == positionals.count - 1
@@ -119,7 +122,8 @@ struct ArgumentSpec: Sendable, Equatable {
     var defaultValue: String?
     /// Whether the option may be given several times, or the positional takes all the rest.
     var repeats = false
-    /// Whether a positional must be given (options never are).
+    /// Whether the argument must be given: a positional to fill, or an option the command
+    /// cannot run without (`synth --out`), which usage lines show without brackets.
     var isRequired = false
     /// One sentence shown in help.
     var help: String
@@ -137,8 +141,9 @@ struct ArgumentSpec: Sendable, Equatable {
         ArgumentSpec(kind: .flag, name: name, aliases: aliases, shortName: shortName, valueName: name, help: help)
     }
 
-    /// An option with a value such as `--platform iOS`; `choices` restricts its values and
-    /// `repeats` lets it be given several times (`--device h17p --device h16`).
+    /// An option with a value such as `--platform iOS`; `choices` restricts its values,
+    /// `repeats` lets it be given several times (`--device h17p --device h16`) and
+    /// `isRequired` refuses a command line without it (`synth --out`).
     static func option(
         _ name: String,
         aliases: [String] = [],
@@ -147,11 +152,12 @@ struct ArgumentSpec: Sendable, Equatable {
         choices: [String] = [],
         defaultValue: String? = nil,
         repeats: Bool = false,
+        isRequired: Bool = false,
         help: String
     ) -> ArgumentSpec {
         ArgumentSpec(
             kind: .option, name: name, aliases: aliases, shortName: shortName, valueName: valueName ?? name,
-            choices: choices, defaultValue: defaultValue, repeats: repeats, help: help)
+            choices: choices, defaultValue: defaultValue, repeats: repeats, isRequired: isRequired, help: help)
     }
 
     /// A positional such as `<model>`; a repeating one takes every remaining positional.

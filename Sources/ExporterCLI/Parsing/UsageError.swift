@@ -20,6 +20,8 @@ enum UsageError: Error, Equatable, CustomStringConvertible {
     case missingArgument(String)
     /// A positional given as an empty string, by its name without brackets.
     case emptyArgument(String)
+    /// A required option that is absent, as usage shows it (`--out <dir>`).
+    case missingOption(String)
     /// A command's own check of its arguments ("--experimental requires --compute-precision").
     case validation(String)
 
@@ -47,6 +49,8 @@ enum UsageError: Error, Equatable, CustomStringConvertible {
             return "missing argument '<\(name)>'"
         case .emptyArgument(let name):
             return "'<\(name)>' must not be empty"
+        case .missingOption(let option):
+            return "missing '\(option)'"
         case .validation(let message):
             return message
         }

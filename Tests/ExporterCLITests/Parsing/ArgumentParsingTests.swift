@@ -164,7 +164,7 @@ struct ArgumentParsingTests {
     }
 
     @Test("reports each usage error with its exact message")
-    func errors() {
+    func errors() throws {
         #expect(usageMessage(["m", "--contxt", "1"]) == "unknown option '--contxt'; did you mean '--context'?")
         #expect(usageMessage(["m", "--platfrom=iOS"]) == "unknown option '--platfrom'; did you mean '--platform'?")
         #expect(usageMessage(["m", "-context", "1"]) == "unknown option '-context'; did you mean '--context'?")
@@ -190,6 +190,9 @@ struct ArgumentParsingTests {
         #expect(usageMessage(["a", "b", "c"], for: SampleCommands.inspect) == "unexpected argument 'c'")
         #expect(usageMessage(["--overwrite"]) == "missing argument '<model>'")
         #expect(usageMessage([], for: SampleCommands.compile) == "missing argument '<bundles>'")
+        #expect(usageMessage(["m", "--seed", "1"], for: SampleCommands.synth) == "missing '--out <dir>'")
+        #expect(usageMessage([], for: SampleCommands.synth) == "missing argument '<model>'")
+        #expect(try parsed(["m", "--out=o"], for: SampleCommands.synth).value("out") == "o")
         #expect(
             UsageError.validation("--experimental requires --compute-precision").description
                 == "--experimental requires --compute-precision")

@@ -104,6 +104,26 @@ struct HelpTextTests {
         #expect(group.resolve([]).usageLine == "exporter <subcommand>")
     }
 
+    @Test("shows a required option without brackets, in help and in the shortened usage line")
+    func requiredOption() {
+        let invocation = SampleCommands.synth.resolve([])
+        #expect(invocation.usageLine == "synth <model> --out <dir> [--seed <n>]")
+        #expect(invocation.helpText.contains("USAGE: synth <model> --out <dir> [--seed <n>]\n"))
+        let long = CommandSpec(
+            name: "synth", abstract: "",
+            arguments: SampleCommands.synth.arguments + [
+                .option("shard-size", valueName: "bytes", help: "The largest shard."),
+                .option("dtype", choices: ["BF16", "F16", "F32"], help: "The storage type."),
+            ])
+        #expect(long.resolve([]).usageLine == "synth <model> --out <dir> [<options>]")
+        #expect(
+            long.resolve([]).usageErrorText(for: .missingOption("--out <dir>")) == """
+                Error: missing '--out <dir>'
+                Usage: synth <model> --out <dir> [<options>]
+                  See 'synth --help' for more information.
+                """)
+    }
+
     @Test("presents a usage error with the usage line and where to find help")
     func usageErrorText() {
         #expect(

@@ -29,6 +29,16 @@ enum SampleCommands {
             .option("output", shortName: "o", valueName: "dir", help: "The output folder."),
         ])
 
+    /// `synth <model> --out (required) --seed`.
+    static let synth = CommandSpec(
+        name: "synth",
+        abstract: "Write a synthetic checkpoint.",
+        arguments: [
+            .positional("model", help: "A checkpoint folder or Hugging Face ID."),
+            .option("out", valueName: "dir", isRequired: true, help: "The folder to write."),
+            .option("seed", valueName: "n", help: "The seed."),
+        ])
+
     /// `list`: no arguments.
     static let list = CommandSpec(name: "list", abstract: "List the supported models.")
 

@@ -39,6 +39,7 @@ struct SubcommandResolutionTests {
     @Test("the sample specification has no mistakes, and mistakes are listed")
     func specificationProblems() {
         #expect(SampleCommands.root.specificationProblems() == [])
+        #expect(SampleCommands.synth.specificationProblems() == [])
         let broken = CommandSpec(
             name: "broken",
             abstract: "",
@@ -48,6 +49,7 @@ struct SubcommandResolutionTests {
                 .option("platform", choices: ["iOS"], defaultValue: "tvOS", help: ""),
                 .flag("help", help: ""),
                 .flag("force", aliases: ["platform"], shortName: "h", help: ""),
+                .option("out", defaultValue: "o", isRequired: true, help: ""),
             ],
             subcommands: [SampleCommands.list, SampleCommands.list])
         #expect(
@@ -56,6 +58,7 @@ struct SubcommandResolutionTests {
                 "broken: '--help' declared twice",
                 "broken: '--platform' declared twice",
                 "broken: '-h' declared twice",
+                "broken: required '--out' has a default",
                 "broken: repeating '<rest>' is not last",
                 "broken: required '<last>' follows an optional positional",
                 "broken: subcommand 'list' declared twice",
