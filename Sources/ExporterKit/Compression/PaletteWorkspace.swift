@@ -328,10 +328,18 @@ final class PaletteWorkspace {
             guard end > start else { continue }
             let centroid = lut[index]
             let weight = histogram.weight(start, end)
-            let sum = histogram.sum(start, end)
-            let squares = histogram.prefixSquares[end] - histogram.prefixSquares[start]
-            // Rounding can make a near-zero error slightly negative.
-            squaredError += max(0, squares - 2 * centroid * sum + centroid * centroid * weight)
+            if end - start == 1 {
+                // One value: its error directly, zero when the LUT holds it. From the sums, large
+                // values beside it left rounding (10⁻¹⁰ beside ±1,000), and a tensor the LUTs
+                // reproduce exactly had a finite SQNR.
+                let difference = histogram.values[start] - centroid
+                squaredError += weight * difference * difference
+            } else {
+                let sum = histogram.sum(start, end)
+                let squares = histogram.prefixSquares[end] - histogram.prefixSquares[start]
+                // Rounding can make a near-zero error slightly negative.
+                squaredError += max(0, squares - 2 * centroid * sum + centroid * centroid * weight)
+            }
             let code = UInt8(truncatingIfNeeded: index)
             for seen in Int(entryStart[start])..<Int(entryStart[end]) { indexOfPattern[Int(patterns[seen])] = code }
             start = end

@@ -29,6 +29,19 @@ extension CompressionTests {
             #expect(tensor.dequantized() == weights.map { Float($0) })
         }
 
+        @Test("a tensor reproduced exactly has zero error beside large values too, so its SQNR is infinite")
+        func exactBesideLargeValues() throws {
+            // Eleven values from −728 to 883.5: each its own LUT entry. Their errors came from
+            // the histogram's sums, whose rounding left 1.16·10⁻¹⁰ (an SQNR of 162.74 dB).
+            let weights: [Float16] = [
+                -0.978, -0.9155, 883.5, -251.1, 0.6606, -231.4, 0.007, 873.0, 0.6133, -728.0, -0.544,
+            ]
+            let tensor = try palettize(weights, rows: 1, columns: weights.count, bits: 4)
+            #expect(tensor.dequantized() == weights.map { Float($0) })
+            #expect(tensor.squaredError == 0)
+            #expect(tensor.sqnrDecibels == .infinity)
+        }
+
         @Test("a cluster whose mean rounds to zero stores +0, never −0, so stored zeros decode as +0")
         func zeroEntryIsPositive() throws {
             // 1000 zeros and one tiny negative weight share a cluster whose mean rounds to −0 in float16.
