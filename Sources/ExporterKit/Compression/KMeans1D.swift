@@ -9,9 +9,13 @@ struct SortedHistogram {
     var values: UnsafeMutablePointer<Double>
     /// `prefixCount[i]` is the number of weights among the first `i` distinct values (`count + 1` entries).
     var prefixCount: UnsafeMutablePointer<Double>
-    /// Prefix sums of the weights (`count + 1` entries).
+    /// Prefix sums of the weights (`count + 1` entries): `prefixSum[b] − prefixSum[a]` is the
+    /// sum of entries `a..<b`. Only differences count, so the sums may start anywhere;
+    /// ``PaletteWorkspace`` makes them zero at the first non-negative value and accumulates
+    /// outward, so that a cluster of small values is not the difference of sums holding large
+    /// ones (one value of 65,504 before them made their errors rounding noise).
     var prefixSum: UnsafeMutablePointer<Double>
-    /// Prefix sums of the squared weights (`count + 1` entries).
+    /// Prefix sums of the squared weights (`count + 1` entries), as ``prefixSum``.
     var prefixSquares: UnsafeMutablePointer<Double>
 
     @inline(__always) func weight(_ start: Int, _ end: Int) -> Double { prefixCount[end] - prefixCount[start] }

@@ -204,6 +204,10 @@ final class PaletteWorkspace {
     /// counting as +0) and clears the counts for the next group. Requires no unusable pattern.
     /// With `weights`, each occupied pattern weighs `weights[pattern]` instead of its count
     /// (the tiled palettiser's activation-weighted histogram), and those are cleared instead.
+    ///
+    /// The sums and squares are accumulated outward from zero (``SortedHistogram``): from the
+    /// first non-negative entry up, and from the last negative entry down, so that the sums of
+    /// a run of small values are never the difference of sums that hold large ones.
     func extractHistogram(_ source: SourcePatterns = .float16, weights: UnsafeMutablePointer<Double>? = nil)
         -> SortedHistogram
     {
@@ -251,16 +255,40 @@ final class PaletteWorkspace {
                 seen += 1
             }
             // Negative values: larger patterns are more negative, so walk patterns downwards.
+            // Each entry's own sums first (reset as each entry starts); accumulated below.
             for word in stride(from: 1023, through: 512, by: -1) {
                 var bitsLeft = occupancy[word]
                 guard bitsLeft != 0 else { continue }
                 occupancy[word] = 0
                 while bitsLeft != 0 {
                     let bit = 63 - bitsLeft.leadingZeroBitCount
-                    emit(word << 6 | bit)
+                    let pattern = word << 6 | bit
+                    if valueOf[pattern] != previousValue {
+                        runningSum = 0
+                        runningSquares = 0
+                    }
+                    emit(pattern)
                     bitsLeft &= ~(1 &<< UInt64(bit))
                 }
             }
+            // Accumulate the negative entries downward from the first non-negative one (−0
+            // counts as +0 and may already have started it), whose prefix is zero.
+            let anchor = distinct > 0 && values[distinct - 1] == 0 ? distinct - 1 : distinct
+            var sumBelow = 0.0
+            var squaresBelow = 0.0
+            for entry in stride(from: anchor - 1, through: 0, by: -1) {
+                let (entrySum, entrySquares) = (prefixSum[entry + 1], prefixSquares[entry + 1])
+                prefixSum[entry + 1] = sumBelow
+                prefixSquares[entry + 1] = squaresBelow
+                sumBelow -= entrySum
+                squaresBelow -= entrySquares
+            }
+            prefixSum[0] = sumBelow
+            prefixSquares[0] = squaresBelow
+            // Non-negative values accumulate upward from the anchor's zero (a zero entry
+            // started by −0 holds no sum).
+            runningSum = 0
+            runningSquares = 0
             // Non-negative values: patterns ascend with the value.
             for word in 0..<512 {
                 var bitsLeft = occupancy[word]
@@ -300,15 +328,23 @@ final class PaletteWorkspace {
             guard end > start else { continue }
             let centroid = lut[index]
             let weight = histogram.weight(start, end)
-            let sum = histogram.sum(start, end)
-            let squares = histogram.prefixSquares[end] - histogram.prefixSquares[start]
-            // Rounding can make a near-zero error slightly negative.
-            squaredError += max(0, squares - 2 * centroid * sum + centroid * centroid * weight)
+            if end - start == 1 {
+                // One value: its error directly, zero when the LUT holds it. From the sums, large
+                // values beside it left rounding (10⁻¹⁰ beside ±1,000), and a tensor the LUTs
+                // reproduce exactly had a finite SQNR.
+                let difference = histogram.values[start] - centroid
+                squaredError += weight * difference * difference
+            } else {
+                let sum = histogram.sum(start, end)
+                let squares = histogram.prefixSquares[end] - histogram.prefixSquares[start]
+                // Rounding can make a near-zero error slightly negative.
+                squaredError += max(0, squares - 2 * centroid * sum + centroid * centroid * weight)
+            }
             let code = UInt8(truncatingIfNeeded: index)
             for seen in Int(entryStart[start])..<Int(entryStart[end]) { indexOfPattern[Int(patterns[seen])] = code }
             start = end
         }
-        return (squaredError, histogram.prefixSquares[histogram.count])
+        return (squaredError, histogram.prefixSquares[histogram.count] - histogram.prefixSquares[0])
     }
 }
 

@@ -29,6 +29,19 @@ extension CompressionTests {
             #expect(tensor.dequantized() == weights.map { Float($0) })
         }
 
+        @Test("a tensor reproduced exactly has zero error beside large values too, so its SQNR is infinite")
+        func exactBesideLargeValues() throws {
+            // Eleven values from −728 to 883.5: each its own LUT entry. Their errors came from
+            // the histogram's sums, whose rounding left 1.16·10⁻¹⁰ (an SQNR of 162.74 dB).
+            let weights: [Float16] = [
+                -0.978, -0.9155, 883.5, -251.1, 0.6606, -231.4, 0.007, 873.0, 0.6133, -728.0, -0.544,
+            ]
+            let tensor = try palettize(weights, rows: 1, columns: weights.count, bits: 4)
+            #expect(tensor.dequantized() == weights.map { Float($0) })
+            #expect(tensor.squaredError == 0)
+            #expect(tensor.sqnrDecibels == .infinity)
+        }
+
         @Test("a cluster whose mean rounds to zero stores +0, never −0, so stored zeros decode as +0")
         func zeroEntryIsPositive() throws {
             // 1000 zeros and one tiny negative weight share a cluster whose mean rounds to −0 in float16.
@@ -60,6 +73,51 @@ extension CompressionTests {
             #expect(tensor.packedIndices == [0x00, 0xF9])
             #expect(tensor.squaredError == 0.75)
             #expect(tensor.signalPower == 1 + 100 + 144 + 20_000)
+        }
+
+        @Test("a histogram's sums grow outward from zero: small values beside ±65,504 keep their exact error")
+        func histogramSumsFromZero() {
+            // 1,000 weights of −65,504 and of +65,504 around −0, +0 and 1, 2, 3 × 2⁻¹⁰: summed
+            // from the lowest value, the small squares vanished in 4.3·10¹² (spaced 2⁻¹¹).
+            let unit = 0x1p-10
+            let source =
+                [UInt16](repeating: Float16(-65504).bitPattern, count: 1000) + [0x8000, 0x0000]
+                + [1, 2, 3].map { Float16(Double($0) * unit).bitPattern }
+                + [UInt16](repeating: Float16(65504).bitPattern, count: 1000)
+            let workspace = PaletteWorkspace()
+            source.withUnsafeBufferPointer { workspace.accumulate($0.baseAddress!, count: $0.count) }
+            let histogram = workspace.extractHistogram()
+            #expect((0..<histogram.count).map { histogram.values[$0] } == [-65504, 0, unit, 2 * unit, 3 * unit, 65504])
+            // The sums start at zero, the first non-negative entry.
+            #expect(histogram.prefixSum[1] == 0 && histogram.prefixSquares[1] == 0)
+            #expect(histogram.weight(1, 2) == 2)
+            #expect(histogram.mean(2, 5) == 2 * unit)
+            #expect(histogram.cost(2, 5) == 2 * unit * unit)
+            #expect(histogram.cost(1, 4) == 2.75 * unit * unit)
+            #expect(histogram.cost(0, 1) == 0)
+            #expect(histogram.cost(5, 6) == 0)
+        }
+
+        @Test(
+            "beside 40,000 weights of −65,504, every search finds the optimal LUT of small subnormal weights",
+            arguments: [1.5, 8.5, 15.5])
+        func optimalBesideHugeValues(closeValue: Double) throws {
+            // Sixteen subnormal values (× 2⁻²²), 1...16 with `closeValue` in place of the integer
+            // above it: the one closest pair is `closeValue` and the value half below it, so with
+            // −65,504 taking one entry the optimum merges that pair. Summed from −65,504 (2.6·10⁹,
+            // spaced 2⁻²¹), the small values' sums and squares were rounded away and the LUT
+            // merged another pair.
+            let unit = 0x1p-22
+            let values = ((1...16).map(Double.init).filter { $0 != closeValue + 0.5 } + [closeValue]).sorted()
+            let weights = [Float16](repeating: -65504, count: 40000) + values.map { Float16($0 * unit) }
+            let kept = values.filter { $0 != closeValue && $0 != closeValue - 0.5 } + [closeValue - 0.25]
+            let lut = [Float16(-65504)] + kept.sorted().map { Float16($0 * unit) }
+            for clustering in [PaletteClustering.automatic, .thorough, .heuristic, .thoroughHeuristic, .exact] {
+                let tensor = try palettize(weights, rows: 1, columns: weights.count, bits: 4, clustering: clustering)
+                #expect(tensor.lut == lut, "\(clustering)")
+                // (±0.25 × 2⁻²²)² twice.
+                #expect(tensor.squaredError == 0x1p-47, "\(clustering)")
+            }
         }
 
         @Test("folds −0 into +0")
