@@ -250,11 +250,7 @@ struct FarmTests {
     func memoryBudget() throws {
         let (farmURL, folder) = try makeFarm(count: 3)
         let farm = try FarmFile(contentsOf: farmURL)
-        let environment = [
-            "HOME": "/nonexistent-home", "HF_HOME": "/nonexistent-hf-home", "CI": "1",
-            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-            "EXPORTER_PRESETS": Fixtures.presetsDirectory.path,
-        ]
+        let environment = BuiltExporter.cleanEnvironment
         func runner(capacity: Int?, output: String) throws -> FarmRunner {
             var settings = FarmSettings(
                 outputDirectory: folder.appendingPathComponent(output), concurrentJobs: 3,
