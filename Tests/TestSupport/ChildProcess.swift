@@ -75,6 +75,22 @@ public enum BuiltExporter {
         }
     }
 
+    /// The environment children start in: no real Hugging Face cache, the repository's presets,
+    /// no terminal, and this process's sanitizer options (`make sanitize`): the children are
+    /// built with the suite's sanitizer and run with its settings and suppressions.
+    public static var cleanEnvironment: [String: String] {
+        let inherited = ProcessInfo.processInfo.environment
+        var environment = [
+            "HOME": "/nonexistent-home", "HF_HOME": "/nonexistent-hf-home", "CI": "1",
+            "PATH": inherited["PATH"] ?? "/usr/bin:/bin",
+            "EXPORTER_PRESETS": Fixtures.presetsDirectory.path,
+        ]
+        for key in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS"] {
+            environment[key] = inherited[key]
+        }
+        return environment
+    }
+
     /// Starts the binary with `arguments` without waiting, in a clean environment (no real
     /// Hugging Face cache, the repository's presets, no terminal) plus `environment`.
     public static func start(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) throws
@@ -84,11 +100,7 @@ public enum BuiltExporter {
         process.executableURL = url
         process.arguments = arguments
         process.standardInput = FileHandle.nullDevice
-        var full = [
-            "HOME": "/nonexistent-home", "HF_HOME": "/nonexistent-hf-home", "CI": "1",
-            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-            "EXPORTER_PRESETS": Fixtures.presetsDirectory.path,
-        ]
+        var full = cleanEnvironment
         for (key, value) in environment { full[key] = value }
         process.environment = full
         if let directory { process.currentDirectoryURL = directory }
