@@ -229,7 +229,9 @@ final class PaletteWorkspace {
         prefixSquares[0] = 0
         let table = source == .float16 ? Float16Table.histogramValues : Float16Table.bfloat16HistogramValues
         table.withUnsafeBufferPointer { valueOf in
-            @inline(__always) func emit(_ pattern: Int) {
+            /// `ownSums`: each entry's sums start from zero (the negative walk), instead of
+            /// running on from the previous entry's.
+            @inline(__always) func emit(_ pattern: Int, ownSums: Bool) {
                 let weight: Double
                 if let weights {
                     weight = weights[pattern]
@@ -244,6 +246,10 @@ final class PaletteWorkspace {
                     entryStart[distinct] = Int32(truncatingIfNeeded: seen)
                     previousValue = value
                     distinct += 1
+                    if ownSums {
+                        runningSum = 0
+                        runningSquares = 0
+                    }
                 }
                 runningCount += weight
                 runningSum += weight * value
@@ -255,19 +261,14 @@ final class PaletteWorkspace {
                 seen += 1
             }
             // Negative values: larger patterns are more negative, so walk patterns downwards.
-            // Each entry's own sums first (reset as each entry starts); accumulated below.
+            // Each entry's own sums first; accumulated below.
             for word in stride(from: 1023, through: 512, by: -1) {
                 var bitsLeft = occupancy[word]
                 guard bitsLeft != 0 else { continue }
                 occupancy[word] = 0
                 while bitsLeft != 0 {
                     let bit = 63 - bitsLeft.leadingZeroBitCount
-                    let pattern = word << 6 | bit
-                    if valueOf[pattern] != previousValue {
-                        runningSum = 0
-                        runningSquares = 0
-                    }
-                    emit(pattern)
+                    emit(word << 6 | bit, ownSums: true)
                     bitsLeft &= ~(1 &<< UInt64(bit))
                 }
             }
@@ -295,7 +296,7 @@ final class PaletteWorkspace {
                 guard bitsLeft != 0 else { continue }
                 occupancy[word] = 0
                 while bitsLeft != 0 {
-                    emit(word << 6 | bitsLeft.trailingZeroBitCount)
+                    emit(word << 6 | bitsLeft.trailingZeroBitCount, ownSums: false)
                     bitsLeft &= bitsLeft &- 1
                 }
             }
