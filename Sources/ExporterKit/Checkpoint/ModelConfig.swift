@@ -22,10 +22,12 @@ public struct ModelConfig: Equatable, Sendable {
     public var vocabularySize: Int
     /// `max_position_embeddings`: the longest context the checkpoint supports.
     public var maxPositionEmbeddings: Int
-    /// `rope_theta` (10,000 when absent, as in Hugging Face transformers).
+    /// `rope_theta`, or `rope_parameters.rope_theta` (transformers 5); 10,000 when neither is
+    /// given, as in Hugging Face transformers.
     public var ropeTheta: Double
-    /// `rope_scaling` as written (null when absent): an object whose `type` and `rope_type`,
-    /// when present, are strings and whose `factor`, when present, is a positive number.
+    /// `rope_scaling` as written (null when absent), or the `rope_parameters` object when it
+    /// names a `rope_type` other than `default`: an object whose `type` and `rope_type`, when
+    /// present, are strings and whose `factor`, when present, is a positive number.
     public var ropeScaling: JSONValue
     /// `rms_norm_eps` (1e-6 when absent).
     public var rmsNormEpsilon: Double
@@ -75,8 +77,7 @@ public struct ModelConfig: Equatable, Sendable {
         keyValueHeads = try fields.optionalPositiveInt("num_key_value_heads") ?? attentionHeads
         vocabularySize = try fields.positiveInt("vocab_size")
         maxPositionEmbeddings = try fields.positiveInt("max_position_embeddings")
-        ropeTheta = try fields.optionalDouble("rope_theta") ?? 10_000
-        ropeScaling = try fields.ropeScaling()
+        (ropeTheta, ropeScaling) = try fields.rope()
         rmsNormEpsilon = try fields.optionalDouble("rms_norm_eps") ?? 1e-6
         tieWordEmbeddings = try fields.optionalBool("tie_word_embeddings") ?? false
         torchDType = try fields.floatDType("torch_dtype") ?? fields.floatDType("dtype")
@@ -100,9 +101,6 @@ public struct ModelConfig: Equatable, Sendable {
             throw ConfigError.invalidValue(
                 path: path, field: "num_key_value_heads",
                 reason: "(\(keyValueHeads)) does not divide num_attention_heads (\(attentionHeads))")
-        }
-        guard ropeTheta > 0, ropeTheta.isFinite else {
-            throw ConfigError.invalidValue(path: path, field: "rope_theta", reason: "must be a positive number")
         }
         guard rmsNormEpsilon > 0, rmsNormEpsilon.isFinite else {
             throw ConfigError.invalidValue(path: path, field: "rms_norm_eps", reason: "must be a positive number")
@@ -208,26 +206,110 @@ struct ConfigFields {
         return text
     }
 
-    /// `rope_scaling`: null when absent; otherwise an object whose `type` and `rope_type` are
-    /// strings and whose `factor` is a positive finite number, where present.
-    func ropeScaling() throws -> JSONValue {
-        guard let value = present("rope_scaling") else { return .null }
-        guard let scaling = value.objectValue else { throw wrongType("rope_scaling", "an object", value) }
+    /// The rotary parameters: `rope_theta` (10,000 when absent) and `rope_scaling` (null when
+    /// absent), or their transformers 5 form, `rope_parameters` (`rope_theta`, `rope_type`,
+    /// `factor`, …, or one such object per layer type), which newer checkpoints write instead:
+    /// ignoring it would give the graph another base frequency without a word. Where both forms
+    /// are given they must agree. A rotation of part of each head (`partial_rotary_factor`
+    /// other than 1) is refused: the graph rotates every dimension.
+    func rope() throws -> (theta: Double, scaling: JSONValue) {
+        let legacyTheta = try optionalDouble("rope_theta")
+        try requirePositive(legacyTheta, field: "rope_theta")
+        let legacyScaling = present("rope_scaling") ?? .null
+        if !legacyScaling.isNull { try validateScaling(legacyScaling, field: "rope_scaling") }
+        try requireWholeRotation(object["partial_rotary_factor"], field: "partial_rotary_factor")
+        guard let value = present("rope_parameters") else { return (legacyTheta ?? 10_000, legacyScaling) }
+        let (parameters, field) = try singleRopeParameters(value)
+        try validateScaling(.object(parameters), field: field)
+        try requireWholeRotation(parameters["partial_rotary_factor"], field: field + ".partial_rotary_factor")
+        var theta = legacyTheta ?? 10_000
+        if let value = parameters["rope_theta"], !value.isNull {
+            guard let number = value.doubleValue else { throw wrongType(field + ".rope_theta", "a number", value) }
+            try requirePositive(number, field: field + ".rope_theta")
+            if let legacyTheta, legacyTheta != number {
+                throw ConfigError.invalidValue(
+                    path: path, field: field + ".rope_theta", reason: "is \(number) but rope_theta is \(legacyTheta)")
+            }
+            theta = number
+        }
+        guard let type = Self.scalingType(parameters) else { return (theta, legacyScaling) }
+        let scaling: JSONValue = type == "default" ? .null : .object(parameters)
+        let legacy = legacyScaling.objectValue
+        let legacyType = legacy.flatMap(Self.scalingType) ?? "default"
+        let sameFactor = (legacy?["factor"] ?? .null).isEquivalent(to: parameters["factor"] ?? .null)
+        guard legacyScaling.isNull || (legacyType == type && sameFactor) else {
+            throw ConfigError.invalidValue(
+                path: path, field: field + ".rope_type",
+                reason: "is '\(type)' but rope_scaling says '\(legacyType)'"
+                    + (type == legacyType ? " with another factor" : ""))
+        }
+        return (theta, legacyScaling.isNull ? scaling : legacyScaling)
+    }
+
+    /// Refuses a base frequency that is not a positive finite number.
+    private func requirePositive(_ theta: Double?, field: String) throws {
+        guard let theta, !(theta > 0 && theta.isFinite) else { return }
+        throw ConfigError.invalidValue(path: path, field: field, reason: "must be a positive number")
+    }
+
+    /// The scaling type an object names (`rope_type`, or `type` as older configs wrote it).
+    private static func scalingType(_ scaling: JSONObject) -> String? {
+        scaling["rope_type"]?.stringValue ?? scaling["type"]?.stringValue
+    }
+
+    /// `rope_parameters` as one object and the field to name in errors: as written, or, per
+    /// layer type (every value an object), the one object they all equal.
+    private func singleRopeParameters(_ value: JSONValue) throws -> (JSONObject, String) {
+        guard let parameters = value.objectValue else { throw wrongType("rope_parameters", "an object", value) }
+        let members = parameters.members
+        guard !members.isEmpty, members.allSatisfy({ $0.value.objectValue != nil }) else {
+            return (parameters, "rope_parameters")
+        }
+        let layerTypes = parameters.keys.sorted()
+        let first = layerTypes[0]
+        guard let single = parameters[first]?.objectValue,
+            members.allSatisfy({ $0.value.isEquivalent(to: .object(single)) })
+        else {
+            throw ConfigError.unsupportedFeature(
+                path: path, field: "rope_parameters",
+                reason: "differs between layer types (\(layerTypes.joined(separator: ", "))); "
+                    + "one rotation for every layer is supported")
+        }
+        return (single, "rope_parameters.\(first)")
+    }
+
+    /// Refuses a `partial_rotary_factor` other than 1 (absent or null is 1).
+    private func requireWholeRotation(_ value: JSONValue?, field: String) throws {
+        guard let value, !value.isNull else { return }
+        guard case .number(let literal) = value, let factor = value.doubleValue else {
+            throw wrongType(field, "a number", value)
+        }
+        guard factor == 1 else {
+            throw ConfigError.unsupportedFeature(
+                path: path, field: field,
+                reason: "is \(literal): rotating part of each head is not supported (the graph rotates every dimension)"
+            )
+        }
+    }
+
+    /// A scaling object (`rope_scaling`, or `rope_parameters`, named `field`): its `type` and
+    /// `rope_type` are strings and its `factor` a positive finite number, where present.
+    private func validateScaling(_ value: JSONValue, field: String) throws {
+        guard let scaling = value.objectValue else { throw wrongType(field, "an object", value) }
         for key in ["type", "rope_type"] {
             if let kind = scaling[key], !kind.isNull, kind.stringValue == nil {
-                throw wrongType("rope_scaling.\(key)", "a string", kind)
+                throw wrongType("\(field).\(key)", "a string", kind)
             }
         }
         if let factor = scaling["factor"], !factor.isNull {
             guard case .number(let literal) = factor, let number = factor.doubleValue else {
-                throw wrongType("rope_scaling.factor", "a number", factor)
+                throw wrongType("\(field).factor", "a number", factor)
             }
             guard number > 0, number.isFinite else {
                 throw ConfigError.invalidValue(
-                    path: path, field: "rope_scaling.factor", reason: "must be a positive number, found \(literal)")
+                    path: path, field: "\(field).factor", reason: "must be a positive number, found \(literal)")
             }
         }
-        return value
     }
 
     /// The window every layer uses (see ``ModelConfig/attentionWindow``).

@@ -342,7 +342,9 @@ public struct Manifest: Codable, Equatable, Sendable {
 /// The tool's version, recorded in every manifest and part of every build key: raise it
 /// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
-    /// Semantic version of this build (0.7.1: a group holding values far larger than its others
+    /// Semantic version of this build (0.7.2: `rope_parameters`, where transformers 5 writes the
+    /// rotary base frequency, reaches the graph, which took 10,000 when `rope_theta` was absent;
+    /// a partial rotation is refused; 0.7.1: a group holding values far larger than its others
     /// (near ±65,504) gets the LUT its small values call for, and a tensor its LUTs reproduce
     /// exactly records no error (SQNR null); 0.7.0: the iOS token embedding is int8 under
     /// `--compression none` too and kept in the compute precision, never palettised, under
@@ -353,5 +355,5 @@ public enum ToolVersion {
     /// files carry their fingerprints; 0.5.0: manifests gain `conversion`, a plan's forecast of the export's
     /// memory, null in bundles; 0.4.0: the standard palette search no longer polishes small
     /// groups and makes one swap round, which changes most grouped LUTs).
-    public static let current = "0.7.1"
+    public static let current = "0.7.2"
 }

@@ -62,6 +62,25 @@ public indirect enum JSONValue: Equatable, Sendable {
     /// Whether the value is `null`.
     public var isNull: Bool { self == .null }
 
+    /// Whether the two mean the same data: numbers equal by value (`2` and `2.0`), object
+    /// members in any order. (`==` compares documents: literals and key order too.)
+    public func isEquivalent(to other: JSONValue) -> Bool {
+        switch (self, other) {
+        case (.number, .number):
+            return doubleValue == other.doubleValue
+        case (.array(let items), .array(let otherItems)):
+            return items.count == otherItems.count
+                && zip(items, otherItems).allSatisfy { $0.isEquivalent(to: $1) }
+        case (.object(let object), .object(let otherObject)):
+            return object.members.count == otherObject.members.count
+                && object.members.allSatisfy { member in
+                    otherObject[member.key].map { member.value.isEquivalent(to: $0) } ?? false
+                }
+        default:
+            return self == other
+        }
+    }
+
     /// A short name of the value's JSON type, for error messages ("a string", "an object").
     public var typeDescription: String {
         switch self {

@@ -51,6 +51,118 @@ struct ModelConfigTests {
         #expect(error?.exitStatus == .badInput)
     }
 
+    @Test("transformers 5's rope_parameters gives the base frequency and scaling rope_theta and rope_scaling give")
+    func ropeParameters() throws {
+        // A checkpoint saved by transformers 5 may leave rope_theta out or null: read before,
+        // the graph took 10,000 for 1,000,000 without a word.
+        for extra in [
+            #""rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}"#,
+            #""rope_theta": null, "rope_parameters": {"rope_theta": 1e6}"#,
+            #""rope_theta": 1000000, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}"#,
+            #""rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1000000}}"#,
+        ] {
+            let parsed = try config(json: extra)
+            #expect(parsed.ropeTheta == 1_000_000, "\(extra)")
+            #expect(parsed.ropeScaling == .null, "\(extra)")
+        }
+        #expect(try config(json: #""rope_parameters": {"rope_type": "default"}"#).ropeTheta == 10_000)
+        #expect(
+            try config(json: #""rope_theta": 5e5, "rope_parameters": {"rope_type": "default"}"#).ropeTheta == 500_000)
+        let linear = try config(json: #""rope_parameters": {"rope_type": "linear", "factor": 2, "rope_theta": 1e4}"#)
+        #expect(linear.ropeScaling.objectValue?["rope_type"] == .string("linear"))
+        #expect(linear.ropeScaling.objectValue?["factor"]?.doubleValue == 2)
+        // Both forms of one scaling agree; the legacy object is kept as written.
+        let both = try config(
+            json:
+                #""rope_scaling": {"type": "linear", "factor": 2.0}, "rope_parameters": {"rope_type": "linear", "factor": 2}"#
+        )
+        #expect(both.ropeScaling.objectValue?["type"] == .string("linear"))
+        let thetaOnly = try config(
+            json: #""rope_scaling": {"type": "linear", "factor": 2}, "rope_parameters": {"rope_theta": 1e6}"#)
+        #expect(thetaOnly.ropeScaling.objectValue?["type"] == .string("linear"))
+        #expect(thetaOnly.ropeTheta == 1_000_000)
+    }
+
+    @Test("the same model saved by transformers 4 and 5 gives the same graph")
+    func ropeParametersGraph() throws {
+        let legacy = try Fixtures.syntheticCheckpoint(overrides: [
+            "rope_theta": 1_000_000.0, "rope_scaling": ["type": "linear", "factor": 2],
+        ])
+        let newer = try Fixtures.syntheticCheckpoint(overrides: [
+            "rope_theta": nil, "rope_parameters": ["rope_type": "linear", "factor": 2, "rope_theta": 1_000_000.0],
+        ])
+        let legacyGraph = GraphDescription(plan: try Fixtures.plan(legacy))
+        #expect(legacyGraph.rope.theta == 1_000_000)
+        #expect(legacyGraph.rope.scalingType == "linear")
+        #expect(legacyGraph.rope.scalingFactor == 2)
+        #expect(GraphDescription(plan: try Fixtures.plan(newer)) == legacyGraph)
+    }
+
+    @Test(
+        "rope_parameters that disagree with rope_theta or rope_scaling, or malformed, are refused by key",
+        arguments: [
+            (
+                #""rope_theta": 10000, "rope_parameters": {"rope_theta": 1e6}"#,
+                "'rope_parameters.rope_theta' is 1000000.0 but rope_theta is 10000.0"
+            ),
+            (
+                #""rope_scaling": {"type": "linear", "factor": 2}, "rope_parameters": {"rope_type": "default"}"#,
+                "'rope_parameters.rope_type' is 'default' but rope_scaling says 'linear'"
+            ),
+            (
+                #""rope_scaling": {"type": "linear", "factor": 2}, "rope_parameters": {"rope_type": "linear", "factor": 4}"#,
+                "'rope_parameters.rope_type' is 'linear' but rope_scaling says 'linear' with another factor"
+            ),
+            (#""rope_parameters": "default""#, "'rope_parameters' should be an object, found a string"),
+            (
+                #""rope_parameters": {"rope_theta": "1e6"}"#,
+                "'rope_parameters.rope_theta' should be a number, found a string"
+            ),
+            (#""rope_parameters": {"rope_type": 2}"#, "'rope_parameters.rope_type' should be a string, found a number"),
+            (
+                #""rope_parameters": {"rope_type": "linear", "factor": 0}"#,
+                "'rope_parameters.factor' must be a positive number, found 0"
+            ),
+            (
+                #""rope_parameters": {"full_attention": {"rope_theta": "x"}}"#,
+                "'rope_parameters.full_attention.rope_theta' should be a number, found a string"
+            ),
+            (#""rope_parameters": {"rope_theta": -1}"#, "'rope_parameters.rope_theta' must be a positive number"),
+            (#""rope_theta": 0"#, "'rope_theta' must be a positive number"),
+        ])
+    func badRopeParameters(_ extra: String, _ message: String) throws {
+        let error = #expect(throws: ConfigError.self) { try config(json: extra) }
+        #expect(error?.description == "config 'config.json': " + message)
+        #expect(error?.exitStatus == .badInput)
+    }
+
+    @Test(
+        "a partial rotation, or rotations that differ between layer types, are refused (exit 69)",
+        arguments: [
+            (
+                #""partial_rotary_factor": 0.75"#,
+                "'partial_rotary_factor' is 0.75: rotating part of each head is not supported (the graph rotates every dimension)"
+            ),
+            (
+                #""rope_parameters": {"rope_theta": 1e6, "partial_rotary_factor": 0.5}"#,
+                "'rope_parameters.partial_rotary_factor' is 0.5: rotating part of each head is not supported "
+                    + "(the graph rotates every dimension)"
+            ),
+            (
+                #""rope_parameters": {"sliding_attention": {"rope_theta": 1e4}, "full_attention": {"rope_theta": 1e6}}"#,
+                "'rope_parameters' differs between layer types (full_attention, sliding_attention); "
+                    + "one rotation for every layer is supported"
+            ),
+        ])
+    func unsupportedRotation(_ extra: String, _ message: String) throws {
+        let error = #expect(throws: ConfigError.self) { try config(json: extra) }
+        #expect(error?.description == "config 'config.json': " + message)
+        #expect(error?.exitStatus == .unsupported)
+        #expect(
+            try config(json: #""partial_rotary_factor": 1.0, "rope_parameters": {"partial_rotary_factor": 1}"#)
+                .ropeTheta == 10_000)
+    }
+
     @Test("torch_dtype (or dtype) is a float type the weights can be read as, or absent")
     func torchDType() throws {
         for name in ["bfloat16", "float16", "float32"] {
