@@ -44,8 +44,9 @@ public struct ModelConfig: Equatable, Sendable {
     public var useSlidingWindow: Bool?
     /// The attention window every layer uses, nil for full causal attention: `sliding_window`
     /// when the config turns it on for all layers. Hugging Face decides per layer: `layer_types`
-    /// when present, else `use_sliding_window` (on when absent and a window is given) for the
-    /// layers from `max_window_layers` on (all of them when absent). A config sliding only some
+    /// when present, else `sliding_window_pattern` (Gemma 3: every `n`-th layer full), else
+    /// `use_sliding_window` (on when absent and a window is given) for the layers from
+    /// `max_window_layers` on (all of them when absent). A config sliding only some
     /// layers is refused, since the graph holds one window.
     public var attentionWindow: Int?
     /// Every key of the file, for architecture-specific fields (expert counts and the like).
@@ -312,7 +313,9 @@ struct ConfigFields {
         }
     }
 
-    /// The window every layer uses (see ``ModelConfig/attentionWindow``).
+    /// The window every layer uses (see ``ModelConfig/attentionWindow``): the sliding layers are
+    /// named by `layer_types`, else by `sliding_window_pattern` (Gemma 3), else by
+    /// `use_sliding_window` and `max_window_layers`.
     /// - Throws: `ConfigError.wrongType` or `.invalidValue` for malformed `layer_types` or
     ///   `max_window_layers`, `.unsupportedFeature` when only some layers slide.
     func attentionWindow(slidingWindow: Int?, useSlidingWindow: Bool?, layerCount: Int) throws -> Int? {
@@ -333,6 +336,10 @@ struct ConfigFields {
                 throw ConfigError.invalidValue(
                     path: path, field: "layer_types", reason: "has sliding layers but sliding_window is null")
             }
+        } else if let pattern = try optionalPositiveInt("sliding_window_pattern") {
+            // Gemma 3's form: every `pattern`-th layer attends to the whole context, the others slide.
+            guard slidingWindow != nil else { return nil }
+            slidingLayers = layerCount - layerCount / pattern
         } else {
             guard useSlidingWindow ?? true, slidingWindow != nil else { return nil }
             var firstSliding = 0

@@ -196,6 +196,8 @@ struct ModelConfigTests {
                 #""sliding_window": 64, "use_sliding_window": false, "layer_types": ["sliding_attention", "sliding_attention"]"#,
                 64
             ),
+            (#""sliding_window": 64, "sliding_window_pattern": 1"#, nil),
+            (#""sliding_window": null, "sliding_window_pattern": 6"#, nil),
             ("", nil),
         ] as [(String, Int?)])
     func attentionWindow(_ fields: String, _ window: Int?) throws {
@@ -208,6 +210,11 @@ struct ModelConfigTests {
         arguments: [
             (
                 #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 1"#,
+                "'sliding_window' applies to 1 of 2 layers; one window for every layer is supported", true
+            ),
+            (
+                // Gemma 3 (before its configs listed layer_types): a window read as every layer's.
+                #""sliding_window": 64, "sliding_window_pattern": 2"#,
                 "'sliding_window' applies to 1 of 2 layers; one window for every layer is supported", true
             ),
             (
