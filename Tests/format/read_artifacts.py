@@ -1200,7 +1200,6 @@ def check_tokenizer(folder, manifest, checkpoint_dir, synthetic):
         if checkpoint_dir else [p.split("/", 1)[1] for p in tokenizer["files"]]
     P.check(tokenizer["files"] == [f"tokenizer/{f}" for f in present], "manifest.json tokenizer",
             f"files {tokenizer['files']}, the checkpoint holds {present} (in the docs' order)")
-    vocabulary = ""
     if present:
         FEATURES.add("tokenizer-files")
     for name in present:
@@ -1208,18 +1207,47 @@ def check_tokenizer(folder, manifest, checkpoint_dir, synthetic):
         if checkpoint_dir and copied.is_file():
             P.check(copied.read_bytes() == (checkpoint_dir / name).read_bytes(),
                     f"tokenizer/{name}", "not the checkpoint's file byte for byte")
-        if name in ("tokenizer.json", "vocab.json", "added_tokens.json") and copied.is_file():
-            vocabulary += copied.read_text(errors="replace")
-    if checkpoint_dir:
-        marker = next((m for m in ("<think>", "<|reasoning_start|>")
-                       if json.dumps(m)[1:-1] in vocabulary or m in vocabulary), None)
-        P.check(tokenizer["reasoning_marker"] == marker, "manifest.json tokenizer",
-                f"reasoning_marker {tokenizer['reasoning_marker']!r}, the vocabulary gives "
-                f"{marker!r}")
+    marker = reasoning_marker(folder / "tokenizer", present)
+    if marker:
+        FEATURES.add(f"reasoning-marker-{marker}")
+    P.check(tokenizer["reasoning_marker"] == marker, "manifest.json tokenizer",
+            f"reasoning_marker {tokenizer['reasoning_marker']!r}, the tokenizer files give "
+            f"{marker!r}")
     P.check(tokenizer["default_response_tokens"] ==
             (2048 if tokenizer["reasoning_marker"] else 512), "manifest.json tokenizer",
             "default_response_tokens is not 2048 with a reasoning marker, 512 without")
     return [f"tokenizer/{f}" for f in present]
+
+
+REASONING_MARKERS = ["<think>", "<|reasoning_start|>"]
+VOCABULARY_FILES = ["tokenizer.json", "tokenizer_config.json", "added_tokens.json", "vocab.json"]
+
+
+def json_strings(value):
+    """Every string of a JSON document, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from json_strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from json_strings(item)
+
+
+def reasoning_marker(folder, present):
+    """MANIFEST.md: the first marker, in the first of the vocabulary files (in the tokenizer
+    list's order), that the file holds as a whole JSON string."""
+    for name in [n for n in present if n in VOCABULARY_FILES]:
+        try:
+            strings = set(json_strings(json.loads((folder / name).read_text())))
+        except (ValueError, OSError):
+            continue
+        for marker in REASONING_MARKERS:
+            if marker in strings:
+                return marker
+    return None
 
 
 def check_manifest_model(manifest, model, config, checkpoint_files, args):

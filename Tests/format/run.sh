@@ -74,6 +74,17 @@ printf '{"a": 0, "b": 1}' > qwen3/vocab.json
 printf 'a b\n' > qwen3/merges.txt
 printf '{{ messages }}\n' > qwen3/chat_template.jinja
 printf 'not a tokenizer file\n' > qwen3/README.md
+# qwen2's weights under another config: layer_types (every layer sliding), RoPE scaling
+# "default" (none), and the other reasoning marker, held by tokenizer_config.json only.
+mkdir qwen2-variant && cp qwen2/model.safetensors qwen2-variant/
+"$PYTHON" - qwen2/config.json qwen2-variant/config.json <<'EOF'
+import json, sys
+config = json.load(open(sys.argv[1]))
+config.pop("use_sliding_window")
+config.update(layer_types=["sliding_attention"] * 2, sliding_window=16, rope_scaling={"rope_type": "default"})
+json.dump(config, open(sys.argv[2], "w"), indent=2)
+EOF
+printf '{"added_tokens_decoder": {"7": {"content": "<|reasoning_start|>"}}}\n' > qwen2-variant/tokenizer_config.json
 printf '5 17 99 3 42 8 120 64 1 77 23 50\n' > calibration.txt
 # Crafted float32 weights: int8 and palette edge cases, rounding ties, -0, subnormals, a
 # value beyond float16's range in a norm (edge.json: the config sending each to its rule).
@@ -139,7 +150,9 @@ compile_bundle() {    # compile_bundle NAME OPTIONS...: compiled/NAME.<arch>.aim
     "$EXPORTER" compile "out/$name/$name.aimodel" --output compiled --devices devices.json "$@" >/dev/null \
         || { echo "error: format: compile $name failed" >&2; exit 1; }
 }
+artifacts=0
 read_artifact() {    # read_artifact ARTIFACT READER-OPTIONS...
+    artifacts=$((artifacts + 1))
     "$PYTHON" "$READER" "$@" --devices devices.json > read.out \
         || { echo "error: format: the reader refused $1 (above)" >&2; exit 1; }
     grep -v '^features: ' read.out
@@ -155,6 +168,7 @@ export_bundle q2-spread qwen2 --compute-precision float32 --context 48 --compres
 export_bundle q2-spread-mac qwen2 --compute-precision bfloat16 --context 40 --platform macOS \
     --compression-config spread.json
 export_bundle q2-group8 qwen2 --compute-precision float16 --context 128 --compression 4bit_weight_palettized_group8
+export_bundle q2-variant qwen2-variant --compute-precision float16 --context 48
 export_bundle ms-quality mistral --compute-precision float16 --context 96 --compression 4bit_quality \
     --calibration calibration.txt
 export_bundle ms-none mistral --compute-precision float32 --context 32 --platform macOS --compression none
@@ -169,6 +183,7 @@ compile_bundle q3-ios --device h17p --device t01p
 compile_bundle q3-mac --device h13g --device t02g
 compile_bundle q2-spread --device t01p
 compile_bundle ms-quality --platform visionOS --device h14g
+compile_bundle q2-variant --device h16p
 
 read_artifact out/q3-ios/q3-ios.aimodel --against qwen3 --context 64
 read_artifact out/q3-none/q3-none.aimodel --against qwen3 --context 64
@@ -178,6 +193,7 @@ read_artifact out/q2-spread/q2-spread.aimodel --against qwen2 --context 48 --com
 read_artifact out/q2-spread-mac/q2-spread-mac.aimodel --against qwen2 --context 40 \
     --compression-config spread.json
 read_artifact out/q2-group8/q2-group8.aimodel --against qwen2 --context 128
+read_artifact out/q2-variant/q2-variant.aimodel --against qwen2-variant --context 48
 read_artifact out/ms-quality/ms-quality.aimodel --against mistral --context 96 --calibration calibration.txt
 read_artifact out/ms-none/ms-none.aimodel --against mistral --context 32
 read_artifact out/ms-bf16/ms-bf16.aimodel --against mistral --context 32
@@ -193,6 +209,7 @@ read_artifact compiled/q3-mac.t02g.aimodelc --bundle out/q3-mac/q3-mac.aimodel -
     --palette-search thorough
 read_artifact compiled/q2-spread.t01p.aimodelc --bundle out/q2-spread/q2-spread.aimodel --against qwen2 \
     --compression-config spread.json
+read_artifact compiled/q2-variant.h16p.aimodelc --bundle out/q2-variant/q2-variant.aimodel --against qwen2-variant
 read_artifact compiled/ms-quality.h14g.aimodelc --bundle out/ms-quality/ms-quality.aimodel --against mistral \
     --calibration calibration.txt
 
@@ -212,7 +229,8 @@ rope-linear-scaling tied-embeddings untied-head compiled-iOS compiled-macOS comp
 compiled-tied-head-copy region-of-several-layers layers-split-into-regions region-over-budget
 page-4096 page-16384 verdict-fits verdict-needs-entitlement verdict-does-not-fit clamped
 compressed-tensor-exact int8-exact-half int8-zeros-scale-1 keep-negative-zero
-negative-zero-palettize outlier-magnitude-tie"
+negative-zero-palettize outlier-magnitude-tie reasoning-marker-<think>
+reasoning-marker-<|reasoning_start|>"
 missing=""
 for feature in $required; do
     grep -qx "$feature" features.txt || missing="$missing $feature"
@@ -246,4 +264,4 @@ expect_refusal kept-value out/ms-none/ms-none.aimodel "kept element" --against m
 expect_refusal sqnr out/q3-ios/q3-ios.aimodel "sqnr_db" --against qwen3
 expect_refusal json-layout out/q3-ios/q3-ios.aimodel "canonical JSON" --against qwen3
 expect_refusal rope-table compiled/q3-ios.h17p.aimodelc "ulps" --bundle out/q3-ios/q3-ios.aimodel
-echo "format: 19 artifacts read as docs/FORMAT.md and docs/MANIFEST.md say, 7 corruptions refused ($((SECONDS - start)) s)"
+echo "format: $artifacts artifacts read as docs/FORMAT.md and docs/MANIFEST.md say, 7 corruptions refused ($((SECONDS - start)) s)"
