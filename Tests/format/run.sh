@@ -5,6 +5,7 @@
 # covers every layout feature, then compiled; each artifact must read back as the docs say,
 # value for value against its checkpoint. Then a few corrupted copies must be refused, so a
 # reader that checks nothing cannot pass. No network; everything in one temporary folder.
+# Needs python3 (3.8 or later; no package).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO="$PWD"
