@@ -79,6 +79,7 @@ public struct ModelConfig: Equatable, Sendable {
         vocabularySize = try fields.positiveInt("vocab_size")
         maxPositionEmbeddings = try fields.positiveInt("max_position_embeddings")
         (ropeTheta, ropeScaling) = try fields.rope()
+        try fields.requireSiLU()
         rmsNormEpsilon = try fields.optionalDouble("rms_norm_eps") ?? 1e-6
         tieWordEmbeddings = try fields.optionalBool("tie_word_embeddings") ?? false
         torchDType = try fields.floatDType("torch_dtype") ?? fields.floatDType("dtype")
@@ -245,6 +246,17 @@ struct ConfigFields {
                     + (type == legacyType ? " with another factor" : ""))
         }
         return (theta, legacyScaling.isNull ? scaling : legacyScaling)
+    }
+
+    /// Refuses an MLP activation other than SiLU (`hidden_act`, or Gemma's `hidden_activation`;
+    /// `swish` is its other name): the graph's MLP is `down(silu(gate) × up)`, whatever the config.
+    func requireSiLU() throws {
+        for field in ["hidden_act", "hidden_activation"] {
+            guard let name = try optionalString(field), name != "silu", name != "swish" else { continue }
+            throw ConfigError.unsupportedFeature(
+                path: path, field: field,
+                reason: "is '\(name)': the graph's MLP computes silu, the one activation supported")
+        }
     }
 
     /// Refuses a base frequency that is not a positive finite number.

@@ -155,12 +155,34 @@ struct ModelConfigTests {
             ),
         ])
     func unsupportedRotation(_ extra: String, _ message: String) throws {
-        let error = #expect(throws: ConfigError.self) { try config(json: extra) }
-        #expect(error?.description == "config 'config.json': " + message)
-        #expect(error?.exitStatus == .unsupported)
+        try expectUnsupported(extra, message)
         #expect(
             try config(json: #""partial_rotary_factor": 1.0, "rope_parameters": {"partial_rotary_factor": 1}"#)
                 .ropeTheta == 10_000)
+    }
+
+    @Test(
+        "an MLP activation other than silu is refused (exit 69); swish is silu",
+        arguments: [
+            (
+                #""hidden_act": "gelu""#,
+                "'hidden_act' is 'gelu': the graph's MLP computes silu, the one activation supported"
+            ),
+            (
+                #""hidden_activation": "gelu_pytorch_tanh""#,
+                "'hidden_activation' is 'gelu_pytorch_tanh': the graph's MLP computes silu, the one activation supported"
+            ),
+        ])
+    func unsupportedActivation(_ extra: String, _ message: String) throws {
+        try expectUnsupported(extra, message)
+        _ = try config(json: #""hidden_act": "swish", "hidden_activation": "silu""#)
+    }
+
+    /// Expects the tiny config with `extra` refused as unsupported (69) with `message`.
+    private func expectUnsupported(_ extra: String, _ message: String) throws {
+        let error = #expect(throws: ConfigError.self) { try config(json: extra) }
+        #expect(error?.description == "config 'config.json': " + message)
+        #expect(error?.exitStatus == .unsupported)
     }
 
     @Test("torch_dtype (or dtype) is a float type the weights can be read as, or absent")
