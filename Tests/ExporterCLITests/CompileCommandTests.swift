@@ -482,7 +482,8 @@ struct CompileCommandTests {
     func diskSpace() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()
         let plan = try Fixtures.plan(checkpoint)
-        let bundleBytes = plan.estimatedBundleBytes(tokenizerBytes: 0)
+        let bundleBytes = plan.estimatedBundleBytes(
+            copiedFileBytes: ExportRunner.copiedFileBytes(of: plan, tokenizer: nil))
         let output = try Fixtures.temporaryDirectory()
         let export = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
         // Room for the bundle (with its tokenizer) but not for its compiled artifacts.

@@ -82,7 +82,7 @@ struct VerifyCommandTests {
         #expect(
             run.output == """
                 verify \(bundle.path)
-                  files    3 checked (size and CRC-32)
+                  files    4 checked (size and CRC-32)
                   tensors  26 decoded
                 everything holds
 

@@ -1435,7 +1435,12 @@ def check_bundle(folder, args, stats):
     check_tensor_list(manifest, model, checkpoint, compression, args)
     check_calibration(manifest, args)
     tokenizer_paths = check_tokenizer(folder, manifest, checkpoint_dir, args.synthetic)
-    total = check_files(folder, manifest, ["graph.json", "weights.bin"] + tokenizer_paths)
+    if checkpoint_dir:
+        P.check((folder / "config.json").is_file() and (folder / "config.json").read_bytes()
+                == (checkpoint_dir / "config.json").read_bytes(), "config.json",
+                "not the checkpoint's, byte for byte")
+    total = check_files(folder, manifest, ["config.json", "graph.json", "weights.bin"]
+                        + tokenizer_paths)
     P.check(manifest["sizes"]["bundle_bytes"] == total, "manifest.json",
             f"sizes.bundle_bytes {manifest['sizes']['bundle_bytes']}, the files hold {total}")
     calibrated = "calibration" in manifest["compression"]
@@ -1793,15 +1798,18 @@ def check_compiled(folder, args, stats):
     expected_name = f"{manifest['model']['name']}.{compiled['architecture']}.aimodelc"
     P.check(folder.name == expected_name, "manifest.json", f"the folder is {folder.name!r}, "
             f"<Name>.<arch>.aimodelc gives {expected_name!r}")
-    P.check((folder / "graph.json").read_bytes() == (bundle_folder / "graph.json").read_bytes(),
-            "graph.json", "not the bundle's, byte for byte")
+    for path in ["graph.json", "config.json"]:
+        P.check((folder / path).is_file() and
+                (folder / path).read_bytes() == (bundle_folder / path).read_bytes(), path,
+                "not the bundle's, byte for byte")
     tokenizer = [p for p in (f["path"] for f in bundle_manifest["files"])
                  if p.startswith("tokenizer/")]
     for path in tokenizer:
         P.check((folder / path).is_file() and
                 (folder / path).read_bytes() == (bundle_folder / path).read_bytes(), path,
                 "not the bundle's, byte for byte")
-    files_total = check_files(folder, manifest, ["graph.json", "static.json", "weights.bin",
+    files_total = check_files(folder, manifest, ["config.json", "graph.json", "static.json",
+                                                 "weights.bin",
                                                  "tables/rope_cos.f32", "tables/rope_sin.f32"]
                               + tokenizer)
     page = compiled["page_size"]

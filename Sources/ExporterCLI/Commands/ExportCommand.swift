@@ -58,9 +58,9 @@ enum ExportCommand {
             try refuseExistingCompiledArtifacts(
                 of: subject, plan: plan, devices: compileDevices, platform: compilePlatform,
                 outputDirectory: outputDirectory, overwrite: arguments.flag("overwrite"))
-            let tokenizerBytes = ExportRunner.tokenizerBytes(
-                ExportRunner.tokenizer(of: plan, synthetic: arguments.flag("synthetic")))
-            let bundleBytes = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes)
+            let copiedBytes = ExportRunner.copiedFileBytes(
+                of: plan, tokenizer: ExportRunner.tokenizer(of: plan, synthetic: arguments.flag("synthetic")))
+            let bundleBytes = plan.estimatedBundleBytes(copiedFileBytes: copiedBytes)
             try Compiler.checkDisk(
                 compileDevices.map { CompilePlan(subject: subject, device: $0) },
                 otherFilesBytes: bundleBytes - plan.estimatedWeightsBytes, besides: bundleBytes,

@@ -57,13 +57,16 @@ public struct BundleRequest {
 }
 
 /// Writes a portable `.aimodel` bundle (docs/FORMAT.md): weights tensor by tensor, the graph,
-/// the tokenizer files, and last the manifest with every file's size and CRC-32; then renames
+/// the checkpoint's config and tokenizer files, and last the manifest with every file's size and CRC-32; then renames
 /// the staging folder into place.
 public enum BundleWriter {
     /// Bundle file names.
     public static let manifestName = "manifest.json"
     /// The graph description.
     public static let graphName = "graph.json"
+    /// The checkpoint's `config.json`, copied byte for byte: the hyper-parameters the graph does
+    /// not hold (a family's own, such as expert routing) for runtimes that need them.
+    public static let configName = "config.json"
     /// The weights file.
     public static let weightsName = "weights.bin"
 
@@ -132,6 +135,11 @@ public enum BundleWriter {
         try graph.write(try CanonicalJSON.encode(GraphDescription(plan: plan)))
         try graph.finish()
         files.append(Manifest.File(path: graphName, bytes: graph.size, crc32: hex(graph.crc.value)))
+
+        let config = try directory.createFile(configName)
+        try copyContents(of: plan.model.configURL, to: config)
+        try config.finish()
+        files.append(Manifest.File(path: configName, bytes: config.size, crc32: hex(config.crc.value)))
 
         if let tokenizer = request.tokenizer {
             for file in tokenizer.files {

@@ -207,9 +207,10 @@ public enum ExportRunner {
         return recorded.filter { now[$0.name] != $0.fingerprint }.map(\.name)
     }
 
-    /// Bytes of the tokenizer files a bundle copies.
-    public static func tokenizerBytes(_ tokenizer: TokenizerFiles?) -> Int {
-        (tokenizer?.files ?? []).map {
+    /// Bytes of the files a bundle of `plan` copies: the checkpoint's `config.json` and the
+    /// tokenizer files.
+    public static func copiedFileBytes(of plan: ExportPlan, tokenizer: TokenizerFiles?) -> Int {
+        ([plan.model.configURL] + (tokenizer?.files ?? [])).map {
             ((try? FileManager.default.attributesOfItem(atPath: $0.path))?[.size] as? Int) ?? 0
         }
         .saturatingSum
@@ -227,7 +228,7 @@ public enum ExportRunner {
     static func checkDisk(_ plan: ExportPlan, tokenizer: TokenizerFiles?, outputDirectory: URL, available: Int?) throws
     {
         guard let available else { return }
-        let needed = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes(tokenizer))
+        let needed = plan.estimatedBundleBytes(copiedFileBytes: copiedFileBytes(of: plan, tokenizer: tokenizer))
         guard needed <= available else {
             throw ResourceError.notEnoughDisk(
                 directory: outputDirectory.standardizedFileURL.path, neededBytes: needed, availableBytes: available)

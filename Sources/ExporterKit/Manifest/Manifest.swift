@@ -345,7 +345,7 @@ public enum ToolVersion {
     /// Semantic version of this build (0.7.2: `rope_parameters`, where transformers 5 writes the
     /// rotary base frequency, reaches the graph, which took 10,000 when `rope_theta` was absent;
     /// a partial rotation, an activation other than silu and Gemma 3's `sliding_window_pattern` are
-    /// refused; the full refinement (the thorough search, per-tensor LUTs of
+    /// refused; a bundle carries its checkpoint's `config.json`; the full refinement (the thorough search, per-tensor LUTs of
     /// large tensors) polishes until it settles instead of for 8 rounds at most; 0.7.1: a group holding values far larger than its others
     /// (near ±65,504) gets the LUT its small values call for, and a tensor its LUTs reproduce
     /// exactly records no error (SQNR null); 0.7.0: the iOS token embedding is int8 under

@@ -125,10 +125,11 @@ extension ExportPlan {
         return largest
     }
 
-    /// Bytes the bundle will take on disk: the weights file (exact), the tokenizer files, and
-    /// an allowance for `graph.json` and `manifest.json` (a few KiB, about 1 KiB per tensor).
-    public func estimatedBundleBytes(tokenizerBytes: Int) -> Int {
-        [estimatedWeightsBytes, tokenizerBytes, 64 << 10, [tensors.count, 1 << 10].saturatingProduct].saturatingSum
+    /// Bytes the bundle will take on disk: the weights file (exact), the files it copies
+    /// (`config.json` and the tokenizer's), and an allowance for `graph.json` and
+    /// `manifest.json` (a few KiB, about 1 KiB per tensor).
+    public func estimatedBundleBytes(copiedFileBytes: Int) -> Int {
+        [estimatedWeightsBytes, copiedFileBytes, 64 << 10, [tensors.count, 1 << 10].saturatingProduct].saturatingSum
     }
 }
 

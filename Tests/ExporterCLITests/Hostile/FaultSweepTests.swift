@@ -94,13 +94,13 @@ struct FaultSweepTests {
             #expect(runExporter(arguments + ["--overwrite"], faults: counter).status == 0)
             counts[kind] = counter.operations
         }
-        // Folders: staging (+ tokenizer/); files: weights, graph, tokenizer, manifest; renames: one
+        // Folders: staging (+ tokenizer/); files: weights, graph, config, tokenizer, manifest; renames: one
         // exchange with the old bundle, or where the file system cannot, the exchange tried then
         // two renames (aside, into place).
         let renames = ArtifactDirectory.exchangesAtomically(in: output) ? 1 : 3
-        #expect(counts[.permissionDenied] == 2 + 4 + renames)
-        #expect(counts[.shortWrite] == 4)
+        #expect(counts[.permissionDenied] == 2 + 5 + renames)
+        #expect(counts[.shortWrite] == 5)
         #expect(counts[.noSpace] == counts[.ioError])
-        #expect(counts[.noSpace] == 2 + 4 + 4 + 4 + renames)
+        #expect(counts[.noSpace] == 2 + 5 + 5 + 5 + renames)
     }
 }

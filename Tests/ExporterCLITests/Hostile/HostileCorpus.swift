@@ -680,10 +680,11 @@ enum HostileCorpus {
         },
         HostileCase(name: "resources: not enough disk") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
-            let tokenizer =
+            let copied = try ["tokenizer.json", "config.json"].map {
                 try FileManager.default.attributesOfItem(
-                    atPath: directory.appendingPathComponent("tokenizer.json").path)[.size] as? Int ?? 0
-            let needed = try Fixtures.plan(directory).estimatedBundleBytes(tokenizerBytes: tokenizer)
+                    atPath: directory.appendingPathComponent($0).path)[.size] as? Int ?? 0
+            }
+            let needed = try Fixtures.plan(directory).estimatedBundleBytes(copiedFileBytes: copied.reduce(0, +))
             let message = ResourceError.notEnoughDisk(
                 directory: scratch.appendingPathComponent("out").path, neededBytes: needed, availableBytes: 4096)
             return .init(

@@ -59,7 +59,11 @@ struct BundleRoundTripTests {
         #expect(manifest.tokenizer?.reasoningMarker == "<think>")
         #expect(manifest.tokenizer?.defaultResponseTokens == 2048)
         #expect(manifest.tokenizer?.files == ["tokenizer/tokenizer.json"])
-        #expect(manifest.files.map(\.path) == ["graph.json", "tokenizer/tokenizer.json", "weights.bin"])
+        #expect(manifest.files.map(\.path) == ["config.json", "graph.json", "tokenizer/tokenizer.json", "weights.bin"])
+        // The checkpoint's config, byte for byte.
+        #expect(
+            try Data(contentsOf: result.bundleURL.appendingPathComponent("config.json"))
+                == (try Data(contentsOf: checkpoint.appendingPathComponent("config.json"))))
         let weightsFile = try #require(manifest.files.first { $0.path == "weights.bin" })
         #expect(weightsFile.bytes == manifest.sizes.estimatedBundleBytes)
         #expect(reader.graph.architecture == "qwen2")
@@ -317,14 +321,20 @@ struct BundleRoundTripTests {
         #expect(reader.manifest.files.first { $0.path == "weights.bin" }?.bytes == layout.fileBytes)
     }
 
-    @Test("the free-space check: weights, tokenizer, 64 KiB and 1 KiB a tensor; one byte less is refused")
+    @Test("the free-space check: weights, config and tokenizer, 64 KiB and 1 KiB a tensor; one byte less is refused")
     func diskBoundary() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()
         let plan = try Fixtures.plan(checkpoint)
         let tokenizer = try TokenizerFiles(directory: checkpoint)
-        let tokenizerBytes = ExportRunner.tokenizerBytes(tokenizer)
-        let needed = plan.estimatedBundleBytes(tokenizerBytes: tokenizerBytes)
-        #expect(needed == plan.weightsLayout.fileBytes + tokenizerBytes + 65_536 + plan.tensors.count * 1024)
+        let copiedBytes = try ["config.json", "tokenizer.json"].map {
+            try #require(
+                try FileManager.default.attributesOfItem(atPath: checkpoint.appendingPathComponent($0).path)[.size]
+                    as? Int)
+        }
+        .reduce(0, +)
+        #expect(ExportRunner.copiedFileBytes(of: plan, tokenizer: tokenizer) == copiedBytes)
+        let needed = plan.estimatedBundleBytes(copiedFileBytes: copiedBytes)
+        #expect(needed == plan.weightsLayout.fileBytes + copiedBytes + 65_536 + plan.tensors.count * 1024)
         let output = try Fixtures.temporaryDirectory()
         try ExportRunner.checkDisk(plan, tokenizer: tokenizer, outputDirectory: output, available: needed)
         #expect(

@@ -220,7 +220,7 @@ struct LyingManifestTests {
         }
         #expect(
             failure(a, verifyFiles: true)
-                == .fileMismatch(path: "graph.json", reason: "size is 769 bytes, the manifest says 1"))
+                == .fileMismatch(path: "config.json", reason: "size is 308 bytes, the manifest says 1"))
         let b = try bundle()
         var crc = ""
         try editManifest(b) { manifest in
@@ -231,14 +231,14 @@ struct LyingManifestTests {
         }
         #expect(
             failure(b, verifyFiles: true)
-                == .fileMismatch(path: "graph.json", reason: "CRC-32 is \(crc), the manifest says 00000000"))
+                == .fileMismatch(path: "config.json", reason: "CRC-32 is \(crc), the manifest says 00000000"))
         let c = try bundle()
         try editManifest(c) { manifest in
             var files = manifest["files"] as? [[String: Any]] ?? []
             files[0]["bytes"] = -5
             manifest["files"] = files
         }
-        #expect(failure(c) == .fileMismatch(path: "graph.json", reason: "the manifest gives a negative size -5"))
+        #expect(failure(c) == .fileMismatch(path: "config.json", reason: "the manifest gives a negative size -5"))
     }
 
     @Test("paths escaping the bundle, in the file list or in a tensor part")

@@ -109,7 +109,8 @@ struct CompileTests {
         let files = runs[0][0].manifest.files.map(\.path) + ["manifest.json"]
         #expect(
             files == [
-                "graph.json", "static.json", "tables/rope_cos.f32", "tables/rope_sin.f32", "tokenizer/tokenizer.json",
+                "config.json", "graph.json", "static.json", "tables/rope_cos.f32", "tables/rope_sin.f32",
+                "tokenizer/tokenizer.json",
                 "weights.bin", "manifest.json",
             ])
         for path in files {

@@ -38,7 +38,7 @@ struct ArtifactVerifierTests {
         let report = ArtifactVerifier.verify(
             try LoadedArtifact(url: bundle), against: try CheckpointWeights(directory: checkpoint))
         #expect(report.failures == [])
-        #expect(report.filesChecked == 3)
+        #expect(report.filesChecked == 4)
         #expect(report.tensorsDecoded == 1 + 2 * 11 + 1)
         #expect(report.tensorsCompared == report.tensorsDecoded)
         #expect(report.measuredSQNR["model.norm.weight"] == .infinity)
