@@ -34,7 +34,8 @@ public enum Fixtures {
     }
 
     /// A tiny config of the given family as a JSON object; `overrides` replace or add keys
-    /// (`nil` removes one).
+    /// (`nil` removes one). It writes `head_dim` (16, `hidden_size / num_attention_heads`), as real
+    /// qwen3 configs do: Qwen3Config's default is 128.
     public static func tinyConfig(modelType: String = "qwen2", overrides: [String: Any?] = [:]) -> [String: Any] {
         var config: [String: Any] = [
             "architectures": ["TinyForCausalLM"],
@@ -44,6 +45,7 @@ public enum Fixtures {
             "num_hidden_layers": 2,
             "num_attention_heads": 4,
             "num_key_value_heads": 2,
+            "head_dim": 16,
             "vocab_size": 256,
             "max_position_embeddings": 512,
             "rope_theta": 10000.0,

@@ -953,8 +953,14 @@ def compare_sqnr(tensor, measured, where, stats):
 # The model the manifest and graph describe, from the checkpoint's config.json.
 
 REMAPPED_TYPES = {"qwen2_5": "qwen2", "gemma3": "gemma3_text"}
-BIAS_ALWAYS = {"qwen2"}                 # families whose q/k/v carry a bias unless told
+BIAS_ALWAYS = {"qwen2"}                 # q/k/v always biased, whatever attention_bias says
+BIAS_NEVER = {"mistral"}                # never biased, whatever attention_bias says
 QK_NORM = {"qwen3", "gemma3_text"}
+# FORMAT.md, graph.json `attention.*`: the defaults of an absent key, per family.
+KV_HEADS_DEFAULT = {"qwen2": 32, "qwen3": 32, "mistral": 8}
+HEAD_DIM_DEFAULT = {"qwen3": 128}
+SWITCHED_WINDOW = {"qwen2", "qwen3"}    # slide only with use_sliding_window (false when absent)
+EVERY_LAYER_WINDOW = {"mistral"}        # sliding_window on every layer
 
 
 def model_from_config(config):
@@ -968,26 +974,40 @@ def model_from_config(config):
         "intermediate": config["intermediate_size"],
         "vocab": config["vocab_size"],
         "heads": heads,
-        "kv_heads": config.get("num_key_value_heads") or heads,
-        "head_dim": config.get("head_dim") or config["hidden_size"] // heads,
-        "bias": config.get("attention_bias", family in BIAS_ALWAYS),
+        "kv_heads": (config.get("num_key_value_heads")
+                     or ("num_key_value_heads" not in config and KV_HEADS_DEFAULT.get(family)) or heads),
+        "head_dim": config.get("head_dim") or HEAD_DIM_DEFAULT.get(family) or config["hidden_size"] // heads,
+        "bias": family in BIAS_ALWAYS or (family not in BIAS_NEVER and config.get("attention_bias", False)),
         "qk_norm": family in QK_NORM,
         "tie": config.get("tie_word_embeddings"),
         "theta": config.get("rope_theta"),
         "scaling_type": (scaling.get("rope_type") or scaling.get("type")) if scaling else None,
         "scaling_factor": scaling.get("factor") if scaling else None,
         "eps": config.get("rms_norm_eps"),
-        "sliding_window": expected_sliding_window(config),
+        "sliding_window": expected_sliding_window(config, family),
         "max_positions": config["max_position_embeddings"],
     }
 
 
-def expected_sliding_window(config):
-    """FORMAT.md, graph.json `attention.sliding_window`."""
+def expected_sliding_window(config, family):
+    """FORMAT.md, graph.json `attention.sliding_window` (configs sliding some layers only are
+    refused, so never read here)."""
+    layers = config["num_hidden_layers"]
+    if family in EVERY_LAYER_WINDOW:
+        return config.get("sliding_window", 4096)
+    if family in SWITCHED_WINDOW:
+        if not config.get("use_sliding_window", False):
+            return None
+        window = config.get("sliding_window", 4096)
+        if window is None:
+            return None
+        if "layer_types" in config:
+            sliding = sum(t == "sliding_attention" for t in config["layer_types"])
+            return window if sliding == layers else None
+        return window if config.get("max_window_layers", 28) == 0 else None
     window = config.get("sliding_window")
     if window is None:
         return None
-    layers = config["num_hidden_layers"]
     if "layer_types" in config:
         sliding = sum(t == "sliding_attention" for t in config["layer_types"])
         return window if sliding == layers else None

@@ -75,14 +75,14 @@ printf '{"a": 0, "b": 1}' > qwen3/vocab.json
 printf 'a b\n' > qwen3/merges.txt
 printf '{{ messages }}\n' > qwen3/chat_template.jinja
 printf 'not a tokenizer file\n' > qwen3/README.md
-# qwen2's weights under another config: layer_types (every layer sliding), RoPE scaling
-# "default" (none), and the other reasoning marker, held by tokenizer_config.json only.
+# qwen2's weights under another config: layer_types (every layer sliding, with
+# use_sliding_window, without which qwen2 has no window), RoPE scaling "default" (none), and
+# the other reasoning marker, held by tokenizer_config.json only.
 mkdir qwen2-variant && cp qwen2/model.safetensors qwen2-variant/
 "$PYTHON" - qwen2/config.json qwen2-variant/config.json <<'EOF'
 import json, sys
 config = json.load(open(sys.argv[1]))
-config.pop("use_sliding_window")
-config.update(layer_types=["sliding_attention"] * 2, sliding_window=16, rope_scaling={"rope_type": "default"})
+config.update(use_sliding_window=True, layer_types=["sliding_attention"] * 2, sliding_window=16, rope_scaling={"rope_type": "default"})
 json.dump(config, open(sys.argv[2], "w"), indent=2)
 EOF
 printf '{"added_tokens_decoder": {"7": {"content": "<|reasoning_start|>"}}}\n' > qwen2-variant/tokenizer_config.json

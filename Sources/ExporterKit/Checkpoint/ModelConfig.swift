@@ -14,9 +14,12 @@ public struct ModelConfig: Equatable, Sendable {
     public var layerCount: Int
     /// `num_attention_heads`.
     public var attentionHeads: Int
-    /// `num_key_value_heads` (equal to the attention heads when absent: multi-head attention).
+    /// `num_key_value_heads`: when absent, the family's default (``ConfigReading/keyValueHeads``:
+    /// 32 for qwen2 and qwen3, 8 for mistral, as their `transformers` classes say), else, and when
+    /// null, as many as the attention heads (multi-head attention).
     public var keyValueHeads: Int
-    /// `head_dim`, or `hidden_size / num_attention_heads` when absent or null.
+    /// `head_dim`; when absent or null, the family's default (``ConfigReading/headDimension``: 128
+    /// for qwen3), else `hidden_size / num_attention_heads`.
     public var headDimension: Int
     /// `vocab_size`.
     public var vocabularySize: Int
@@ -36,18 +39,23 @@ public struct ModelConfig: Equatable, Sendable {
     /// `torch_dtype` (or `dtype`, its name in newer transformers): `bfloat16`, `float16` or
     /// `float32` (any other value is refused); nil when absent.
     public var torchDType: String?
-    /// `attention_bias` (nil when absent: the architecture decides).
-    public var attentionBias: Bool?
-    /// `sliding_window` (nil when absent or null).
+    /// Whether the q, k and v projections carry biases, by the family's rule
+    /// (``ConfigReading/attentionBias``): always for qwen2, never for mistral, else `attention_bias`
+    /// (false when absent). A qwen3 `attention_bias` of true is refused: it biases `o_proj` too.
+    public var attentionBias: Bool
+    /// `sliding_window` as written (nil when absent or null; ``attentionWindow`` is the window used).
     public var slidingWindow: Int?
     /// `use_sliding_window` (nil when absent).
     public var useSlidingWindow: Bool?
     /// The attention window every layer uses, nil for full causal attention: `sliding_window`
-    /// when the config turns it on for all layers. Hugging Face decides per layer: `layer_types`
-    /// when present, else `sliding_window_pattern` (Gemma 3: every `n`-th layer full), else
-    /// `use_sliding_window` (on when absent and a window is given) for the layers from
-    /// `max_window_layers` on (all of them when absent). A config sliding only some
-    /// layers is refused, since the graph holds one window.
+    /// when the config turns it on for all layers. Hugging Face decides per layer, as the family's
+    /// ``WindowRule`` says: qwen2 and qwen3 slide only with `use_sliding_window` (false when
+    /// absent), the layers `layer_types` names or those from `max_window_layers` (28 when absent)
+    /// on; mistral slides every layer by `sliding_window` (4,096 when absent). The other families:
+    /// `layer_types` when present, else `sliding_window_pattern` (Gemma 3: every `n`-th layer
+    /// full), else `use_sliding_window` (on when absent and a window is given) for the layers from
+    /// `max_window_layers` on (all of them when absent). A config sliding only some layers is
+    /// refused, since the graph holds one window.
     public var attentionWindow: Int?
     /// Every key of the file, for architecture-specific fields (expert counts and the like).
     public var raw: JSONObject
@@ -70,26 +78,29 @@ public struct ModelConfig: Equatable, Sendable {
         let fields = ConfigFields(object: object, path: path)
         raw = object
         modelType = try fields.string("model_type")
+        let reading = ArchitectureRegistry.configReading(modelType)
         architectures = try fields.stringArray("architectures") ?? []
         hiddenSize = try fields.positiveInt("hidden_size")
         intermediateSize = try fields.positiveInt("intermediate_size")
         layerCount = try fields.positiveInt("num_hidden_layers")
         attentionHeads = try fields.positiveInt("num_attention_heads")
-        keyValueHeads = try fields.optionalPositiveInt("num_key_value_heads") ?? attentionHeads
+        keyValueHeads =
+            try fields.optionalPositiveInt("num_key_value_heads")
+            ?? (fields.isAbsent("num_key_value_heads") ? reading.keyValueHeads : nil) ?? attentionHeads
         vocabularySize = try fields.positiveInt("vocab_size")
         maxPositionEmbeddings = try fields.positiveInt("max_position_embeddings")
-        (ropeTheta, ropeScaling) = try fields.rope()
+        (ropeTheta, ropeScaling) = try fields.rope(scalingTypes: reading.ropeScalingTypes)
         try fields.requireSiLU()
         rmsNormEpsilon = try fields.optionalDouble("rms_norm_eps") ?? 1e-6
         tieWordEmbeddings = try fields.optionalBool("tie_word_embeddings") ?? false
         torchDType = try fields.floatDType("torch_dtype") ?? fields.floatDType("dtype")
-        attentionBias = try fields.optionalBool("attention_bias")
+        attentionBias = try fields.attentionBias(reading.attentionBias)
         slidingWindow = try fields.optionalPositiveInt("sliding_window")
         useSlidingWindow = try fields.optionalBool("use_sliding_window")
         attentionWindow = try fields.attentionWindow(
-            slidingWindow: slidingWindow, useSlidingWindow: useSlidingWindow, layerCount: layerCount)
+            reading.window, slidingWindow: slidingWindow, useSlidingWindow: useSlidingWindow, layerCount: layerCount)
 
-        if let explicit = try fields.optionalPositiveInt("head_dim") {
+        if let explicit = try fields.optionalPositiveInt("head_dim") ?? reading.headDimension {
             headDimension = explicit
         } else {
             guard hiddenSize % attentionHeads == 0 else {
@@ -100,9 +111,10 @@ public struct ModelConfig: Equatable, Sendable {
             headDimension = hiddenSize / attentionHeads
         }
         guard attentionHeads % keyValueHeads == 0 else {
+            let given = fields.isAbsent("num_key_value_heads") ? "is absent; its default " : ""
             throw ConfigError.invalidValue(
                 path: path, field: "num_key_value_heads",
-                reason: "(\(keyValueHeads)) does not divide num_attention_heads (\(attentionHeads))")
+                reason: "\(given)(\(keyValueHeads)) does not divide num_attention_heads (\(attentionHeads))")
         }
         guard rmsNormEpsilon > 0, rmsNormEpsilon.isFinite else {
             throw ConfigError.invalidValue(path: path, field: "rms_norm_eps", reason: "must be a positive number")
@@ -141,6 +153,11 @@ struct ConfigFields {
     private func present(_ field: String) -> JSONValue? {
         guard let value = object[field], !value.isNull else { return nil }
         return value
+    }
+
+    /// Whether the key is missing altogether (null is not absent: it is written).
+    func isAbsent(_ field: String) -> Bool {
+        object[field] == nil
     }
 
     private func wrongType(_ field: String, _ expected: String, _ value: JSONValue) -> ConfigError {
@@ -213,8 +230,27 @@ struct ConfigFields {
     /// `factor`, …, or one such object per layer type), which newer checkpoints write instead:
     /// ignoring it would give the graph another base frequency without a word. Where both forms
     /// are given they must agree. A rotation of part of each head (`partial_rotary_factor`
-    /// other than 1) is refused: the graph rotates every dimension.
-    func rope() throws -> (theta: Double, scaling: JSONValue) {
+    /// other than 1) is refused: the graph rotates every dimension. So is, where `scalingTypes` is
+    /// given (the family's ``ConfigReading/ropeScalingTypes``), a scaling of another type: its own
+    /// keys (`original_max_position_embeddings`, `beta_fast`, `low_freq_factor`, …) have no place in
+    /// the graph.
+    func rope(scalingTypes: [String]?) throws -> (theta: Double, scaling: JSONValue) {
+        let (theta, scaling) = try ropeAsWritten()
+        if let scalingTypes, let object = scaling.objectValue, let type = Self.scalingType(object),
+            type != "default", !scalingTypes.contains(type)
+        {
+            let field = object["rope_type"]?.stringValue != nil ? "rope_type" : "type"
+            let parameters = present("rope_scaling") == nil ? present("rope_parameters") : nil
+            let name = try parameters.map { try singleRopeParameters($0).1 } ?? "rope_scaling"
+            throw ConfigError.unsupportedFeature(
+                path: path, field: "\(name).\(field)",
+                reason: "is '\(type)': the graph's rotation supports "
+                    + scalingTypes.map { "'\($0)'" }.joined(separator: ", ") + " scaling only")
+        }
+        return (theta, scaling)
+    }
+
+    private func ropeAsWritten() throws -> (theta: Double, scaling: JSONValue) {
         let legacyTheta = try optionalDouble("rope_theta")
         try requirePositive(legacyTheta, field: "rope_theta")
         let legacyScaling = present("rope_scaling") ?? .null
@@ -256,6 +292,22 @@ struct ConfigFields {
             throw ConfigError.unsupportedFeature(
                 path: path, field: field,
                 reason: "is '\(name)': the graph's MLP computes silu, the one activation supported")
+        }
+    }
+
+    /// Whether q, k and v carry biases under the family's `rule`.
+    /// - Throws: `ConfigError.unsupportedFeature` for an `attention_bias` of true that biases
+    ///   `o_proj` too (``AttentionBiasRule/configuredWithOutput``).
+    func attentionBias(_ rule: AttentionBiasRule) throws -> Bool {
+        switch rule {
+        case .always: return true
+        case .never: return false
+        case .configured: return try optionalBool("attention_bias") ?? false
+        case .configuredWithOutput:
+            guard try optionalBool("attention_bias") == true else { return false }
+            throw ConfigError.unsupportedFeature(
+                path: path, field: "attention_bias",
+                reason: "is true: it biases o_proj too, which the graph cannot describe (qkv_bias covers q, k, v)")
         }
     }
 
@@ -325,24 +377,49 @@ struct ConfigFields {
         }
     }
 
-    /// The window every layer uses (see ``ModelConfig/attentionWindow``): the sliding layers are
-    /// named by `layer_types`, else by `sliding_window_pattern` (Gemma 3), else by
-    /// `use_sliding_window` and `max_window_layers`.
+    /// The window every layer uses (see ``ModelConfig/attentionWindow``) under the family's `rule`.
     /// - Throws: `ConfigError.wrongType` or `.invalidValue` for malformed `layer_types` or
-    ///   `max_window_layers`, `.unsupportedFeature` when only some layers slide.
-    func attentionWindow(slidingWindow: Int?, useSlidingWindow: Bool?, layerCount: Int) throws -> Int? {
+    ///   `max_window_layers`, or sliding layers without a window, `.unsupportedFeature` when only
+    ///   some layers slide, or when a mistral config's `layer_types` says otherwise than its window.
+    func attentionWindow(
+        _ rule: WindowRule, slidingWindow: Int?, useSlidingWindow: Bool?, layerCount: Int
+    ) throws -> Int? {
         let slidingLayers: Int
-        if let types = try stringArray("layer_types") {
-            guard types.count == layerCount else {
-                throw ConfigError.invalidValue(
-                    path: path, field: "layer_types",
-                    reason: "lists \(types.count) layers, num_hidden_layers is \(layerCount)")
+        switch rule {
+        case .switched(let switchDefault, let windowDefault, let firstSlidingDefault):
+            // transformers sets sliding_window to None unless use_sliding_window, for layer_types too.
+            let switchedOn = useSlidingWindow ?? switchDefault
+            let window = switchedOn ? windowWhenAbsent(slidingWindow, windowDefault) : nil
+            if let types = try layerTypes(layerCount: layerCount) {
+                slidingLayers = types.count(where: { $0 == "sliding_attention" })
+                if slidingLayers > 0, window == nil {
+                    let why =
+                        switchedOn
+                        ? "sliding_window is null"
+                        : "use_sliding_window is false" + (useSlidingWindow == nil ? " (absent)" : "")
+                    throw ConfigError.invalidValue(
+                        path: path, field: "layer_types", reason: "has sliding layers but \(why)")
+                }
+            } else {
+                guard window != nil else { return nil }
+                slidingLayers = layerCount - min(try maxWindowLayers() ?? firstSlidingDefault, layerCount)
             }
-            if let other = types.first(where: { $0 != "full_attention" && $0 != "sliding_attention" }) {
-                throw ConfigError.invalidValue(
+            return try oneWindow(window, slidingLayers: slidingLayers, layerCount: layerCount)
+        case .everyLayer(let windowDefault):
+            let window = windowWhenAbsent(slidingWindow, windowDefault)
+            let other = window == nil ? "sliding_attention" : "full_attention"
+            if let types = try layerTypes(layerCount: layerCount), types.contains(other) {
+                let family = ArchitectureRegistry.canonicalModelType(try string("model_type"))
+                throw ConfigError.unsupportedFeature(
                     path: path, field: "layer_types",
-                    reason: "has '\(other)' (expected one of: full_attention, sliding_attention)")
+                    reason: "names \(other) layers, but \(family) does not read layer_types: every layer "
+                        + (window.map { "slides by sliding_window (\($0))" } ?? "attends to the whole context"))
             }
+            return window
+        case .generic:
+            break
+        }
+        if let types = try layerTypes(layerCount: layerCount) {
             slidingLayers = types.count(where: { $0 == "sliding_attention" })
             guard slidingLayers == 0 || slidingWindow != nil else {
                 throw ConfigError.invalidValue(
@@ -354,17 +431,46 @@ struct ConfigFields {
             slidingLayers = layerCount - layerCount / pattern
         } else {
             guard useSlidingWindow ?? true, slidingWindow != nil else { return nil }
-            var firstSliding = 0
-            if let value = present("max_window_layers") {
-                guard let layers = value.intValue, layers >= 0 else {
-                    throw wrongType("max_window_layers", "a non-negative integer", value)
-                }
-                firstSliding = min(layers, layerCount)
-            }
-            slidingLayers = layerCount - firstSliding
+            slidingLayers = layerCount - min(try maxWindowLayers() ?? 0, layerCount)
         }
+        return try oneWindow(slidingWindow, slidingLayers: slidingLayers, layerCount: layerCount)
+    }
+
+    /// `sliding_window` as written, or `default` when the key is absent (null is no window).
+    private func windowWhenAbsent(_ slidingWindow: Int?, _ default: Int) -> Int? {
+        isAbsent("sliding_window") ? `default` : slidingWindow
+    }
+
+    /// `layer_types`, checked: one known type per layer; nil when absent.
+    private func layerTypes(layerCount: Int) throws -> [String]? {
+        guard let types = try stringArray("layer_types") else { return nil }
+        guard types.count == layerCount else {
+            throw ConfigError.invalidValue(
+                path: path, field: "layer_types",
+                reason: "lists \(types.count) layers, num_hidden_layers is \(layerCount)")
+        }
+        if let other = types.first(where: { $0 != "full_attention" && $0 != "sliding_attention" }) {
+            throw ConfigError.invalidValue(
+                path: path, field: "layer_types",
+                reason: "has '\(other)' (expected one of: full_attention, sliding_attention)")
+        }
+        return types
+    }
+
+    /// `max_window_layers`, the first sliding layer; nil when absent or null.
+    private func maxWindowLayers() throws -> Int? {
+        guard let value = present("max_window_layers") else { return nil }
+        guard let layers = value.intValue, layers >= 0 else {
+            throw wrongType("max_window_layers", "a non-negative integer", value)
+        }
+        return layers
+    }
+
+    /// `window` when every layer slides, nil when none does.
+    /// - Throws: `ConfigError.unsupportedFeature` when only some do.
+    private func oneWindow(_ window: Int?, slidingLayers: Int, layerCount: Int) throws -> Int? {
         if slidingLayers == 0 { return nil }
-        if slidingLayers == layerCount { return slidingWindow }
+        if slidingLayers == layerCount { return window }
         throw ConfigError.unsupportedFeature(
             path: path, field: "sliding_window",
             reason: "applies to \(slidingLayers) of \(layerCount) layers; one window for every layer is supported")

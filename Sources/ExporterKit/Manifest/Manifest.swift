@@ -345,7 +345,11 @@ public enum ToolVersion {
     /// Semantic version of this build (0.7.2: `rope_parameters`, where transformers 5 writes the
     /// rotary base frequency, reaches the graph, which took 10,000 when `rope_theta` was absent;
     /// a partial rotation, an activation other than silu and Gemma 3's `sliding_window_pattern` are
-    /// refused; a bundle carries its checkpoint's `config.json`; the full refinement (the thorough search, per-tensor LUTs of
+    /// refused; a bundle carries its checkpoint's `config.json`; qwen2, qwen3 and mistral configs
+    /// are read with their transformers classes' defaults (`use_sliding_window` false,
+    /// `max_window_layers` 28, `sliding_window` 4,096, KV heads, qwen3's `head_dim` of 128) and
+    /// biases (qwen2 always, mistral never), and refuse a scaling other than linear; the full
+    /// refinement (the thorough search, per-tensor LUTs of
     /// large tensors) polishes until it settles instead of for 8 rounds at most; 0.7.1: a group holding values far larger than its others
     /// (near ±65,504) gets the LUT its small values call for, and a tensor its LUTs reproduce
     /// exactly records no error (SQNR null); 0.7.0: the iOS token embedding is int8 under

@@ -6,9 +6,9 @@ public struct ArchitectureFamily: Sendable {
     public let supportsMacOS: Bool
     /// Whether an iOS export exists: it needs a static-shape implementation of its own.
     public let supportsIOS: Bool
-    /// Whether the query, key and value projections carry a bias when the config has no
-    /// `attention_bias` (Qwen2, whose configs never say); the config's value wins when present.
-    public let alwaysHasAttentionBias: Bool
+    /// How the family's `transformers` configuration class reads the shared config keys: its
+    /// defaults where `config.json` is silent, and what graph.json cannot describe for it.
+    public let configReading: ConfigReading
     /// Whether each attention layer normalises queries and keys per head (Qwen3, Gemma 3).
     public let hasQueryKeyNorm: Bool
     /// The tensors of the family, or nil when the exporter cannot yet lay them out.
@@ -18,6 +18,62 @@ public struct ArchitectureFamily: Sendable {
     public func supports(_ platform: Platform) -> Bool {
         platform == .iOS ? supportsIOS : supportsMacOS
     }
+}
+
+/// How a family's `transformers` configuration and modeling code read the keys that
+/// ``ModelConfig`` reads for every family, where they differ between families: what an absent key
+/// means, which keys the family ignores, and which values its graph cannot describe. The families
+/// whose graph.json is fully specified (mistral, qwen2, qwen3) have their own; the macOS-only
+/// families keep ``unaudited``, the exporter's generic reading, since their graph holds only the
+/// shared hyper-parameters (docs/FORMAT.md, "Semantics").
+public struct ConfigReading: Sendable, Equatable {
+    /// `num_key_value_heads` when the key is absent (null is as many as the heads); nil: as many
+    /// as the heads (multi-head attention).
+    public let keyValueHeads: Int?
+    /// `head_dim` when absent or null; nil: `hidden_size / num_attention_heads`.
+    public let headDimension: Int?
+    /// Which layers slide, and the window when `sliding_window` is absent.
+    public let window: WindowRule
+    /// Whether the attention projections carry biases.
+    public let attentionBias: AttentionBiasRule
+    /// The `rope_scaling` types (beside none and `default`) the graph describes for the family;
+    /// any other is refused. Nil: not checked (graph.json records the type and factor only).
+    public let ropeScalingTypes: [String]?
+
+    /// The exporter's reading of a family not audited against its `transformers` classes: every
+    /// default the generic one, `attention_bias` read as written, every scaling type recorded.
+    public static let unaudited = ConfigReading(
+        keyValueHeads: nil, headDimension: nil, window: .generic, attentionBias: .configured, ropeScalingTypes: nil)
+}
+
+/// How a family decides which decoder layers attend through a sliding window.
+public enum WindowRule: Sendable, Equatable {
+    /// Qwen2 and Qwen3: `use_sliding_window` (`useSlidingWindow` when absent) turns the window on
+    /// (`slidingWindow` when the key is absent); off, no layer slides. On, the layers `layer_types`
+    /// names `sliding_attention` slide, or without it those from `max_window_layers`
+    /// (`maxWindowLayers` when absent) on.
+    case switched(useSlidingWindow: Bool, slidingWindow: Int, maxWindowLayers: Int)
+    /// Mistral: `sliding_window` (`slidingWindow` when absent) applies to every layer;
+    /// `use_sliding_window` and `max_window_layers` are not read, and `layer_types`, which the
+    /// family does not read either, is refused where it disagrees.
+    case everyLayer(slidingWindow: Int)
+    /// The generic reading: `layer_types`, else `sliding_window_pattern` (Gemma 3), else
+    /// `use_sliding_window` (on when absent) from `max_window_layers` (0 when absent) on; an
+    /// absent `sliding_window` is no window.
+    case generic
+}
+
+/// Whether a family's attention projections carry biases.
+public enum AttentionBiasRule: Sendable, Equatable {
+    /// q, k and v always do, whatever `attention_bias` says (Qwen2: the key is not read).
+    case always
+    /// None does, whatever `attention_bias` says (Mistral: the key is not read).
+    case never
+    /// q, k and v do when `attention_bias` is true (false when absent).
+    case configured
+    /// `attention_bias` (false when absent) biases q, k, v and o: true is refused, since the
+    /// graph has no bias on `o_proj` (Qwen3).
+    case configuredWithOutput
 }
 
 /// Target platform of an export.
@@ -64,12 +120,13 @@ public enum ArchitectureRegistry {
     public static let families: [ArchitectureFamily] = [
         family("gemma3_text", iOS: false, queryKeyNorm: true, layout: gemma3Layout),
         family("gpt_oss", iOS: false, layout: nil),
-        family("mistral", iOS: true, layout: llamaLikeLayout(queryKeyNorm: false)),
+        family("mistral", iOS: true, reading: mistralReading, layout: llamaLikeLayout(queryKeyNorm: false)),
         family("mixtral", iOS: false, layout: mixtralLayout),
         family("muse_glimmer_text", iOS: false, layout: nil),
         family("phi3", iOS: false, layout: phi3Layout),
-        family("qwen2", iOS: true, attentionBias: true, layout: llamaLikeLayout(queryKeyNorm: false)),
-        family("qwen3", iOS: true, queryKeyNorm: true, layout: llamaLikeLayout(queryKeyNorm: true)),
+        family("qwen2", iOS: true, reading: qwen2Reading, layout: llamaLikeLayout(queryKeyNorm: false)),
+        family(
+            "qwen3", iOS: true, queryKeyNorm: true, reading: qwen3Reading, layout: llamaLikeLayout(queryKeyNorm: true)),
         family("qwen3_moe", iOS: false, queryKeyNorm: true, layout: qwen3MoeLayout),
         family("qwen3_vl", iOS: false, layout: nil),
     ]
@@ -108,18 +165,41 @@ public enum ArchitectureRegistry {
         return try layout.tensors(for: config, configPath: configPath)
     }
 
-    /// The family's ``ArchitectureFamily/alwaysHasAttentionBias``: false for an unknown type.
-    static func hasAttentionBiasByDefault(_ modelType: String) -> Bool {
-        (try? family(for: modelType))?.alwaysHasAttentionBias ?? false
+    /// The family's ``ArchitectureFamily/configReading``: ``ConfigReading/unaudited`` for an unknown type.
+    static func configReading(_ modelType: String) -> ConfigReading {
+        (try? family(for: modelType))?.configReading ?? .unaudited
     }
 
     private static func family(
-        _ modelType: String, iOS: Bool, attentionBias: Bool = false, queryKeyNorm: Bool = false, layout: TensorLayout?
+        _ modelType: String, iOS: Bool, queryKeyNorm: Bool = false, reading: ConfigReading = .unaudited,
+        layout: TensorLayout?
     ) -> ArchitectureFamily {
         ArchitectureFamily(
-            modelType: modelType, supportsMacOS: true, supportsIOS: iOS, alwaysHasAttentionBias: attentionBias,
+            modelType: modelType, supportsMacOS: true, supportsIOS: iOS, configReading: reading,
             hasQueryKeyNorm: queryKeyNorm, layout: layout)
     }
+
+    // MARK: Config readings (the defaults of transformers' Qwen2Config, Qwen3Config, MistralConfig)
+
+    /// Qwen2Config: 32 KV heads, the window off unless `use_sliding_window`, from layer 28 on;
+    /// q, k and v always biased.
+    private static let qwen2Reading = ConfigReading(
+        keyValueHeads: 32, headDimension: nil,
+        window: .switched(useSlidingWindow: false, slidingWindow: 4096, maxWindowLayers: 28),
+        attentionBias: .always, ropeScalingTypes: ["linear"])
+
+    /// Qwen3Config: as Qwen2's, with a head dimension of 128 and `attention_bias` (false) on all
+    /// four projections.
+    private static let qwen3Reading = ConfigReading(
+        keyValueHeads: 32, headDimension: 128,
+        window: .switched(useSlidingWindow: false, slidingWindow: 4096, maxWindowLayers: 28),
+        attentionBias: .configuredWithOutput, ropeScalingTypes: ["linear"])
+
+    /// MistralConfig: 8 KV heads, a 4,096-token window on every layer unless `sliding_window` is
+    /// null, no biases.
+    private static let mistralReading = ConfigReading(
+        keyValueHeads: 8, headDimension: nil, window: .everyLayer(slidingWindow: 4096), attentionBias: .never,
+        ropeScalingTypes: ["linear"])
 
     // MARK: Tensor layouts (Hugging Face transformers names; shapes output-first)
 
@@ -136,9 +216,7 @@ public enum ArchitectureRegistry {
     /// Query/key/value/output projections; biases on q, k, v when the family or config asks for them.
     private static func attentionProjections(queryKeyNorm: Bool) -> [TensorTemplate] {
         let prefix = "model.layers.{layer}.self_attn."
-        let hasBias: @Sendable (ModelConfig) -> Bool = { config in
-            config.attentionBias ?? ArchitectureRegistry.hasAttentionBiasByDefault(config.modelType)
-        }
+        let hasBias: @Sendable (ModelConfig) -> Bool = { $0.attentionBias }
         var templates = [
             TensorTemplate(
                 prefix + "q_proj.weight", .attention, shape: { [$0.attentionHeads * $0.headDimension, $0.hiddenSize] }),

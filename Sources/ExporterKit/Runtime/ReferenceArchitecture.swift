@@ -95,7 +95,7 @@ public struct ReferenceArchitecture: Equatable, Sendable {
                 scaling?["rope_type"]?.stringValue ?? scaling?["type"]?.stringValue, scaling?["factor"]?.doubleValue
             ),
             rmsNormEpsilon: config.rmsNormEpsilon,
-            qkvBias: config.attentionBias ?? family.alwaysHasAttentionBias, qkNorm: family.hasQueryKeyNorm,
+            qkvBias: config.attentionBias, qkNorm: family.hasQueryKeyNorm,
             tiedEmbeddings: config.tieWordEmbeddings,
             slidingWindow: config.attentionWindow)
     }

@@ -508,7 +508,8 @@ enum HostileCorpus {
             "Error: config '\($0)': 'hidden_size' should be an integer, found a string"
         },
         config(
-            "heads not dividing the hidden size", { configBytes(["num_attention_heads": 5, "num_key_value_heads": 5]) }
+            "heads not dividing the hidden size",
+            { configBytes(["num_attention_heads": 5, "num_key_value_heads": 5, "head_dim": nil]) }
         ) {
             "Error: config '\($0)': 'num_attention_heads' (5) does not divide hidden_size (64) and there is no head_dim"
         },

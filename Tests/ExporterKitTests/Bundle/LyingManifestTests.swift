@@ -220,7 +220,7 @@ struct LyingManifestTests {
         }
         #expect(
             failure(a, verifyFiles: true)
-                == .fileMismatch(path: "config.json", reason: "size is 308 bytes, the manifest says 1"))
+                == .fileMismatch(path: "config.json", reason: "size is 322 bytes, the manifest says 1"))
         let b = try bundle()
         var crc = ""
         try editManifest(b) { manifest in

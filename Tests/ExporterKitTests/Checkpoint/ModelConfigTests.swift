@@ -24,11 +24,13 @@ struct ModelConfigTests {
         #expect(try config([:]).ropeScaling == .null)
     }
 
-    /// The tiny config's required keys plus `extra` (JSON text of more keys), parsed.
-    private func config(json extra: String) throws -> ModelConfig {
+    /// The tiny config's required keys and its two KV heads, of `modelType`, plus `extra` (JSON
+    /// text of more keys), parsed.
+    private func config(json extra: String, modelType: String = "qwen2") throws -> ModelConfig {
         let json =
-            #"{"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "#
-            + #""num_attention_heads": 4, "vocab_size": 256, "max_position_embeddings": 512, "# + extra + "}"
+            #"{"model_type": ""# + modelType + #"", "hidden_size": 64, "intermediate_size": 128, "#
+            + #""num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "#
+            + #""max_position_embeddings": 512"# + (extra.isEmpty ? "" : ", " + extra) + "}"
         return try ModelConfig(bytes: Array(json.utf8), path: "config.json")
     }
 
@@ -201,8 +203,52 @@ struct ModelConfigTests {
         }
     }
 
+    private static let sliding2 = #""layer_types": ["sliding_attention", "sliding_attention"]"#
+    private static let full2 = #""layer_types": ["full_attention", "full_attention"]"#
+    private static let mixed2 = #""layer_types": ["full_attention", "sliding_attention"]"#
+
     @Test(
-        "the attention window is the config's when every layer slides, none when no layer does",
+        "qwen2 and qwen3 slide only with use_sliding_window (false when absent), from max_window_layers (28) on",
+        arguments: [
+            // Before, an absent use_sliding_window was on and an absent max_window_layers 0: the
+            // first three got a window of 64 (or none for want of sliding_window) that transformers
+            // does not apply.
+            (#""sliding_window": 64"#, nil),
+            (#""sliding_window": 64, "use_sliding_window": true"#, nil),
+            (#""use_sliding_window": true, "max_window_layers": 0"#, 4096),
+            (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 0"#, 64),
+            (#""sliding_window": null, "use_sliding_window": true, "max_window_layers": 0"#, nil),
+            (#""sliding_window": 64, "use_sliding_window": false, "max_window_layers": 0"#, nil),
+            (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 2"#, nil),
+            (#""sliding_window": 64, "use_sliding_window": true, "# + sliding2, 64),
+            (#""sliding_window": 64, "use_sliding_window": true, "# + full2, nil),
+            (#""sliding_window": 64, "# + full2, nil),
+            (#""sliding_window": 64, "max_window_layers": 0, "sliding_window_pattern": 2"#, nil),
+            ("", nil),
+        ] as [(String, Int?)])
+    func qwenWindow(_ fields: String, _ window: Int?) throws {
+        for family in ["qwen2", "qwen3"] {
+            #expect(try config(json: fields, modelType: family).attentionWindow == window, "\(family)")
+        }
+    }
+
+    @Test(
+        "mistral slides every layer by sliding_window (4,096 when absent); use_sliding_window and max_window_layers are not its keys",
+        arguments: [
+            ("", 4096),
+            (#""sliding_window": null"#, nil),
+            (#""sliding_window": 64"#, 64),
+            (#""sliding_window": 64, "use_sliding_window": false"#, 64),
+            (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 1"#, 64),
+            (#""sliding_window": 64, "# + sliding2, 64),
+            (#""sliding_window": null, "# + full2, nil),
+        ] as [(String, Int?)])
+    func mistralWindow(_ fields: String, _ window: Int?) throws {
+        #expect(try config(json: fields, modelType: "mistral").attentionWindow == window)
+    }
+
+    @Test(
+        "the families not audited keep the generic reading: layer_types, else sliding_window_pattern, else use_sliding_window (on when absent)",
         arguments: [
             (#""sliding_window": 64"#, 64),
             (#""sliding_window": 64, "use_sliding_window": true"#, 64),
@@ -212,58 +258,132 @@ struct ModelConfigTests {
             (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 2"#, nil),
             (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 28"#, nil),
             (#""sliding_window": 64, "use_sliding_window": false, "max_window_layers": 1"#, nil),
-            (#""sliding_window": 64, "layer_types": ["full_attention", "full_attention"]"#, nil),
-            (#""sliding_window": 64, "layer_types": ["sliding_attention", "sliding_attention"]"#, 64),
-            (
-                #""sliding_window": 64, "use_sliding_window": false, "layer_types": ["sliding_attention", "sliding_attention"]"#,
-                64
-            ),
+            (#""sliding_window": 64, "# + full2, nil),
+            (#""sliding_window": 64, "# + sliding2, 64),
+            (#""sliding_window": 64, "use_sliding_window": false, "# + sliding2, 64),
             (#""sliding_window": 64, "sliding_window_pattern": 1"#, nil),
             (#""sliding_window": null, "sliding_window_pattern": 6"#, nil),
             ("", nil),
         ] as [(String, Int?)])
-    func attentionWindow(_ fields: String, _ window: Int?) throws {
-        let parsed = try config(json: fields.isEmpty ? #""hidden_act": "silu""# : fields)
-        #expect(parsed.attentionWindow == window)
+    func genericWindow(_ fields: String, _ window: Int?) throws {
+        for family in ["mixtral", "qwen3_moe", "unknown_family"] {
+            #expect(try config(json: fields, modelType: family).attentionWindow == window, "\(family)")
+        }
     }
 
     @Test(
         "a window on some layers only is refused as unsupported; malformed layer fields by key",
         arguments: [
             (
-                #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 1"#,
+                "qwen2", #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 1"#,
+                "'sliding_window' applies to 1 of 2 layers; one window for every layer is supported", true
+            ),
+            (
+                "qwen3", #""sliding_window": 64, "use_sliding_window": true, "# + mixed2,
                 "'sliding_window' applies to 1 of 2 layers; one window for every layer is supported", true
             ),
             (
                 // Gemma 3 (before its configs listed layer_types): a window read as every layer's.
-                #""sliding_window": 64, "sliding_window_pattern": 2"#,
+                "gemma3_text", #""sliding_window": 64, "sliding_window_pattern": 2"#,
                 "'sliding_window' applies to 1 of 2 layers; one window for every layer is supported", true
             ),
             (
-                #""sliding_window": 64, "layer_types": ["full_attention", "sliding_attention"]"#,
+                "mixtral", #""sliding_window": 64, "# + mixed2,
                 "'sliding_window' applies to 1 of 2 layers; one window for every layer is supported", true
             ),
             (
-                #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": -1"#,
+                "qwen2", #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": -1"#,
                 "'max_window_layers' should be a non-negative integer, found a number", false
             ),
             (
-                #""sliding_window": 64, "layer_types": ["full_attention"]"#,
+                "mixtral", #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": -1"#,
+                "'max_window_layers' should be a non-negative integer, found a number", false
+            ),
+            (
+                "qwen2", #""sliding_window": 64, "layer_types": ["full_attention"]"#,
                 "'layer_types' lists 1 layers, num_hidden_layers is 2", false
             ),
             (
-                #""layer_types": ["full_attention", "chunked_attention"]"#,
+                "qwen2", #""layer_types": ["full_attention", "chunked_attention"]"#,
                 "'layer_types' has 'chunked_attention' (expected one of: full_attention, sliding_attention)", false
             ),
             (
-                #""sliding_window": null, "layer_types": ["sliding_attention", "sliding_attention"]"#,
+                "mixtral", #""sliding_window": null, "# + sliding2,
                 "'layer_types' has sliding layers but sliding_window is null", false
             ),
+            (
+                "qwen2", #""sliding_window": null, "use_sliding_window": true, "# + sliding2,
+                "'layer_types' has sliding layers but sliding_window is null", false
+            ),
+            // transformers sets sliding_window to None without use_sliding_window, and then fails
+            // on sliding layers; before, these got a window of 64.
+            (
+                "qwen2", #""sliding_window": 64, "use_sliding_window": false, "# + sliding2,
+                "'layer_types' has sliding layers but use_sliding_window is false", false
+            ),
+            (
+                "qwen3", #""sliding_window": 64, "# + sliding2,
+                "'layer_types' has sliding layers but use_sliding_window is false (absent)", false
+            ),
+            // MistralConfig does not read layer_types (transformers warns and slides every layer):
+            // before, the first got no window and the others were refused as partial windows.
+            (
+                "mistral", #""sliding_window": 64, "# + full2,
+                "'layer_types' names full_attention layers, but mistral does not read layer_types: "
+                    + "every layer slides by sliding_window (64)", true
+            ),
+            (
+                "mistral", mixed2,
+                "'layer_types' names full_attention layers, but mistral does not read layer_types: "
+                    + "every layer slides by sliding_window (4096)", true
+            ),
+            (
+                "mistral", #""sliding_window": null, "# + mixed2,
+                "'layer_types' names sliding_attention layers, but mistral does not read layer_types: "
+                    + "every layer attends to the whole context", true
+            ),
         ])
-    func unsupportedWindow(_ fields: String, _ message: String, _ unsupported: Bool) throws {
-        let error = #expect(throws: ConfigError.self) { try config(json: fields) }
+    func unsupportedWindow(_ family: String, _ fields: String, _ message: String, _ unsupported: Bool) throws {
+        let error = #expect(throws: ConfigError.self) { try config(json: fields, modelType: family) }
         #expect(error?.description == "config 'config.json': " + message)
         #expect(error?.exitStatus == (unsupported ? .unsupported : .badInput))
+    }
+
+    @Test(
+        "qwen2, qwen3 and mistral refuse a rotary scaling other than linear (exit 69): its own keys have no place in the graph",
+        arguments: [
+            (
+                #""rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}"#,
+                "'rope_scaling.type' is 'yarn'"
+            ),
+            (#""rope_scaling": {"rope_type": "dynamic", "factor": 2.0}"#, "'rope_scaling.rope_type' is 'dynamic'"),
+            (
+                #""rope_parameters": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "#
+                    + #""high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_theta": 5e5}"#,
+                "'rope_parameters.rope_type' is 'llama3'"
+            ),
+            (
+                #""rope_parameters": {"full_attention": {"rope_type": "yarn", "factor": 4.0}, "#
+                    + #""sliding_attention": {"rope_type": "yarn", "factor": 4.0}}"#,
+                "'rope_parameters.full_attention.rope_type' is 'yarn'"
+            ),
+            (
+                #""rope_scaling": {"type": "longrope", "short_factor": [1.0], "long_factor": [2.0]}"#,
+                "'rope_scaling.type' is 'longrope'"
+            ),
+        ])
+    func unsupportedRopeScaling(_ extra: String, _ message: String) throws {
+        for family in ["qwen2", "qwen3", "mistral"] {
+            let error = #expect(throws: ConfigError.self) { try config(json: extra, modelType: family) }
+            #expect(
+                error?.description
+                    == "config 'config.json': " + message + ": the graph's rotation supports 'linear' scaling only",
+                "\(family)")
+            #expect(error?.exitStatus == .unsupported)
+        }
+        // The families not audited record the type and factor, as before.
+        let phi3 = try config(json: extra, modelType: "phi3")
+        #expect(phi3.ropeScaling != .null)
     }
 
     @Test("the configs shipped with the presets all parse")
@@ -278,12 +398,38 @@ struct ModelConfigTests {
         }
     }
 
-    @Test("without num_key_value_heads a model has as many KV heads as heads; without tie_word_embeddings, untied")
+    @Test(
+        "without num_key_value_heads a model not audited has as many KV heads as heads; without tie_word_embeddings, untied"
+    )
     func absentKeys() throws {
-        let parsed = try config(json: #""rms_norm_eps": 1e-6"#)
+        let parsed = try config(["model_type": "mixtral", "num_key_value_heads": nil, "head_dim": nil])
         #expect(parsed.keyValueHeads == 4)
         #expect(parsed.headDimension == 16)
-        #expect(parsed.tieWordEmbeddings == false)
+        #expect(try config(["tie_word_embeddings": nil]).tieWordEmbeddings == false)
+    }
+
+    @Test("an absent num_key_value_heads or head_dim takes the default of the family's transformers class")
+    func familyDefaults() throws {
+        // Qwen2Config and Qwen3Config default to 32 KV heads, MistralConfig to 8, Qwen3Config to a
+        // head dimension of 128: before, every family took the heads and hidden_size / heads.
+        #expect(try config(["num_attention_heads": 32, "num_key_value_heads": nil]).keyValueHeads == 32)
+        #expect(
+            try config(["model_type": "qwen3", "num_attention_heads": 64, "num_key_value_heads": nil]).keyValueHeads
+                == 32)
+        #expect(
+            try config(["model_type": "mistral", "num_key_value_heads": nil, "num_attention_heads": 16]).keyValueHeads
+                == 8)
+        #expect(try config(["num_key_value_heads": NSNull()]).keyValueHeads == 4)
+        #expect(try config(["model_type": "qwen3", "head_dim": nil]).headDimension == 128)
+        #expect(try config(["model_type": "qwen3", "head_dim": NSNull()]).headDimension == 128)
+        #expect(try config(["model_type": "qwen2", "head_dim": nil]).headDimension == 16)
+        #expect(try config(["model_type": "mistral", "head_dim": nil]).headDimension == 16)
+        let error = #expect(throws: ConfigError.self) { try config(["num_key_value_heads": nil]) }
+        #expect(
+            error?.description
+                == "config 'config.json': 'num_key_value_heads' is absent; its default (32) does not divide "
+                + "num_attention_heads (4)")
+        #expect(error?.exitStatus == .badInput)
     }
 
     @Test("4,096 decoder layers are the most a config may have; 4,097 are refused, naming the field")

@@ -106,7 +106,8 @@ struct CheckpointSyntheticWeightsTests {
         func storage(_ field: String) throws -> SourcePatterns {
             let json =
                 #"{"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "#
-                + #""num_attention_heads": 4, "vocab_size": 256, "max_position_embeddings": 512"# + field + "}"
+                + #""num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "#
+                + #""max_position_embeddings": 512"# + field + "}"
             return SyntheticWeightSource.storage(for: try ModelConfig(bytes: Array(json.utf8), path: "config.json"))
         }
         #expect(try storage(#", "torch_dtype": "bfloat16""#) == .bfloat16)
