@@ -353,7 +353,8 @@ public enum ToolVersion {
     /// of 1,000,000, 8 and 4 KV heads, mixtral's and phi3's window on every layer and none when
     /// absent, qwen3_moe's only with `use_sliding_window`; no biases for mixtral and phi3, qwen3_moe's
     /// `attention_bias` refused; phi3 refuses every scaling), qwen3_moe experts are 768 wide
-    /// without `moe_intermediate_size`, and layers without experts are refused; the full
+    /// without `moe_intermediate_size`, and layers without experts are refused; gemma3_text does
+    /// not export, its computation being beyond graph.json; the full
     /// refinement (the thorough search, per-tensor LUTs of
     /// large tensors) polishes until it settles instead of for 8 rounds at most; 0.7.1: a group holding values far larger than its others
     /// (near ±65,504) gets the LUT its small values call for, and a tensor its LUTs reproduce

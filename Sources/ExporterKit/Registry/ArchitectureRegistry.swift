@@ -13,6 +13,9 @@ public struct ArchitectureFamily: Sendable {
     public let hasQueryKeyNorm: Bool
     /// The tensors of the family, or nil when the exporter cannot yet lay them out.
     public let layout: TensorLayout?
+    /// What of the family's computation graph.json cannot describe, when that stops its exports
+    /// although its tensors are known (gemma3_text); nil when it exports wherever it has a layout.
+    public let exportRefusal: String?
 
     /// Whether an export for `platform` exists.
     public func supports(_ platform: Platform) -> Bool {
@@ -22,9 +25,9 @@ public struct ArchitectureFamily: Sendable {
 
 /// How a family's `transformers` configuration and modeling code read the keys that
 /// ``ModelConfig`` reads for every family, where they differ between families: what an absent key
-/// means, which keys the family ignores, and which values its graph cannot describe. mistral,
-/// mixtral, phi3, qwen2, qwen3 and qwen3_moe have their own; gemma3_text and the families without
-/// a tensor layout keep ``unaudited``, the exporter's generic reading.
+/// means, which keys the family ignores, and which values its graph cannot describe. Every family
+/// that exports has its own (mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe); the others keep
+/// ``unaudited``, the exporter's generic reading.
 public struct ConfigReading: Sendable, Equatable {
     /// `num_key_value_heads` when the key is absent (null is as many as the heads); nil: as many
     /// as the heads (multi-head attention).
@@ -99,8 +102,10 @@ public enum RegistryError: ExporterError, Equatable {
     case noIOSVariant(modelType: String)
     /// The family is known but the exporter cannot lay out its tensors yet.
     case noTensorLayout(modelType: String)
+    /// The family's tensors are known but graph.json cannot describe its computation.
+    case graphCannotDescribe(modelType: String, reason: String)
 
-    /// The reference tool's message, word for word, for the first two; ours, lowercase, for the third.
+    /// The reference tool's message, word for word, for the first two; ours, lowercase, for the others.
     public var description: String {
         switch self {
         case .unknownModelType(let type, let available):
@@ -110,6 +115,8 @@ public enum RegistryError: ExporterError, Equatable {
         case .noTensorLayout(let type):
             return "model type '\(type)' is registered but its tensor layout is not known to this version; "
                 + "see docs/ADDING_AN_ARCHITECTURE.md"
+        case .graphCannotDescribe(let type, let reason):
+            return "model type '\(type)' is registered but graph.json cannot describe it: \(reason)"
         }
     }
 
@@ -125,7 +132,7 @@ public enum ArchitectureRegistry {
 
     /// Every known family, sorted by model type.
     public static let families: [ArchitectureFamily] = [
-        family("gemma3_text", iOS: false, queryKeyNorm: true, layout: gemma3Layout),
+        family("gemma3_text", iOS: false, queryKeyNorm: true, layout: gemma3Layout, refusal: gemma3Refusal),
         family("gpt_oss", iOS: false, layout: nil),
         family("mistral", iOS: true, reading: mistralReading, layout: llamaLikeLayout(queryKeyNorm: false)),
         family("mixtral", iOS: false, reading: mixtralReading, layout: mixtralLayout),
@@ -165,11 +172,14 @@ public enum ArchitectureRegistry {
     }
 
     /// The concrete tensors of `config`, in execution order.
-    /// - Throws: `RegistryError` for an unknown type or an unknown layout, `ConfigError` for a
-    ///   missing key or a config the layout cannot describe.
+    /// - Throws: `RegistryError` for an unknown type, an unknown layout or a family graph.json
+    ///   cannot describe, `ConfigError` for a missing key or a config the layout cannot describe.
     public static func tensors(for config: ModelConfig, configPath: String) throws -> [TensorSpec] {
         let found = try family(for: config.modelType)
         guard let layout = found.layout else { throw RegistryError.noTensorLayout(modelType: found.modelType) }
+        if let reason = found.exportRefusal {
+            throw RegistryError.graphCannotDescribe(modelType: found.modelType, reason: reason)
+        }
         return try layout.tensors(for: config, configPath: configPath)
     }
 
@@ -180,12 +190,19 @@ public enum ArchitectureRegistry {
 
     private static func family(
         _ modelType: String, iOS: Bool, queryKeyNorm: Bool = false, reading: ConfigReading = .unaudited,
-        layout: TensorLayout?
+        layout: TensorLayout?, refusal: String? = nil
     ) -> ArchitectureFamily {
         ArchitectureFamily(
             modelType: modelType, supportsMacOS: true, supportsIOS: iOS, configReading: reading,
-            hasQueryKeyNorm: queryKeyNorm, layout: layout)
+            hasQueryKeyNorm: queryKeyNorm, layout: layout, exportRefusal: refusal)
     }
+
+    /// Gemma3TextConfig's model beside the graph's: a gelu MLP (`hidden_activation` is
+    /// gelu_pytorch_tanh when absent), sliding and full layers rotating by different bases,
+    /// `(1 + weight)` norms, embeddings scaled by √hidden_size, scores by `query_pre_attn_scalar`.
+    private static let gemma3Refusal =
+        "its gelu_pytorch_tanh mlp, a rotary base per layer type (rope_local_base_freq), (1 + weight) norms, "
+        + "embeddings scaled by √hidden_size and scores by query_pre_attn_scalar"
 
     // MARK: Config readings (the defaults of transformers' configuration classes, 4.45 to 5.x)
 

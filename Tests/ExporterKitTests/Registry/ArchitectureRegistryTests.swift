@@ -138,6 +138,20 @@ struct ArchitectureRegistryTests {
         #expect(zero?.description == "config 'config.json': 'decoder_sparse_step' must be positive, found 0")
     }
 
+    @Test("gemma3_text's tensors are known, but the registry refuses to lay them out for an export (exit 69)")
+    func gemma3Refusal() throws {
+        let family = try ArchitectureRegistry.family(for: "gemma3")
+        #expect(family.layout != nil)
+        #expect(family.exportRefusal?.hasPrefix("its gelu_pytorch_tanh mlp") == true)
+        #expect(
+            ArchitectureRegistry.families.filter { $0.exportRefusal != nil }.map(\.modelType) == ["gemma3_text"])
+        let error = #expect(throws: RegistryError.self) {
+            try ArchitectureRegistry.tensors(for: config("gemma3_text"), configPath: "config.json")
+        }
+        #expect(error == .graphCannotDescribe(modelType: "gemma3_text", reason: family.exportRefusal ?? ""))
+        #expect(error?.exitStatus == .unsupported)
+    }
+
     @Test("the families that export read the config as their transformers class; the others as before")
     func configReadings() throws {
         let audited = ArchitectureRegistry.families.filter { $0.configReading != .unaudited }.map(\.modelType)
