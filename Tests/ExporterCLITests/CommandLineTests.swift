@@ -162,6 +162,30 @@ struct CommandLineTests {
         #expect(run.error == "Error: Model 'gemma3_text' does not support iOS variant\n")
     }
 
+    @Test("gemma3_text does not plan, export or synthesise (exit 69): graph.json cannot describe its computation")
+    func gemma3Refused() throws {
+        // Before, a config passing the activation and window checks (silu written out, every layer
+        // of one type) planned and exported as a Llama-like decoder.
+        let message =
+            "Error: model type 'gemma3_text' is registered but graph.json cannot describe it: its gelu_pytorch_tanh "
+            + "mlp, a rotary base per layer type (rope_local_base_freq), (1 + weight) norms, embeddings scaled by "
+            + "√hidden_size and scores by query_pre_attn_scalar\n"
+        for modelType in ["gemma3", "gemma3_text"] {
+            let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: modelType))
+            let output = try Fixtures.temporaryDirectory()
+            let macOS = ["--platform", "macOS", "--experimental", "--compute-precision", "float16"]
+            for arguments in [
+                ["plan", directory.path] + macOS,
+                [directory.path, "--synthetic", "--output-dir", output.path] + macOS,
+                ["synth", directory.path, "--out", output.appendingPathComponent("weights").path],
+            ] {
+                let run = runExporter(arguments)
+                #expect(run.status == 69, "\(arguments)")
+                #expect(run.error == message, "\(arguments)")
+            }
+        }
+    }
+
     @Test("the registry of the brief: ten families on macOS, three on iOS; qwen2_5 and gemma3 remapped")
     func registryTable() throws {
         let json = runExporter(["list", "--models", "--json"])

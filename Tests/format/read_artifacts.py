@@ -954,13 +954,19 @@ def compare_sqnr(tensor, measured, where, stats):
 
 REMAPPED_TYPES = {"qwen2_5": "qwen2", "gemma3": "gemma3_text"}
 BIAS_ALWAYS = {"qwen2"}                 # q/k/v always biased, whatever attention_bias says
-BIAS_NEVER = {"mistral"}                # never biased, whatever attention_bias says
+BIAS_NEVER = {"mistral", "mixtral", "phi3"}  # never biased, whatever attention_bias says
 QK_NORM = {"qwen3", "gemma3_text"}
 # FORMAT.md, graph.json `attention.*`: the defaults of an absent key, per family.
-KV_HEADS_DEFAULT = {"qwen2": 32, "qwen3": 32, "mistral": 8}
+KV_HEADS_DEFAULT = {"qwen2": 32, "qwen3": 32, "mistral": 8, "mixtral": 8, "qwen3_moe": 4}
 HEAD_DIM_DEFAULT = {"qwen3": 128}
-SWITCHED_WINDOW = {"qwen2", "qwen3"}    # slide only with use_sliding_window (false when absent)
-EVERY_LAYER_WINDOW = {"mistral"}        # sliding_window on every layer
+SWITCHED_WINDOW = {"qwen2", "qwen3", "qwen3_moe"}  # slide only with use_sliding_window (false when absent)
+SWITCHED_EVERY_LAYER = {"qwen3_moe"}    # ... then every layer (max_window_layers not read)
+# sliding_window on every layer, and the window when the key is absent.
+EVERY_LAYER_WINDOW = {"mistral": 4096, "mixtral": None, "phi3": None}
+# rope.theta (when the config gives neither rope_theta nor rope_parameters) and rms_norm_eps
+# when absent; 10,000 and 1e-6 for the other families.
+THETA_DEFAULT = {"mixtral": 1e6}
+EPS_DEFAULT = {"mixtral": 1e-5, "phi3": 1e-5}
 
 
 def model_from_config(config):
@@ -980,10 +986,12 @@ def model_from_config(config):
         "bias": family in BIAS_ALWAYS or (family not in BIAS_NEVER and config.get("attention_bias", False)),
         "qk_norm": family in QK_NORM,
         "tie": config.get("tie_word_embeddings"),
-        "theta": config.get("rope_theta"),
+        "theta": (config["rope_theta"] if config.get("rope_theta") is not None
+                  else None if "rope_parameters" in config else THETA_DEFAULT.get(family, 10000.0)),
         "scaling_type": (scaling.get("rope_type") or scaling.get("type")) if scaling else None,
         "scaling_factor": scaling.get("factor") if scaling else None,
-        "eps": config.get("rms_norm_eps"),
+        "eps": (config["rms_norm_eps"] if config.get("rms_norm_eps") is not None
+                else EPS_DEFAULT.get(family, 1e-6)),
         "sliding_window": expected_sliding_window(config, family),
         "max_positions": config["max_position_embeddings"],
     }
@@ -994,13 +1002,13 @@ def expected_sliding_window(config, family):
     refused, so never read here)."""
     layers = config["num_hidden_layers"]
     if family in EVERY_LAYER_WINDOW:
-        return config.get("sliding_window", 4096)
+        return config.get("sliding_window", EVERY_LAYER_WINDOW[family])
     if family in SWITCHED_WINDOW:
         if not config.get("use_sliding_window", False):
             return None
         window = config.get("sliding_window", 4096)
-        if window is None:
-            return None
+        if window is None or family in SWITCHED_EVERY_LAYER:
+            return window
         if "layer_types" in config:
             sliding = sum(t == "sliding_attention" for t in config["layer_types"])
             return window if sliding == layers else None

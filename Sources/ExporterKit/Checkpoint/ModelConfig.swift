@@ -15,8 +15,8 @@ public struct ModelConfig: Equatable, Sendable {
     /// `num_attention_heads`.
     public var attentionHeads: Int
     /// `num_key_value_heads`: when absent, the family's default (``ConfigReading/keyValueHeads``:
-    /// 32 for qwen2 and qwen3, 8 for mistral, as their `transformers` classes say), else, and when
-    /// null, as many as the attention heads (multi-head attention).
+    /// 32 for qwen2 and qwen3, 8 for mistral and mixtral, 4 for qwen3_moe, as their `transformers`
+    /// classes say), else, and when null, as many as the attention heads (multi-head attention).
     public var keyValueHeads: Int
     /// `head_dim`; when absent or null, the family's default (``ConfigReading/headDimension``: 128
     /// for qwen3), else `hidden_size / num_attention_heads`.
@@ -25,23 +25,25 @@ public struct ModelConfig: Equatable, Sendable {
     public var vocabularySize: Int
     /// `max_position_embeddings`: the longest context the checkpoint supports.
     public var maxPositionEmbeddings: Int
-    /// `rope_theta`, or `rope_parameters.rope_theta` (transformers 5); 10,000 when neither is
-    /// given, as in Hugging Face transformers.
+    /// `rope_theta`, or `rope_parameters.rope_theta` (transformers 5); when neither is given, the
+    /// family's default (``ConfigReading/ropeTheta``: 1,000,000 for mixtral, else 10,000).
     public var ropeTheta: Double
     /// `rope_scaling` as written (null when absent), or the `rope_parameters` object when it
     /// names a `rope_type` other than `default`: an object whose `type` and `rope_type`, when
     /// present, are strings and whose `factor`, when present, is a positive number.
     public var ropeScaling: JSONValue
-    /// `rms_norm_eps` (1e-6 when absent).
+    /// `rms_norm_eps`; when absent, the family's default (``ConfigReading/rmsNormEpsilon``: 1e-5
+    /// for mixtral and phi3, else 1e-6).
     public var rmsNormEpsilon: Double
-    /// `tie_word_embeddings` (false when absent, the transformers default for these families).
+    /// `tie_word_embeddings` (false when absent, the transformers default of every family that exports).
     public var tieWordEmbeddings: Bool
     /// `torch_dtype` (or `dtype`, its name in newer transformers): `bfloat16`, `float16` or
     /// `float32` (any other value is refused); nil when absent.
     public var torchDType: String?
     /// Whether the q, k and v projections carry biases, by the family's rule
-    /// (``ConfigReading/attentionBias``): always for qwen2, never for mistral, else `attention_bias`
-    /// (false when absent). A qwen3 `attention_bias` of true is refused: it biases `o_proj` too.
+    /// (``ConfigReading/attentionBias``): always for qwen2, never for mistral, mixtral and phi3,
+    /// else `attention_bias` (false when absent). A qwen3 or qwen3_moe `attention_bias` of true is
+    /// refused: it biases `o_proj` too.
     public var attentionBias: Bool
     /// `sliding_window` as written (nil when absent or null; ``attentionWindow`` is the window used).
     public var slidingWindow: Int?
@@ -51,7 +53,8 @@ public struct ModelConfig: Equatable, Sendable {
     /// when the config turns it on for all layers. Hugging Face decides per layer, as the family's
     /// ``WindowRule`` says: qwen2 and qwen3 slide only with `use_sliding_window` (false when
     /// absent), the layers `layer_types` names or those from `max_window_layers` (28 when absent)
-    /// on; mistral slides every layer by `sliding_window` (4,096 when absent). The other families:
+    /// on; qwen3_moe, with `use_sliding_window`, every layer; mistral slides every layer by
+    /// `sliding_window` (4,096 when absent), mixtral and phi3 too (none when absent). The others:
     /// `layer_types` when present, else `sliding_window_pattern` (Gemma 3: every `n`-th layer
     /// full), else `use_sliding_window` (on when absent and a window is given) for the layers from
     /// `max_window_layers` on (all of them when absent). A config sliding only some layers is
@@ -89,9 +92,9 @@ public struct ModelConfig: Equatable, Sendable {
             ?? (fields.isAbsent("num_key_value_heads") ? reading.keyValueHeads : nil) ?? attentionHeads
         vocabularySize = try fields.positiveInt("vocab_size")
         maxPositionEmbeddings = try fields.positiveInt("max_position_embeddings")
-        (ropeTheta, ropeScaling) = try fields.rope(scalingTypes: reading.ropeScalingTypes)
+        (ropeTheta, ropeScaling) = try fields.rope(theta: reading.ropeTheta, scalingTypes: reading.ropeScalingTypes)
         try fields.requireSiLU()
-        rmsNormEpsilon = try fields.optionalDouble("rms_norm_eps") ?? 1e-6
+        rmsNormEpsilon = try fields.optionalDouble("rms_norm_eps") ?? reading.rmsNormEpsilon
         tieWordEmbeddings = try fields.optionalBool("tie_word_embeddings") ?? false
         torchDType = try fields.floatDType("torch_dtype") ?? fields.floatDType("dtype")
         attentionBias = try fields.attentionBias(reading.attentionBias)
@@ -138,6 +141,55 @@ public struct ModelConfig: Equatable, Sendable {
     /// - Throws: `ConfigError` when it is missing, not an integer or not positive.
     public func extraPositiveInt(_ field: String, path: String) throws -> Int {
         try ConfigFields(object: raw, path: path).positiveInt(field)
+    }
+
+    /// An integer field outside the standard set, `whenAbsent` when the key is absent.
+    /// - Throws: `ConfigError` when it is null, not an integer or not positive.
+    public func extraPositiveInt(_ field: String, path: String, whenAbsent: Int) throws -> Int {
+        let fields = ConfigFields(object: raw, path: path)
+        guard let value = raw[field] else { return whenAbsent }
+        guard !value.isNull else {
+            throw ConfigError.wrongType(path: path, field: field, expected: "an integer", found: "null")
+        }
+        return try fields.positiveInt(field)
+    }
+
+    /// Checks that every layer has experts: Qwen3-MoE gives a layer one MLP of `intermediate_size`
+    /// and no experts when `mlp_only_layers` names it or `decoder_sparse_step` (1 when absent)
+    /// does not divide its index + 1.
+    /// - Throws: `ConfigError.unsupportedFeature` naming the key when some layer has no experts,
+    ///   `.wrongType` or `.invalidValue` when a key is malformed.
+    public func requireExpertsInEveryLayer(path: String) throws {
+        let fields = ConfigFields(object: raw, path: path)
+        let step = try fields.optionalPositiveInt("decoder_sparse_step") ?? 1
+        let stepDense = (0..<layerCount).count(where: { ($0 + 1) % step != 0 })
+        if stepDense > 0 {
+            throw ConfigError.unsupportedFeature(
+                path: path, field: "decoder_sparse_step",
+                reason:
+                    "is \(step): \(stepDense) of \(layerCount) layers have no experts; experts in every layer are supported"
+            )
+        }
+        guard let value = raw["mlp_only_layers"], !value.isNull else { return }
+        guard let items = value.arrayValue else {
+            throw ConfigError.wrongType(
+                path: path, field: "mlp_only_layers", expected: "an array of integers", found: value.typeDescription)
+        }
+        var dense = Set<Int>()
+        for item in items {
+            guard let layer = item.intValue else {
+                throw ConfigError.wrongType(
+                    path: path, field: "mlp_only_layers", expected: "an array of integers", found: item.typeDescription)
+            }
+            if (0..<layerCount).contains(layer) { dense.insert(layer) }
+        }
+        guard dense.isEmpty else {
+            throw ConfigError.unsupportedFeature(
+                path: path, field: "mlp_only_layers",
+                reason:
+                    "names \(dense.count) of \(layerCount) layers, which have no experts; experts in every layer are supported"
+            )
+        }
     }
 }
 
@@ -233,34 +285,36 @@ struct ConfigFields {
     /// other than 1) is refused: the graph rotates every dimension. So is, where `scalingTypes` is
     /// given (the family's ``ConfigReading/ropeScalingTypes``), a scaling of another type: its own
     /// keys (`original_max_position_embeddings`, `beta_fast`, `low_freq_factor`, …) have no place in
-    /// the graph.
-    func rope(scalingTypes: [String]?) throws -> (theta: Double, scaling: JSONValue) {
-        let (theta, scaling) = try ropeAsWritten()
+    /// the graph. `defaultTheta` is the family's base frequency when the config gives none.
+    func rope(theta defaultTheta: Double, scalingTypes: [String]?) throws -> (theta: Double, scaling: JSONValue) {
+        let (theta, scaling) = try ropeAsWritten(defaultTheta: defaultTheta)
         if let scalingTypes, let object = scaling.objectValue, let type = Self.scalingType(object),
             type != "default", !scalingTypes.contains(type)
         {
             let field = object["rope_type"]?.stringValue != nil ? "rope_type" : "type"
             let parameters = present("rope_scaling") == nil ? present("rope_parameters") : nil
             let name = try parameters.map { try singleRopeParameters($0).1 } ?? "rope_scaling"
+            let supported =
+                scalingTypes.isEmpty
+                ? "no scaling" : scalingTypes.map { "'\($0)'" }.joined(separator: ", ") + " scaling only"
             throw ConfigError.unsupportedFeature(
                 path: path, field: "\(name).\(field)",
-                reason: "is '\(type)': the graph's rotation supports "
-                    + scalingTypes.map { "'\($0)'" }.joined(separator: ", ") + " scaling only")
+                reason: "is '\(type)': the graph's rotation supports " + supported)
         }
         return (theta, scaling)
     }
 
-    private func ropeAsWritten() throws -> (theta: Double, scaling: JSONValue) {
+    private func ropeAsWritten(defaultTheta: Double) throws -> (theta: Double, scaling: JSONValue) {
         let legacyTheta = try optionalDouble("rope_theta")
         try requirePositive(legacyTheta, field: "rope_theta")
         let legacyScaling = present("rope_scaling") ?? .null
         if !legacyScaling.isNull { try validateScaling(legacyScaling, field: "rope_scaling") }
         try requireWholeRotation(object["partial_rotary_factor"], field: "partial_rotary_factor")
-        guard let value = present("rope_parameters") else { return (legacyTheta ?? 10_000, legacyScaling) }
+        guard let value = present("rope_parameters") else { return (legacyTheta ?? defaultTheta, legacyScaling) }
         let (parameters, field) = try singleRopeParameters(value)
         try validateScaling(.object(parameters), field: field)
         try requireWholeRotation(parameters["partial_rotary_factor"], field: field + ".partial_rotary_factor")
-        var theta = legacyTheta ?? 10_000
+        var theta = legacyTheta ?? defaultTheta
         if let value = parameters["rope_theta"], !value.isNull {
             guard let number = value.doubleValue else { throw wrongType(field + ".rope_theta", "a number", value) }
             try requirePositive(number, field: field + ".rope_theta")
@@ -380,7 +434,8 @@ struct ConfigFields {
     /// The window every layer uses (see ``ModelConfig/attentionWindow``) under the family's `rule`.
     /// - Throws: `ConfigError.wrongType` or `.invalidValue` for malformed `layer_types` or
     ///   `max_window_layers`, or sliding layers without a window, `.unsupportedFeature` when only
-    ///   some layers slide, or when a mistral config's `layer_types` says otherwise than its window.
+    ///   some layers slide, or when the `layer_types` of a family that does not read it (mistral,
+    ///   mixtral, phi3, qwen3_moe) says otherwise than its window.
     func attentionWindow(
         _ rule: WindowRule, slidingWindow: Int?, useSlidingWindow: Bool?, layerCount: Int
     ) throws -> Int? {
@@ -390,6 +445,7 @@ struct ConfigFields {
             // transformers sets sliding_window to None unless use_sliding_window, for layer_types too.
             let switchedOn = useSlidingWindow ?? switchDefault
             let window = switchedOn ? windowWhenAbsent(slidingWindow, windowDefault) : nil
+            guard let firstSlidingDefault else { return try everyLayerWindow(window, layerCount: layerCount) }
             if let types = try layerTypes(layerCount: layerCount) {
                 slidingLayers = types.count(where: { $0 == "sliding_attention" })
                 if slidingLayers > 0, window == nil {
@@ -406,16 +462,7 @@ struct ConfigFields {
             }
             return try oneWindow(window, slidingLayers: slidingLayers, layerCount: layerCount)
         case .everyLayer(let windowDefault):
-            let window = windowWhenAbsent(slidingWindow, windowDefault)
-            let other = window == nil ? "sliding_attention" : "full_attention"
-            if let types = try layerTypes(layerCount: layerCount), types.contains(other) {
-                let family = ArchitectureRegistry.canonicalModelType(try string("model_type"))
-                throw ConfigError.unsupportedFeature(
-                    path: path, field: "layer_types",
-                    reason: "names \(other) layers, but \(family) does not read layer_types: every layer "
-                        + (window.map { "slides by sliding_window (\($0))" } ?? "attends to the whole context"))
-            }
-            return window
+            return try everyLayerWindow(windowWhenAbsent(slidingWindow, windowDefault), layerCount: layerCount)
         case .generic:
             break
         }
@@ -437,8 +484,22 @@ struct ConfigFields {
     }
 
     /// `sliding_window` as written, or `default` when the key is absent (null is no window).
-    private func windowWhenAbsent(_ slidingWindow: Int?, _ default: Int) -> Int? {
+    private func windowWhenAbsent(_ slidingWindow: Int?, _ default: Int?) -> Int? {
         isAbsent("sliding_window") ? `default` : slidingWindow
+    }
+
+    /// `window`, every layer's in a family that does not read `layer_types`.
+    /// - Throws: `ConfigError.unsupportedFeature` when `layer_types` names layers otherwise.
+    private func everyLayerWindow(_ window: Int?, layerCount: Int) throws -> Int? {
+        let other = window == nil ? "sliding_attention" : "full_attention"
+        if let types = try layerTypes(layerCount: layerCount), types.contains(other) {
+            let family = ArchitectureRegistry.canonicalModelType(try string("model_type"))
+            throw ConfigError.unsupportedFeature(
+                path: path, field: "layer_types",
+                reason: "names \(other) layers, but \(family) does not read layer_types: every layer "
+                    + (window.map { "slides by sliding_window (\($0))" } ?? "attends to the whole context"))
+        }
+        return window
     }
 
     /// `layer_types`, checked: one known type per layer; nil when absent.

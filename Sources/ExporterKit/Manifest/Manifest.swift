@@ -348,7 +348,13 @@ public enum ToolVersion {
     /// refused; a bundle carries its checkpoint's `config.json`; qwen2, qwen3 and mistral configs
     /// are read with their transformers classes' defaults (`use_sliding_window` false,
     /// `max_window_layers` 28, `sliding_window` 4,096, KV heads, qwen3's `head_dim` of 128) and
-    /// biases (qwen2 always, mistral never), and refuse a scaling other than linear; the full
+    /// biases (qwen2 always, mistral never), and refuse a scaling other than linear; mixtral, phi3
+    /// and qwen3_moe configs too (`rms_norm_eps` 1e-5 for mixtral and phi3, mixtral's `rope_theta`
+    /// of 1,000,000, 8 and 4 KV heads, mixtral's and phi3's window on every layer and none when
+    /// absent, qwen3_moe's only with `use_sliding_window`; no biases for mixtral and phi3, qwen3_moe's
+    /// `attention_bias` refused; phi3 refuses every scaling), qwen3_moe experts are 768 wide
+    /// without `moe_intermediate_size`, and layers without experts are refused; gemma3_text does
+    /// not export, its computation being beyond graph.json; the full
     /// refinement (the thorough search, per-tensor LUTs of
     /// large tensors) polishes until it settles instead of for 8 rounds at most; 0.7.1: a group holding values far larger than its others
     /// (near ±65,504) gets the LUT its small values call for, and a tensor its LUTs reproduce

@@ -13,6 +13,9 @@ public struct ArchitectureFamily: Sendable {
     public let hasQueryKeyNorm: Bool
     /// The tensors of the family, or nil when the exporter cannot yet lay them out.
     public let layout: TensorLayout?
+    /// What of the family's computation graph.json cannot describe, when that stops its exports
+    /// although its tensors are known (gemma3_text); nil when it exports wherever it has a layout.
+    public let exportRefusal: String?
 
     /// Whether an export for `platform` exists.
     public func supports(_ platform: Platform) -> Bool {
@@ -22,41 +25,48 @@ public struct ArchitectureFamily: Sendable {
 
 /// How a family's `transformers` configuration and modeling code read the keys that
 /// ``ModelConfig`` reads for every family, where they differ between families: what an absent key
-/// means, which keys the family ignores, and which values its graph cannot describe. The families
-/// whose graph.json is fully specified (mistral, qwen2, qwen3) have their own; the macOS-only
-/// families keep ``unaudited``, the exporter's generic reading, since their graph holds only the
-/// shared hyper-parameters (docs/FORMAT.md, "Semantics").
+/// means, which keys the family ignores, and which values its graph cannot describe. Every family
+/// that exports has its own (mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe); the others keep
+/// ``unaudited``, the exporter's generic reading.
 public struct ConfigReading: Sendable, Equatable {
     /// `num_key_value_heads` when the key is absent (null is as many as the heads); nil: as many
     /// as the heads (multi-head attention).
     public let keyValueHeads: Int?
     /// `head_dim` when absent or null; nil: `hidden_size / num_attention_heads`.
     public let headDimension: Int?
+    /// `rms_norm_eps` when absent or null.
+    public let rmsNormEpsilon: Double
+    /// `rope_theta` when neither it nor `rope_parameters.rope_theta` is given.
+    public let ropeTheta: Double
     /// Which layers slide, and the window when `sliding_window` is absent.
     public let window: WindowRule
     /// Whether the attention projections carry biases.
     public let attentionBias: AttentionBiasRule
     /// The `rope_scaling` types (beside none and `default`) the graph describes for the family;
-    /// any other is refused. Nil: not checked (graph.json records the type and factor only).
+    /// any other is refused (every one when empty). Nil: not checked (graph.json records the type
+    /// and factor only).
     public let ropeScalingTypes: [String]?
 
     /// The exporter's reading of a family not audited against its `transformers` classes: every
-    /// default the generic one, `attention_bias` read as written, every scaling type recorded.
+    /// default the generic one (`rms_norm_eps` 1e-6, `rope_theta` 10,000), `attention_bias` read
+    /// as written, every scaling type recorded.
     public static let unaudited = ConfigReading(
-        keyValueHeads: nil, headDimension: nil, window: .generic, attentionBias: .configured, ropeScalingTypes: nil)
+        keyValueHeads: nil, headDimension: nil, rmsNormEpsilon: 1e-6, ropeTheta: 10_000, window: .generic,
+        attentionBias: .configured, ropeScalingTypes: nil)
 }
 
 /// How a family decides which decoder layers attend through a sliding window.
 public enum WindowRule: Sendable, Equatable {
-    /// Qwen2 and Qwen3: `use_sliding_window` (`useSlidingWindow` when absent) turns the window on
-    /// (`slidingWindow` when the key is absent); off, no layer slides. On, the layers `layer_types`
-    /// names `sliding_attention` slide, or without it those from `max_window_layers`
-    /// (`maxWindowLayers` when absent) on.
-    case switched(useSlidingWindow: Bool, slidingWindow: Int, maxWindowLayers: Int)
-    /// Mistral: `sliding_window` (`slidingWindow` when absent) applies to every layer;
-    /// `use_sliding_window` and `max_window_layers` are not read, and `layer_types`, which the
-    /// family does not read either, is refused where it disagrees.
-    case everyLayer(slidingWindow: Int)
+    /// Qwen2, Qwen3 and Qwen3-MoE: `use_sliding_window` (`useSlidingWindow` when absent) turns
+    /// the window on (`slidingWindow` when the key is absent); off, no layer slides. On, the layers
+    /// `layer_types` names `sliding_attention` slide, or without it those from `max_window_layers`
+    /// (`maxWindowLayers` when absent) on. With `maxWindowLayers` nil (Qwen3-MoE) neither key is
+    /// read: every layer slides, and a `layer_types` that disagrees is refused.
+    case switched(useSlidingWindow: Bool, slidingWindow: Int, maxWindowLayers: Int?)
+    /// Mistral, Mixtral and Phi-3: `sliding_window` (`slidingWindow` when absent; nil: no window)
+    /// applies to every layer; `use_sliding_window` and `max_window_layers` are not read, and
+    /// `layer_types`, which these families do not read either, is refused where it disagrees.
+    case everyLayer(slidingWindow: Int?)
     /// The generic reading: `layer_types`, else `sliding_window_pattern` (Gemma 3), else
     /// `use_sliding_window` (on when absent) from `max_window_layers` (0 when absent) on; an
     /// absent `sliding_window` is no window.
@@ -92,8 +102,10 @@ public enum RegistryError: ExporterError, Equatable {
     case noIOSVariant(modelType: String)
     /// The family is known but the exporter cannot lay out its tensors yet.
     case noTensorLayout(modelType: String)
+    /// The family's tensors are known but graph.json cannot describe its computation.
+    case graphCannotDescribe(modelType: String, reason: String)
 
-    /// The reference tool's message, word for word, for the first two; ours, lowercase, for the third.
+    /// The reference tool's message, word for word, for the first two; ours, lowercase, for the others.
     public var description: String {
         switch self {
         case .unknownModelType(let type, let available):
@@ -103,6 +115,8 @@ public enum RegistryError: ExporterError, Equatable {
         case .noTensorLayout(let type):
             return "model type '\(type)' is registered but its tensor layout is not known to this version; "
                 + "see docs/ADDING_AN_ARCHITECTURE.md"
+        case .graphCannotDescribe(let type, let reason):
+            return "model type '\(type)' is registered but graph.json cannot describe it: \(reason)"
         }
     }
 
@@ -118,16 +132,16 @@ public enum ArchitectureRegistry {
 
     /// Every known family, sorted by model type.
     public static let families: [ArchitectureFamily] = [
-        family("gemma3_text", iOS: false, queryKeyNorm: true, layout: gemma3Layout),
+        family("gemma3_text", iOS: false, queryKeyNorm: true, layout: gemma3Layout, refusal: gemma3Refusal),
         family("gpt_oss", iOS: false, layout: nil),
         family("mistral", iOS: true, reading: mistralReading, layout: llamaLikeLayout(queryKeyNorm: false)),
-        family("mixtral", iOS: false, layout: mixtralLayout),
+        family("mixtral", iOS: false, reading: mixtralReading, layout: mixtralLayout),
         family("muse_glimmer_text", iOS: false, layout: nil),
-        family("phi3", iOS: false, layout: phi3Layout),
+        family("phi3", iOS: false, reading: phi3Reading, layout: phi3Layout),
         family("qwen2", iOS: true, reading: qwen2Reading, layout: llamaLikeLayout(queryKeyNorm: false)),
         family(
             "qwen3", iOS: true, queryKeyNorm: true, reading: qwen3Reading, layout: llamaLikeLayout(queryKeyNorm: true)),
-        family("qwen3_moe", iOS: false, queryKeyNorm: true, layout: qwen3MoeLayout),
+        family("qwen3_moe", iOS: false, queryKeyNorm: true, reading: qwen3MoeReading, layout: qwen3MoeLayout),
         family("qwen3_vl", iOS: false, layout: nil),
     ]
 
@@ -158,10 +172,14 @@ public enum ArchitectureRegistry {
     }
 
     /// The concrete tensors of `config`, in execution order.
-    /// - Throws: `RegistryError` for an unknown type or an unknown layout, `ConfigError` for a missing key.
+    /// - Throws: `RegistryError` for an unknown type, an unknown layout or a family graph.json
+    ///   cannot describe, `ConfigError` for a missing key or a config the layout cannot describe.
     public static func tensors(for config: ModelConfig, configPath: String) throws -> [TensorSpec] {
         let found = try family(for: config.modelType)
         guard let layout = found.layout else { throw RegistryError.noTensorLayout(modelType: found.modelType) }
+        if let reason = found.exportRefusal {
+            throw RegistryError.graphCannotDescribe(modelType: found.modelType, reason: reason)
+        }
         return try layout.tensors(for: config, configPath: configPath)
     }
 
@@ -172,34 +190,61 @@ public enum ArchitectureRegistry {
 
     private static func family(
         _ modelType: String, iOS: Bool, queryKeyNorm: Bool = false, reading: ConfigReading = .unaudited,
-        layout: TensorLayout?
+        layout: TensorLayout?, refusal: String? = nil
     ) -> ArchitectureFamily {
         ArchitectureFamily(
             modelType: modelType, supportsMacOS: true, supportsIOS: iOS, configReading: reading,
-            hasQueryKeyNorm: queryKeyNorm, layout: layout)
+            hasQueryKeyNorm: queryKeyNorm, layout: layout, exportRefusal: refusal)
     }
 
-    // MARK: Config readings (the defaults of transformers' Qwen2Config, Qwen3Config, MistralConfig)
+    /// Gemma3TextConfig's model beside the graph's: a gelu MLP (`hidden_activation` is
+    /// gelu_pytorch_tanh when absent), sliding and full layers rotating by different bases,
+    /// `(1 + weight)` norms, embeddings scaled by √hidden_size, scores by `query_pre_attn_scalar`.
+    private static let gemma3Refusal =
+        "its gelu_pytorch_tanh mlp, a rotary base per layer type (rope_local_base_freq), (1 + weight) norms, "
+        + "embeddings scaled by √hidden_size and scores by query_pre_attn_scalar"
+
+    // MARK: Config readings (the defaults of transformers' configuration classes, 4.45 to 5.x)
 
     /// Qwen2Config: 32 KV heads, the window off unless `use_sliding_window`, from layer 28 on;
     /// q, k and v always biased.
     private static let qwen2Reading = ConfigReading(
-        keyValueHeads: 32, headDimension: nil,
+        keyValueHeads: 32, headDimension: nil, rmsNormEpsilon: 1e-6, ropeTheta: 10_000,
         window: .switched(useSlidingWindow: false, slidingWindow: 4096, maxWindowLayers: 28),
         attentionBias: .always, ropeScalingTypes: ["linear"])
 
     /// Qwen3Config: as Qwen2's, with a head dimension of 128 and `attention_bias` (false) on all
     /// four projections.
     private static let qwen3Reading = ConfigReading(
-        keyValueHeads: 32, headDimension: 128,
+        keyValueHeads: 32, headDimension: 128, rmsNormEpsilon: 1e-6, ropeTheta: 10_000,
         window: .switched(useSlidingWindow: false, slidingWindow: 4096, maxWindowLayers: 28),
         attentionBias: .configuredWithOutput, ropeScalingTypes: ["linear"])
 
     /// MistralConfig: 8 KV heads, a 4,096-token window on every layer unless `sliding_window` is
     /// null, no biases.
     private static let mistralReading = ConfigReading(
-        keyValueHeads: 8, headDimension: nil, window: .everyLayer(slidingWindow: 4096), attentionBias: .never,
-        ropeScalingTypes: ["linear"])
+        keyValueHeads: 8, headDimension: nil, rmsNormEpsilon: 1e-6, ropeTheta: 10_000,
+        window: .everyLayer(slidingWindow: 4096), attentionBias: .never, ropeScalingTypes: ["linear"])
+
+    /// MixtralConfig: 8 KV heads, `rms_norm_eps` 1e-5, `rope_theta` 1,000,000, no window unless
+    /// `sliding_window` (then on every layer), no biases (`attention_bias` is not read).
+    private static let mixtralReading = ConfigReading(
+        keyValueHeads: 8, headDimension: nil, rmsNormEpsilon: 1e-5, ropeTheta: 1_000_000,
+        window: .everyLayer(slidingWindow: nil), attentionBias: .never, ropeScalingTypes: ["linear"])
+
+    /// Phi3Config: as many KV heads as heads, `rms_norm_eps` 1e-5, no window unless
+    /// `sliding_window` (then on every layer), no biases; its one scaling, longrope (`su` and
+    /// `yarn` are read as it), needs per-dimension factors the graph cannot hold.
+    private static let phi3Reading = ConfigReading(
+        keyValueHeads: nil, headDimension: nil, rmsNormEpsilon: 1e-5, ropeTheta: 10_000,
+        window: .everyLayer(slidingWindow: nil), attentionBias: .never, ropeScalingTypes: [])
+
+    /// Qwen3MoeConfig: 4 KV heads, the window off unless `use_sliding_window`, then on every layer
+    /// (`max_window_layers` and `layer_types` are not read), `attention_bias` on all four projections.
+    private static let qwen3MoeReading = ConfigReading(
+        keyValueHeads: 4, headDimension: nil, rmsNormEpsilon: 1e-6, ropeTheta: 10_000,
+        window: .switched(useSlidingWindow: false, slidingWindow: 4096, maxWindowLayers: nil),
+        attentionBias: .configuredWithOutput, ropeScalingTypes: ["linear"])
 
     // MARK: Tensor layouts (Hugging Face transformers names; shapes output-first)
 
@@ -329,7 +374,7 @@ public enum ArchitectureRegistry {
                 "model.layers.{layer}.mlp.experts.{expert}.down_proj.weight", .mlp,
                 shape: { [$0.hiddenSize, moeWidth($0)] }),
         ],
-        expertCountKey: "num_experts",
+        expertCountKey: "num_experts", expertWidthKey: moeIntermediateSize, readsDenseLayers: true,
         trailing: [finalNorm, untiedHead])
 
     /// Expert count from an extra key; the layout checks the key before any shape is asked for.
@@ -337,8 +382,11 @@ public enum ArchitectureRegistry {
         config.raw[key]?.intValue ?? 0
     }
 
-    /// Qwen3-MoE experts are narrower than `intermediate_size`.
+    /// Qwen3-MoE experts are narrower than `intermediate_size`: `moe_intermediate_size`, 768 when
+    /// absent (Qwen3MoeConfig's default).
+    private static let moeIntermediateSize = ExtraKey(name: "moe_intermediate_size", whenAbsent: 768)
+
     private static func moeWidth(_ config: ModelConfig) -> Int {
-        config.raw["moe_intermediate_size"]?.intValue ?? config.intermediateSize
+        moeIntermediateSize.value(in: config)
     }
 }

@@ -47,19 +47,44 @@ public struct TensorLayout: Sendable {
     public let perExpert: [TensorTemplate]
     /// The config key giving the number of experts (nil for dense models).
     public let expertCountKey: String?
+    /// The config key of each expert's width and the width when it is absent, which the expert
+    /// templates read (Qwen3-MoE: `moe_intermediate_size`, 768); nil when they read
+    /// `intermediate_size`. Where present, the key must be a positive integer.
+    public let expertWidthKey: ExtraKey?
+    /// Whether the family's `decoder_sparse_step` (1 when absent) and `mlp_only_layers` (none when
+    /// absent) give some layers one MLP and no experts (Qwen3-MoE): since the layout gives every
+    /// layer experts, a config that does is refused.
+    public let readsDenseLayers: Bool
     /// Tensors after the layers (final norm, head).
     public let trailing: [TensorTemplate]
 
     /// A layout; dense architectures leave `perExpert` empty.
     public init(
         leading: [TensorTemplate], perLayer: [TensorTemplate], perExpert: [TensorTemplate] = [],
-        expertCountKey: String? = nil, trailing: [TensorTemplate]
+        expertCountKey: String? = nil, expertWidthKey: ExtraKey? = nil, readsDenseLayers: Bool = false,
+        trailing: [TensorTemplate]
     ) {
         self.leading = leading
         self.perLayer = perLayer
         self.perExpert = perExpert
         self.expertCountKey = expertCountKey
+        self.expertWidthKey = expertWidthKey
+        self.readsDenseLayers = readsDenseLayers
         self.trailing = trailing
+    }
+}
+
+/// A config key outside the standard set, with the integer `transformers` uses when it is absent.
+public struct ExtraKey: Sendable, Equatable {
+    /// The key.
+    public let name: String
+    /// Its value when the key is absent.
+    public let whenAbsent: Int
+
+    /// The value of the key in `config` (``whenAbsent`` when absent), unchecked: a layout checks
+    /// it (``ModelConfig/extraPositiveInt(_:path:whenAbsent:)``) before any shape is asked for.
+    public func value(in config: ModelConfig) -> Int {
+        config.raw[name]?.intValue ?? whenAbsent
     }
 }
 
@@ -93,9 +118,14 @@ public struct TensorSpec: Equatable, Sendable, Codable {
 
 extension TensorLayout {
     /// The tensors of a model with this layout, in execution order.
-    /// - Throws: `ConfigError` when an expert-count key is missing from the config.
+    /// - Throws: `ConfigError` when an expert-count key is missing from the config, an expert
+    ///   width is not a positive integer, or some layers have no experts.
     public func tensors(for config: ModelConfig, configPath: String) throws -> [TensorSpec] {
         let expertCount = try expertCountKey.map { try config.extraPositiveInt($0, path: configPath) } ?? 0
+        if let key = expertWidthKey {
+            _ = try config.extraPositiveInt(key.name, path: configPath, whenAbsent: key.whenAbsent)
+        }
+        if readsDenseLayers { try config.requireExpertsInEveryLayer(path: configPath) }
         let perLayerCount = [perLayer.count, [expertCount, perExpert.count].saturatingProduct].saturatingSum
         let tensorCount = [leading.count, trailing.count, [config.layerCount, perLayerCount].saturatingProduct]
             .saturatingSum

@@ -248,6 +248,47 @@ struct ModelConfigTests {
     }
 
     @Test(
+        "mixtral and phi3 slide every layer by sliding_window (none when absent); use_sliding_window and max_window_layers are not their keys",
+        arguments: [
+            // Before, use_sliding_window false or max_window_layers turned the window off (or, at
+            // -1, refused the config), and max_window_layers 1 was refused as a partial window.
+            ("", nil),
+            (#""sliding_window": null"#, nil),
+            (#""sliding_window": 64"#, 64),
+            (#""sliding_window": 64, "use_sliding_window": false"#, 64),
+            (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 1"#, 64),
+            (#""sliding_window": 64, "max_window_layers": 28"#, 64),
+            (#""sliding_window": 64, "max_window_layers": -1"#, 64),
+            (#""sliding_window": 64, "# + sliding2, 64),
+            (#""sliding_window": null, "# + full2, nil),
+        ] as [(String, Int?)])
+    func mixtralPhi3Window(_ fields: String, _ window: Int?) throws {
+        for family in ["mixtral", "phi3"] {
+            #expect(try config(json: fields, modelType: family).attentionWindow == window, "\(family)")
+        }
+    }
+
+    @Test(
+        "qwen3_moe slides every layer only with use_sliding_window (false when absent), by sliding_window (4,096 when absent)",
+        arguments: [
+            // Before, an absent use_sliding_window was on, an absent sliding_window no window, and
+            // max_window_layers chose the first sliding layer, which Qwen3MoeConfig does not.
+            (#""sliding_window": 64"#, nil),
+            (#""use_sliding_window": true"#, 4096),
+            (#""sliding_window": 64, "use_sliding_window": true"#, 64),
+            (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 1"#, 64),
+            (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 28"#, 64),
+            (#""sliding_window": null, "use_sliding_window": true"#, nil),
+            (#""sliding_window": 64, "use_sliding_window": false, "max_window_layers": 0"#, nil),
+            (#""sliding_window": 64, "use_sliding_window": true, "# + sliding2, 64),
+            (#""sliding_window": 64, "# + full2, nil),
+            ("", nil),
+        ] as [(String, Int?)])
+    func qwen3MoeWindow(_ fields: String, _ window: Int?) throws {
+        #expect(try config(json: fields, modelType: "qwen3_moe").attentionWindow == window)
+    }
+
+    @Test(
         "the families not audited keep the generic reading: layer_types, else sliding_window_pattern, else use_sliding_window (on when absent)",
         arguments: [
             (#""sliding_window": 64"#, 64),
@@ -266,7 +307,7 @@ struct ModelConfigTests {
             ("", nil),
         ] as [(String, Int?)])
     func genericWindow(_ fields: String, _ window: Int?) throws {
-        for family in ["mixtral", "qwen3_moe", "unknown_family"] {
+        for family in ["gemma3_text", "gpt_oss", "unknown_family"] {
             #expect(try config(json: fields, modelType: family).attentionWindow == window, "\(family)")
         }
     }
@@ -288,7 +329,7 @@ struct ModelConfigTests {
                 "'sliding_window' applies to 1 of 2 layers; one window for every layer is supported", true
             ),
             (
-                "mixtral", #""sliding_window": 64, "# + mixed2,
+                "unknown_family", #""sliding_window": 64, "# + mixed2,
                 "'sliding_window' applies to 1 of 2 layers; one window for every layer is supported", true
             ),
             (
@@ -296,7 +337,7 @@ struct ModelConfigTests {
                 "'max_window_layers' should be a non-negative integer, found a number", false
             ),
             (
-                "mixtral", #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": -1"#,
+                "unknown_family", #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": -1"#,
                 "'max_window_layers' should be a non-negative integer, found a number", false
             ),
             (
@@ -308,7 +349,7 @@ struct ModelConfigTests {
                 "'layer_types' has 'chunked_attention' (expected one of: full_attention, sliding_attention)", false
             ),
             (
-                "mixtral", #""sliding_window": null, "# + sliding2,
+                "unknown_family", #""sliding_window": null, "# + sliding2,
                 "'layer_types' has sliding layers but sliding_window is null", false
             ),
             (
@@ -342,6 +383,28 @@ struct ModelConfigTests {
                 "'layer_types' names sliding_attention layers, but mistral does not read layer_types: "
                     + "every layer attends to the whole context", true
             ),
+            // Nor do MixtralConfig, Phi3Config and Qwen3MoeConfig: before, mixtral's and phi3's
+            // layer_types chose the sliding layers, and qwen3_moe's with use_sliding_window off.
+            (
+                "mixtral", #""sliding_window": 64, "# + mixed2,
+                "'layer_types' names full_attention layers, but mixtral does not read layer_types: "
+                    + "every layer slides by sliding_window (64)", true
+            ),
+            (
+                "phi3", sliding2,
+                "'layer_types' names sliding_attention layers, but phi3 does not read layer_types: "
+                    + "every layer attends to the whole context", true
+            ),
+            (
+                "qwen3_moe", #""sliding_window": 64, "# + sliding2,
+                "'layer_types' names sliding_attention layers, but qwen3_moe does not read layer_types: "
+                    + "every layer attends to the whole context", true
+            ),
+            (
+                "qwen3_moe", #""use_sliding_window": true, "# + mixed2,
+                "'layer_types' names full_attention layers, but qwen3_moe does not read layer_types: "
+                    + "every layer slides by sliding_window (4096)", true
+            ),
         ])
     func unsupportedWindow(_ family: String, _ fields: String, _ message: String, _ unsupported: Bool) throws {
         let error = #expect(throws: ConfigError.self) { try config(json: fields, modelType: family) }
@@ -350,7 +413,7 @@ struct ModelConfigTests {
     }
 
     @Test(
-        "qwen2, qwen3 and mistral refuse a rotary scaling other than linear (exit 69): its own keys have no place in the graph",
+        "qwen2, qwen3, qwen3_moe, mistral and mixtral refuse a rotary scaling other than linear, phi3 any (exit 69): its own keys have no place in the graph",
         arguments: [
             (
                 #""rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}"#,
@@ -373,7 +436,7 @@ struct ModelConfigTests {
             ),
         ])
     func unsupportedRopeScaling(_ extra: String, _ message: String) throws {
-        for family in ["qwen2", "qwen3", "mistral"] {
+        for family in ["qwen2", "qwen3", "qwen3_moe", "mistral", "mixtral"] {
             let error = #expect(throws: ConfigError.self) { try config(json: extra, modelType: family) }
             #expect(
                 error?.description
@@ -381,9 +444,27 @@ struct ModelConfigTests {
                 "\(family)")
             #expect(error?.exitStatus == .unsupported)
         }
+        // Phi3Config knows longrope alone (su and yarn are read as it): before, phi3 recorded the
+        // type and factor, which a longrope rotation does not have.
+        let error = #expect(throws: ConfigError.self) { try config(json: extra, modelType: "phi3") }
+        #expect(error?.description == "config 'config.json': " + message + ": the graph's rotation supports no scaling")
+        #expect(error?.exitStatus == .unsupported)
         // The families not audited record the type and factor, as before.
-        let phi3 = try config(json: extra, modelType: "phi3")
-        #expect(phi3.ropeScaling != .null)
+        #expect(try config(json: extra, modelType: "unknown_family").ropeScaling != .null)
+    }
+
+    @Test("phi3 refuses even a linear scaling, which Phi3Config rejects; the others take it")
+    func phi3LinearScaling() throws {
+        let linear = #""rope_scaling": {"type": "linear", "factor": 2.0}"#
+        let error = #expect(throws: ConfigError.self) { try config(json: linear, modelType: "phi3") }
+        #expect(
+            error?.description
+                == "config 'config.json': 'rope_scaling.type' is 'linear': the graph's rotation supports no scaling")
+        #expect(error?.exitStatus == .unsupported)
+        for family in ["mixtral", "qwen3_moe"] {
+            #expect(try config(json: linear, modelType: family).ropeScaling.objectValue?["factor"]?.doubleValue == 2)
+        }
+        #expect(try config(json: #""rope_scaling": {"rope_type": "default"}"#, modelType: "phi3").ropeTheta == 10_000)
     }
 
     @Test("the configs shipped with the presets all parse")
@@ -402,7 +483,7 @@ struct ModelConfigTests {
         "without num_key_value_heads a model not audited has as many KV heads as heads; without tie_word_embeddings, untied"
     )
     func absentKeys() throws {
-        let parsed = try config(["model_type": "mixtral", "num_key_value_heads": nil, "head_dim": nil])
+        let parsed = try config(["model_type": "gemma3_text", "num_key_value_heads": nil, "head_dim": nil])
         #expect(parsed.keyValueHeads == 4)
         #expect(parsed.headDimension == 16)
         #expect(try config(["tie_word_embeddings": nil]).tieWordEmbeddings == false)
@@ -424,12 +505,79 @@ struct ModelConfigTests {
         #expect(try config(["model_type": "qwen3", "head_dim": NSNull()]).headDimension == 128)
         #expect(try config(["model_type": "qwen2", "head_dim": nil]).headDimension == 16)
         #expect(try config(["model_type": "mistral", "head_dim": nil]).headDimension == 16)
+        // MixtralConfig defaults to 8 KV heads and Qwen3MoeConfig to 4; Phi3Config, as many as the
+        // heads. Before, all three took the heads.
+        #expect(
+            try config(["model_type": "mixtral", "num_key_value_heads": nil, "num_attention_heads": 16]).keyValueHeads
+                == 8)
+        #expect(
+            try config(["model_type": "qwen3_moe", "num_key_value_heads": nil, "num_attention_heads": 16])
+                .keyValueHeads == 4)
+        #expect(try config(["model_type": "phi3", "num_key_value_heads": nil]).keyValueHeads == 4)
+        for family in ["mixtral", "phi3", "qwen3_moe"] {
+            #expect(try config(["model_type": family, "head_dim": nil]).headDimension == 16, "\(family)")
+        }
         let error = #expect(throws: ConfigError.self) { try config(["num_key_value_heads": nil]) }
         #expect(
             error?.description
                 == "config 'config.json': 'num_key_value_heads' is absent; its default (32) does not divide "
                 + "num_attention_heads (4)")
         #expect(error?.exitStatus == .badInput)
+    }
+
+    @Test(
+        "an absent rms_norm_eps or rope_theta takes the default of the family's transformers class",
+        arguments: [
+            // Before, every family took 1e-6 and 10,000: MixtralConfig's are 1e-5 and 1,000,000,
+            // Phi3Config's epsilon 1e-5.
+            ("mixtral", 1e-5, 1_000_000), ("phi3", 1e-5, 10_000), ("qwen3_moe", 1e-6, 10_000),
+            ("qwen2", 1e-6, 10_000), ("qwen3", 1e-6, 10_000), ("mistral", 1e-6, 10_000),
+            ("unknown_family", 1e-6, 10_000),
+        ] as [(String, Double, Double)])
+    func normAndRotationDefaults(_ family: String, _ epsilon: Double, _ theta: Double) throws {
+        let absent = try config(["model_type": family, "rms_norm_eps": nil, "rope_theta": nil])
+        #expect(absent.rmsNormEpsilon == epsilon)
+        #expect(absent.ropeTheta == theta)
+        let null = try config(["model_type": family, "rms_norm_eps": NSNull(), "rope_theta": NSNull()])
+        #expect(null.rmsNormEpsilon == epsilon)
+        #expect(null.ropeTheta == theta)
+        // transformers 5's rope_parameters without rope_theta takes the family's default too.
+        let parameters = try config([
+            "model_type": family, "rope_theta": nil, "rope_parameters": ["rope_type": "default"],
+        ])
+        #expect(parameters.ropeTheta == theta)
+        let written = try config(["model_type": family, "rms_norm_eps": 1e-6, "rope_theta": 5e5])
+        #expect(written.rmsNormEpsilon == 1e-6)
+        #expect(written.ropeTheta == 500_000)
+    }
+
+    @Test("graph.json of a mixtral and a qwen3_moe that leave their keys out holds their transformers defaults")
+    func macOSFamilyGraphs() throws {
+        let absent: [String: Any?] = [
+            "num_attention_heads": 16, "num_key_value_heads": nil, "rms_norm_eps": nil, "rope_theta": nil,
+            "sliding_window": 64, "attention_bias": true, "num_local_experts": 2, "num_experts": 2,
+        ]
+        let mixtral = GraphDescription(
+            plan: try Fixtures.plan(
+                Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "mixtral", overrides: absent)),
+                platform: .macOS))
+        // Before: 16 KV heads, epsilon 1e-6, theta 10,000 and q/k/v biases.
+        #expect(mixtral.attention.kvHeads == 8)
+        #expect(mixtral.rmsNormEpsilon == 1e-5)
+        #expect(mixtral.rope.theta == 1_000_000)
+        #expect(mixtral.attention.qkvBias == false)
+        #expect(mixtral.attention.slidingWindow == 64)
+        var moe = absent
+        moe["attention_bias"] = nil
+        let qwen3Moe = GraphDescription(
+            plan: try Fixtures.plan(
+                Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "qwen3_moe", overrides: moe)),
+                platform: .macOS))
+        // Before: 16 KV heads and a window of 64 (use_sliding_window read as on when absent).
+        #expect(qwen3Moe.attention.kvHeads == 4)
+        #expect(qwen3Moe.rmsNormEpsilon == 1e-6)
+        #expect(qwen3Moe.rope.theta == 10_000)
+        #expect(qwen3Moe.attention.slidingWindow == nil)
     }
 
     @Test("4,096 decoder layers are the most a config may have; 4,097 are refused, naming the field")
