@@ -28,7 +28,7 @@ public func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         _ = plan.memory.totalBytes
         _ = plan.bitsPerWeight
         _ = plan.conversionMemory().totalBytes
-        _ = plan.estimatedBundleBytes(tokenizerBytes: 0)
+        _ = plan.estimatedBundleBytes(copiedFileBytes: 0)
         _ = GraphDescription(plan: plan)
         _ = Manifest(plan: plan)
     }
