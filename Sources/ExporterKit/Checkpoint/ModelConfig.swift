@@ -287,30 +287,33 @@ struct ConfigFields {
     /// keys (`original_max_position_embeddings`, `beta_fast`, `low_freq_factor`, …) have no place in
     /// the graph. `defaultTheta` is the family's base frequency when the config gives none.
     func rope(theta defaultTheta: Double, scalingTypes: [String]?) throws -> (theta: Double, scaling: JSONValue) {
-        let (theta, scaling) = try ropeAsWritten(defaultTheta: defaultTheta)
+        let (theta, scaling, scalingField) = try ropeAsWritten(defaultTheta: defaultTheta)
         if let scalingTypes, let object = scaling.objectValue, let type = Self.scalingType(object),
             type != "default", !scalingTypes.contains(type)
         {
             let field = object["rope_type"]?.stringValue != nil ? "rope_type" : "type"
-            let parameters = present("rope_scaling") == nil ? present("rope_parameters") : nil
-            let name = try parameters.map { try singleRopeParameters($0).1 } ?? "rope_scaling"
             let supported =
                 scalingTypes.isEmpty
                 ? "no scaling" : scalingTypes.map { "'\($0)'" }.joined(separator: ", ") + " scaling only"
             throw ConfigError.unsupportedFeature(
-                path: path, field: "\(name).\(field)",
+                path: path, field: "\(scalingField).\(field)",
                 reason: "is '\(type)': the graph's rotation supports " + supported)
         }
         return (theta, scaling)
     }
 
-    private func ropeAsWritten(defaultTheta: Double) throws -> (theta: Double, scaling: JSONValue) {
+    /// The base frequency and scaling as the config writes them, both forms checked against each
+    /// other, and the field the scaling came from (`rope_scaling`, or the `rope_parameters`
+    /// object), for errors.
+    private func ropeAsWritten(defaultTheta: Double) throws -> (theta: Double, scaling: JSONValue, field: String) {
         let legacyTheta = try optionalDouble("rope_theta")
         try requirePositive(legacyTheta, field: "rope_theta")
         let legacyScaling = present("rope_scaling") ?? .null
         if !legacyScaling.isNull { try validateScaling(legacyScaling, field: "rope_scaling") }
         try requireWholeRotation(object["partial_rotary_factor"], field: "partial_rotary_factor")
-        guard let value = present("rope_parameters") else { return (legacyTheta ?? defaultTheta, legacyScaling) }
+        guard let value = present("rope_parameters") else {
+            return (legacyTheta ?? defaultTheta, legacyScaling, "rope_scaling")
+        }
         let (parameters, field) = try singleRopeParameters(value)
         try validateScaling(.object(parameters), field: field)
         try requireWholeRotation(parameters["partial_rotary_factor"], field: field + ".partial_rotary_factor")
@@ -324,7 +327,7 @@ struct ConfigFields {
             }
             theta = number
         }
-        guard let type = Self.scalingType(parameters) else { return (theta, legacyScaling) }
+        guard let type = Self.scalingType(parameters) else { return (theta, legacyScaling, "rope_scaling") }
         let scaling: JSONValue = type == "default" ? .null : .object(parameters)
         let legacy = legacyScaling.objectValue
         let legacyType = legacy.flatMap(Self.scalingType) ?? "default"
@@ -335,7 +338,7 @@ struct ConfigFields {
                 reason: "is '\(type)' but rope_scaling says '\(legacyType)'"
                     + (type == legacyType ? " with another factor" : ""))
         }
-        return (theta, legacyScaling.isNull ? scaling : legacyScaling)
+        return legacyScaling.isNull ? (theta, scaling, field) : (theta, legacyScaling, "rope_scaling")
     }
 
     /// Refuses an MLP activation other than SiLU (`hidden_act`, or Gemma's `hidden_activation`;
