@@ -4,7 +4,9 @@ import Foundation
 public struct ModelConfig: Equatable, Sendable {
     /// `model_type` as written in the file (before any registry remapping).
     public var modelType: String
-    /// `architectures`, e.g. `["Qwen2ForCausalLM"]` (empty when absent).
+    /// `architectures`, e.g. `["Qwen2ForCausalLM"]` (empty when absent). When given, one must
+    /// carry a language-model head (``ConfigFields/languageModelHeadSuffixes``): a classifier's
+    /// checkpoint (`Qwen2ForSequenceClassification`) would otherwise ship its embedding as one.
     public var architectures: [String]
     /// `hidden_size`.
     public var hiddenSize: Int
@@ -83,6 +85,7 @@ public struct ModelConfig: Equatable, Sendable {
         modelType = try fields.string("model_type")
         let reading = ArchitectureRegistry.configReading(modelType)
         architectures = try fields.stringArray("architectures") ?? []
+        try fields.requireLanguageModelHead(architectures)
         hiddenSize = try fields.positiveInt("hidden_size")
         intermediateSize = try fields.positiveInt("intermediate_size")
         layerCount = try fields.positiveInt("num_hidden_layers")
@@ -350,6 +353,26 @@ struct ConfigFields {
                 path: path, field: field,
                 reason: "is '\(name)': the graph's MLP computes silu, the one activation supported")
         }
+    }
+
+    /// How the class names of a model with a language-model head end in `transformers`.
+    static let languageModelHeadSuffixes = ["ForCausalLM", "LMHeadModel", "ForConditionalGeneration"]
+
+    /// Refuses `architectures` none of which has a language-model head (a classifier, a reward
+    /// model, a bare `…Model`): its checkpoint holds no `lm_head`, or one trained for nothing, and
+    /// with tied embeddings the export would predict tokens from the embedding without a word.
+    /// An empty list says nothing and passes.
+    func requireLanguageModelHead(_ architectures: [String]) throws {
+        guard !architectures.isEmpty,
+            !architectures.contains(where: { name in
+                Self.languageModelHeadSuffixes.contains(where: { name.hasSuffix($0) })
+            })
+        else { return }
+        throw ConfigError.unsupportedFeature(
+            path: path, field: "architectures",
+            reason: "is " + architectures.map { "'\($0)'" }.joined(separator: ", ")
+                + ": the export needs a language-model head (a class name ending in one of: "
+                + Self.languageModelHeadSuffixes.joined(separator: ", ") + ")")
     }
 
     /// Whether q, k and v carry biases under the family's `rule`.

@@ -180,6 +180,33 @@ struct ModelConfigTests {
         _ = try config(json: #""hidden_act": "swish", "hidden_activation": "silu""#)
     }
 
+    @Test(
+        "architectures without a language-model head (classifier, reward model, bare model) are refused (exit 69)",
+        arguments: [
+            #"["Qwen2ForSequenceClassification"]"#, #"["Qwen2ForTokenClassification", "Qwen2Model"]"#,
+            #"["Qwen2ForRewardModel"]"#,
+        ])
+    func architectureWithoutLanguageModelHead(_ architectures: String) throws {
+        let names = try #require(
+            try JSONSerialization.jsonObject(with: Data(architectures.utf8)) as? [String])
+        try expectUnsupported(
+            #""architectures": "# + architectures,
+            "'architectures' is " + names.map { "'\($0)'" }.joined(separator: ", ")
+                + ": the export needs a language-model head (a class name ending in one of: "
+                + "ForCausalLM, LMHeadModel, ForConditionalGeneration)")
+    }
+
+    @Test("a language-model head anywhere in architectures, or no architectures at all, is accepted")
+    func architectureWithLanguageModelHead() throws {
+        for architectures in [
+            #"["Qwen2ForCausalLM"]"#, #"["Qwen3VLForConditionalGeneration"]"#, #"["GPT2LMHeadModel"]"#,
+            #"["Qwen2Model", "Qwen2ForCausalLM"]"#, "[]", "null",
+        ] {
+            _ = try config(json: #""architectures": "# + architectures)
+        }
+        _ = try config(json: "")
+    }
+
     /// Expects the tiny config with `extra` refused as unsupported (69) with `message`.
     private func expectUnsupported(_ extra: String, _ message: String) throws {
         let error = #expect(throws: ConfigError.self) { try config(json: extra) }
