@@ -197,9 +197,10 @@ struct ExportCommandTests {
                 config: Fixtures.tinyConfig(modelType: "qwen3", overrides: ["torch_dtype": torchDType]), name: "Small")
             let root = try Fixtures.temporaryDirectory()
             defer { try? FileManager.default.removeItem(at: root) }
-            let flags = ["--experimental", "--compute-precision", "float16", "--seed", "7"]
+            let flags = ["--experimental", "--compute-precision", "float16"]
             let direct = runExporter(
-                [config.path, "--synthetic", "--output-dir", root.appendingPathComponent("direct").path] + flags)
+                [config.path, "--synthetic", "--seed", "7", "--output-dir", root.appendingPathComponent("direct").path]
+                    + flags)
             #expect(direct.status == 0, "\(direct.error)")
             let checkpoint = root.appendingPathComponent("checkpoint/Small")
             let synth = runExporter(["synth", config.path, "--out", checkpoint.path, "--dtype", dtype, "--seed", "7"])
@@ -513,5 +514,57 @@ struct MLPackageCommandTests {
         let failed = runExporter(base)
         #expect(failed.status == 65, "\(failed.error)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
+        for extra in [[], ["--dry-run"]] {
+            let seed = runExporter(base + ["--seed", "5"] + extra)
+            #expect(seed.status == 64)
+            #expect(seed.error.hasPrefix("Error: --seed applies to --synthetic weights; pass --synthetic too\n"))
+        }
+    }
+
+    @Test("--overwrite leaves a folder of the user's where an artifact would go, refused before the export (73)")
+    func overwriteReplacesArtifactsOnly() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let base = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+            "--overwrite",
+        ]
+        #expect(runExporter(base).status == 0)
+        let model = output.appendingPathComponent("tiny")
+        let bundle = model.appendingPathComponent("Tiny.aimodel")
+        let before = try Data(contentsOf: bundle.appendingPathComponent("manifest.json"))
+        func inode(_ url: URL) throws -> Int? {
+            try FileManager.default.attributesOfItem(atPath: url.path)[.systemFileNumber] as? Int
+        }
+        let bundleInode = try inode(bundle)
+        for (steps, taken) in [
+            ([], "Tiny.aimodel"), (["--compile"], "Tiny.h17p.aimodelc"), (["--format", "mlpackage"], "Tiny.mlpackage"),
+        ] {
+            let folder = model.appendingPathComponent(taken)
+            if taken != "Tiny.aimodel" {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
+            }
+            let kept = folder.appendingPathComponent("thesis.txt")
+            try Data("mine".utf8).write(to: kept)
+            if taken == "Tiny.aimodel" {
+                try FileManager.default.removeItem(at: bundle.appendingPathComponent("manifest.json"))
+            }
+            let run = runExporter(base + steps)
+            #expect(run.status == 73, "\(run.error)")
+            let marker = taken == "Tiny.mlpackage" ? "Manifest.json" : "manifest.json"
+            #expect(
+                run.error
+                    == "Error: '\(folder.path)' already exists and is not an artifact to replace (the folder holds no "
+                    + "\(marker)); --overwrite replaces artifacts only: move or remove it\n")
+            #expect(try Data(contentsOf: kept) == Data("mine".utf8))
+            if taken == "Tiny.aimodel" {
+                try Data(before).write(to: bundle.appendingPathComponent("manifest.json"))
+                try FileManager.default.removeItem(at: kept)
+            } else {
+                // Refused before the export: the bundle there is the same folder, not a new one.
+                #expect(try inode(bundle) == bundleInode)
+                try FileManager.default.removeItem(at: folder)
+            }
+        }
     }
 }

@@ -88,6 +88,9 @@ enum ExportArguments {
         if arguments.command.option(named: "seed") != nil, let seed = arguments.value("seed"), UInt64(seed) == nil {
             throw UsageError.invalidValue(value: seed, option: "--seed", expected: "a non-negative integer")
         }
+        if arguments.isGiven("seed"), !arguments.flag("synthetic") {
+            throw UsageError.validation("--seed applies to --synthetic weights; pass --synthetic too")
+        }
         if let name = options.outputName, name.unicodeScalars.contains(where: \.isControlCharacter) {
             throw UsageError.validation("--output-name must not contain control characters, got '\(name)'")
         }

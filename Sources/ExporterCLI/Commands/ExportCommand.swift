@@ -50,6 +50,11 @@ enum ExportCommand {
         let (compilePlatform, compileDevices, outputDirectory) = (
             checked.platform, checked.devices, checked.outputDirectory
         )
+        if arguments.flag("overwrite") {
+            try refuseUnreplaceableOutputs(
+                plan, devices: compileDevices, mlpackage: arguments.value("format") == "mlpackage",
+                outputDirectory: outputDirectory)
+        }
         let availableDisk = context.availableDiskBytes(at: outputDirectory)
         if !compileDevices.isEmpty {
             // The bundle and every compiled artifact together, before any is written (each step
@@ -167,6 +172,27 @@ enum ExportCommand {
         throw CompileError.artifactsExist(
             paths: there.map(\.standardizedFileURL.path), bundle: bundle.standardizedFileURL.path, platform: platform,
             missingDevices: [])
+    }
+
+    /// With `--overwrite`, whatever is already where this command line writes must be an artifact
+    /// to replace: refused before the export rather than after it, when the compile or the
+    /// conversion would refuse it.
+    static func refuseUnreplaceableOutputs(
+        _ plan: ExportPlan, devices: [DeviceArchitecture], mlpackage: Bool, outputDirectory: URL
+    ) throws {
+        let bundle = ExportRunner.bundleURL(for: plan, in: outputDirectory)
+        let name = CompileSubject(plan: plan).name
+        let artifacts =
+            [bundle]
+            + devices.map { Compiler.artifactURL(name: name, device: $0, in: bundle.deletingLastPathComponent()) }
+        for artifact in artifacts {
+            try ArtifactDirectory.checkDestination(artifact, overwrite: true, marker: BundleWriter.manifestName)
+        }
+        if mlpackage {
+            try ArtifactDirectory.checkDestination(
+                MLPackageWriter.defaultDestination(forBundle: bundle), overwrite: true,
+                marker: MLPackageWriter.packageManifestPath)
+        }
     }
 
     /// `--min-deployment-version` only means something to `--compile`.

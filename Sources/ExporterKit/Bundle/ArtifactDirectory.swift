@@ -33,15 +33,14 @@ public final class ArtifactDirectory {
     /// Prefix of staging folders, so that leftovers of a killed run can be recognised.
     public static let stagingPrefix = ".partial-"
 
-    /// Starts an artifact at `destination`.
-    /// - Throws: `BundleError.outputExists` when it exists and `overwrite` is false;
+    /// Starts an artifact at `destination`, whose root will hold `marker` (the manifest).
+    /// - Throws: `BundleError.outputExists` when it exists and `overwrite` is false, or when it
+    ///   is not an artifact (``checkDestination(_:overwrite:marker:)``);
     ///   `BundleError.writeFailed` when the staging folder cannot be made.
-    public init(destination: URL, overwrite: Bool, faults: FaultInjector? = nil) throws {
+    public init(destination: URL, overwrite: Bool, marker: String, faults: FaultInjector? = nil) throws {
         self.destination = destination
         self.faults = faults
-        if FileManager.default.fileExists(atPath: destination.path), !overwrite {
-            throw BundleError.outputExists(path: destination.path)
-        }
+        try ArtifactDirectory.checkDestination(destination, overwrite: overwrite, marker: marker)
         let parent = destination.deletingLastPathComponent()
         // A cleaner may lock and remove a staging folder between its mkdir and our flock: then
         // the folder locked is not the one at the path, and a fresh name is tried.
@@ -80,6 +79,23 @@ public final class ArtifactDirectory {
         createdParents = created.reversed()
         // Staging folders of killed runs for this artifact: nobody holds them any more.
         ArtifactDirectory.removeAbandonedStaging(in: parent, for: destination.lastPathComponent)
+    }
+
+    /// Refuses to write an artifact at `destination` when something is there, unless `overwrite`
+    /// is given and it is an artifact of the kind being written: a folder holding `marker` (its
+    /// manifest). `--overwrite` replaces artifacts; a file or a folder of the user's, which happens
+    /// to have the artifact's name, is never deleted.
+    /// - Throws: `BundleError.outputExists` or `.notReplaceable`.
+    public static func checkDestination(_ destination: URL, overwrite: Bool, marker: String) throws {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder) else { return }
+        guard overwrite else { throw BundleError.outputExists(path: destination.path) }
+        guard isFolder.boolValue else {
+            throw BundleError.notReplaceable(path: destination.path, reason: "it is a file")
+        }
+        guard FileManager.default.fileExists(atPath: destination.appendingPathComponent(marker).path) else {
+            throw BundleError.notReplaceable(path: destination.path, reason: "the folder holds no \(marker)")
+        }
     }
 
     deinit {

@@ -2,6 +2,9 @@
 public enum BundleError: ExporterError, Equatable {
     /// The artifact exists and `--overwrite` was not given.
     case outputExists(path: String)
+    /// Something that is not an artifact of the kind being written is where one would go:
+    /// `--overwrite` does not replace it.
+    case notReplaceable(path: String, reason: String)
     /// A write, rename or removal failed.
     case writeFailed(path: String, reason: String)
     /// A read failed.
@@ -28,6 +31,9 @@ public enum BundleError: ExporterError, Equatable {
         switch self {
         case .outputExists(let path):
             return "'\(path)' already exists; pass --overwrite to replace it"
+        case .notReplaceable(let path, let reason):
+            return "'\(path)' already exists and is not an artifact to replace (\(reason)); "
+                + "--overwrite replaces artifacts only: move or remove it"
         case .writeFailed(let path, let reason):
             return "cannot write '\(path)': \(reason)"
         case .readFailed(let path, let reason):
@@ -57,7 +63,7 @@ public enum BundleError: ExporterError, Equatable {
     /// disagrees with its manifest, `badInput` (65), `usage` (64), `notFound` (66).
     public var exitStatus: ExitStatus {
         switch self {
-        case .outputExists: return .outputExists
+        case .outputExists, .notReplaceable: return .outputExists
         case .writeFailed, .readFailed: return .ioFailure
         case .fileMismatch, .invalidTensor: return .verificationFailed
         case .notABundle, .notPortable, .unsupportedSchema, .sourceMismatch: return .badInput

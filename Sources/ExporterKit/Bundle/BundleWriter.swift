@@ -80,7 +80,8 @@ public enum BundleWriter {
     ) throws -> Manifest {
         let plan = request.plan
         let directory = try ArtifactDirectory(
-            destination: request.destination, overwrite: request.overwrite, faults: request.faults)
+            destination: request.destination, overwrite: request.overwrite, marker: manifestName,
+            faults: request.faults)
         let layout = plan.weightsLayout
         let weights = try directory.createFile(weightsName, bypassPageCache: true)
         try weights.write(layout.header(tensorCount: plan.tensors.count))

@@ -70,9 +70,8 @@ public enum ExportRunner {
         progress: (ExportProgress) -> Void = { _ in }, stepProgress: (WorkProgress) -> Void = { _ in }
     ) throws -> ExportResult {
         let destination = bundleURL(for: plan, in: settings.outputDirectory)
-        if FileManager.default.fileExists(atPath: destination.path), !settings.overwrite {
-            throw BundleError.outputExists(path: destination.path)
-        }
+        try ArtifactDirectory.checkDestination(
+            destination, overwrite: settings.overwrite, marker: BundleWriter.manifestName)
         let source: WeightSource
         var sourceFiles: [Manifest.SourceFile] = []
         var tokenizer: TokenizerFiles?

@@ -103,6 +103,10 @@ public enum Compiler {
                 bundle: bundleURL.path, platform: request.platform,
                 missingDevices: plans.indices.filter { !present[$0] }.map { plans[$0].device.id })
         }
+        for destination in destinations {  // before the first is written
+            try ArtifactDirectory.checkDestination(
+                destination, overwrite: request.overwrite, marker: BundleWriter.manifestName)
+        }
         // Besides weights and tables, each artifact copies the graph and tokenizer, and its manifest
         // (the bundle's with regions) stays well under twice the bundle's.
         let manifestBytes =
@@ -161,7 +165,8 @@ enum CompiledArtifactWriter {
         written: (Int) -> Void = { _ in }
     ) throws -> Manifest {
         let directory = try ArtifactDirectory(
-            destination: destination, overwrite: request.overwrite, faults: request.faults)
+            destination: destination, overwrite: request.overwrite, marker: BundleWriter.manifestName,
+            faults: request.faults)
         var files: [Manifest.File] = []
         func record(_ path: String, _ file: OutputFile) {
             files.append(Manifest.File(path: path, bytes: file.size, crc32: BundleWriter.hex(file.crc.value)))

@@ -100,7 +100,8 @@ public enum MLPackageWriter {
         }
         let bundle = try BundleReader(url: bundleURL)
         let program = try LanguageModelProgram.build(bundle: bundle)
-        let directory = try ArtifactDirectory(destination: destination, overwrite: overwrite, faults: faults)
+        let directory = try ArtifactDirectory(
+            destination: destination, overwrite: overwrite, marker: packageManifestPath, faults: faults)
 
         let weights = try directory.createFile(weightsPath, bypassPageCache: true)
         let weightBytes = program.blobs.fileBytes

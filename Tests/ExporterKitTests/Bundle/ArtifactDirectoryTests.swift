@@ -21,7 +21,7 @@ struct ArtifactDirectoryTests {
             try FileManager.default.createDirectory(
                 at: parent.appendingPathComponent(name), withIntermediateDirectories: false)
         }
-        let directory = try ArtifactDirectory(destination: destination, overwrite: false)
+        let directory = try ArtifactDirectory(destination: destination, overwrite: false, marker: "manifest.json")
         #expect(try entries(parent) == [".partial-N.aimodel-dead", directory.staging.lastPathComponent].sorted())
         // A farm's clean-up (every staging folder) leaves the one being filled.
         ArtifactDirectory.removeAbandonedStaging(in: parent)
@@ -38,7 +38,7 @@ struct ArtifactDirectoryTests {
         for change in ["remove", "truncate"] {
             let parent = try Fixtures.temporaryDirectory()
             let destination = parent.appendingPathComponent("M.aimodel")
-            let directory = try ArtifactDirectory(destination: destination, overwrite: false)
+            let directory = try ArtifactDirectory(destination: destination, overwrite: false, marker: "manifest.json")
             let file = try directory.createFile("sub/weights.bin")
             try file.write([UInt8](repeating: 7, count: 100))
             try file.finish()
@@ -65,7 +65,7 @@ struct ArtifactDirectoryTests {
         let destination = parent.appendingPathComponent("M.aimodel")
         let removed = BundleError.writeFailed(
             path: destination.path, reason: "its staging folder was removed while the artifact was being written")
-        let directory = try ArtifactDirectory(destination: destination, overwrite: false)
+        let directory = try ArtifactDirectory(destination: destination, overwrite: false, marker: "manifest.json")
         try FileManager.default.removeItem(at: directory.staging)
         #expect(throws: removed) { try directory.createFile("a.bin") }
         // Made again at the same path: not the folder this artifact locked.
@@ -74,7 +74,8 @@ struct ArtifactDirectoryTests {
         #expect(throws: removed) { try directory.publish() }
         #expect(!FileManager.default.fileExists(atPath: destination.path))
 
-        let other = try ArtifactDirectory(destination: parent.appendingPathComponent("N.aimodel"), overwrite: false)
+        let other = try ArtifactDirectory(
+            destination: parent.appendingPathComponent("N.aimodel"), overwrite: false, marker: "manifest.json")
         let file = try other.createFile("b.bin")
         try file.write([1])
         #expect(
@@ -86,12 +87,35 @@ struct ArtifactDirectoryTests {
         try other.publish()
     }
 
+    @Test("--overwrite never replaces what is not an artifact: a file, or a folder without the marker (exit 73)")
+    func replacingOnlyArtifacts() throws {
+        let parent = try Fixtures.temporaryDirectory()
+        let folder = parent.appendingPathComponent("M.aimodel")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
+        try Data("mine".utf8).write(to: folder.appendingPathComponent("thesis.txt"))
+        let file = parent.appendingPathComponent("N.aimodel")
+        try Data("mine".utf8).write(to: file)
+        for (destination, reason) in [(folder, "the folder holds no manifest.json"), (file, "it is a file")] {
+            let error = #expect(throws: BundleError.self) {
+                try ArtifactDirectory(destination: destination, overwrite: true, marker: "manifest.json")
+            }
+            #expect(
+                error?.description
+                    == "'\(destination.path)' already exists and is not an artifact to replace (\(reason)); "
+                    + "--overwrite replaces artifacts only: move or remove it")
+            #expect(error?.exitStatus == .outputExists)
+        }
+        #expect(try entries(parent) == ["M.aimodel", "N.aimodel"])
+        #expect(try Data(contentsOf: folder.appendingPathComponent("thesis.txt")) == Data("mine".utf8))
+        #expect(try Data(contentsOf: file) == Data("mine".utf8))
+    }
+
     @Test("replacing an artifact exchanges it whole: the new one in place, the old one gone, nothing beside")
     func replacing() throws {
         let parent = try Fixtures.temporaryDirectory()
         let destination = parent.appendingPathComponent("M.aimodel")
         for content: [UInt8] in [[1], [2, 2]] {
-            let directory = try ArtifactDirectory(destination: destination, overwrite: true)
+            let directory = try ArtifactDirectory(destination: destination, overwrite: true, marker: "a.bin")
             let file = try directory.createFile("a.bin")
             try file.write(content)
             try file.finish()

@@ -42,7 +42,7 @@ struct SymlinkedFolderTests {
     func artifact() throws {
         let (real, link) = try linkedFolder()
         let destination = link.appendingPathComponent("out/Tiny.aimodel", isDirectory: true)
-        let artifact = try ArtifactDirectory(destination: destination, overwrite: false)
+        let artifact = try ArtifactDirectory(destination: destination, overwrite: false, marker: "manifest.json")
         let file = try artifact.createFile("weights.bin")
         #expect(file.path == destination.appendingPathComponent("weights.bin").path)
         try file.write([1, 2, 3])
