@@ -247,6 +247,29 @@ struct CompileCommandTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
     }
 
+    @Test(
+        "an M2 Mac's artifact never replaces, nor counts as, Vision Pro's of the same id (h14g), even with --overwrite")
+    func sameArchitectureIdOnTwoPlatforms() throws {
+        let output = try Fixtures.temporaryDirectory()
+        let vision = runExporter([
+            "compile", try bundle().path, "--platform", "visionOS", "--output", output.path,
+        ])
+        #expect(vision.status == 0, "\(vision.error)")
+        let artifact = output.appendingPathComponent("Tiny.h14g.aimodelc")
+        let before = try Data(contentsOf: artifact.appendingPathComponent("manifest.json"))
+        let mac = ["compile", try bundle(platform: "macOS").path, "--platform", "macOS", "--output", output.path]
+        for extra in [[], ["--overwrite"]] {
+            let run = runExporter(mac + extra)
+            #expect(run.status == 73, "\(run.error)")
+            #expect(
+                run.error
+                    == "Error: '\(artifact.path)' is a visionOS artifact of the same architecture id; "
+                    + "compile for macOS into another folder (--output DIR)\n")
+        }
+        #expect(try Data(contentsOf: artifact.appendingPathComponent("manifest.json")) == before)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["Tiny.h14g.aimodelc"])
+    }
+
     @Test("--devices adds a user's architecture")
     func userDevices() throws {
         let bundleURL = try bundle()
@@ -307,7 +330,7 @@ struct CompileCommandTests {
         let inspect = runExporter(["inspect", compiled.path])
         let reader = try CompiledArtifactReader(url: compiled)
         let memory = reader.compiled.memory
-        #expect(inspect.output.contains("  compiled for  h17p (A18), from Tiny.aimodel\n"))
+        #expect(inspect.output.contains("  compiled for  h17p (A18, iOS), from Tiny.aimodel\n"))
         #expect(
             inspect.output.contains(
                 "  memory        \(Format.mebibytes(memory.totalBytes)) = weights \(Format.mebibytes(memory.weightsBytes)) + KV "

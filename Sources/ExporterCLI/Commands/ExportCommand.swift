@@ -157,17 +157,19 @@ enum ExportCommand {
     }
 
     /// Compiled artifacts already there for a bundle not yet exported are refused before the
-    /// export (without `--overwrite`), not after it. With the bundle there, the export's own
-    /// refusal comes first and names the compile that finishes from it.
+    /// export (without `--overwrite`), not after it, and so are those of another platform
+    /// (with it too). With the bundle there, the export's own refusal comes first and names the
+    /// compile that finishes from it.
     static func refuseExistingCompiledArtifacts(
         of subject: CompileSubject, plan: ExportPlan, devices: [DeviceArchitecture], platform: DevicePlatform,
         outputDirectory: URL, overwrite: Bool
     ) throws {
         let bundle = ExportRunner.bundleURL(for: plan, in: outputDirectory)
-        guard !overwrite, !FileManager.default.fileExists(atPath: bundle.path) else { return }
         let there = devices.map {
             Compiler.artifactURL(name: subject.name, device: $0, in: bundle.deletingLastPathComponent())
         }.filter { FileManager.default.fileExists(atPath: $0.path) }
+        for artifact in there { try Compiler.refuseOtherPlatform(artifact, platform: platform) }
+        guard !overwrite, !FileManager.default.fileExists(atPath: bundle.path) else { return }
         guard !there.isEmpty else { return }
         throw CompileError.artifactsExist(
             paths: there.map(\.standardizedFileURL.path), bundle: bundle.standardizedFileURL.path, platform: platform,

@@ -65,7 +65,10 @@ enum InspectPrinter {
             facts.insert(
                 ["", "the portable bundle's estimate: \(Format.mebibytes(m.memory.totalBytes))"], at: memory + 1)
             facts.insert(
-                ["compiled for", "\(compiled.architecture) (\(compiled.chip)), from \(compiled.portable.name)"], at: 3)
+                [
+                    "compiled for",
+                    "\(compiled.architecture) (\(compiled.chip), \(compiled.platform)), from \(compiled.portable.name)",
+                ], at: 3)
         }
         lines += Format.table(facts, indent: "  ")
         lines.append("")

@@ -29,6 +29,9 @@ public enum CompileError: ExporterError, Equatable {
     /// Artifacts of the compile are there already, without `--overwrite`: their paths, and the
     /// devices still to compile (an interrupted compile is finished by compiling only those).
     case artifactsExist(paths: [String], bundle: String, platform: DevicePlatform, missingDevices: [String])
+    /// Where an artifact would go, one of another platform is (an M2 Mac's and Apple Vision
+    /// Pro's share the architecture id `h14g`): neither skipped as done nor replaced.
+    case artifactOfOtherPlatform(path: String, found: String, platform: DevicePlatform)
 
     /// The message, naming the device, the bundle or the flag, and what to do instead.
     public var description: String {
@@ -78,6 +81,9 @@ public enum CompileError: ExporterError, Equatable {
             return "'\(path)' is not a compiled artifact: \(reason)"
         case .artifactsExist:
             return descriptionLines.joined(separator: "\n")
+        case .artifactOfOtherPlatform(let path, let found, let platform):
+            return "'\(path)' is a \(found) artifact of the same architecture id; "
+                + "compile for \(platform.rawValue) into another folder (--output DIR)"
         }
     }
 
@@ -109,7 +115,7 @@ public enum CompileError: ExporterError, Equatable {
             return .unsupported
         case .deploymentVersionTooLow, .invalidDeploymentVersion: return .usage
         case .bundleNotFound, .deviceTableNotFound: return .notFound
-        case .artifactsExist: return .outputExists
+        case .artifactsExist, .artifactOfOtherPlatform: return .outputExists
         }
     }
 }

@@ -97,6 +97,9 @@ public enum Compiler {
         let plans = request.devices.map { CompilePlan(subject: subject, device: $0) }
         let destinations = plans.map { artifactURL(name: subject.name, device: $0.device, in: request.outputDirectory) }
         let present = destinations.map { FileManager.default.fileExists(atPath: $0.path) }
+        for (destination, isPresent) in zip(destinations, present) where isPresent {
+            try refuseOtherPlatform(destination, platform: request.platform)
+        }
         if !request.overwrite, present.contains(true) {
             throw CompileError.artifactsExist(
                 paths: destinations.indices.filter { present[$0] }.map { destinations[$0].path },
@@ -138,6 +141,19 @@ public enum Compiler {
 }
 
 extension Compiler {
+    /// Refuses to count as done, or to replace, a compiled artifact at `destination` made for
+    /// another platform than `platform` (one whose manifest does not read is left to the
+    /// usual checks).
+    /// - Throws: `CompileError.artifactOfOtherPlatform`.
+    public static func refuseOtherPlatform(_ destination: URL, platform: DevicePlatform) throws {
+        let manifestURL = destination.appendingPathComponent(BundleWriter.manifestName)
+        guard let data = try? Data(contentsOf: manifestURL),
+            let found = (try? Manifest.decoded(from: data, path: manifestURL.path))?.compiled?.platform,
+            found != platform.rawValue
+        else { return }
+        throw CompileError.artifactOfOtherPlatform(path: destination.path, found: found, platform: platform)
+    }
+
     /// Refuses compiles whose artifacts (each: its weights file and RoPE tables, plus
     /// `otherFilesBytes` for the graph, tokenizer, `static.json` and manifest), with `besides`
     /// (a bundle not yet exported), would not fit in `available`.

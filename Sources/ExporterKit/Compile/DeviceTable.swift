@@ -155,8 +155,8 @@ public struct DeviceTable: Equatable, Sendable {
         devices.filter { $0.platform == platform && $0.aheadOfTime }
     }
 
-    /// The architectures to compile for: `ids` in the order given (duplicates once), or every
-    /// eligible one of `platform` when `ids` is empty.
+    /// The architectures to compile for: `ids` in the order given, in any case (duplicates once),
+    /// or every eligible one of `platform` when `ids` is empty.
     /// - Throws: `CompileError.unknownArchitecture` (listing the platform's ids),
     ///   `.architectureOnOtherPlatform`, `.ineligibleDevice` (naming the device, its chip and the rule),
     ///   `.noEligibleArchitecture` when `ids` is empty and no architecture of the platform is eligible.
@@ -172,10 +172,12 @@ public struct DeviceTable: Equatable, Sendable {
         }
         var selected: [DeviceArchitecture] = []
         for id in ids {
-            guard let device = devices.first(where: { $0.id == id && $0.platform == platform }) else {
+            // Ids are told apart regardless of case, as the table's merge does (`H17P` is h17p).
+            let same = { (device: DeviceArchitecture) in device.id.lowercased() == id.lowercased() }
+            guard let device = devices.first(where: { same($0) && $0.platform == platform }) else {
                 // The same id can name devices of two platforms (the M2 in Macs and the Vision
                 // Pro): suggest one that compiles the same bundles first.
-                let elsewhere = devices.filter { $0.id == id }.map(\.platform)
+                let elsewhere = devices.filter(same).map(\.platform)
                 if let suggested = elsewhere.first(where: { $0.bundlePlatform == platform.bundlePlatform })
                     ?? elsewhere.first
                 {

@@ -310,6 +310,7 @@ struct CompileTests {
         let table = try CompileFixture().table
         #expect(try table.select([], platform: .iOS).map(\.id) == ["t1a", "t1b"])
         #expect(try table.select(["t1b", "t1b"], platform: .iOS).map(\.id) == ["t1b"])
+        #expect(try table.select(["T1B", "t1b"], platform: .iOS).map(\.id) == ["t1b"])
         #expect(
             throws: CompileError.ineligibleDevice(id: "t0", products: ["Old phone"], chip: "Test 0", rule: "test rule")
         ) {
