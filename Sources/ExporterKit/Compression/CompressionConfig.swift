@@ -96,6 +96,25 @@ public struct CompressionConfig: Equatable, Sendable {
             + "(the iOS embedding int8 unless --disable-embedding-quantization-ios)",
         rules: [], defaultScheme: .keep)
 
+    /// What a document that does not parse as JSON is, when it reads as YAML (a `---` or `key:`
+    /// first line, after blank and comment lines): a recipe of the reference tool (its or
+    /// coremltools' keys in the first 4 KiB), or another YAML document; nil otherwise.
+    static func yamlKind(_ bytes: [UInt8]) -> String? {
+        let text = String(decoding: bytes.prefix(4096), as: UTF8.self)
+        let firstLine = text.split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces).drop { $0 == "\u{FEFF}" } }
+            .first { !$0.isEmpty && !$0.hasPrefix("#") }
+        guard let line = firstLine else { return nil }
+        let key = line.prefix { $0.isLetter || $0.isNumber || "_-.".contains($0) }
+        guard line.hasPrefix("---") || (!key.isEmpty && line.dropFirst(key.count).first == ":") else { return nil }
+        let recipeKeys = [
+            "kmeans_palettization_config", "quantization_config", "config_type", "global_config", "op_type_configs",
+            "op_name_configs",
+        ]
+        return recipeKeys.contains(where: text.contains)
+            ? "a coreai-opt YAML recipe of the reference tool" : "a YAML document"
+    }
+
     /// Parses a config file's bytes.
     /// - Throws: `CompressionConfigError` naming the file and the rule that is wrong.
     public init(bytes: [UInt8], path: String) throws {
@@ -103,10 +122,9 @@ public struct CompressionConfig: Equatable, Sendable {
         let document: JSONValue
         do { document = try JSONParser.parse(bytes) } catch {
             // Users of the reference tool arrive with its coreai-opt YAML recipes.
-            let text = String(decoding: bytes.prefix(4096), as: UTF8.self)
-            if ["kmeans_palettization_config", "quantization_config"].contains(where: text.contains) {
+            if let kind = CompressionConfig.yamlKind(bytes) {
                 throw invalid(
-                    "a coreai-opt YAML recipe of the reference tool, which this tool does not read; write the same "
+                    "\(kind), which this tool does not read; write the same "
                         + "rules as an exporter.compression/1 JSON file (docs/FORMAT.md, \"Compression configs\"; "
                         + "the shipped ones: 'exporter list')")
             }

@@ -22,6 +22,31 @@ extension CompressionTests {
             return try parsed.scheme(for: tensor, platform: .macOS, quantizeIOSEmbedding: false)
         }
 
+        @Test(
+            "a document that is not JSON but reads as YAML is named: a reference-tool or coremltools recipe, or YAML",
+            arguments: [
+                (
+                    "config_type: OpPalettizerConfig\nglobal_config:\n  nbits: 4\n",
+                    "a coreai-opt YAML recipe of the reference tool"
+                ),
+                (
+                    "# coreai-opt\n\n---\nkmeans_palettization_config: {}\n",
+                    "a coreai-opt YAML recipe of the reference tool"
+                ),
+                ("\u{FEFF}name: mine\nrules: []\n", "a YAML document"),
+                ("---\n", "a YAML document"),
+                ("{\"schema\": \"exporter.compression/1\", \"global_config\": \n", nil),
+                ("schema exporter.compression/1\n", nil),
+            ] as [(String, String?)])
+        func yamlNamed(_ text: String, _ kind: String?) throws {
+            #expect(CompressionConfig.yamlKind(Array(text.utf8)) == kind)
+            let error = #expect(throws: CompressionConfigError.self) {
+                try CompressionConfig(bytes: Array(text.utf8), path: "c.yaml")
+            }
+            let named = error?.description.contains(", which this tool does not read; write the same rules as an ")
+            #expect(named == (kind != nil))
+        }
+
         @Test("the first matching rule wins; '?' is one character; unmatched names take the default")
         func firstMatchWins() throws {
             let layer3 = try scheme("model.layers.3.mlp.up_proj.weight")
