@@ -90,16 +90,33 @@ struct CommandLineTests {
         #expect(conversion["workers"]?.intValue == SystemResources.activeCores)
         #expect(conversion["storage_from"]?.stringValue == "checkpoint")
         #expect(conversion["available_bytes"]?.intValue == 123)
+        #expect(run.status == 71)
 
         let human = runExporter(["plan"] + arguments, environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "\(peak - 1)"])
         #expect(
             human.output.contains(
                 "  conversion      \(Format.mebibytes(peak)) at peak (est.); \(Format.mebibytes(peak - 1)) available: "
                     + "refused\n                  at \(expected.peakTensor)\n"))
+        // The plan refuses as the export does, after showing the figures.
+        #expect(human.status == 71)
         let output = try Fixtures.temporaryDirectory().path
         let refused = runExporter(
             arguments + ["--output-dir", output], environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "\(peak - 1)"])
         #expect(refused.status == 71)
+        #expect(!refused.error.isEmpty && human.error == refused.error)
+        #expect(
+            runExporter(["plan"] + arguments, environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "\(peak)"]).status == 0)
+        // And for disk: the bundle's estimate, or with --compile the compiled artifacts' too.
+        for extra in [[], ["--compile"]] {
+            let small = ["EXPORTER_TEST_AVAILABLE_DISK": "4096"]
+            let plan = runExporter(["plan"] + arguments + ["--output-dir", output] + extra, environment: small)
+            let export = runExporter(arguments + ["--output-dir", output] + extra, environment: small)
+            #expect(plan.status == 71 && export.status == 71)
+            #expect(
+                plan.error.contains(" but '\(output)' has 4.0 KiB free; free some space or choose another --output-dir")
+            )
+            #expect(plan.error == export.error)
+        }
         let exported = runExporter(
             arguments + ["--output-dir", output], environment: ["EXPORTER_TEST_AVAILABLE_MEMORY": "\(peak)"])
         #expect(exported.status == 0)

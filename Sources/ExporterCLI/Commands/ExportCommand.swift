@@ -57,20 +57,11 @@ enum ExportCommand {
         }
         let availableDisk = context.availableDiskBytes(at: outputDirectory)
         if !compileDevices.isEmpty {
-            // The bundle and every compiled artifact together, before any is written (each step
-            // checks its own part again).
-            let subject = CompileSubject(plan: plan)
             try refuseExistingCompiledArtifacts(
-                of: subject, plan: plan, devices: compileDevices, platform: compilePlatform,
+                of: CompileSubject(plan: plan), plan: plan, devices: compileDevices, platform: compilePlatform,
                 outputDirectory: outputDirectory, overwrite: arguments.flag("overwrite"))
-            let copiedBytes = ExportRunner.copiedFileBytes(
-                of: plan, tokenizer: ExportRunner.tokenizer(of: plan, synthetic: arguments.flag("synthetic")))
-            let bundleBytes = plan.estimatedBundleBytes(copiedFileBytes: copiedBytes)
-            try Compiler.checkDisk(
-                compileDevices.map { CompilePlan(subject: subject, device: $0) },
-                otherFilesBytes: bundleBytes - plan.estimatedWeightsBytes, besides: bundleBytes,
-                outputDirectory: outputDirectory, available: availableDisk)
         }
+        try checkDisk(plan, checked, synthetic: arguments.flag("synthetic"), available: availableDisk)
         var settings = ExportSettings(outputDirectory: outputDirectory)
         settings.overwrite = arguments.flag("overwrite")
         settings.allowClamp = arguments.flag("allow-clamp")
@@ -195,6 +186,26 @@ enum ExportCommand {
                 MLPackageWriter.defaultDestination(forBundle: bundle), overwrite: true,
                 marker: MLPackageWriter.packageManifestPath)
         }
+    }
+
+    /// Refuses an export whose bundle, and with `--compile` every compiled artifact too, would not
+    /// fit in the `available` free space, before any is written (each step checks its own part
+    /// again); `plan` refuses the same.
+    /// - Throws: `ResourceError.notEnoughDisk`.
+    static func checkDisk(_ plan: ExportPlan, _ checked: Checked, synthetic: Bool, available: Int?) throws {
+        let tokenizer = ExportRunner.tokenizer(of: plan, synthetic: synthetic)
+        guard !checked.devices.isEmpty else {
+            try ExportRunner.checkDisk(
+                plan, tokenizer: tokenizer, outputDirectory: checked.outputDirectory, available: available)
+            return
+        }
+        let subject = CompileSubject(plan: plan)
+        let bundleBytes = plan.estimatedBundleBytes(
+            copiedFileBytes: ExportRunner.copiedFileBytes(of: plan, tokenizer: tokenizer))
+        try Compiler.checkDisk(
+            checked.devices.map { CompilePlan(subject: subject, device: $0) },
+            otherFilesBytes: bundleBytes - plan.estimatedWeightsBytes, besides: bundleBytes,
+            outputDirectory: checked.outputDirectory, available: available)
     }
 
     /// `--min-deployment-version` only means something to `--compile`.

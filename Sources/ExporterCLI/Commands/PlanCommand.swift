@@ -18,7 +18,8 @@ enum PlanCommand {
 
     /// Plans the export `arguments` describe and prints the plan (also `exporter <model>
     /// --dry-run`): the export's `--synthetic`, `--allow-clamp` and `--calibration` change
-    /// what it will need, and what the export would refuse before writing is refused here.
+    /// what it will need, and what the export would refuse before writing is refused here (for
+    /// memory or disk after the plan is printed, exit 71).
     /// Each eligible device's verdict is computed as `exporter compile` does.
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
@@ -28,7 +29,7 @@ enum PlanCommand {
         // As the export: a --min-deployment-version below 27.0, or not a version, is refused.
         _ = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
-        _ = try ExportCommand.checkedBeforeExport(plan, arguments, devices: devices, context: context)
+        let checked = try ExportCommand.checkedBeforeExport(plan, arguments, devices: devices, context: context)
         let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
         let conversion = ExportRunner.conversionForecast(
             plan, synthetic: arguments.flag("synthetic"), allowClamp: arguments.flag("allow-clamp"),
@@ -44,6 +45,12 @@ enum PlanCommand {
             context.print(lines: PlanPrinter.lines(plan, conversion: conversion, listTensors: listTensors))
             context.print(lines: VerdictPrinter.planLines(verdicts))
         }
+        // What the export would refuse for this machine's memory or disk (71), once the plan has
+        // shown the figures.
+        try ExportRunner.checkMemory(plan, forecast: conversion)
+        try ExportCommand.checkDisk(
+            plan, checked, synthetic: arguments.flag("synthetic"),
+            available: context.availableDiskBytes(at: checked.outputDirectory))
         return .success
     }
 }

@@ -178,13 +178,22 @@ public enum ExportRunner {
     /// Refuses a plan whose conversion needs more memory than `available`.
     /// - Throws: `ResourceError.notEnoughMemory`.
     static func checkMemory(_ plan: ExportPlan, conditions: ConversionMemoryConditions, available: Int?) throws {
-        guard let available else { return }
         let needed = plan.conversionMemory(conditions)
-        guard needed.totalBytes <= available else {
-            throw ResourceError.notEnoughMemory(
-                model: plan.outputName, neededBytes: needed.totalBytes, availableBytes: available,
-                peakTensor: needed.peakTensor)
-        }
+        try checkMemory(plan, neededBytes: needed.totalBytes, peakTensor: needed.peakTensor, available: available)
+    }
+
+    /// Refuses what a forecast (``conversionForecast(_:synthetic:allowClamp:calibrated:availableBytes:)``)
+    /// says the machine cannot hold, as the export will: `plan` refuses it too.
+    /// - Throws: `ResourceError.notEnoughMemory`.
+    public static func checkMemory(_ plan: ExportPlan, forecast: Manifest.Conversion) throws {
+        try checkMemory(
+            plan, neededBytes: forecast.peakBytes, peakTensor: forecast.peakTensor, available: forecast.availableBytes)
+    }
+
+    private static func checkMemory(_ plan: ExportPlan, neededBytes: Int, peakTensor: String, available: Int?) throws {
+        guard let available, neededBytes > available else { return }
+        throw ResourceError.notEnoughMemory(
+            model: plan.outputName, neededBytes: neededBytes, availableBytes: available, peakTensor: peakTensor)
     }
 
     /// The weights files of `manifest`'s source that the checkpoint at `directory` does not
@@ -224,8 +233,9 @@ public enum ExportRunner {
 
     /// Refuses a bundle estimated larger than the free space `available` of its volume.
     /// - Throws: `ResourceError.notEnoughDisk`.
-    static func checkDisk(_ plan: ExportPlan, tokenizer: TokenizerFiles?, outputDirectory: URL, available: Int?) throws
-    {
+    public static func checkDisk(
+        _ plan: ExportPlan, tokenizer: TokenizerFiles?, outputDirectory: URL, available: Int?
+    ) throws {
         guard let available else { return }
         let needed = plan.estimatedBundleBytes(copiedFileBytes: copiedFileBytes(of: plan, tokenizer: tokenizer))
         guard needed <= available else {

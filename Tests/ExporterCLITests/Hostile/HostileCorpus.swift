@@ -644,8 +644,13 @@ enum HostileCorpus {
         compression("a schema from the future", #"{"schema":"exporter.compression/2","name":"x"}"#) {
             "Error: compression config '\($0)' has schema 'exporter.compression/2'; this version reads 'exporter.compression/1'"
         },
-        compression("not JSON", "bits: 4") {
+        compression("not JSON", "bits = 4") {
             "Error: compression config '\($0)': unexpected character at byte 0"
+        },
+        compression("YAML", "bits: 4") {
+            "Error: compression config '\($0)': a YAML document, which this tool does not read; write the same rules "
+                + "as an exporter.compression/1 JSON file (docs/FORMAT.md, \"Compression configs\"; the shipped ones: "
+                + "'exporter list')"
         },
         HostileCase(name: "compression config: missing file") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
