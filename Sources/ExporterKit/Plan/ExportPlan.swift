@@ -159,9 +159,12 @@ public struct ExportPlan: Sendable {
             case .iosEmbeddingKept: rule = "ios-embedding-kept"
             }
             if let last = scheme.lastGroupRows(rows: spec.matrixShape.rows), let groupSize = scheme.groupSize {
+                let rows = spec.matrixShape.rows
                 warnings.append(
-                    "tensor '\(spec.name)': \(spec.matrixShape.rows) output channels are not a multiple of group size "
-                        + "\(groupSize); its last group holds \(last) channels")
+                    "tensor '\(spec.name)': \(rows) output channels "
+                        + (rows < groupSize
+                            ? "are fewer than group size \(groupSize): one group holds them all"
+                            : "are not a multiple of group size \(groupSize); its last group holds \(last) channels"))
             }
             return PlannedTensor(
                 spec: spec, scheme: scheme, rule: rule, storedBytes: scheme.storedBytes(for: spec, precision: precision)

@@ -156,6 +156,53 @@ struct ExportPlanTests {
                     + "its last group holds 4 channels"))
     }
 
+    @Test(
+        "the shipped configs keep a mixture of experts' router in the compute precision; its experts are palettised",
+        arguments: [
+            ("mixtral", ["num_local_experts": 4], "model.layers.0.block_sparse_moe.gate.weight"),
+            ("qwen3_moe", ["num_experts": 4, "moe_intermediate_size": 32], "model.layers.0.mlp.gate.weight"),
+        ] as [(String, [String: Any?], String)])
+    func routerKept(_ modelType: String, _ overrides: [String: Any?], _ router: String) throws {
+        let directory = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(modelType: modelType, overrides: overrides))
+        for compression in try Fixtures.resolver().catalog.compressionConfigNames() {
+            let plan = try plan(directory.path) {
+                $0.experimental = true
+                $0.computePrecision = .float16
+                $0.platform = .macOS
+                $0.compression = .named(compression)
+            }
+            let gate = try #require(plan.tensors.first { $0.spec.name == router })
+            #expect(gate.scheme.mode == .keep, "\(compression)")
+            #expect(gate.rule == "rule 3 (*.{mlp,block_sparse_moe}.gate.weight)", "\(compression)")
+            #expect(plan.tensors.filter { $0.spec.name.contains(".experts.") }.allSatisfy { $0.scheme.mode != .keep })
+            #expect(!plan.warnings.contains { $0.contains(router) }, "\(compression)")
+        }
+    }
+
+    @Test("a tensor with fewer output channels than the group size is one group, said so")
+    func fewerChannelsThanGroupSize() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "mistral"))
+        let config = try Fixtures.temporaryDirectory().appendingPathComponent("g128.json")
+        let json =
+            #"{"schema": "exporter.compression/1", "name": "g128", "rules": [{"match": "*norm.weight", "mode": "keep"}], "#
+            + #""default": {"mode": "palettize", "bits": 4, "granularity": "per_grouped_channel", "group_size": 128}}"#
+        try Data(json.utf8).write(to: config)
+        let plan = try plan(directory.path) {
+            $0.experimental = true
+            $0.computePrecision = .float16
+            $0.compression = .file(config)
+        }
+        #expect(
+            plan.warnings.contains(
+                "tensor 'model.layers.0.self_attn.q_proj.weight': 64 output channels are fewer than group size 128: "
+                    + "one group holds them all"))
+        #expect(
+            plan.warnings.contains(
+                "tensor 'model.layers.0.mlp.down_proj.weight': 64 output channels are fewer than group size 128: "
+                    + "one group holds them all"))
+    }
+
     @Test("Qwen2.5-1.5B at 4,096 tokens: working memory and total of the estimate, to the byte")
     func qwen25Memory() throws {
         let plan = try plan("Qwen2.5-1.5B") { $0.contextLength = 4096 }
