@@ -217,6 +217,44 @@ struct FarmTests {
         #expect(collected.shard == nil)
     }
 
+    @Test("shards take jobs by estimated cost, largest first, each to the least loaded shard, ties to the lower")
+    func shardBalance() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let text =
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b"}, "#
+            + #"{"name": "b", "model": "qwen2.5-1.5b-instruct"}, {"name": "c", "model": "qwen3-4b"}, "#
+            + #"{"name": "d", "model": "qwen3-0.6b"}]}"#
+        let farm = try FarmFile(bytes: Array(text.utf8), path: folder.appendingPathComponent("farm.json"))
+        let settings = FarmSettings(
+            outputDirectory: folder, concurrentJobs: 1, executable: URL(fileURLWithPath: "/nonexistent"),
+            environment: [:])
+        let runner = FarmRunner(farm: farm, resolver: try Fixtures.resolver(), settings: settings)
+        // Parameters: c 4.02 B, b 1.54 B, a and d 0.60 B each. c alone outweighs the rest: shard 1
+        // takes it, and b, a and d go one after the other to shard 2, still the lighter.
+        #expect(runner.shardJobs(index: 1, count: 2).map(\.name) == ["c"])
+        #expect(runner.shardJobs(index: 2, count: 2).map(\.name) == ["a", "b", "d"])
+        // Three shards: c, then b, then a to the empty third; d joins a, lighter than b.
+        #expect(runner.shardJobs(index: 1, count: 3).map(\.name) == ["c"])
+        #expect(runner.shardJobs(index: 2, count: 3).map(\.name) == ["b"])
+        #expect(runner.shardJobs(index: 3, count: 3).map(\.name) == ["a", "d"])
+    }
+
+    @Test("a job counts as failed when its export or any of its devices failed, once however many devices did")
+    func failedCount() {
+        func job(_ name: String, _ status: String, devices: [String]) -> FarmJobResult {
+            FarmJobResult(
+                name: name, status: status, bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0,
+                devices: devices.enumerated().map { FarmDeviceResult(device: "d\($0.offset)", status: $0.element) })
+        }
+        let report = FarmReport(
+            schema: FarmReport.currentSchema, farm: "farm.json", shard: nil,
+            jobs: [
+                job("a", "built", devices: ["built", "failed"]), job("b", "skipped", devices: ["skipped", "built"]),
+                job("c", "failed", devices: []), job("d", "built", devices: ["failed", "failed"]),
+            ], seconds: [:])
+        #expect(report.failedCount == 3)
+    }
+
     @Test("a farm killed mid-run finishes on the next run, every artifact whole and no staging folder left")
     func killed() throws {
         let (farm, folder) = try makeFarm(count: 4)
@@ -415,6 +453,23 @@ struct FarmTests {
         let arguments = farm.jobs.map { $0.exportArguments(outputDirectory: output, farmDirectory: folder) }
         #expect(arguments[0].suffix(2) == ["--palette-search", "exact"])
         #expect(arguments[1].suffix(2) == ["--palette-search", "standard"])
+    }
+
+    @Test("a job's seed may be 0, the first of the non-negative integers; -1 is refused, naming the job")
+    func seedBounds() throws {
+        let url = try Fixtures.temporaryDirectory("farm").appendingPathComponent("farm.json")
+        func farm(seed: Int) throws -> FarmFile {
+            let text =
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b", "synthetic": true, "#
+                + #""seed": \#(seed)}]}"#
+            return try FarmFile(bytes: Array(text.utf8), path: url)
+        }
+        #expect(try farm(seed: 0).jobs.map(\.seed) == [0])
+        #expect(try farm(seed: 7).jobs.map(\.seed) == [7])
+        #expect(throws: FarmError.invalidJob(path: url.path, job: "a", reason: "'seed' must be a non-negative integer"))
+        {
+            _ = try farm(seed: -1)
+        }
     }
 
     @Test("the shipped example farm parses")

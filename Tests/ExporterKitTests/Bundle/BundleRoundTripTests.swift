@@ -107,6 +107,23 @@ struct BundleRoundTripTests {
         #expect(decoded[9 * 128 + 1] == Float(entry))
     }
 
+    @Test("an index stream ending mid-byte keeps its last byte: parts sized as the stored bytes, each 64-aligned")
+    func indexStreamEndingMidByte() {
+        let spec = TensorSpec(name: "w", shape: [3, 5], role: .mlp, layer: 0)
+        let scheme = CompressionScheme.palettize(bits: 3, groupSize: nil)
+        let tensor = PlannedTensor(
+            spec: spec, scheme: scheme, rule: "default", storedBytes: scheme.storedBytes(for: spec, precision: .float16)
+        )
+        // One LUT of 8 float16 entries, and 15 indices of 3 bits (45 bits) in 6 bytes.
+        #expect(tensor.storedBytes == 16 + 6)
+        let layout = WeightsFileLayout(tensors: [tensor, tensor], precision: .float16)
+        #expect(layout.parts.map { $0.map(\.kind) } == [["lut", "indices"], ["lut", "indices"]])
+        #expect(layout.parts.map { $0.map(\.dtype) } == [["float16", "uint3"], ["float16", "uint3"]])
+        #expect(layout.parts.map { $0.map(\.bytes) } == [[16, 6], [16, 6]])
+        #expect(layout.parts.map { $0.map(\.offset) } == [[64, 128], [192, 256]])
+        #expect(layout.fileBytes == 320)
+    }
+
     @Test("the same inputs give byte-identical bundles")
     func reproducible() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

@@ -386,6 +386,30 @@ struct CompileTests {
         }
     }
 
+    @Test("device table bounds are inclusive: a 4,096-byte page and an increased limit equal to the default load")
+    func deviceTableBounds() throws {
+        let file = try Fixtures.temporaryDirectory().appendingPathComponent("mine.json")
+        func write(page: Int, increased: Int) throws {
+            try Data(
+                (#"{"schema": "exporter.devices/1", "devices": [{"id": "h99p", "platform": "iOS", "chip": "A99", "#
+                    + #""products": ["iPhone 99"], "ahead_of_time": true, "ram_bytes": 8589934592, "#
+                    + #""app_memory_limit_bytes": 4000000000, "increased_memory_limit_bytes": \#(increased), "#
+                    + #""entitlements": [], "ane_region_budget_bytes": 1073741824, "page_size": \#(page)}]}"#).utf8
+            ).write(to: file)
+        }
+        try write(page: 4096, increased: 4_000_000_000)
+        let device = try #require(try DeviceTable(contentsOf: file).devices.first)
+        #expect(device.pageSize == 4096)
+        #expect(device.appMemoryLimitBytes == 4_000_000_000)
+        #expect(device.increasedMemoryLimitBytes == 4_000_000_000)
+        try write(page: 4096, increased: 3_999_999_999)
+        #expect(
+            throws: CompileError.invalidDeviceTable(
+                path: file.path,
+                reason: "device 1: 'increased_memory_limit_bytes' must be null or at least the default limit")
+        ) { try DeviceTable(contentsOf: file) }
+    }
+
     @Test(
         "device ids differing only in case (one artifact folder on a Mac) are refused in a table, replaced by a merge")
     func deviceIdCase() throws {

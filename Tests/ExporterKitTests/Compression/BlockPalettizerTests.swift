@@ -217,6 +217,23 @@ struct BlockPalettizerTests {
         }
     }
 
+    @Test("config: outlier_fraction's bounds 0 and 0.05 are accepted, a step beyond either is refused")
+    func outlierFractionBounds() throws {
+        func parse(_ fraction: String) throws -> CompressionConfig {
+            let text =
+                #"{"schema": "exporter.compression/1", "name": "x", "default": {"mode": "palettize", "bits": 4, "outlier_fraction": \#(fraction)}}"#
+            return try CompressionConfig(bytes: Array(text.utf8), path: "x.json")
+        }
+        #expect(try parse("0.05").defaultScheme?.outlierFraction == 0.05)
+        #expect(try parse("0").defaultScheme?.outlierFraction == 0)
+        for fraction in ["0.0501", "-0.001"] {
+            #expect(
+                throws: CompressionConfigError.invalid(
+                    path: "x.json", reason: "default: 'outlier_fraction' must be a number from 0 to 0.05")
+            ) { _ = try parse(fraction) }
+        }
+    }
+
     @Test("config: per_block needs block_size; outlier_fraction is bounded")
     func configErrors() throws {
         func parse(_ scheme: String) throws -> CompressionConfig {

@@ -57,6 +57,26 @@ extension CompressionTests {
             #expect(norm.0.mode == .palettize && norm.1 == .defaultRule)
         }
 
+        @Test("group_size runs from 1 to 2^20 inclusive; one past either end is refused")
+        func groupSizeBounds() throws {
+            func parse(_ groupSize: Int) throws -> CompressionConfig {
+                let text =
+                    #"{"schema": "exporter.compression/1", "name": "g", "default": {"mode": "palettize", "bits": 4, "#
+                    + #""granularity": "per_grouped_channel", "group_size": \#(groupSize)}}"#
+                return try CompressionConfig(bytes: Array(text.utf8), path: "g.json")
+            }
+            #expect(try parse(1 << 20).defaultScheme?.groupSize == 1 << 20)
+            #expect(try parse(1).defaultScheme?.groupSize == 1)
+            for groupSize in [(1 << 20) + 1, 0] {
+                #expect(
+                    throws: CompressionConfigError.invalid(
+                        path: "g.json",
+                        reason: "default: 'group_size' must be a positive integer for per_grouped_channel"
+                    )
+                ) { _ = try parse(groupSize) }
+            }
+        }
+
         @Test("globs: '*' spans dots, '?' one character, braces alternatives, the whole name")
         func globs() {
             #expect(GlobPattern.matches("model.layers.?.mlp.*", "model.layers.3.mlp.up_proj.weight"))

@@ -40,4 +40,75 @@ struct ManifestDiffTests {
         #expect(regressions(before, after, drop: 2.81) == [])
         #expect(regressions(before, after, drop: 2.8).count == 1)
     }
+
+    @Test("a changed compute precision is a text change, before and after as written")
+    func precisionChange() throws {
+        let before = try manifest()
+        var after = before
+        after.computePrecision = "bfloat16"
+        let diff = ManifestDiff(
+            before: InspectionSummary(manifest: before), after: InspectionSummary(manifest: after), beforeName: "a",
+            afterName: "b")
+        #expect(diff.textChanges == [.init(field: "precision", before: "float16", after: "bfloat16")])
+    }
+
+    @Test("a tensor the later manifest lacks is listed last, with its earlier storage, bytes and SQNR only")
+    func removedTensor() throws {
+        let before = try manifest()
+        var after = before
+        let removed = after.tensors.remove(at: 0)
+        let changed = try #require(after.tensors.firstIndex { $0.sqnrDB != nil })
+        after.tensors[changed].sqnrDB = (after.tensors[changed].sqnrDB ?? 0) - 1
+        let diff = ManifestDiff(
+            before: InspectionSummary(manifest: before), after: InspectionSummary(manifest: after), beforeName: "a",
+            afterName: "b")
+        #expect(diff.tensorChanges.map(\.name) == [after.tensors[changed].name, removed.name])
+        let last = try #require(diff.tensorChanges.last)
+        #expect(last.storageBefore == removed.compression.label(precision: .float16))
+        #expect(last.storageAfter == nil)
+        #expect(last.bytesBefore == removed.storedBytes)
+        #expect(last.bytesAfter == nil)
+        #expect(last.sqnrBefore == removed.sqnrDB ?? .infinity)
+        #expect(last.sqnrAfter == nil)
+    }
+
+    @Test("a compiled artifact's memory is its device plan's total, not the portable estimate it carries along")
+    func compiledMemory() throws {
+        let plan = try Fixtures.plan(try Fixtures.syntheticCheckpoint())
+        let bundle = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
+        let table = try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory)
+        let request = CompileRequest(
+            platform: .iOS, devices: try table.select(["h17p"], platform: .iOS), minimumDeploymentVersion: .minimum,
+            outputDirectory: try Fixtures.temporaryDirectory())
+        let compiled = try #require(try Compiler.compile(bundleURL: bundle.bundleURL, request: request).first).manifest
+        let deviceTotal = try #require(compiled.compiled?.memory.totalBytes)
+        #expect(deviceTotal != compiled.memory.totalBytes)
+        let diff = ManifestDiff(
+            before: InspectionSummary(manifest: compiled), after: InspectionSummary(manifest: bundle.manifest),
+            beforeName: "a", afterName: "b")
+        let memory = try #require(diff.quantities.first { $0.field == "memory" })
+        #expect(memory.before == Double(deviceTotal))
+        #expect(memory.after == Double(bundle.manifest.memory.totalBytes))
+    }
+
+    @Test("a plan knows no SQNR yet: against its bundle no SQNR falls; a bundle's tensor without SQNR is exact")
+    func planSQNRUnknown() throws {
+        let plan = try Fixtures.plan(try Fixtures.syntheticCheckpoint())
+        let planned = Manifest(plan: plan)
+        let bundle = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+        ).manifest
+        #expect(regressions(planned, bundle, drop: 0) == [])
+        let diff = ManifestDiff(
+            before: InspectionSummary(manifest: planned), after: InspectionSummary(manifest: bundle), beforeName: "a",
+            afterName: "b")
+        let lossy = try #require(bundle.tensors.first { $0.sqnrDB != nil })
+        let exact = try #require(bundle.tensors.first { $0.sqnrDB == nil })
+        let sqnr = { (name: String) in
+            diff.tensorChanges.first { $0.name == name }.map { [$0.sqnrBefore, $0.sqnrAfter] }
+        }
+        #expect(sqnr(lossy.name) == [nil, lossy.sqnrDB])
+        #expect(sqnr(exact.name) == [nil, .infinity])
+    }
 }

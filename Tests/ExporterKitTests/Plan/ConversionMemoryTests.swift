@@ -203,6 +203,9 @@ struct ConversionMemoryTests {
         // One that stores more than the limit waits until the queue is empty: never both.
         let over = TensorMemory(loaded: 0, lookAheadBytes: 0, working: 0, held: 100 * mebibyte, stored: limit + 1)
         #expect(ExportPlan.peak(of: [large, over, last]).bytes == 300 * mebibyte)
+        // The limit is inclusive: one that stores exactly the limit still queues behind the large one.
+        let exact = TensorMemory(loaded: 0, lookAheadBytes: 0, working: 0, held: 100 * mebibyte, stored: limit)
+        #expect(ExportPlan.peak(of: [large, exact, last]).bytes == 400 * mebibyte)
     }
 
     @Test("Qwen2.5-1.5B's preset from bfloat16 weights: a bound above the measured peak, far below the float16 path")

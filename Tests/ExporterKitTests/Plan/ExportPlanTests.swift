@@ -24,6 +24,21 @@ struct ExportPlanTests {
         #expect(plan.warnings.isEmpty)
     }
 
+    @Test("the plan's manifest: every KV-cache field as planned; ios_embedding_int8 only for an int8 embedding")
+    func manifestFields() throws {
+        let quantized = Manifest(plan: try plan("Qwen2.5-1.5B") { $0.contextLength = 4096 })
+        #expect(
+            quantized.kvCache
+                == Manifest.KVCache(
+                    bytes: 117_440_512, layers: 28, kvHeads: 2, headDim: 128, contextLength: 4096, dtype: "float16"))
+        #expect(quantized.compression.iosEmbeddingInt8)
+        let kept = Manifest(plan: try plan("qwen2.5-1.5b") { $0.quantizeIOSEmbedding = false })
+        #expect(kept.tensors[0].rule == "ios-embedding-kept")
+        #expect(!kept.compression.iosEmbeddingInt8)
+        let macOS = Manifest(plan: try plan("qwen2.5-1.5b") { $0.platform = .macOS })
+        #expect(!macOS.compression.iosEmbeddingInt8)
+    }
+
     @Test("Qwen3-4B at 4,096 tokens reserves 576 MiB of KV cache")
     func qwen3_4b() throws {
         let plan = try plan("qwen3-4b")
@@ -65,6 +80,16 @@ struct ExportPlanTests {
         #expect(scheme("model.layers.1.mlp.down_proj.weight") == .palettize(bits: 4, groupSize: 8))
         #expect(scheme("model.layers.17.self_attn.q_proj.weight") == .palettize(bits: 4, groupSize: 8))
         #expect(scheme("model.layers.7.input_layernorm.weight") == .keep)
+    }
+
+    @Test("a tensor's rule names the config's rule counting from 1, with its pattern as written, or the default")
+    func ruleLabels() throws {
+        let plan = try plan("qwen3-0.6b")
+        let rule = { (name: String) in plan.tensors.first { $0.spec.name == name }?.rule }
+        #expect(rule("model.layers.7.input_layernorm.weight") == "rule 1 (*norm.weight)")
+        #expect(rule("model.layers.7.mlp.down_proj.weight") == "rule 3 (model.layers.{0,2,4,7,15,16}.*_proj.weight)")
+        #expect(rule("model.layers.1.mlp.down_proj.weight") == "default")
+        #expect(rule("model.embed_tokens.weight") == "ios-embedding")
     }
 
     @Test(
