@@ -87,7 +87,7 @@ struct ExportPlanTests {
         let plan = try plan("qwen3-0.6b")
         let rule = { (name: String) in plan.tensors.first { $0.spec.name == name }?.rule }
         #expect(rule("model.layers.7.input_layernorm.weight") == "rule 1 (*norm.weight)")
-        #expect(rule("model.layers.7.mlp.down_proj.weight") == "rule 4 (model.layers.{0,2,4,7,15,16}.*_proj.weight)")
+        #expect(rule("model.layers.7.mlp.down_proj.weight") == "rule 3 (model.layers.{0,2,4,7,15,16}.*_proj.weight)")
         #expect(rule("model.layers.1.mlp.down_proj.weight") == "default")
         #expect(rule("model.embed_tokens.weight") == "ios-embedding")
     }
@@ -199,7 +199,7 @@ struct ExportPlanTests {
             }
             let gate = try #require(plan.tensors.first { $0.spec.name == router })
             #expect(gate.scheme.mode == .keep, "\(compression)")
-            #expect(gate.rule == "rule 3 (*.{mlp,block_sparse_moe}.gate.weight)", "\(compression)")
+            #expect(gate.rule.hasSuffix(" (*.{mlp,block_sparse_moe}.gate.weight)"), "\(compression)")
             #expect(plan.tensors.filter { $0.spec.name.contains(".experts.") }.allSatisfy { $0.scheme.mode != .keep })
             #expect(!plan.warnings.contains { $0.contains(router) }, "\(compression)")
         }
