@@ -256,13 +256,16 @@ struct CommandLineTests {
                 + "muse_glimmer_text, phi3, qwen2, qwen3, qwen3_moe, qwen3_vl\n")
     }
 
-    @Test("a name that is neither a preset nor an org/model id")
-    func notAModelName() {
-        let run = runExporter(["plan", "Qwen2.5-7B"])
+    @Test(
+        "a name that is neither a preset nor an org/model id; Qwen3-4B-Instruct is no alias of qwen3-4b",
+        arguments: ["Qwen2.5-7B", "Qwen3-4B-Instruct"])
+    func notAModelName(_ name: String) {
+        // Qwen3-4B-Instruct-2507 has no preset (the brief): the short name must not reach Qwen3-4B's.
+        let run = runExporter(["plan", name])
         #expect(run.status == 66)
         #expect(
             run.error
-                == "Error: 'Qwen2.5-7B' is not a registered short-name and doesn't look like a HuggingFace ID "
+                == "Error: '\(name)' is not a registered short-name and doesn't look like a HuggingFace ID "
                 + "(expected 'org/model'). Run --list-models to see options.\n")
     }
 
