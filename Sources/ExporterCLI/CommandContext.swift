@@ -70,6 +70,21 @@ public struct CommandContext {
                 environment: environment, executable: executable, currentDirectory: currentDirectory))
     }
 
+    /// The checkpoint `--against` names: a folder, else an `org/model` id's snapshot in the local
+    /// Hugging Face cache, as the export reads them (a folder that is not there is left for the
+    /// reader to refuse).
+    func checkpointFolder(_ argument: String) -> URL {
+        let folder = URL(fileURLWithPath: argument, relativeTo: currentDirectory).standardizedFileURL
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            return folder
+        }
+        guard HuggingFaceCache.isRepositoryID(argument),
+            let snapshot = try? HuggingFaceCache(environment: environment).snapshot(of: argument)
+        else { return folder }
+        return snapshot.directory
+    }
+
     /// A model resolver over the presets and the local Hugging Face cache.
     /// - Throws: `PresetError` when no `Presets/` folder is found.
     func resolver() throws -> ModelResolver {

@@ -382,6 +382,35 @@ struct HuggingFaceCacheCommandTests {
         #expect(manifest.model.source.files.first?.fingerprint?.hasPrefix("\(try #require(size)):") == true)
         #expect(manifest.tokenizer?.reasoningMarker == nil)
         #expect(manifest.tokenizer?.defaultResponseTokens == 512)
+        // verify and eval take the same id for --against.
+        let bundle = output.appendingPathComponent("tiny-qwen3/Tiny-Qwen3.aimodel").path
+        let verify = runExporter(
+            ["verify", bundle, "--against", "Acme/Tiny-Qwen3", "--json"], environment: ["HF_HOME": home.path])
+        #expect(verify.status == 0, "\(verify.error) \(verify.output)")
+        #expect(verify.output.contains("\"sqnr_db\""))
+        let eval = runExporter(
+            ["eval", bundle, "--against", "Acme/Tiny-Qwen3", "--tokens", "1,2,3"], environment: ["HF_HOME": home.path])
+        #expect(eval.status == 0, "\(eval.error)")
+        // The snapshot folder given by its path: its links into blobs/ stay inside the repository,
+        // and it is named and recorded as the id: the same bundle.
+        let snapshot = home.appendingPathComponent(
+            "hub/models--Acme--Tiny-Qwen3/snapshots/0123456789abcdef0123456789abcdef01234567")
+        let byPath = try Fixtures.temporaryDirectory()
+        let run2 = runExporter(
+            [snapshot.path, "--experimental", "--compute-precision", "float16", "--output-dir", byPath.path])
+        #expect(run2.status == 0, "\(run2.error)")
+        func files(_ root: URL) throws -> [String: Data] {
+            let bundle = root.appendingPathComponent("tiny-qwen3/Tiny-Qwen3.aimodel")
+            let names = try FileManager.default.subpathsOfDirectory(atPath: bundle.path).filter {
+                var isFolder: ObjCBool = false
+                return FileManager.default.fileExists(
+                    atPath: bundle.appendingPathComponent($0).path, isDirectory: &isFolder) && !isFolder.boolValue
+            }
+            return try Dictionary(
+                uniqueKeysWithValues: names.map { ($0, try Data(contentsOf: bundle.appendingPathComponent($0))) })
+        }
+        let (viaID, viaPath) = (try files(output), try files(byPath))
+        #expect(viaID.count >= 4 && viaID == viaPath)
     }
 
     @Test("a preset's repo in the cache exports with the preset")
@@ -420,7 +449,7 @@ struct MLPackageCommandTests {
         #expect(inspect.output.hasPrefix("Tiny  (Core ML package, qwen3)\n"))
         #expect(inspect.output.contains("  source    Tiny.aimodel\n"))
         let verify = runExporter(["verify", package.path])
-        #expect(verify.status == 0, "\(verify.error)")
+        #expect(verify.status == 0, "\(verify.error) \(verify.output)")
         #expect(verify.output.hasPrefix("verified \(package.path): "))
         #expect(verify.output.contains("tensors equal to Tiny.aimodel's bit for bit"))
         // Comparing with the checkpoint is the bundle's verify: asked of a package, it is refused, not skipped.
@@ -518,6 +547,23 @@ struct MLPackageCommandTests {
             let seed = runExporter(base + ["--seed", "5"] + extra)
             #expect(seed.status == 64)
             #expect(seed.error.hasPrefix("Error: --seed applies to --synthetic weights; pass --synthetic too\n"))
+        }
+    }
+
+    @Test("an artifact given as the model is named as one, not searched for weights (65)")
+    func artifactAsModel() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let base = ["--experimental", "--compute-precision", "float16"]
+        #expect(runExporter([checkpoint.path, "--output-dir", output.path] + base).status == 0)
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        for command in [[], ["plan"]] {
+            let run = runExporter(command + [bundle.path, "--output-dir", output.path] + base)
+            #expect(run.status == 65)
+            #expect(
+                run.error.hasPrefix(
+                    "Error: '\(bundle.path)' is an artifact of this tool, not a checkpoint: export from the checkpoint "
+                        + "folder, preset or org/model id it came from (its manifest's model.source)\n"))
         }
     }
 

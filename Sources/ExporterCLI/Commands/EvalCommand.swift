@@ -15,7 +15,8 @@ enum EvalCommand {
             .positional("artifact", help: "A .aimodel or .aimodelc folder, or its manifest.json."),
             .option(
                 "against", valueName: "checkpoint", isRequired: true,
-                help: "The checkpoint folder the artifact was exported from."),
+                help: "The checkpoint the artifact was exported from: a folder, or an 'org/model' id in the local "
+                    + "Hugging Face cache."),
             .option("tokens-file", valueName: "file", help: "Token ids, separated by commas or white space."),
             .option("tokens", valueName: "ids", help: "Comma-separated token ids (instead of --tokens-file)."),
             .flag("json", help: "Print the result as JSON."),
@@ -35,7 +36,7 @@ enum EvalCommand {
         }
         let artifact = try LoadedArtifact(
             url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
-        let checkpoint = URL(fileURLWithPath: against, relativeTo: context.currentDirectory).standardizedFileURL
+        let checkpoint = context.checkpointFolder(against)
         try VerifyCommand.warnIfNotExported(artifact.manifest, checkpoint: checkpoint, context: context)
         let bar = ProgressBar(context: context)
         let result = try FidelityEvaluation.evaluate(

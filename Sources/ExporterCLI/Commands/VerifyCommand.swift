@@ -15,7 +15,10 @@ enum VerifyCommand {
         arguments: [
             .positional(
                 "artifact", help: "A .aimodel or .aimodelc folder, a .mlpackage, or a manifest.json (a plan's too)."),
-            .option("against", valueName: "checkpoint", help: "The checkpoint folder the artifact was exported from."),
+            .option(
+                "against", valueName: "checkpoint",
+                help: "The checkpoint the artifact was exported from: a folder, or an 'org/model' id in the local "
+                    + "Hugging Face cache."),
             .option(
                 "bundle", valueName: "aimodel",
                 help: "For an .mlpackage: the bundle to compare every blob with (default: its source bundle beside it)."
@@ -87,7 +90,7 @@ enum VerifyCommand {
         var checkpointURL: URL?
         var checkpoint: CheckpointWeights?
         if let against {
-            let url = URL(fileURLWithPath: against, relativeTo: context.currentDirectory).standardizedFileURL
+            let url = context.checkpointFolder(against)
             checkpointURL = url
             let weights = try CheckpointWeights(directory: url)
             checkpoint = weights

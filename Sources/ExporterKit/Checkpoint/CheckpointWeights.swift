@@ -37,14 +37,16 @@ public final class CheckpointWeights: Sendable {
 
     /// Opens the checkpoint in `directory`.
     /// - Parameter containmentRoot: the folder every weight file must resolve into; defaults
-    ///   to `directory`.
+    ///   to `directory`, or, for a Hugging Face cache snapshot, its repository folder
+    ///   (``HuggingFaceCache/repositoryFolder(ofSnapshot:)``).
     /// - Throws: `CheckpointError` for a missing or malformed index, a shard name or link
     ///   leaving the allowed folder, a missing shard, index/shard disagreement, a tensor in two
     ///   files, or any error of `SafetensorsFile.init(url:)`.
     public init(directory: URL, containmentRoot: URL? = nil) throws {
         let directoryPath = directory.path
-        guard let resolvedRoot = resolvedRealPath((containmentRoot ?? directory).path) else {
-            throw CheckpointError.cannotOpen(path: (containmentRoot ?? directory).path, reason: "no such directory")
+        let root = containmentRoot ?? HuggingFaceCache.repositoryFolder(ofSnapshot: directory) ?? directory
+        guard let resolvedRoot = resolvedRealPath(root.path) else {
+            throw CheckpointError.cannotOpen(path: root.path, reason: "no such directory")
         }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directoryPath, isDirectory: &isDirectory), isDirectory.boolValue

@@ -62,6 +62,26 @@ public struct HuggingFaceCache: Sendable {
         }
     }
 
+    /// The repository folder of a snapshot folder given by its path (`…/models--Org--Name/
+    /// snapshots/<revision>`), whose files link into the repository's `blobs/`: the folder they
+    /// must resolve inside. Nil for any other folder.
+    public static func repositoryFolder(ofSnapshot folder: URL) -> URL? {
+        let snapshots = folder.standardizedFileURL.deletingLastPathComponent()
+        let repository = snapshots.deletingLastPathComponent()
+        guard snapshots.lastPathComponent == "snapshots", repository.lastPathComponent.hasPrefix("models--") else {
+            return nil
+        }
+        return repository
+    }
+
+    /// The repository id a cache folder's name spells (`models--Org--Name`: `Org/Name`), or nil.
+    public static func repositoryID(ofFolder folder: URL) -> String? {
+        let parts = folder.lastPathComponent.components(separatedBy: "--")
+        guard parts.count == 3, parts[0] == "models" else { return nil }
+        let id = parts[1] + "/" + parts[2]
+        return isRepositoryID(id) ? id : nil
+    }
+
     /// The cache folder of `repository`: `<hub>/models--Org--Name`.
     /// - Throws: `CheckpointError.invalidRepositoryID` when `repository` is not `org/model`.
     public func repositoryDirectory(for repository: String) throws -> URL {

@@ -129,15 +129,18 @@ public struct ModelConfig: Equatable, Sendable {
     }
 
     /// Reads and parses `config.json` at `url`.
-    /// - Throws: `ConfigError` when the file is unreadable or its content unusable.
+    /// - Throws: `ConfigError` when the file is unreadable or its content unusable,
+    ///   `CheckpointError.notARegularFile` for a FIFO, a device or a folder, as for the weights.
     public init(contentsOf url: URL) throws {
-        let data: Data
+        let bytes: [UInt8]
         do {
-            data = try Data(contentsOf: url)
-        } catch {
+            let file = try ReadOnlyFile(path: url.path)
+            bytes = try file.bytes(at: 0, count: file.byteCount)
+        } catch let error as CheckpointError {
+            if case .notARegularFile = error { throw error }
             throw ConfigError.unreadable(path: url.path, reason: "no such file or not readable")
         }
-        try self.init(bytes: [UInt8](data), path: url.path)
+        try self.init(bytes: bytes, path: url.path)
     }
 
     /// An integer field outside the standard set (expert counts and the like).

@@ -35,6 +35,9 @@ public enum ModelSource: Equatable, Sendable {
 public enum ResolutionError: ExporterError, Equatable {
     /// Neither a preset short name nor an `org/model` id.
     case notAModelName(String)
+    /// The folder given as the model is an artifact of this tool (it holds a manifest and a
+    /// graph), not a checkpoint.
+    case artifactGiven(path: String)
     /// A preset that has no export for the platform.
     case notAvailable(model: String, platform: Platform)
     /// A supported architecture without a preset, and no `--experimental`.
@@ -81,6 +84,9 @@ public enum ResolutionError: ExporterError, Equatable {
         case .notAModelName(let model):
             return "'\(model)' is not a registered short-name and doesn't look like a HuggingFace ID "
                 + "(expected 'org/model'). Run --list-models to see options."
+        case .artifactGiven(let path):
+            return "'\(path)' is an artifact of this tool, not a checkpoint: export from the checkpoint folder, "
+                + "preset or org/model id it came from (its manifest's model.source)"
         case .notAvailable(let model, let platform):
             return "'\(model)' is not available for \(platform.rawValue)."
         case .precisionRequired(let model):
@@ -105,7 +111,7 @@ public enum ResolutionError: ExporterError, Equatable {
         case .notAModelName, .notFound: return .notFound
         case .precisionRequired, .contextTooLong, .unknownPreset, .unusableName: return .usage
         case .notAvailable, .noPreset: return .unsupported
-        case .presetMismatch: return .badInput
+        case .presetMismatch, .artifactGiven: return .badInput
         }
     }
 }
@@ -160,7 +166,25 @@ public struct ModelResolver {
         var isDirectory: ObjCBool = false
         let localURL = URL(fileURLWithPath: argument)
         if FileManager.default.fileExists(atPath: localURL.path, isDirectory: &isDirectory), isDirectory.boolValue {
-            let name = localURL.standardizedFileURL.lastPathComponent
+            // A bundle carries its checkpoint's config.json, but none of its weights.
+            let artifactFiles = [BundleWriter.manifestName, BundleWriter.graphName]
+            if artifactFiles.allSatisfy({
+                FileManager.default.fileExists(atPath: localURL.appendingPathComponent($0).path)
+            }) {
+                throw ResolutionError.artifactGiven(path: localURL.standardizedFileURL.path)
+            }
+            let folder = localURL.standardizedFileURL
+            if let repository = HuggingFaceCache.repositoryFolder(ofSnapshot: folder),
+                let repoID = HuggingFaceCache.repositoryID(ofFolder: repository)
+            {
+                // A cache snapshot given by its path: named and recorded as its id would be.
+                return try finish(
+                    argument: argument, name: String(repoID.split(separator: "/")[1]),
+                    source: .huggingFaceCache(repoID: repoID, snapshot: folder, revision: folder.lastPathComponent),
+                    configURL: folder.appendingPathComponent("config.json"), preset: nil, platform: platform,
+                    experimental: experimental, precisionGiven: precisionGiven, presetOverride: presetOverride)
+            }
+            let name = folder.lastPathComponent
             return try finish(
                 argument: argument, name: name, source: .directory(localURL.standardizedFileURL),
                 configURL: localURL.appendingPathComponent("config.json"), preset: nil, platform: platform,

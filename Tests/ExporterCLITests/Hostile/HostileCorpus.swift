@@ -281,6 +281,15 @@ enum HostileCorpus {
                 arguments: exportArguments(directory, scratch: scratch), status: 65,
                 error: "Error: '\(url.path)' is a FIFO, not a regular file\n")
         },
+        HostileCase(name: "config: a FIFO in place of config.json, refused as the weights' is") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = directory.appendingPathComponent("config.json")
+            try FileManager.default.removeItem(at: url)
+            try FIFOFixture.make(at: url)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error: "Error: '\(url.path)' is a FIFO, not a regular file\n")
+        },
         HostileCase(name: "safetensors: a FIFO in place of a shard") { scratch in
             let directory = try Fixtures.syntheticCheckpoint(shardBytes: 40_000)
             let shards = try FileManager.default.contentsOfDirectory(atPath: directory.path)
