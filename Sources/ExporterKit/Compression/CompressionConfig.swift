@@ -233,7 +233,7 @@ public struct CompressionConfig: Equatable, Sendable {
         scheme.granularity = granularity
         if granularity == .perGroupedChannel || granularity == .perBlock {
             guard let groupSize = object["group_size"]?.intValue, groupSize >= 1, groupSize <= 1 << 20 else {
-                throw invalid("'group_size' must be a positive integer for \(granularity.rawValue)")
+                throw invalid("'group_size' must be an integer from 1 to 1048576 for \(granularity.rawValue)")
             }
             scheme.groupSize = groupSize
         } else if object.contains("group_size") {
@@ -241,7 +241,7 @@ public struct CompressionConfig: Equatable, Sendable {
         }
         if granularity == .perBlock {
             guard let blockSize = object["block_size"]?.intValue, blockSize >= 1, blockSize <= 1 << 20 else {
-                throw invalid("'block_size' must be a positive integer for per_block")
+                throw invalid("'block_size' must be an integer from 1 to 1048576 for per_block")
             }
             scheme.blockSize = blockSize
         } else if object.contains("block_size") {

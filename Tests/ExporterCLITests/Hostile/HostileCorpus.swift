@@ -638,7 +638,7 @@ enum HostileCorpus {
             "a zero group size",
             #"{"schema":"exporter.compression/1","name":"x","default":{"mode":"palettize","bits":4,"granularity":"per_grouped_channel","group_size":0}}"#
         ) {
-            "Error: compression config '\($0)': default: 'group_size' must be a positive integer for per_grouped_channel"
+            "Error: compression config '\($0)': default: 'group_size' must be an integer from 1 to 1048576 for per_grouped_channel"
         },
         compression(
             "a group size not dividing the channels, uneven groups refused",

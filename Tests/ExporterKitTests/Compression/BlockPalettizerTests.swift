@@ -242,7 +242,7 @@ struct BlockPalettizerTests {
         }
         #expect(
             throws: CompressionConfigError.invalid(
-                path: "x.json", reason: "default: 'block_size' must be a positive integer for per_block")
+                path: "x.json", reason: "default: 'block_size' must be an integer from 1 to 1048576 for per_block")
         ) {
             _ = try parse(#"{"mode": "palettize", "bits": 4, "granularity": "per_block", "group_size": 4}"#)
         }

@@ -71,7 +71,7 @@ extension CompressionTests {
                 #expect(
                     throws: CompressionConfigError.invalid(
                         path: "g.json",
-                        reason: "default: 'group_size' must be a positive integer for per_grouped_channel"
+                        reason: "default: 'group_size' must be an integer from 1 to 1048576 for per_grouped_channel"
                     )
                 ) { _ = try parse(groupSize) }
             }
