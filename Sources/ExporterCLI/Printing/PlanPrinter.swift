@@ -4,7 +4,9 @@ import ExporterKit
 enum PlanPrinter {
     /// The summary lines of `plan` and what exporting it takes here (`conversion`); with
     /// `listTensors`, every tensor too.
-    static func lines(_ plan: ExportPlan, conversion: Manifest.Conversion, listTensors: Bool) -> [String] {
+    static func lines(
+        _ plan: ExportPlan, conversion: Manifest.Conversion, listTensors: Bool, warnings: [String] = []
+    ) -> [String] {
         let model = plan.model
         let presetText = model.preset.map { "preset \($0.id)" } ?? "experimental (no preset)"
         let remapped = model.family.modelType == model.config.modelType ? "" : " → \(model.family.modelType)"
@@ -83,7 +85,7 @@ enum PlanPrinter {
         } else {
             lines.append("  (\(plan.tensors.count) tensors; --tensors lists them, --json gives the manifest preview)")
         }
-        for warning in plan.warnings { lines.append("warning: \(warning)") }
+        for warning in plan.warnings + warnings { lines.append("warning: \(warning)") }
         return lines
     }
 
