@@ -32,7 +32,7 @@ enum PlanPrinter {
                 ["precision", plan.precision.rawValue],
                 [
                     "context",
-                    "\(Format.grouped(plan.contextLength)) tokens (max \(Format.grouped(model.config.maxPositionEmbeddings)))",
+                    "\(Format.count(plan.contextLength, "token")) (max \(Format.grouped(model.config.maxPositionEmbeddings)))",
                 ],
                 ["parameters", Format.grouped(plan.parameters)],
                 ["compression", plan.compression.name + embeddingNote + searchNote],
@@ -44,7 +44,7 @@ enum PlanPrinter {
                 ["KV cache", "\(Format.grouped(kv.bytes)) bytes (\(Format.mebibytes(kv.bytes)))"],
                 [
                     "",
-                    "= 2 × \(kv.layers) layers × \(kv.keyValueHeads) KV heads × \(kv.headDimension) × "
+                    "= 2 × \(Format.count(kv.layers, "layer")) × \(Format.count(kv.keyValueHeads, "KV head")) × \(kv.headDimension) × "
                         + "\(Format.grouped(kv.contextLength)) × \(kv.precision.bytesPerElement) B",
                 ],
                 [
