@@ -171,6 +171,44 @@ struct ExportCommandTests {
             invalid.error == "Error: compression config '\(config.path)': rule 2: 'optional' must be true or false\n")
     }
 
+    @Test(
+        "real weights from a folder without tokenizer files warn, in the summary, the manifest and the plan; synthetic ones do not"
+    )
+    func noTokenizerFiles() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3", name: "Bare")
+        try FileManager.default.removeItem(at: checkpoint.appendingPathComponent("tokenizer.json"))
+        let output = try Fixtures.temporaryDirectory()
+        let base = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+            "--overwrite",
+        ]
+        let warning =
+            "no tokenizer file in the checkpoint folder 'Bare' (looked for tokenizer.json, tokenizer_config.json, "
+            + "special_tokens_map.json, generation_config.json, vocab.json, merges.txt, tokenizer.model, "
+            + "added_tokens.json, chat_template.jinja): the bundle cannot tokenize text on a device, and its default "
+            + "response budget (512 tokens) assumes no reasoning marker"
+        let export = runExporter(base)
+        #expect(export.status == 0)
+        #expect(export.error == "warning: \(warning)\n")
+        let bundle = output.appendingPathComponent("bare/Bare.aimodel")
+        let manifest = try BundleReader(url: bundle).manifest
+        #expect(manifest.warnings == [warning])
+        #expect(manifest.tokenizer == Manifest.Tokenizer(files: [], reasoningMarker: nil, defaultResponseTokens: 512))
+        #expect(runExporter(["verify", bundle.path]).status == 0)
+
+        let plan = runExporter(["plan"] + base)
+        #expect(plan.status == 0)
+        #expect(plan.output.contains("\nwarning: \(warning)\n"))
+        let planJSON = runExporter(["plan", "--json"] + base)
+        #expect(try Manifest.decoded(from: Data(planJSON.output.utf8), path: "plan").warnings == [warning])
+
+        // Generated weights carry no tokenizer whatever the folder holds: nothing to warn of.
+        let synthetic = runExporter(base + ["--synthetic"])
+        #expect(synthetic.status == 0 && synthetic.error.isEmpty, "\(synthetic.error)")
+        #expect(try BundleReader(url: bundle).manifest.warnings == [])
+        #expect(runExporter(["plan", "--synthetic"] + base).output.contains("warning:") == false)
+    }
+
     @Test("a checkpoint whose tensor has the wrong shape names file, tensor and both shapes")
     func wrongShape() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")

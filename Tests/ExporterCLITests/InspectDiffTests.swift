@@ -34,6 +34,9 @@ struct InspectDiffTests {
         #expect(human.status == 0)
         #expect(human.output.split(separator: "\n").allSatisfy { $0.count <= 80 })
         #expect(human.output.contains("  no SQNR recorded (a plan, or every tensor stored exactly)\n"))
+        // A plan's size is the planned weights file, an estimate: not "size on disk".
+        #expect(human.output.contains("\n  size (est.)    891.3 MB (850.0 MiB), 4.62 bits per weight\n"))
+        #expect(!human.output.contains("size on disk"))
         let json = runExporter(["inspect", planFile.path, "--json"])
         let root = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
         #expect(root["parameters"]?.intValue == 1_543_714_304)
@@ -59,6 +62,29 @@ struct InspectDiffTests {
         #expect(
             compiled.output.contains(
                 "  device  verdict  detail\n  h17p    fits     1.5 MiB of 2.8 GiB (5.6 GiB entitled)\n"))
+    }
+
+    @Test("one token of context, one layer and one KV head are singular in plan, export and inspect")
+    func singular() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(
+            overrides: ["num_hidden_layers": 1, "num_key_value_heads": 1], name: "One")
+        let output = try Fixtures.temporaryDirectory()
+        let base = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "1", "--output-dir",
+            output.path,
+        ]
+        let plan = runExporter(["plan"] + base)
+        #expect(plan.status == 0, "\(plan.error)")
+        #expect(plan.output.contains("\n  context         1 token (max 512)\n"))
+        #expect(plan.output.contains("= 2 × 1 layer × 1 KV head × 16 × 1 × 2 B\n"))
+        let export = runExporter(base)
+        #expect(export.status == 0, "\(export.error)")
+        #expect(export.output.contains(" context "))
+        #expect(export.output.contains(" 1 token\n"))
+        let inspect = runExporter(["inspect", output.appendingPathComponent("one/One.aimodel").path])
+        #expect(inspect.output.contains("\n  context        1 token\n"))
+        #expect(inspect.output.contains("= 2 × 1 layer × 1 KV head × 16 × 1 × float16\n"))
+        #expect(!(plan.output + export.output + inspect.output).contains(" 1 tokens"))
     }
 
     @Test("inspect --html writes a self-contained report, byte-identical on a rerun")

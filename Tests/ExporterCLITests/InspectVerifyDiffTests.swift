@@ -72,6 +72,32 @@ enum TinyArtifacts {
 
 @Suite("command line: verify")
 struct VerifyCommandTests {
+    @Test(
+        "a doctored response budget, reasoning marker or bits per weight fails (exit 1), each named with both figures")
+    func doctoredFigures() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
+        let bundle = try TinyArtifacts.copy(try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
+        let manifest = try BundleReader(url: bundle).manifest
+        let bits = manifest.sizes.bitsPerWeight
+        try TinyArtifacts.editManifest(bundle) {
+            $0.tokenizer?.defaultResponseTokens = 512
+            $0.tokenizer?.reasoningMarker = nil
+            $0.sizes.bitsPerWeight = 3
+        }
+        let run = runExporter(["verify", bundle.path])
+        #expect(run.status == 1)
+        #expect(
+            run.error == """
+                Error: 'manifest.json': sizes.bits_per_weight is 3, 8 × sizes.estimated_bundle_bytes \
+                (\(manifest.sizes.estimatedBundleBytes)) / parameters (\(manifest.parameters)) rounded to two decimals is \
+                \(bits)
+                Error: 'manifest.json': tokenizer.reasoning_marker is null, the artifact's tokenizer files give <think>
+                Error: 'manifest.json': tokenizer.default_response_tokens is 512, the artifact's tokenizer files give \
+                2048 (reasoning marker <think>)
+
+                """)
+    }
+
     @Test("an untouched artifact verifies, with and without its checkpoint")
     func untouched() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)

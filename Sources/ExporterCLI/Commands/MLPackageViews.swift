@@ -28,7 +28,7 @@ enum MLPackageViews {
                         "target",
                         "\(manifest.deploymentTarget), specification \(manifest.specificationVersion), \(manifest.opset)",
                     ],
-                    ["context", "\(Format.grouped(manifest.contextLength)) tokens"],
+                    ["context", Format.count(manifest.contextLength, "token")],
                     [
                         "KV cache",
                         "\(Format.grouped(manifest.kvCacheBytes)) bytes (\(Format.mebibytes(manifest.kvCacheBytes))), two states",

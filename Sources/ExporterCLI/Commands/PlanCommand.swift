@@ -30,26 +30,35 @@ enum PlanCommand {
         _ = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
         let checked = try ExportCommand.checkedBeforeExport(plan, arguments, devices: devices, context: context)
+        let synthetic = arguments.flag("synthetic")
         let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
         let conversion = ExportRunner.conversionForecast(
-            plan, synthetic: arguments.flag("synthetic"), allowClamp: arguments.flag("allow-clamp"),
+            plan, synthetic: synthetic, allowClamp: arguments.flag("allow-clamp"),
             calibrated: arguments.value("calibration") != nil, availableBytes: context.availableMemoryBytes())
+        // What the export will warn of besides the plan's own warnings.
+        let warnings = [
+            ExportRunner.tokenizer(of: plan, synthetic: synthetic).flatMap {
+                ExportRunner.missingTokenizerWarning(plan.model.source, tokenizer: $0)
+            }
+        ].compactMap { $0 }
         let json = arguments.flag("json")
         let listTensors = arguments.flag("tensors")
         if json {
             var manifest = Manifest(plan: plan)
             manifest.verdicts = verdicts
             manifest.conversion = conversion
+            manifest.warnings += warnings
             context.writeOutput(String(decoding: try manifest.canonicalJSON(), as: UTF8.self))
         } else {
-            context.print(lines: PlanPrinter.lines(plan, conversion: conversion, listTensors: listTensors))
+            context.print(
+                lines: PlanPrinter.lines(plan, conversion: conversion, listTensors: listTensors, warnings: warnings))
             context.print(lines: VerdictPrinter.planLines(verdicts))
         }
         // What the export would refuse for this machine's memory or disk (71), once the plan has
         // shown the figures.
         try ExportRunner.checkMemory(plan, forecast: conversion)
         try ExportCommand.checkDisk(
-            plan, checked, synthetic: arguments.flag("synthetic"),
+            plan, checked, synthetic: synthetic,
             available: context.availableDiskBytes(at: checked.outputDirectory))
         return .success
     }

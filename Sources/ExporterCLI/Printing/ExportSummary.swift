@@ -46,7 +46,7 @@ enum ExportSummary {
                     "\(Format.megabytes(bundleBytes)) (\(Format.mebibytes(bundleBytes))), \(Format.decimal(manifest.sizes.bitsPerWeight)) bits per weight",
                 ],
                 ["parameters", Format.grouped(manifest.parameters)],
-                ["context", "\(Format.grouped(manifest.contextLength)) tokens"],
+                ["context", Format.count(manifest.contextLength, "token")],
                 ["KV cache", "\(Format.mebibytes(manifest.kvCache.bytes)) (\(manifest.kvCache.dtype))"],
                 ["memory (est.)", Format.mebibytes(manifest.memory.totalBytes)],
             ], indent: "  ")

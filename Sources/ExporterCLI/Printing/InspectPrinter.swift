@@ -32,17 +32,17 @@ enum InspectPrinter {
             ["weights", weights],
             ["platform", m.platform],
             ["precision", m.computePrecision],
-            ["context", "\(Format.grouped(m.contextLength)) tokens"],
+            ["context", Format.count(m.contextLength, "token")],
             ["parameters", Format.grouped(m.parameters)],
             [
-                "size on disk",
+                summary.sizeLabel,
                 "\(Format.megabytes(summary.sizeOnDisk)) (\(Format.mebibytes(summary.sizeOnDisk))), "
                     + "\(Format.decimal(m.sizes.bitsPerWeight)) bits per weight",
             ],
             ["KV cache", "\(Format.grouped(kv.bytes)) bytes (\(Format.mebibytes(kv.bytes)))"],
             [
                 "",
-                "= 2 × \(kv.layers) layers × \(kv.kvHeads) KV heads × \(kv.headDim) × \(Format.grouped(kv.contextLength)) × "
+                "= 2 × \(Format.count(kv.layers, "layer")) × \(Format.count(kv.kvHeads, "KV head")) × \(kv.headDim) × \(Format.grouped(kv.contextLength)) × "
                     + "\(kv.dtype)",
             ],
             memoryRow(m),

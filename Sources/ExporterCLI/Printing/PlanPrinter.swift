@@ -4,7 +4,9 @@ import ExporterKit
 enum PlanPrinter {
     /// The summary lines of `plan` and what exporting it takes here (`conversion`); with
     /// `listTensors`, every tensor too.
-    static func lines(_ plan: ExportPlan, conversion: Manifest.Conversion, listTensors: Bool) -> [String] {
+    static func lines(
+        _ plan: ExportPlan, conversion: Manifest.Conversion, listTensors: Bool, warnings: [String] = []
+    ) -> [String] {
         let model = plan.model
         let presetText = model.preset.map { "preset \($0.id)" } ?? "experimental (no preset)"
         let remapped = model.family.modelType == model.config.modelType ? "" : " → \(model.family.modelType)"
@@ -30,7 +32,7 @@ enum PlanPrinter {
                 ["precision", plan.precision.rawValue],
                 [
                     "context",
-                    "\(Format.grouped(plan.contextLength)) tokens (max \(Format.grouped(model.config.maxPositionEmbeddings)))",
+                    "\(Format.count(plan.contextLength, "token")) (max \(Format.grouped(model.config.maxPositionEmbeddings)))",
                 ],
                 ["parameters", Format.grouped(plan.parameters)],
                 ["compression", plan.compression.name + embeddingNote + searchNote],
@@ -42,7 +44,7 @@ enum PlanPrinter {
                 ["KV cache", "\(Format.grouped(kv.bytes)) bytes (\(Format.mebibytes(kv.bytes)))"],
                 [
                     "",
-                    "= 2 × \(kv.layers) layers × \(kv.keyValueHeads) KV heads × \(kv.headDimension) × "
+                    "= 2 × \(Format.count(kv.layers, "layer")) × \(Format.count(kv.keyValueHeads, "KV head")) × \(kv.headDimension) × "
                         + "\(Format.grouped(kv.contextLength)) × \(kv.precision.bytesPerElement) B",
                 ],
                 [
@@ -83,7 +85,7 @@ enum PlanPrinter {
         } else {
             lines.append("  (\(plan.tensors.count) tensors; --tensors lists them, --json gives the manifest preview)")
         }
-        for warning in plan.warnings { lines.append("warning: \(warning)") }
+        for warning in plan.warnings + warnings { lines.append("warning: \(warning)") }
         return lines
     }
 

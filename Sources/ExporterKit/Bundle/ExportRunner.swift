@@ -102,7 +102,9 @@ public enum ExportRunner {
             sourceFiles = weights.fileSizes.sorted { $0.key < $1.key }.map {
                 Manifest.SourceFile(name: $0.key, bytes: $0.value, fingerprint: fingerprintOf[$0.key])
             }
-            tokenizer = try TokenizerFiles(directory: directory)
+            let found = try TokenizerFiles(directory: directory)
+            tokenizer = found
+            if let warning = missingTokenizerWarning(plan.model.source, tokenizer: found) { warnings.append(warning) }
             let checkpoint = CheckpointWeightSource(
                 weights: weights, outOfRange: settings.allowClamp ? .clamp : .refuse)
             checkpointSource = checkpoint
@@ -229,6 +231,24 @@ public enum ExportRunner {
     public static func tokenizer(of plan: ExportPlan, synthetic: Bool) -> TokenizerFiles? {
         guard !synthetic, let directory = plan.model.source.checkpointDirectory else { return nil }
         return try? TokenizerFiles(directory: directory)
+    }
+
+    /// The warning of an export from real weights whose checkpoint folder holds no tokenizer
+    /// file (nil when it holds one): the bundle then cannot tokenize text on a device, and its
+    /// manifest's response budget assumes no reasoning marker. The folder is named without its
+    /// absolute path, which would make the manifest depend on the machine.
+    public static func missingTokenizerWarning(_ source: ModelSource, tokenizer: TokenizerFiles) -> String? {
+        guard tokenizer.files.isEmpty else { return nil }
+        let folder: String
+        switch source {
+        case .directory(let url): folder = "the checkpoint folder '\(url.standardizedFileURL.lastPathComponent)'"
+        case .huggingFaceCache(let repoID, _, let revision):
+            folder = "the Hugging Face cache's snapshot of '\(repoID)' (revision \(revision))"
+        case .presetConfigOnly: return nil
+        }
+        return "no tokenizer file in \(folder) (looked for \(TokenizerFiles.knownNames.joined(separator: ", "))): "
+            + "the bundle cannot tokenize text on a device, and its default response budget "
+            + "(\(tokenizer.defaultResponseTokens) tokens) assumes no reasoning marker"
     }
 
     /// Refuses a bundle estimated larger than the free space `available` of its volume.

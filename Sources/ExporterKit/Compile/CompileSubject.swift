@@ -38,17 +38,23 @@ public struct CompileSubject: Sendable {
     /// The subject of an exported bundle.
     /// - Throws: `BundleError.notABundle` when the manifest names an unknown platform or role.
     public init(bundle: BundleReader) throws {
-        let manifest = bundle.manifest
+        try self.init(manifest: bundle.manifest, graph: bundle.graph, path: bundle.url.path)
+    }
+
+    /// The subject `manifest` and `graph` describe: a bundle's, or a compiled artifact's (whose
+    /// parts have the portable parts' kinds and sizes, which are all a plan reads), so that
+    /// `verify` can plan its compile again. `path` names the artifact in errors.
+    /// - Throws: `BundleError.notABundle` when the manifest names an unknown platform or role.
+    init(manifest: Manifest, graph: GraphDescription, path: String) throws {
         name = manifest.model.name
         guard let platform = Platform(rawValue: manifest.platform) else {
-            throw BundleError.notABundle(path: bundle.url.path, reason: "unknown platform '\(manifest.platform)'")
+            throw BundleError.notABundle(path: path, reason: "unknown platform '\(manifest.platform)'")
         }
         self.platform = platform
-        graph = bundle.graph
+        self.graph = graph
         tensors = try manifest.tensors.map { tensor in
             guard let role = TensorRole(rawValue: tensor.role) else {
-                throw BundleError.notABundle(
-                    path: bundle.url.path, reason: "tensor '\(tensor.name)' has role '\(tensor.role)'")
+                throw BundleError.notABundle(path: path, reason: "tensor '\(tensor.name)' has role '\(tensor.role)'")
             }
             return Tensor(
                 name: tensor.name, role: role, layer: tensor.layer,

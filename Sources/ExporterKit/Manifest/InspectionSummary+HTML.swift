@@ -21,15 +21,15 @@ extension InspectionSummary {
                 "model type",
                 m.model.modelType + (m.model.registryType == m.model.modelType ? "" : " → \(m.model.registryType)")
             ),
-            ("context", "\(Format.grouped(m.contextLength)) tokens"),
+            ("context", Format.count(m.contextLength, "token")),
             ("parameters", Format.grouped(m.parameters)),
             (
-                "size on disk",
+                sizeLabel,
                 "\(Format.grouped(sizeOnDisk)) bytes (\(Format.mebibytes(sizeOnDisk))), \(String(format: "%.2f", m.sizes.bitsPerWeight)) bits per weight"
             ),
             (
                 "KV cache",
-                "\(Format.mebibytes(m.kvCache.bytes)) = 2 × \(m.kvCache.layers) layers × \(m.kvCache.kvHeads) KV heads × "
+                "\(Format.mebibytes(m.kvCache.bytes)) = 2 × \(Format.count(m.kvCache.layers, "layer")) × \(Format.count(m.kvCache.kvHeads, "KV head")) × "
                     + "\(m.kvCache.headDim) × \(Format.grouped(m.kvCache.contextLength)) × \(m.kvCache.dtype)"
             ),
             ("memory (est.)", Format.mebibytes(m.memory.totalBytes)),

@@ -70,6 +70,9 @@ public struct InspectionSummary: Sendable {
     /// Bytes of every file of the artifact (the manifest's `sizes.bundle_bytes`), or the planned
     /// weights file for a plan.
     public let sizeOnDisk: Int
+    /// What `sizeOnDisk` is, for people: `size on disk` for an artifact, `size (est.)` for a plan
+    /// (no `sizes.bundle_bytes`), whose figure is the planned `weights.bin`, never written.
+    public var sizeLabel: String { manifest.sizes.bundleBytes == nil ? "size (est.)" : "size on disk" }
 
     /// Whether the weights were generated (`--synthetic`): such an artifact must never ship.
     public var isSynthetic: Bool { manifest.model.weights == "synthetic" }

@@ -34,8 +34,7 @@ extension Manifest {
             contextLength: plan.contextLength,
             parameters: plan.parameters,
             compression: Compression(
-                config: plan.compression.name,
-                iosEmbeddingInt8: plan.tensors.contains { $0.rule == "ios-embedding" }),
+                config: plan.compression.name, iosEmbeddingInt8: Manifest.iosEmbeddingInt8(plan.tensors.map(\.rule))),
             kvCache: KVCache(
                 bytes: plan.kvCache.bytes, layers: plan.kvCache.layers, kvHeads: plan.kvCache.keyValueHeads,
                 headDim: plan.kvCache.headDimension, contextLength: plan.contextLength,
@@ -46,7 +45,8 @@ extension Manifest {
                 prefillChunk: MemoryEstimate.prefillChunk),
             sizes: Sizes(
                 estimatedBundleBytes: plan.estimatedWeightsBytes, bundleBytes: nil,
-                bitsPerWeight: Manifest.rounded(plan.bitsPerWeight), byRole: Manifest.sizesByRole(plan.tensors)),
+                bitsPerWeight: Manifest.bitsPerWeight(bytes: plan.estimatedWeightsBytes, parameters: plan.parameters),
+                byRole: Manifest.sizesByRole(plan.tensors)),
             tokenizer: nil,
             tensors: plan.tensors.map { tensor in
                 Tensor(
@@ -73,10 +73,26 @@ extension Manifest {
             result[tensor.spec.role.rawValue] = entry
         }
         for (role, entry) in result {
-            result[role]?.bitsPerWeight = rounded(Double(entry.bytes * 8) / Double(max(entry.parameters, 1)))
+            result[role]?.bitsPerWeight = bitsPerWeight(bytes: entry.bytes, parameters: entry.parameters)
         }
         return result
     }
+
+    /// `sizes.bits_per_weight` and each role's: `8 × bytes / parameters` rounded to two decimals
+    /// (0 without parameters), as the writer records it and `verify` recomputes it. In double
+    /// throughout, so that a doctored manifest's figures cannot overflow.
+    static func bitsPerWeight(bytes: Int, parameters: Int) -> Double {
+        parameters > 0 ? rounded(8 * Double(bytes) / Double(parameters)) : 0
+    }
+
+    /// `compression.ios_embedding_int8`: whether a tensor was stored by the iOS token-embedding
+    /// rule (int8 per tensor), given every tensor's `rule`.
+    static func iosEmbeddingInt8(_ rules: [String]) -> Bool { rules.contains(iosEmbeddingRule) }
+
+    /// The `rule` of the iOS token embedding quantised to int8 per tensor.
+    static let iosEmbeddingRule = "ios-embedding"
+    /// The `rule` of the iOS token embedding kept in the compute precision.
+    static let iosEmbeddingKeptRule = "ios-embedding-kept"
 
     /// Two decimals: enough for people, stable for diffs.
     static func rounded(_ value: Double) -> Double { (value * 100).rounded() / 100 }

@@ -184,7 +184,7 @@ public struct ManifestDiff: Sendable {
             let exceeds = before > 0 ? (after - before) * 100 > limit * before : after > before
             if exceeds {
                 result.append(
-                    "size on disk grew by \(String(format: "%.2f", growth))% (\(String(format: "%.0f", before)) → \(String(format: "%.0f", after)) bytes), "
+                    "size on disk grew by \(ManifestDiff.percent(growth, above: limit))% (\(String(format: "%.0f", before)) → \(String(format: "%.0f", after)) bytes), "
                         + "more than --max-size-growth \(ManifestDiff.plain(limit))%")
             }
         }
@@ -206,6 +206,18 @@ public struct ManifestDiff: Sendable {
         if value == .infinity { return "exact" }
         if value.isInfinite { return value > 0 ? "∞ dB" : "-∞ dB" }
         return String(format: "%.2f dB", value)
+    }
+
+    /// `value` with two decimals, or as many more as it takes (up to 15) to print a figure above
+    /// `limit` when it is above: a growth of 2.002% against a limit of 2 is `2.002`, not `2.00`.
+    static func percent(_ value: Double, above limit: Double) -> String {
+        var text = String(format: "%.2f", value)
+        guard value > limit, value.isFinite else { return text }
+        for places in 3...15 {
+            guard let shown = Double(text), shown <= limit else { break }
+            text = String(format: "%.\(places)f", value)
+        }
+        return text
     }
 
     /// A threshold as typed: `5` rather than `5.0`.

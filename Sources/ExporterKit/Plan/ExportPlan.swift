@@ -56,14 +56,26 @@ public struct MemoryEstimate: Equatable, Sendable {
 
     /// The estimate for `config` with `weightsBytes` of weights.
     public init(config: ModelConfig, weightsBytes: Int, kvCache: KVCacheCost) {
-        let chunk = MemoryEstimate.prefillChunk
-        let hidden = 4 * chunk * config.hiddenSize * 4
-        let mlp = 2 * chunk * config.intermediateSize * 4
-        let scores = config.attentionHeads * chunk * kvCache.contextLength * 4
-        let logits = config.vocabularySize * 4
         self.weightsBytes = weightsBytes
         self.kvCacheBytes = kvCache.bytes
-        self.workingBytes = hidden + mlp + scores + logits
+        self.workingBytes = MemoryEstimate.workingBytes(
+            hiddenSize: config.hiddenSize, intermediateSize: config.intermediateSize, heads: config.attentionHeads,
+            contextLength: kvCache.contextLength, vocabularySize: config.vocabularySize)
+    }
+
+    /// Peak activations (`memory.working_bytes`, docs/MANIFEST.md): a prefill chunk of `c` tokens
+    /// through the widest layer (4 hidden-size and 2 intermediate-size float32 buffers), the
+    /// float32 scores of every head for those `c` queries over the whole context, and one
+    /// position's float32 logits. Saturating, so that `verify` can give it a doctored graph's
+    /// dimensions.
+    static func workingBytes(
+        hiddenSize: Int, intermediateSize: Int, heads: Int, contextLength: Int, vocabularySize: Int,
+        prefillChunk chunk: Int = prefillChunk
+    ) -> Int {
+        [
+            [4, chunk, hiddenSize, 4].saturatingProduct, [2, chunk, intermediateSize, 4].saturatingProduct,
+            [heads, chunk, contextLength, 4].saturatingProduct, [vocabularySize, 4].saturatingProduct,
+        ].saturatingSum
     }
 }
 
@@ -155,8 +167,8 @@ public struct ExportPlan: Sendable {
             switch source {
             case .rule(let index): rule = "rule \(index + 1) (\(compression.rules[index].pattern))"
             case .defaultRule: rule = "default"
-            case .iosEmbedding: rule = "ios-embedding"
-            case .iosEmbeddingKept: rule = "ios-embedding-kept"
+            case .iosEmbedding: rule = Manifest.iosEmbeddingRule
+            case .iosEmbeddingKept: rule = Manifest.iosEmbeddingKeptRule
             }
             if let last = scheme.lastGroupRows(rows: spec.matrixShape.rows), let groupSize = scheme.groupSize {
                 let rows = spec.matrixShape.rows

@@ -14,6 +14,11 @@ public enum Format {
         return value < 0 ? "-" + result : result
     }
 
+    /// A count with its noun, singular for one: `1 token`, `4,096 tokens`.
+    public static func count(_ value: Int, _ noun: String) -> String {
+        "\(grouped(value)) \(noun)\(value == 1 ? "" : "s")"
+    }
+
     /// Binary size: `117440512` → `112.0 MiB`.
     public static func mebibytes(_ bytes: Int) -> String {
         scaled(bytes, base: 1024, units: ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"])

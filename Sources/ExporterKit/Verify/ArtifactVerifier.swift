@@ -232,7 +232,16 @@ public enum ArtifactVerifier {
                             + "\(roleParameters) in \(roleBytes)")
                 }
             }
+            for problem in ArtifactVerifier.derivedFigureProblems(manifest) { failFile(subject, problem) }
+            for (concerned, problem) in ArtifactVerifier.implicationProblems(manifest, subject: "'\(subject)'") {
+                fail(concerned, problem)
+            }
             guard manifest.kind != "plan" else { return }
+            for (concerned, problem) in ArtifactVerifier.tokenizerProblems(
+                manifest, folder: artifact.folder, subject: "'\(subject)'")
+            {
+                fail(concerned, problem)
+            }
             let listedBytes = manifest.files.map(\.bytes).saturatingSum
             if let bundleBytes = manifest.sizes.bundleBytes, bundleBytes != listedBytes {
                 failFile(subject, "sizes.bundle_bytes is \(bundleBytes), the files listed sum to \(listedBytes)")
@@ -322,6 +331,11 @@ public enum ArtifactVerifier {
                     }
                 }
             }
+            for problem in ArtifactVerifier.compiledPlanProblems(
+                manifest, graph: reader.graph, weightsFileBytes: sizes[Compiler.weightsName])
+            {
+                failFile(artifact.manifestURL.lastPathComponent, problem)
+            }
             if let expected = try? RopeTables.make(reader.graph), let found = try? reader.ropeTables(),
                 expected.cos != found.cos || expected.sin != found.sin
             {
@@ -390,6 +404,9 @@ public enum ArtifactVerifier {
             ]
             for (field, inGraph, inManifest) in pairs where inGraph != inManifest {
                 failFile(name, "\(field) is \(inGraph), the manifest says \(inManifest)")
+            }
+            if let problem = ArtifactVerifier.workingMemoryProblem(manifest, graph: graph) {
+                failFile(artifact.manifestURL.lastPathComponent, problem)
             }
             let expectedShape = [graph.attention.kvHeads, graph.contextLength, graph.attention.headDim]
             if graph.shapes.kvCachePerLayer != expectedShape {

@@ -111,4 +111,27 @@ struct ManifestDiffTests {
         #expect(sqnr(lossy.name) == [nil, lossy.sqnrDB])
         #expect(sqnr(exact.name) == [nil, .infinity])
     }
+
+    @Test("a growth whose two decimals equal the limit is printed with the decimals that show it above")
+    func growthAboveItsRoundedLimit() throws {
+        var before = try manifest()
+        var after = before
+        before.sizes.bundleBytes = 50_000
+        after.sizes.bundleBytes = 51_001
+        #expect(
+            regressions(before, after, growth: 2) == [
+                "size on disk grew by 2.002% (50000 → 51001 bytes), more than --max-size-growth 2%"
+            ])
+        // Nor may a figure round down to below its limit: 2.004% against 2.0039% was "2.00%".
+        after.sizes.bundleBytes = 51_002
+        #expect(
+            regressions(before, after, growth: 2.0039) == [
+                "size on disk grew by 2.004% (50000 → 51002 bytes), more than --max-size-growth 2.0039%"
+            ])
+        after.sizes.bundleBytes = 53_000
+        #expect(
+            regressions(before, after, growth: 2) == [
+                "size on disk grew by 6.00% (50000 → 53000 bytes), more than --max-size-growth 2%"
+            ])
+    }
 }

@@ -1,0 +1,214 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import ExporterKit
+
+/// Manifest fields `verify` recomputes from the artifact alone: each doctored on its own, in
+/// valid JSON with every listed file's CRC-32 intact (the manifest does not list itself).
+@Suite("artifact verifier: derived figures and implied fields")
+struct ArtifactVerifierFiguresTests {
+    /// A fresh iOS bundle (int8 embedding, 4-bit group 8) of a tiny qwen3 whose `tokenizer.json`
+    /// holds `<think>` when `reasoning`.
+    private func bundle(reasoning: Bool = false) throws -> URL {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3", reasoning: reasoning)
+        let plan = try Fixtures.plan(checkpoint, compression: .named("4bit_weight_palettized_group8"))
+        return try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
+            .bundleURL
+    }
+
+    /// The failures of `artifact` once `edit` has rewritten its manifest (restored after).
+    private func failures(_ artifact: URL, _ edit: (inout Manifest) -> Void) throws -> [String] {
+        let url = artifact.appendingPathComponent("manifest.json")
+        let original = try Data(contentsOf: url)
+        defer { try? original.write(to: url) }
+        var manifest = try Manifest.decoded(from: original, path: url.path)
+        edit(&manifest)
+        try Data(try manifest.canonicalJSON()).write(to: url)
+        return ArtifactVerifier.verify(try LoadedArtifact(url: artifact)).failures.map(\.description)
+    }
+
+    @Test("the tokenizer's files, reasoning marker and response budget, recomputed from the files carried")
+    func tokenizer() throws {
+        let thinking = try bundle(reasoning: true)
+        #expect(try failures(thinking) { _ in } == [])
+        #expect(
+            try failures(thinking) { $0.tokenizer?.defaultResponseTokens = 512 } == [
+                "'manifest.json': tokenizer.default_response_tokens is 512, the artifact's tokenizer files give 2048 "
+                    + "(reasoning marker <think>)"
+            ])
+        #expect(
+            try failures(thinking) { $0.tokenizer?.reasoningMarker = nil } == [
+                "'manifest.json': tokenizer.reasoning_marker is null, the artifact's tokenizer files give <think>"
+            ])
+        #expect(
+            try failures(thinking) { $0.tokenizer?.files = ["tokenizer/tokenizer.json", "tokenizer/vocab.json"] } == [
+                "'manifest.json': tokenizer.files is [tokenizer/tokenizer.json, tokenizer/vocab.json], the artifact "
+                    + "holds [tokenizer/tokenizer.json]"
+            ])
+        let plain = try bundle()
+        #expect(
+            try failures(plain) {
+                $0.tokenizer?.reasoningMarker = "<|reasoning_start|>"
+                $0.tokenizer?.defaultResponseTokens = 2048
+            } == [
+                "'manifest.json': tokenizer.reasoning_marker is <|reasoning_start|>, the artifact's tokenizer files "
+                    + "give null",
+                "'manifest.json': tokenizer.default_response_tokens is 2048, the artifact's tokenizer files give 512 "
+                    + "(reasoning marker null)",
+            ])
+        #expect(
+            try failures(plain) { $0.tokenizer = nil } == [
+                "'manifest.json': tokenizer is null, but an export from a checkpoint records one",
+                "'manifest.json': tokenizer is null but the artifact holds tokenizer/tokenizer.json",
+            ])
+    }
+
+    @Test("bits per weight, overall and by role, by the writer's formula and rounding")
+    func bitsPerWeight() throws {
+        let artifact = try bundle()
+        let manifest = try Manifest.decoded(
+            from: Data(contentsOf: artifact.appendingPathComponent("manifest.json")), path: "manifest.json")
+        #expect(manifest.sizes.estimatedBundleBytes == 58_368)
+        #expect(manifest.parameters == 90_496)
+        // 8 × 58,368 / 90,496 = 5.1598
+        #expect(manifest.sizes.bitsPerWeight == 5.16)
+        #expect(try failures(artifact) { _ in } == [])
+        #expect(
+            try failures(artifact) { $0.sizes.bitsPerWeight = 3 } == [
+                "'manifest.json': sizes.bits_per_weight is 3, 8 × sizes.estimated_bundle_bytes (58368) / parameters "
+                    + "(90496) rounded to two decimals is 5.16"
+            ])
+        // Unrounded, it is a figure the writer never writes.
+        let unrounded = 8.0 * 58_368 / 90_496
+        #expect(
+            try failures(artifact) { $0.sizes.bitsPerWeight = unrounded } == [
+                "'manifest.json': sizes.bits_per_weight is \(unrounded), 8 × sizes.estimated_bundle_bytes (58368) / "
+                    + "parameters (90496) rounded to two decimals is 5.16"
+            ])
+        // 8 × 27,136 / 49,152 = 4.4167
+        #expect(
+            try failures(artifact) { $0.sizes.byRole["mlp"]?.bitsPerWeight = 16 } == [
+                "'manifest.json': sizes.by_role.mlp.bits_per_weight is 16, 8 × its bytes (27136) / its parameters "
+                    + "(49152) rounded to two decimals is 4.42"
+            ])
+    }
+
+    @Test("the platform against the iOS embedding's int8 and rules; experimental against the preset")
+    func implications() throws {
+        let artifact = try bundle()
+        #expect(
+            try failures(artifact) { $0.platform = "macOS" } == [
+                "'manifest.json': compression.ios_embedding_int8 is true, which only an iOS export sets, but "
+                    + "platform is 'macOS'"
+            ])
+        #expect(
+            try failures(artifact) { $0.compression.iosEmbeddingInt8 = false } == [
+                "'manifest.json': compression.ios_embedding_int8 is false but tensor 'model.embed_tokens.weight' has "
+                    + "rule 'ios-embedding'"
+            ])
+        #expect(
+            try failures(artifact) {
+                $0.platform = "macOS"
+                $0.compression.iosEmbeddingInt8 = false
+                $0.tensors[0].rule = "ios-embedding-kept"
+            } == [
+                "tensor 'model.embed_tokens.weight': rule 'ios-embedding-kept' is the iOS token embedding's, but "
+                    + "platform is 'macOS'"
+            ])
+        #expect(
+            try failures(artifact) { $0.model.experimental = false } == [
+                "'manifest.json': model.experimental is false but model.preset is null"
+            ])
+        #expect(
+            try failures(artifact) { $0.model.weights = "synthetic" } == [
+                "'manifest.json': model.weights is 'synthetic' but model.source.files lists 1 checkpoint file",
+                "'manifest.json': tokenizer is set, but model.weights 'synthetic' has no tokenizer: expected null",
+            ])
+        #expect(
+            try failures(artifact) { $0.model.weights = "none" } == [
+                "'manifest.json': model.weights is 'none', expected checkpoint or synthetic for a manifest of kind "
+                    + "'bundle'",
+                "'manifest.json': model.weights is 'none' but model.source.files lists 1 checkpoint file",
+                "'manifest.json': tokenizer is set, but model.weights 'none' has no tokenizer: expected null",
+            ])
+    }
+
+    @Test("the KV cache's element type and the working memory the graph's dimensions give")
+    func memory() throws {
+        let artifact = try bundle()
+        #expect(
+            try failures(artifact) { $0.kvCache.dtype = "bfloat16" } == [
+                "'manifest.json': kv_cache.dtype is bfloat16, compute_precision is float16"
+            ])
+        #expect(
+            try failures(artifact) {
+                $0.memory.workingBytes += 1
+                $0.memory.totalBytes += 1
+            } == [
+                // 4·128·64·4 + 2·128·128·4 + 4 heads·128·512·4 + 256·4
+                "'manifest.json': memory.working_bytes is 1311745, graph.json's dimensions with memory.prefill_chunk "
+                    + "128 give 1311744"
+            ])
+    }
+
+    @Test("a compiled artifact's portable figures, platform, regions, memory plan and verdict, planned again")
+    func compiled() throws {
+        let device = DeviceArchitecture(
+            id: "t1a", platform: .iOS, chip: "Test A", products: ["Test phone A"], aheadOfTime: true,
+            ramBytes: 1 << 30, appMemoryLimitBytes: 2_000_000, increasedMemoryLimitBytes: 4_000_000,
+            entitlements: ["test.entitlement"], regionBudgetBytes: 1_600_000, pageSize: 4096)
+        let request = CompileRequest(
+            platform: .iOS, devices: [device], minimumDeploymentVersion: .minimum,
+            outputDirectory: try Fixtures.temporaryDirectory())
+        let artifact = try #require(try Compiler.compile(bundleURL: try bundle(), request: request).first).url
+        #expect(try failures(artifact) { _ in } == [])
+        #expect(
+            try failures(artifact) {
+                $0.sizes.estimatedBundleBytes += 64
+                $0.sizes.bitsPerWeight = 5.17
+            } == [
+                "'manifest.json': memory.weights_bytes is 58368, sizes.estimated_bundle_bytes is 58432",
+                "'manifest.json': sizes.estimated_bundle_bytes is 58432, the portable weights.bin its tensors' parts "
+                    + "lay out is 58368 bytes",
+            ])
+        #expect(
+            try failures(artifact) {
+                $0.memory.weightsBytes -= 64
+                $0.memory.totalBytes -= 64
+            } == ["'manifest.json': memory.weights_bytes is 58304, sizes.estimated_bundle_bytes is 58368"])
+        #expect(
+            try failures(artifact) { $0.compiled?.platform = "macOS" } == [
+                "'manifest.json': compiled.platform is 'macOS', which compiles macOS bundles, but platform is 'iOS'",
+                "'manifest.json': compiled.verdict.platform is iOS, the compiler's plan of the artifact gives macOS",
+            ])
+        // Regions: embedding, layers 0–1, head; the layers' working memory is the peak, 1,310,720 bytes.
+        #expect(
+            try failures(artifact) { $0.compiled?.regions[1].workingBytes = 1 } == [
+                "'manifest.json': compiled.regions[1].working_bytes is 1, the compiler's plan of the artifact gives 1310720"
+            ])
+        #expect(
+            try failures(artifact) { $0.compiled?.regions[1].withinBudget = false } == [
+                "'manifest.json': compiled.regions[1].within_budget is false, the compiler's plan of the artifact gives true"
+            ])
+        #expect(
+            try failures(artifact) {
+                $0.compiled?.memory.tablesBytes += 1
+                $0.compiled?.memory.totalBytes += 1
+                $0.compiled?.verdict.totalBytes += 1
+            } == [
+                "'manifest.json': compiled.memory.tables_bytes is 32769, the compiler's plan of the artifact gives 32768",
+                "'manifest.json': compiled.verdict.total_bytes is 1564673, the compiler's plan of the artifact gives 1564672",
+            ])
+        // 1,564,672 bytes against the limits the verdict records: 2,000,000 by default, 4,000,000 entitled.
+        #expect(
+            try failures(artifact) { $0.compiled?.verdict.memory = .doesNotFit } == [
+                "'manifest.json': compiled.verdict.memory is does-not-fit, the compiler's plan of the artifact gives fits"
+            ])
+        #expect(
+            try failures(artifact) { $0.compiled?.verdict.appMemoryLimitBytes = 1_000_000 } == [
+                "'manifest.json': compiled.verdict.memory is fits, the compiler's plan of the artifact gives "
+                    + "needs-entitlement"
+            ])
+    }
+}
