@@ -342,7 +342,10 @@ public struct Manifest: Codable, Equatable, Sendable {
 /// The tool's version, recorded in every manifest and part of every build key: raise it
 /// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
-    /// Semantic version of this build (0.7.2: `rope_parameters`, where transformers 5 writes the
+    /// Semantic version of this build (0.7.3: the shipped compression configs keep a mixture of
+    /// experts' router in the compute precision; an export of real weights without tokenizer files
+    /// records a warning; `architectures` without a language-model head are refused; 0.7.2:
+    /// `rope_parameters`, where transformers 5 writes the
     /// rotary base frequency, reaches the graph, which took 10,000 when `rope_theta` was absent;
     /// a partial rotation, an activation other than silu and Gemma 3's `sliding_window_pattern` are
     /// refused; a bundle carries its checkpoint's `config.json`; qwen2, qwen3 and mistral configs
@@ -367,5 +370,5 @@ public enum ToolVersion {
     /// files carry their fingerprints; 0.5.0: manifests gain `conversion`, a plan's forecast of the export's
     /// memory, null in bundles; 0.4.0: the standard palette search no longer polishes small
     /// groups and makes one swap round, which changes most grouped LUTs).
-    public static let current = "0.7.2"
+    public static let current = "0.7.3"
 }
