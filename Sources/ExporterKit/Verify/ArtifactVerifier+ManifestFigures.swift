@@ -8,21 +8,26 @@ extension ArtifactVerifier {
     static func derivedFigureProblems(_ manifest: Manifest) -> [String] {
         var problems: [String] = []
         let sizes = manifest.sizes
-        let bits = Manifest.bitsPerWeight(bytes: sizes.estimatedBundleBytes, parameters: manifest.parameters)
-        if sizes.bitsPerWeight != bits {
-            problems.append(
-                "sizes.bits_per_weight is \(ManifestDiff.plain(sizes.bitsPerWeight)), 8 × sizes.estimated_bundle_bytes "
-                    + "(\(sizes.estimatedBundleBytes)) / parameters (\(manifest.parameters)) rounded to two decimals is "
-                    + ManifestDiff.plain(bits))
-        }
-        for (role, size) in sizes.byRole.sorted(by: { $0.key < $1.key }) {
-            let roleBits = Manifest.bitsPerWeight(bytes: size.bytes, parameters: size.parameters)
-            if size.bitsPerWeight != roleBits {
-                problems.append(
-                    "sizes.by_role.\(role).bits_per_weight is \(ManifestDiff.plain(size.bitsPerWeight)), 8 × its bytes "
-                        + "(\(size.bytes)) / its parameters (\(size.parameters)) rounded to two decimals is "
-                        + ManifestDiff.plain(roleBits))
+        // (field, its bits per weight, the bytes and parameters it is computed from, as named)
+        let bitsFigures =
+            [
+                (
+                    "sizes.bits_per_weight", sizes.bitsPerWeight, sizes.estimatedBundleBytes, manifest.parameters,
+                    ("sizes.estimated_bundle_bytes", "parameters")
+                )
+            ]
+            + sizes.byRole.sorted(by: { $0.key < $1.key }).map { role, size in
+                (
+                    "sizes.by_role.\(role).bits_per_weight", size.bitsPerWeight, size.bytes, size.parameters,
+                    ("its bytes", "its parameters")
+                )
             }
+        for (field, recorded, bytes, parameters, names) in bitsFigures {
+            let bits = Manifest.bitsPerWeight(bytes: bytes, parameters: parameters)
+            guard recorded != bits else { continue }
+            problems.append(
+                "\(field) is \(ManifestDiff.plain(recorded)), 8 × \(names.0) (\(bytes)) / \(names.1) (\(parameters)) "
+                    + "rounded to two decimals is \(ManifestDiff.plain(bits))")
         }
         if manifest.kvCache.dtype != manifest.computePrecision {
             problems.append(
