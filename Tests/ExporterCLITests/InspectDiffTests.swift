@@ -62,6 +62,15 @@ struct InspectDiffTests {
         #expect(
             compiled.output.contains(
                 "  device  verdict  detail\n  h17p    fits     1.5 MiB of 2.8 GiB (5.6 GiB entitled)\n"))
+        // Its HTML report shows the same memory: the device's own plan, tables included.
+        let artifact = output.appendingPathComponent("tiny/Tiny.h17p.aimodelc")
+        let manifest = try #require(try CompiledArtifactReader(url: artifact).manifest.compiled?.memory)
+        let page = output.appendingPathComponent("compiled.html")
+        #expect(runExporter(["inspect", artifact.path, "--html", page.path]).status == 0)
+        let html = try String(contentsOf: page, encoding: .utf8)
+        #expect(html.contains("<td>\(Format.mebibytes(manifest.totalBytes)) (this device's plan)</td>"))
+        #expect(html.contains(">tables<"))
+        #expect(html.contains("The portable bundle's estimate: "))
     }
 
     @Test("one token of context, one layer and one KV head are singular in plan, export and inspect")

@@ -32,7 +32,8 @@ extension InspectionSummary {
                 "\(Format.mebibytes(m.kvCache.bytes)) = 2 × \(Format.count(m.kvCache.layers, "layer")) × \(Format.count(m.kvCache.kvHeads, "KV head")) × "
                     + "\(m.kvCache.headDim) × \(Format.grouped(m.kvCache.contextLength)) × \(m.kvCache.dtype)"
             ),
-            ("memory (est.)", Format.mebibytes(m.memory.totalBytes)),
+            m.compiled.map { ("memory", Format.mebibytes($0.memory.totalBytes) + " (this device's plan)") }
+                ?? ("memory (est.)", Format.mebibytes(m.memory.totalBytes)),
             ("compression", m.compression.config),
         ]
         if let tokenizer = m.tokenizer, !tokenizer.files.isEmpty {
@@ -86,13 +87,23 @@ extension InspectionSummary {
         }
 
         body += "<h2>Memory at load and device verdicts</h2>\n"
-        body += horizontalBars(
-            [
-                ("weights", Double(m.memory.weightsBytes), Format.mebibytes(m.memory.weightsBytes)),
-                ("KV cache", Double(m.memory.kvCacheBytes), Format.mebibytes(m.memory.kvCacheBytes)),
-                ("working", Double(m.memory.workingBytes), Format.mebibytes(m.memory.workingBytes)),
-                ("total", Double(m.memory.totalBytes), Format.mebibytes(m.memory.totalBytes)),
-            ], id: "memory")
+        // A compiled artifact's own plan (docs/MANIFEST.md, "What exporter inspect reads"), tables
+        // included; a bundle's or a plan's estimate otherwise.
+        let memory: [(String, Int)] =
+            m.compiled.map {
+                [
+                    ("weights", $0.memory.weightsBytes), ("KV cache", $0.memory.kvCacheBytes),
+                    ("working", $0.memory.workingBytes), ("tables", $0.memory.tablesBytes),
+                    ("total", $0.memory.totalBytes),
+                ]
+            } ?? [
+                ("weights", m.memory.weightsBytes), ("KV cache", m.memory.kvCacheBytes),
+                ("working", m.memory.workingBytes), ("total", m.memory.totalBytes),
+            ]
+        body += horizontalBars(memory.map { ($0.0, Double($0.1), Format.mebibytes($0.1)) }, id: "memory")
+        if m.compiled != nil {
+            body += "<p>The portable bundle's estimate: \(escape(Format.mebibytes(m.memory.totalBytes))).</p>\n"
+        }
         if let verdicts = deviceVerdicts, !verdicts.isEmpty {
             body += "<table class=\"list\" id=\"verdicts\"><tr><th>device</th><th>verdict</th><th>detail</th></tr>\n"
             for verdict in verdicts {
