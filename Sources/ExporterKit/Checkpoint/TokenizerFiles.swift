@@ -42,52 +42,43 @@ public struct TokenizerFiles: Equatable, Sendable {
         reasoningMarker = found
     }
 
-    /// Whether a JSON document holds the string `marker`, however it is escaped (`"<think>"`, or
-    /// `"\u003cthink\u003e"` as some serialisers write `<` and `>`). Markers are JSON strings in the
-    /// vocabulary or added tokens; searching for their bytes, and decoding only the few strings where
-    /// an escaped form could start, finds them without building a 150,000-entry dictionary.
+    /// Whether a JSON document holds the string `marker`, however it is escaped (`"<think>"`,
+    /// `"\u003cthink\u003e"` as some serialisers write `<` and `>`, or any character as `\uXXXX`).
+    /// Markers are JSON strings in the vocabulary or added tokens: their bytes are searched for
+    /// first; failing that, one pass over the document decodes only the strings that hold an
+    /// escape and are short enough to spell the marker, without building a 150,000-entry dictionary.
     static func holds(_ marker: String, json data: Data) -> Bool {
         if data.range(of: Data("\"\(marker)\"".utf8)) != nil { return true }
-        // The marker's letters and the character before them (`<think>`: `think` after `<`), which
-        // stands as itself or as a \u escape, in lower or upper case hex.
-        let scalars = Array(marker.unicodeScalars)
-        guard let first = scalars.firstIndex(where: { $0.properties.isAlphabetic }), first > 0 else { return false }
-        let letters = String(String.UnicodeScalarView(scalars[first...].prefix { $0 != "|" && $0 != ">" }))
-        let before = scalars[first - 1]
-        let hex = String(before.value, radix: 16)
-        let code = String(repeating: "0", count: max(0, 4 - hex.count)) + hex
-        let anchors = Set([String(before), "\\u" + code, "\\u" + code.uppercased()]).map { Data(($0 + letters).utf8) }
+        // Each character spelt at most as a surrogate pair of escapes (12 bytes), and the quotes.
+        let longest = 12 * marker.unicodeScalars.count + 2
         let quote = UInt8(ascii: "\"")
         let backslash = UInt8(ascii: "\\")
-        // A quote ends or starts a string unless an odd number of backslashes precede it.
-        func isUnescapedQuote(_ index: Data.Index) -> Bool {
-            guard data[index] == quote else { return false }
-            var slashes = 0
-            var previous = index
-            while previous > data.startIndex, data[data.index(before: previous)] == backslash {
-                slashes += 1
-                previous = data.index(before: previous)
-            }
-            return slashes % 2 == 0
-        }
-        let reach = 8 * marker.utf8.count  // the longest escaping of the marker, and more
-        for anchor in anchors {
-            var searchFrom = data.startIndex
-            while let hit = data.range(of: anchor, in: searchFrom..<data.endIndex) {
-                searchFrom = hit.upperBound
-                // The anchor is inside a string (JSON has no bare words but true, false and null):
-                // its opening quote is the nearest unescaped one before it, its closing one after.
-                let lowest = max(data.startIndex, hit.lowerBound - reach)
-                guard let open = (lowest..<hit.lowerBound).reversed().first(where: isUnescapedQuote) else { continue }
-                let highest = min(data.endIndex, hit.upperBound + reach)
-                guard let close = (hit.upperBound..<highest).first(where: isUnescapedQuote) else { continue }
-                let literal = data[open...close]
-                if (try? JSONSerialization.jsonObject(with: literal, options: .fragmentsAllowed)) as? String == marker {
-                    return true
+        return data.withUnsafeBytes { bytes in
+            var inString = false
+            var escaped = false
+            var hasEscape = false
+            var start = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                if !inString {
+                    // Outside strings JSON has no quotes: each one opens a string.
+                    if byte == quote { (inString, hasEscape, start) = (true, false, index) }
+                } else if escaped {
+                    escaped = false
+                } else if byte == backslash {
+                    (escaped, hasEscape) = (true, true)
+                } else if byte == quote {
+                    inString = false
+                    let literal = UnsafeRawBufferPointer(rebasing: bytes[start...index])
+                    if hasEscape, literal.count <= longest,
+                        case .string(let text)? = try? JSONParser.parse(literal), text == marker
+                    {
+                        return true
+                    }
                 }
             }
+            return false
         }
-        return false
     }
 
     /// The manifest's record of these facts.

@@ -50,5 +50,14 @@ struct TokenizerFilesTests {
         let longer = try TokenizerFiles(
             directory: folder(["tokenizer.json": #"{"model": {"vocab": {"\u003cthink\u003e\u003c": 1}}}"#]))
         #expect(longer.reasoningMarker == nil)
+        // Any character may be escaped, letters too; an escaped quote inside another string is no marker.
+        for spelling in [#""<\u0074hink>""#, #""\u003C\u0074hink>""#, #""\u003c\u0074\u0068\u0069\u006e\u006b\u003e""#]
+        {
+            let letters = try TokenizerFiles(
+                directory: folder(["vocab.json": #"{"\"<think>\"": 0, "# + spelling + ": 1}"]))
+            #expect(letters.reasoningMarker == "<think>", "\(spelling)")
+        }
+        let quoted = try TokenizerFiles(directory: folder(["vocab.json": #"{"\"<think>\"": 0, "<\u0074hink": 1}"#]))
+        #expect(quoted.reasoningMarker == nil)
     }
 }
