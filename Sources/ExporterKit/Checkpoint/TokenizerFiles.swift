@@ -45,36 +45,56 @@ public struct TokenizerFiles: Equatable, Sendable {
     /// Whether a JSON document holds the string `marker`, however it is escaped (`"<think>"`,
     /// `"\u003cthink\u003e"` as some serialisers write `<` and `>`, or any character as `\uXXXX`).
     /// Markers are JSON strings in the vocabulary or added tokens: their bytes are searched for
-    /// first; failing that, one pass over the document decodes only the strings that hold an
-    /// escape and are short enough to spell the marker, without building a 150,000-entry dictionary.
+    /// first; failing that, only the strings holding a `\u` escape and short enough to spell the
+    /// marker are decoded, without building a 150,000-entry dictionary or walking every string.
     static func holds(_ marker: String, json data: Data) -> Bool {
-        if data.range(of: Data("\"\(marker)\"".utf8)) != nil { return true }
         // Each character spelt at most as a surrogate pair of escapes (12 bytes), and the quotes.
         let longest = 12 * marker.unicodeScalars.count + 2
         let quote = UInt8(ascii: "\"")
         let backslash = UInt8(ascii: "\\")
+        let quoted = Array("\"\(marker)\"".utf8)
+        // The marker's last byte, which ends its spelling unless it is escaped too.
+        let last = quoted[quoted.count - 2]
         return data.withUnsafeBytes { bytes in
-            var inString = false
-            var escaped = false
-            var hasEscape = false
-            var start = 0
-            for index in 0..<bytes.count {
-                let byte = bytes[index]
-                if !inString {
-                    // Outside strings JSON has no quotes: each one opens a string.
-                    if byte == quote { (inString, hasEscape, start) = (true, false, index) }
-                } else if escaped {
-                    escaped = false
-                } else if byte == backslash {
-                    (escaped, hasEscape) = (true, true)
-                } else if byte == quote {
-                    inString = false
-                    let literal = UnsafeRawBufferPointer(rebasing: bytes[start...index])
-                    if hasEscape, literal.count <= longest,
-                        case .string(let text)? = try? JSONParser.parse(literal), text == marker
-                    {
-                        return true
-                    }
+            guard let base = bytes.baseAddress, bytes.count > 1 else { return false }
+            // As written: found from each occurrence of its first character (Foundation's
+            // `Data.range(of:)` takes 15 ms over a 7 MB tokenizer.json, this well under one).
+            var from = 1
+            while from < bytes.count,
+                let found = memchr(base + from, Int32(quoted[1]), bytes.count - from)
+            {
+                let start = base.distance(to: UnsafeRawPointer(found)) - 1
+                from = start + 2
+                if start + quoted.count <= bytes.count, memcmp(base + start, quoted, quoted.count) == 0 { return true }
+            }
+            // A quote opens or closes a string unless an odd number of backslashes precede it.
+            func isUnescapedQuote(_ index: Int) -> Bool {
+                guard bytes[index] == quote else { return false }
+                var slashes = 0
+                while index - slashes > 0, bytes[index - slashes - 1] == backslash { slashes += 1 }
+                return slashes % 2 == 0
+            }
+            var position = 0
+            while position < bytes.count - 1 {
+                guard let found = memchr(base + position, Int32(backslash), bytes.count - position) else { break }
+                let escape = base.distance(to: UnsafeRawPointer(found))
+                position = escape + 2
+                guard escape + 1 < bytes.count, bytes[escape + 1] == UInt8(ascii: "u") else { continue }
+                // Backslashes stand only inside strings: this one's opens at the nearest unescaped
+                // quote before it and closes at the nearest after it.
+                let lowest = max(0, escape - longest)
+                guard let open = (lowest..<escape).reversed().first(where: isUnescapedQuote) else { continue }
+                let highest = min(bytes.count, open + longest)
+                guard let close = (escape + 2..<highest).first(where: isUnescapedQuote) else { continue }
+                position = close + 1
+                // Most such strings end otherwise than the marker (`"\u0120the"`): no need to decode them.
+                let endsLikeMarker = bytes[close - 1] == last || (close >= 6 && bytes[close - 6] == backslash)
+                guard endsLikeMarker, close - open + 1 >= quoted.count else { continue }
+                if case .string(let text)? = try? JSONParser.parse(
+                    UnsafeRawBufferPointer(rebasing: bytes[open...close])),
+                    text == marker
+                {
+                    return true
                 }
             }
             return false
