@@ -588,6 +588,28 @@ struct MLPackageCommandTests {
         }
     }
 
+    @Test("a token the tokenizer adds beyond the embedding's rows is a warning, on standard error and in the manifest")
+    func addedTokenBeyondEmbedding() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let base = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
+        let warning =
+            "tokenizer: tokenizer.json adds token '<|pad|>' with id 256, beyond the embedding's 256 rows "
+            + "(vocab_size): fed to the model on a device, it reads outside the table; resize the embedding or remove "
+            + "the token"
+        for (id, warns) in [(255, false), (256, true)] {
+            try Data(#"{"added_tokens": [{"id": \#(id), "content": "<|pad|>"}], "model": {"vocab": {}}}"#.utf8)
+                .write(to: checkpoint.appendingPathComponent("tokenizer.json"))
+            let run = runExporter(base + ["--overwrite"])
+            #expect(run.status == 0, "\(run.error)")
+            #expect(run.error.contains("warning: " + warning) == warns)
+            let manifest = try BundleReader(url: output.appendingPathComponent("tiny/Tiny.aimodel")).manifest
+            #expect(manifest.warnings.contains(warning) == warns)
+            let plan = runExporter(["plan"] + base)
+            #expect(plan.output.contains(warning) == warns)
+        }
+    }
+
     @Test("an artifact given as the model is named as one, not searched for weights (65)")
     func artifactAsModel() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

@@ -36,11 +36,10 @@ enum PlanCommand {
             plan, synthetic: synthetic, allowClamp: arguments.flag("allow-clamp"),
             calibrated: arguments.value("calibration") != nil, availableBytes: context.availableMemoryBytes())
         // What the export will warn of besides the plan's own warnings.
-        let warnings = [
-            ExportRunner.tokenizer(of: plan, synthetic: synthetic).flatMap {
-                ExportRunner.missingTokenizerWarning(plan.model.source, tokenizer: $0)
-            }
-        ].compactMap { $0 }
+        let warnings =
+            ExportRunner.tokenizer(of: plan, synthetic: synthetic).map {
+                ExportRunner.tokenizerWarnings(plan, tokenizer: $0)
+            } ?? []
         let json = arguments.flag("json")
         let listTensors = arguments.flag("tensors")
         if json {

@@ -104,7 +104,7 @@ public enum ExportRunner {
             }
             let found = try TokenizerFiles(directory: directory)
             tokenizer = found
-            if let warning = missingTokenizerWarning(plan.model.source, tokenizer: found) { warnings.append(warning) }
+            warnings += tokenizerWarnings(plan, tokenizer: found)
             let checkpoint = CheckpointWeightSource(
                 weights: weights, outOfRange: settings.allowClamp ? .clamp : .refuse)
             checkpointSource = checkpoint
@@ -233,11 +233,25 @@ public enum ExportRunner {
         return try? TokenizerFiles(directory: directory)
     }
 
+    /// What an export from real weights warns of its tokenizer files: none there, or a token
+    /// added beyond the embedding's rows.
+    public static func tokenizerWarnings(_ plan: ExportPlan, tokenizer: TokenizerFiles) -> [String] {
+        let rows = plan.model.config.vocabularySize
+        let beyond = tokenizer.highestAddedToken.flatMap { token in
+            token.id < rows
+                ? nil
+                : "tokenizer: \(token.file) adds token '\(token.content)' with id \(Format.grouped(token.id)), beyond the "
+                    + "embedding's \(Format.grouped(rows)) rows (vocab_size): fed to the model on a device, it reads "
+                    + "outside the table; resize the embedding or remove the token"
+        }
+        return [missingTokenizerWarning(plan.model.source, tokenizer: tokenizer), beyond].compactMap { $0 }
+    }
+
     /// The warning of an export from real weights whose checkpoint folder holds no tokenizer
     /// file (nil when it holds one): the bundle then cannot tokenize text on a device, and its
     /// manifest's response budget assumes no reasoning marker. The folder is named without its
     /// absolute path, which would make the manifest depend on the machine.
-    public static func missingTokenizerWarning(_ source: ModelSource, tokenizer: TokenizerFiles) -> String? {
+    static func missingTokenizerWarning(_ source: ModelSource, tokenizer: TokenizerFiles) -> String? {
         guard tokenizer.files.isEmpty else { return nil }
         let folder: String
         switch source {

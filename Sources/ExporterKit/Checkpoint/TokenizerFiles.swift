@@ -16,6 +16,22 @@ public struct TokenizerFiles: Equatable, Sendable {
     /// The first reasoning marker found in the vocabulary, if any.
     public let reasoningMarker: String?
 
+    /// The added token of the highest id the tokenizer files declare, if any: `added_tokens` of
+    /// `tokenizer.json`, `added_tokens_decoder` of `tokenizer_config.json`, `added_tokens.json`.
+    /// One at or beyond the embedding's rows (`vocab_size`) reads outside the table on a device:
+    /// tokens added to a tokenizer without resizing the model's embedding.
+    public let highestAddedToken: AddedToken?
+
+    /// A token the tokenizer files add to the vocabulary.
+    public struct AddedToken: Equatable, Sendable {
+        /// Its id.
+        public let id: Int
+        /// Its text.
+        public let content: String
+        /// The file declaring it.
+        public let file: String
+    }
+
     /// The runtime's default response budget: 2048 tokens when the vocabulary holds a
     /// reasoning marker (a vocabulary test, not a behaviour test), 512 otherwise.
     public var defaultResponseTokens: Int { reasoningMarker == nil ? 512 : 2048 }
@@ -27,6 +43,7 @@ public struct TokenizerFiles: Equatable, Sendable {
         files = TokenizerFiles.knownNames.map { directory.appendingPathComponent($0) }
             .filter { manager.fileExists(atPath: $0.path) }
         var found: String?
+        var added: [AddedToken] = []
         for file in files
         where ["tokenizer.json", "tokenizer_config.json", "added_tokens.json", "vocab.json"]
             .contains(file.lastPathComponent)
@@ -34,12 +51,96 @@ public struct TokenizerFiles: Equatable, Sendable {
             guard let data = try? Data(contentsOf: file) else {
                 throw BundleError.readFailed(path: file.path, reason: "unreadable tokenizer file")
             }
-            if let marker = TokenizerFiles.reasoningMarkers.first(where: { TokenizerFiles.holds($0, json: data) }) {
-                found = marker
-                break
+            if found == nil {
+                found = TokenizerFiles.reasoningMarkers.first { TokenizerFiles.holds($0, json: data) }
             }
+            added += TokenizerFiles.addedTokens(in: data, file: file.lastPathComponent)
         }
         reasoningMarker = found
+        highestAddedToken = added.max { ($0.id, $0.file, $0.content) < ($1.id, $1.file, $1.content) }
+    }
+
+    /// The tokens `data`, the tokenizer file named `file`, adds; none where it declares none or
+    /// does not read. Only `tokenizer.json`'s `added_tokens` array is parsed, not its vocabulary.
+    static func addedTokens(in data: Data, file: String) -> [AddedToken] {
+        let bytes = [UInt8](data)
+        switch file {
+        case "tokenizer.json":
+            guard let slice = arraySlice(after: "added_tokens", in: bytes),
+                let items = (try? JSONParser.parse(slice))?.arrayValue
+            else { return [] }
+            return items.compactMap { item in
+                guard let id = item.objectValue?["id"]?.intValue else { return nil }
+                return AddedToken(id: id, content: item.objectValue?["content"]?.stringValue ?? "", file: file)
+            }
+        case "tokenizer_config.json":
+            guard let decoder = (try? JSONParser.parse(bytes))?.objectValue?["added_tokens_decoder"]?.objectValue
+            else { return [] }
+            return decoder.members.compactMap { key, value in
+                guard let id = Int(key) else { return nil }
+                return AddedToken(id: id, content: value.objectValue?["content"]?.stringValue ?? "", file: file)
+            }
+        case "added_tokens.json":
+            guard let tokens = (try? JSONParser.parse(bytes))?.objectValue else { return [] }
+            return tokens.members.compactMap { content, value in
+                value.intValue.map { AddedToken(id: $0, content: content, file: file) }
+            }
+        default:
+            return []
+        }
+    }
+
+    /// Where `needle` (two bytes or more) first occurs in `bytes`: found from each occurrence of
+    /// its second byte, rarer than the first in JSON when that is a quote (Foundation's
+    /// `Data.range(of:)` takes 15 ms over a 7 MB tokenizer.json, this well under one).
+    static func firstIndex(of needle: [UInt8], in bytes: UnsafeRawBufferPointer) -> Int? {
+        guard needle.count >= 2, let base = bytes.baseAddress else { return nil }
+        var from = 1
+        while from < bytes.count, let found = memchr(base + from, Int32(needle[1]), bytes.count - from) {
+            let start = base.distance(to: UnsafeRawPointer(found)) - 1
+            from = start + 2
+            if start + needle.count <= bytes.count, memcmp(base + start, needle, needle.count) == 0 { return start }
+        }
+        return nil
+    }
+
+    /// The bytes of the array that the first key `key` holds (`"key": [ … ]`), found without
+    /// parsing the rest of the document (a tokenizer.json's vocabulary is megabytes).
+    private static func arraySlice(after key: String, in bytes: [UInt8]) -> [UInt8]? {
+        let quoted = Array("\"\(key)\"".utf8)
+        guard let found = bytes.withUnsafeBytes({ firstIndex(of: quoted, in: $0) }) else { return nil }
+        var index = found + quoted.count
+        func skipSpace() { while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 } }
+        skipSpace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+        index += 1
+        skipSpace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else { return nil }
+        let start = index
+        var depth = 0
+        var inString = false
+        var escaped = false
+        while index < bytes.count {
+            let byte = bytes[index]
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+            } else if byte == UInt8(ascii: "\"") {
+                inString = true
+            } else if byte == UInt8(ascii: "[") || byte == UInt8(ascii: "{") {
+                depth += 1
+            } else if byte == UInt8(ascii: "]") || byte == UInt8(ascii: "}") {
+                depth -= 1
+                if depth == 0 { return Array(bytes[start...index]) }
+            }
+            index += 1
+        }
+        return nil
     }
 
     /// Whether a JSON document holds the string `marker`, however it is escaped (`"<think>"`,
@@ -57,16 +158,7 @@ public struct TokenizerFiles: Equatable, Sendable {
         let last = quoted[quoted.count - 2]
         return data.withUnsafeBytes { bytes in
             guard let base = bytes.baseAddress, bytes.count > 1 else { return false }
-            // As written: found from each occurrence of its first character (Foundation's
-            // `Data.range(of:)` takes 15 ms over a 7 MB tokenizer.json, this well under one).
-            var from = 1
-            while from < bytes.count,
-                let found = memchr(base + from, Int32(quoted[1]), bytes.count - from)
-            {
-                let start = base.distance(to: UnsafeRawPointer(found)) - 1
-                from = start + 2
-                if start + quoted.count <= bytes.count, memcmp(base + start, quoted, quoted.count) == 0 { return true }
-            }
+            if TokenizerFiles.firstIndex(of: quoted, in: bytes) != nil { return true }
             // A quote opens or closes a string unless an odd number of backslashes precede it.
             func isUnescapedQuote(_ index: Int) -> Bool {
                 guard bytes[index] == quote else { return false }

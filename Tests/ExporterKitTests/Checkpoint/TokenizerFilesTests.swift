@@ -91,4 +91,26 @@ struct TokenizerFilesTests {
             if TokenizerFiles.holds("<think>", json: Data(document.prefix(cut))) { #expect(expected) }
         }
     }
+
+    @Test(
+        "the added token of the highest id, from tokenizer.json's added_tokens, tokenizer_config.json, added_tokens.json"
+    )
+    func highestAddedToken() throws {
+        let files = try TokenizerFiles(
+            directory: folder([
+                "tokenizer.json":
+                    #"{"version": "1.0", "added_tokens": [{"id": 300, "content": "<|a|>", "special": true}, "#
+                    + #"{"id": 7, "content": "]\"["}], "model": {"vocab": {"added_tokens": 999999}}}"#,
+                "tokenizer_config.json": #"{"added_tokens_decoder": {"301": {"content": "<|b|>"}, "x": {}}}"#,
+                "added_tokens.json": #"{"<|c|>": 299}"#,
+                "vocab.json": #"{"<|v|>": 5000}"#,
+            ]))
+        #expect(files.highestAddedToken == .init(id: 301, content: "<|b|>", file: "tokenizer_config.json"))
+        let one = try TokenizerFiles(
+            directory: folder(["tokenizer.json": #"{"added_tokens" : [ {"id": 3, "content": "x"} ] }"#]))
+        #expect(one.highestAddedToken == .init(id: 3, content: "x", file: "tokenizer.json"))
+        for unusable in [#"{"added_tokens": {"id": 3}}"#, #"{"added_tokens": [{"id": 3}"#, #"{"model": {}}"#, "["] {
+            #expect(try TokenizerFiles(directory: folder(["tokenizer.json": unusable])).highestAddedToken == nil)
+        }
+    }
 }
