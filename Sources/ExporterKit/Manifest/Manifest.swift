@@ -343,8 +343,8 @@ public struct Manifest: Codable, Equatable, Sendable {
 /// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
     /// Semantic version of this build (0.7.3: the shipped compression configs keep a mixture of
-    /// experts' router in the compute precision; an export of real weights without tokenizer files
-    /// records a warning; `architectures` without a language-model head are refused; 0.7.2:
+    /// experts' router in the compute precision; an export of real weights without tokenizer files,
+    /// or whose tokenizer adds a token beyond `vocab_size`, records a warning; `architectures` without a language-model head are refused; 0.7.2:
     /// `rope_parameters`, where transformers 5 writes the
     /// rotary base frequency, reaches the graph, which took 10,000 when `rope_theta` was absent;
     /// a partial rotation, an activation other than silu and Gemma 3's `sliding_window_pattern` are
