@@ -284,6 +284,90 @@ struct FarmTests {
         #expect(leftovers.isEmpty)
     }
 
+    /// A farm folder whose farm file holds job `slow`, the qwen3-0.6b preset on generated weights
+    /// (an export of several seconds: long enough to be found and signalled while it runs),
+    /// after `job0`, a tiny checkpoint's, when `withTinyJob`.
+    private func makeFarmWithSlowJob(withTinyJob: Bool) throws -> (farm: URL, folder: URL) {
+        let (farm, folder) = try makeFarm(count: 1)
+        let tiny =
+            #"{"name": "job0", "model": "m0", "experimental": true, "compute_precision": "float16"}, "#
+        try Data(
+            (#"{"schema": "exporter.farm/1", "jobs": ["# + (withTinyJob ? tiny : "")
+                + #"{"name": "slow", "model": "qwen3-0.6b", "synthetic": true}]}"#).utf8
+        ).write(to: farm)
+        return (farm, folder)
+    }
+
+    /// The farm's child process exporting job `slow`, once it runs the exporter (nil after a minute).
+    private func slowExport(of farm: pid_t) -> pid_t? {
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            if let child = ProcessTable.children(of: farm).first(where: {
+                $0.arguments.contains("qwen3-0.6b") && $0.arguments.contains("--synthetic")
+            }) {
+                return child.id
+            }
+            usleep(2_000)
+        }
+        return nil
+    }
+
+    /// The signals `id` blocks (`SigBlk` of `/proc/<id>/status`, hexadecimal).
+    private func blockedSignals(_ id: pid_t) -> String? {
+        let status = try? String(contentsOfFile: "/proc/\(id)/status", encoding: .utf8)
+        return status?.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }?.split(separator: "\t").last.map(
+            String.init)
+    }
+
+    @Test(
+        "a job's export stopped by SIGTERM ends and is reported with exit status 143; the other job is built",
+        .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/stat")))
+    func jobStoppedBySignal() throws {
+        let (farm, folder) = try makeFarmWithSlowJob(withTinyJob: true)
+        let running = try BuiltExporter.start([
+            "batch", farm.path, "--output", folder.appendingPathComponent("out").path, "--jobs", "2",
+        ])
+        let child = try #require(slowExport(of: running.process.processIdentifier))
+        // Dispatch's worker threads, which start the jobs, block every other signal: a child
+        // used to inherit that mask (fffffffe3bfbea27) and ignore SIGTERM, SIGINT and SIGHUP.
+        #expect(blockedSignals(child) == "0000000000000000")
+        kill(child, SIGTERM)
+        let ended = ProcessTable.waitForEnd(child, seconds: 10)
+        #expect(ended, "the job's export ignored SIGTERM")
+        if !ended { kill(child, SIGKILL) }
+        let run = running.finish()
+        #expect(run.status == 1)
+        #expect(run.error == "Error: 1 of 2 jobs failed\n")
+        let jobs = try report(folder).jobs
+        #expect(jobs.map(\.status) == ["built", "failed"])
+        #expect(jobs[1].exitStatus == 143)
+        #expect(jobs[1].error == "the export was killed by signal 15")
+        _ = try BundleReader(url: folder.appendingPathComponent("out/m0/m0.aimodel"))
+    }
+
+    @Test(
+        "a farm stopped by SIGTERM or SIGINT ends by that signal, and its running export ends with it",
+        .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/stat")))
+    func farmStoppedBySignal() throws {
+        for signal in [SIGTERM, SIGINT] {
+            let (farm, folder) = try makeFarmWithSlowJob(withTinyJob: false)
+            // Started as a shell starts it: this test's thread blocks the signals the farm must act on.
+            let running = try ChildProcess.start(
+                BuiltExporter.url,
+                arguments: ["batch", farm.path, "--output", folder.appendingPathComponent("out").path],
+                environment: BuiltExporter.cleanEnvironment)
+            let child = try #require(slowExport(of: running.id))
+            kill(running.id, signal)
+            let (status, caught, _) = running.finish()
+            #expect(status == 128 + signal)
+            #expect(caught == signal)
+            // The job polls its parent and ends once the farm has gone.
+            let ended = ProcessTable.waitForEnd(child, seconds: 10)
+            #expect(ended, "the job outlived its farm (signal \(signal))")
+            if !ended { kill(child, SIGKILL) }
+        }
+    }
+
     @Test("exports whose conversion forecasts do not fit together run one at a time, whatever --jobs says")
     func memoryBudget() throws {
         let (farmURL, folder) = try makeFarm(count: 3)

@@ -397,10 +397,11 @@ public struct FarmRunner {
                 result.neuralEngine = verdict.neuralEngine.rawValue
                 return result
             }
-            let (status, errorText) = runChild([
-                "compile", bundle.path, "--platform", platform.rawValue, "--device", id, "--output", folder.path,
-                "--overwrite",
-            ])
+            let (status, errorText) = runChild(
+                [
+                    "compile", bundle.path, "--platform", platform.rawValue, "--device", id, "--output", folder.path,
+                    "--overwrite",
+                ], step: "compile")
             guard status == 0, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
                 let verdict = reader.manifest.compiled?.verdict
             else {
@@ -427,29 +428,25 @@ public struct FarmRunner {
             allowClamp: job.allowClamp)
     }
 
-    /// Runs the exporter with `arguments`; returns its status and the last lines of its standard error.
-    private func runChild(_ arguments: [String]) -> (Int32, String) {
-        let process = Process()
-        process.executableURL = settings.executable
-        process.arguments = arguments
+    /// Runs the exporter with `arguments` (``ChildProcess``: a clean signal mask, so a job stops
+    /// on SIGTERM like an export run alone); returns its status (128 + N when signal N killed
+    /// it) and the last lines of its standard error.
+    /// - Parameter step: `export` or `compile`, for the message of a killed child.
+    private func runChild(_ arguments: [String], step: String = "export") -> (Int32, String) {
         var environment = settings.environment
         environment[FarmRunner.parentEnvironmentKey] = String(getpid())
-        process.environment = environment
-        let errorPipe = Pipe()
-        process.standardError = errorPipe
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        do { try process.run() } catch {
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.start(settings.executable, arguments: arguments, environment: environment)
+        } catch {
             return (ExitStatus.internalError.rawValue, "cannot start '\(settings.executable.path)': \(error)")
         }
-        let errorData = errorPipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: errorData, as: UTF8.self).split(separator: "\n")
+        let (status, signal, errorBytes) = child.finish()
+        if let signal { return (status, "the \(step) was killed by signal \(signal)") }
+        let text = String(decoding: errorBytes, as: UTF8.self).split(separator: "\n")
             .filter { !$0.hasPrefix("warning: ") }.joined(separator: "\n")
         let message = text.hasPrefix("Error: ") ? String(text.dropFirst("Error: ".count)) : text
-        if process.terminationReason == .uncaughtSignal {
-            return (128 + process.terminationStatus, "the export was killed by signal \(process.terminationStatus)")
-        }
-        return (process.terminationStatus, message)
+        return (status, message)
     }
 
     /// Staging folders of killed runs (`.partial-*` beside artifacts) that no process holds
