@@ -125,6 +125,76 @@ struct FarmTests {
         #expect(rebuilt.manifest.buildKey == key)
     }
 
+    @Test("a job's device_table extends the shipped table: its devices compile with its numbers in their keys")
+    func deviceTable() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out")
+        let table = folder.appendingPathComponent("lab-devices.json")
+        func writeTable(appMemoryLimit: Int) throws {
+            try Data(
+                """
+                {"schema": "exporter.devices/1", "devices": [
+                  {"id": "lab1", "platform": "iOS", "chip": "Lab chip", "products": ["Lab board"], "ahead_of_time": true,
+                   "ram_bytes": 8589934592, "app_memory_limit_bytes": \(appMemoryLimit),
+                   "increased_memory_limit_bytes": null, "entitlements": [], "ane_region_budget_bytes": 1000000,
+                   "page_size": 4096}
+                ]}
+                """.utf8
+            ).write(to: table)
+        }
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        func writeFarm(_ keys: String) throws {
+            try Data(
+                text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "# + keys).utf8
+            ).write(to: farm)
+        }
+        func run() throws -> FarmJobResult {
+            _ = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
+            return try #require(try report(folder).jobs.first)
+        }
+        try writeTable(appMemoryLimit: 1_000_000)
+        // Ids in any case: the report and the artifacts use the table's.
+        try writeFarm(#""devices": ["LAB1", "H17P"], "device_table": "lab-devices.json""#)
+        var job = try run()
+        #expect(job.status == "built")
+        #expect(
+            job.devices == [
+                FarmDeviceResult(
+                    device: "lab1", status: "built", artifact: "m0/M0.lab1.aimodelc", memory: "does-not-fit",
+                    neuralEngine: "regions-over-budget", error: nil),
+                FarmDeviceResult(
+                    device: "h17p", status: "built", artifact: "m0/M0.h17p.aimodelc", memory: "fits",
+                    neuralEngine: "all-regions-within-budget", error: nil),
+            ])
+        let lab = try #require(
+            try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory, extra: table).select(
+                ["lab1"], platform: .iOS
+            )
+            .first)
+        let compiled = try CompiledArtifactReader(url: output.appendingPathComponent("m0/M0.lab1.aimodelc"))
+        #expect(
+            compiled.manifest.buildKey
+                == BuildKey.compiled(
+                    bundleKey: try #require(job.buildKey), device: lab,
+                    minimumDeploymentVersion: DeploymentVersion.minimum.description))
+        // New numbers for the device: its artifact compiles again, the others are current.
+        try writeTable(appMemoryLimit: 6_000_000_000)
+        job = try run()
+        #expect(job.status == "skipped")
+        #expect(job.devices.map(\.status) == ["built", "skipped"])
+        #expect(job.devices.first?.memory == "fits")
+        // Without the table the device is unknown, and a table that is not there is named: both
+        // refused before the export.
+        try writeFarm(#""devices": ["LAB1"]"#)
+        job = try run()
+        #expect(job.exitStatus == 65)
+        #expect(job.error?.hasPrefix("devices: unknown iOS architecture 'LAB1'; known: ") == true)
+        try writeFarm(#""devices": ["lab1"], "device_table": "missing.json""#)
+        job = try run()
+        #expect(job.exitStatus == 65)
+        #expect(job.error == "device_table: no device table at '\(folder.appendingPathComponent("missing.json").path)'")
+    }
+
     @Test(
         "a no-op run reads each artifact in full once it has settled, then trusts it while unchanged; damage still rebuilds"
     )
@@ -477,7 +547,7 @@ struct FarmTests {
     @Test("farm files: unknown keys and invalid values name the job")
     func invalidFarmFiles() throws {
         let folder = try Fixtures.temporaryDirectory("farm")
-        let cases: [(String, String)] = [
+        var cases: [(String, String)] = [
             (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "contxt": 4096}]}"#,
                 "job 'a': unknown key 'contxt'"
@@ -512,15 +582,72 @@ struct FarmTests {
                 "job 'a': device 'h17p' is listed twice"
             ),
             (#"{"schema": "exporter.farm/1", "jobs": []}"#, "'jobs' must be a non-empty array"),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "devices": ["h17p", "H17P"]}]}"#,
+                "job 'a': device 'H17P' is listed twice ('h17p' is the same architecture: ids ignore case)"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "seed": 3}]}"#,
+                "job 'a': 'seed' applies to synthetic weights; set 'synthetic' too"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "defaults": {"seed": 3}, "#
+                    + #""jobs": [{"name": "a", "model": "x", "synthetic": false}]}"#,
+                "job 'a': 'seed' applies to synthetic weights; set 'synthetic' too"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "device_table": "d.json"}]}"#,
+                "job 'a': 'device_table' applies to 'devices'; list the architectures to compile for too"
+            ),
         ]
+        // `null` is no value of any key: it used to stand for the default, and a job whose
+        // compute precision it emptied failed its export with 64.
+        let nulls: [(String, String)] = [
+            ("compute_precision", "'compute_precision' must be one of: float16, bfloat16, float32"),
+            ("platform", "'platform' must be one of: iOS, macOS"),
+            ("palette_search", "'palette_search' must be one of: standard, thorough, exact"),
+            ("context", "'context' must be a positive integer"),
+            ("seed", "'seed' must be a non-negative integer"),
+            ("synthetic", "'synthetic' must be true, false or \"if-missing\""),
+            ("experimental", "'experimental' must be true or false"),
+            ("allow_clamp", "'allow_clamp' must be true or false"),
+            ("disable_embedding_quantization_ios", "'disable_embedding_quantization_ios' must be true or false"),
+            ("devices", "'devices' must be an array of architecture ids"),
+            ("device_table", "'device_table' must be a non-empty string"),
+            ("compression", "'compression' must be a non-empty string"),
+            ("compression_config", "'compression_config' must be a non-empty string"),
+            ("preset", "'preset' must be a non-empty string"),
+            ("output_name", "'output_name' must be a non-empty string"),
+            ("model", "'model' must be a non-empty string"),
+        ]
+        for (key, message) in nulls {
+            let model = key == "model" ? "" : #""model": "x", "#
+            cases.append(
+                (
+                    #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", \#(model)"\#(key)": null}]}"#,
+                    "job 'a': \(message)"
+                ))
+            if key != "model" {
+                cases.append(
+                    (
+                        #"{"schema": "exporter.farm/1", "defaults": {"\#(key)": null}, "jobs": [{"name": "a", "model": "x"}]}"#,
+                        "job 'a': \(message)"
+                    ))
+            }
+        }
+        cases.append(
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": null, "model": "x"}]}"#,
+                "job '#1': 'name' must be a non-empty string"
+            ))
         for (text, message) in cases {
             let url = folder.appendingPathComponent("farm.json")
             try Data(text.utf8).write(to: url)
             let run = try BuiltExporter.run(["batch", url.path, "--output", folder.appendingPathComponent("out").path])
-            #expect(run.status == 65)
+            #expect(run.status == 65, "\(text)")
             #expect(
-                run.error.hasPrefix("Error: farm file '\(url.path)', \(message)")
-                    || run.error == "Error: farm file '\(url.path)': \(message)\n")
+                run.error == "Error: farm file '\(url.path)', \(message)\n"
+                    || run.error == "Error: farm file '\(url.path)': \(message)\n", "\(text)")
         }
     }
 
@@ -549,6 +676,10 @@ struct FarmTests {
             return try FarmFile(bytes: Array(text.utf8), path: url)
         }
         #expect(try farm(seed: 0).jobs.map(\.seed) == [0])
+        let ifMissing =
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b", "synthetic": "if-missing", "#
+            + #""seed": 5}]}"#
+        #expect(try FarmFile(bytes: Array(ifMissing.utf8), path: url).jobs.map(\.seed) == [5])
         #expect(try farm(seed: 7).jobs.map(\.seed) == [7])
         #expect(throws: FarmError.invalidJob(path: url.path, job: "a", reason: "'seed' must be a non-negative integer"))
         {

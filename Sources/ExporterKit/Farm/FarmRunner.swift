@@ -246,20 +246,35 @@ public struct FarmRunner {
         return report
     }
 
-    /// Why jobs fail before they run, by name: a device the table does not offer for the job's
-    /// platform (found before the export, not after it), or a bundle an earlier job of the farm
-    /// file (in any shard) already writes, where both would report `built` while one overwrote
-    /// the other.
+    /// The device table a job's devices compile with: the shipped one, extended by the job's
+    /// `device_table` (relative to the farm file), as `exporter compile --devices` extends it.
+    /// - Throws: `CompileError` for either file.
+    func deviceTable(of job: FarmJob) throws -> DeviceTable {
+        try DeviceTable.load(presetsDirectory: resolver.catalog.directory, extra: deviceTableURL(of: job))
+    }
+
+    /// The job's `device_table`, resolved against the farm file's folder.
+    func deviceTableURL(of job: FarmJob) -> URL? {
+        job.deviceTable.map {
+            URL(fileURLWithPath: $0, relativeTo: farm.path.deletingLastPathComponent()).absoluteURL.standardizedFileURL
+        }
+    }
+
+    /// Why jobs fail before they run, by name: a device table that cannot be read, or a device it
+    /// does not offer for the job's platform (found before the export, not after it), or a bundle
+    /// an earlier job of the farm file (in any shard) already writes, where both would report
+    /// `built` while one overwrote the other.
     func refusalsBeforeRunning() -> [String: String] {
         var owners: [String: String] = [:]
         var collisions: [String: String] = [:]
-        let table = try? DeviceTable.load(presetsDirectory: resolver.catalog.directory)
         for job in farm.jobs {
-            if let table, !job.devices.isEmpty {
+            if !job.devices.isEmpty {
                 do {
+                    let table = try deviceTable(of: job)
                     _ = try table.select(job.devices, platform: job.platform == .macOS ? .macOS : .iOS)
                 } catch {
-                    collisions[job.name] = "devices: \(error)"
+                    let key = (error as? CompileError).map(FarmRunner.isTableError) == true ? "device_table" : "devices"
+                    collisions[job.name] = "\(key): \(error)"
                     continue
                 }
             }
@@ -277,6 +292,14 @@ public struct FarmRunner {
             }
         }
         return collisions
+    }
+
+    /// Whether the error is about a device table file rather than a device of it.
+    static func isTableError(_ error: CompileError) -> Bool {
+        switch error {
+        case .deviceTableNotFound, .invalidDeviceTable, .unsupportedDeviceTableSchema: return true
+        default: return false
+        }
     }
 
     /// Results gathered from concurrent jobs.
@@ -365,7 +388,7 @@ public struct FarmRunner {
         guard !job.devices.isEmpty else { return [] }
         let table: DeviceTable
         do {
-            table = try DeviceTable.load(presetsDirectory: resolver.catalog.directory)
+            table = try deviceTable(of: job)
         } catch {
             return job.devices.map { FarmDeviceResult(device: $0, status: "failed", error: "\(error)") }
         }
@@ -382,6 +405,8 @@ public struct FarmRunner {
                 result.error = "\(error)"
                 return result
             }
+            // The table's spelling: the artifact's name and the report's agree whatever the farm file's case.
+            result.device = device.id
             let artifact = Compiler.artifactURL(name: name, device: device, in: folder)
             result.artifact = String(artifact.path.dropFirst(settings.outputDirectory.path.count + 1))
             let expected = manifest.buildKey.map {
@@ -397,11 +422,12 @@ public struct FarmRunner {
                 result.neuralEngine = verdict.neuralEngine.rawValue
                 return result
             }
+            let table = deviceTableURL(of: job).map { ["--devices", $0.path] } ?? []
             let (status, errorText) = runChild(
                 [
-                    "compile", bundle.path, "--platform", platform.rawValue, "--device", id, "--output", folder.path,
-                    "--overwrite",
-                ], step: "compile")
+                    "compile", bundle.path, "--platform", platform.rawValue, "--device", device.id, "--output",
+                    folder.path, "--overwrite",
+                ] + table, step: "compile")
             guard status == 0, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
                 let verdict = reader.manifest.compiled?.verdict
             else {
