@@ -285,6 +285,93 @@ struct FarmTests {
         let collected = try report(folder)
         #expect(collected.jobs == wholeReport.jobs)
         #expect(collected.shard == nil)
+        // More shards than jobs: one shard per job, none empty.
+        let capped = try BuiltExporter.run(["batch", farm.path, "--matrix", "--shards", "10"])
+        let cappedShards = try #require(
+            try JSONParser.parse(Array(capped.output.utf8)).objectValue?["include"]?.arrayValue)
+        #expect(cappedShards.compactMap { $0.objectValue?["shard"]?.stringValue } == (1...5).map { "\($0)/5" })
+        #expect(cappedShards.allSatisfy { $0.objectValue?["jobs"]?.arrayValue?.count == 1 })
+    }
+
+    @Test("a collect that fails names the shards without a report and leaves no farm-report.json behind")
+    func failedCollect() throws {
+        let (farm, folder) = try makeFarm(count: 4)
+        let output = folder.appendingPathComponent("out")
+        for shard in ["1/4", "2/4", "3/4", "4/4"] {
+            let run = try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--shard", shard])
+            #expect(run.status == 0, "\(run.error)")
+        }
+        let report = output.appendingPathComponent("farm-report.json")
+        func collect() throws -> BuiltExporter.Outcome {
+            try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--collect"])
+        }
+        #expect(try collect().status == 0)
+        #expect(FileManager.default.fileExists(atPath: report.path))
+        let shard = { (index: Int) in output.appendingPathComponent("farm-report-shard-\(index)-of-4.json") }
+        let second = try Data(contentsOf: shard(2))
+        try FileManager.default.removeItem(at: shard(2))
+        var failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: shard 2/4 has no report ('farm-report-shard-2-of-4.json')\n")
+        // The report of the earlier collect would pass for this one's.
+        #expect(!FileManager.default.fileExists(atPath: report.path))
+        try FileManager.default.removeItem(at: shard(4))
+        failed = try collect()
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: shards 2/4, 4/4 have no report "
+                + "('farm-report-shard-2-of-4.json', 'farm-report-shard-4-of-4.json')\n")
+        // A report of another split.
+        try second.write(to: shard(2))
+        var other = try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: shard(1)))
+        other.shard = "1/2"
+        other.jobs = []
+        try Data(try other.canonicalJSON()).write(to: output.appendingPathComponent("farm-report-shard-1-of-2.json"))
+        failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: the shard reports are of splits into 2 and 4 shards; "
+                + "keep one split's reports\n")
+        #expect(!FileManager.default.fileExists(atPath: report.path))
+    }
+
+    @Test("batch options that conflict or would do nothing are usage errors")
+    func strayOptions() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out").path
+        let cases: [([String], String)] = [
+            (["--shards", "3"], "--shards applies to --matrix; pass --matrix too"),
+            (["--output", output, "--shards", "3", "--collect"], "--shards applies to --matrix; pass --matrix too"),
+            (
+                ["--output", output, "--collect", "--shard", "1/2"],
+                "--shard does not apply to --collect, which merges every shard's report without running jobs"
+            ),
+            (
+                ["--output", output, "--collect", "--force"],
+                "--force does not apply to --collect, which merges every shard's report without running jobs"
+            ),
+            (["--matrix", "--collect"], "--matrix and --collect cannot be used together"),
+            (
+                ["--matrix", "--shard", "1/2"],
+                "--shard does not apply to --matrix, which only prints the shard list"
+            ),
+            (
+                ["--matrix", "--output", output],
+                "--output does not apply to --matrix, which only prints the shard list"
+            ),
+            (["--matrix", "--jobs", "2"], "--jobs does not apply to --matrix, which only prints the shard list"),
+        ]
+        for (options, message) in cases {
+            let run = try BuiltExporter.run(["batch", farm.path] + options)
+            #expect(run.status == 64, "\(options)")
+            #expect(
+                run.error == "Error: \(message)\n"
+                    + "Usage: exporter batch <farm> [<options>]\n  See 'exporter batch --help' for more information.\n")
+        }
+        #expect(!FileManager.default.fileExists(atPath: output))
     }
 
     @Test("shards take jobs by estimated cost, largest first, each to the least loaded shard, ties to the lower")

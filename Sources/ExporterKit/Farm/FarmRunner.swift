@@ -514,9 +514,16 @@ public struct FarmRunner {
     }
 
     /// Merges the shard reports in the output folder into `farm-report.json`, jobs in farm order.
-    /// - Throws: `FarmError.collect` when reports are missing, foreign or overlapping.
+    /// The earlier `farm-report.json` is removed first, so a collect that fails leaves none that
+    /// could pass for its result (a CI step uploading the output folder would upload it).
+    /// - Throws: `FarmError.collect` when reports are missing, foreign or overlapping;
+    ///   `BundleError.writeFailed` when the earlier report cannot be removed or the new one written.
     public func collect() throws -> FarmReport {
         let manager = FileManager.default
+        let reportURL = settings.outputDirectory.appendingPathComponent("farm-report.json")
+        if unlink(reportURL.path) != 0, errno != ENOENT {
+            throw BundleError.writeFailed(path: reportURL.path, reason: OutputFile.errnoText())
+        }
         let names = ((try? manager.contentsOfDirectory(atPath: settings.outputDirectory.path)) ?? [])
             .filter { $0.hasPrefix("farm-report-shard-") && $0.hasSuffix(".json") }.sorted()
         guard !names.isEmpty else {
@@ -524,7 +531,8 @@ public struct FarmRunner {
         }
         var byName: [String: FarmJobResult] = [:]
         var seconds: [String: Double] = [:]
-        var counts: Set<String> = []
+        // The shards found, by count (N of "I/N"), each shard's index with its report's file name.
+        var splits: [Int: [Int: String]] = [:]
         for name in names {
             let url = settings.outputDirectory.appendingPathComponent(name)
             guard let data = try? Data(contentsOf: url),
@@ -535,7 +543,15 @@ public struct FarmRunner {
             guard report.farm == farm.path.lastPathComponent else {
                 throw FarmError.collect(reason: "'\(name)' is a report of farm '\(report.farm)'")
             }
-            counts.insert(String(report.shard?.split(separator: "/").last ?? ""))
+            let parts = (report.shard ?? "").split(separator: "/", omittingEmptySubsequences: false).map { Int($0) }
+            guard parts.count == 2, let index = parts[0], let count = parts[1], count >= 1, (1...count).contains(index)
+            else {
+                throw FarmError.collect(reason: "'\(name)' is not the report of a shard")
+            }
+            if let other = splits[count]?[index] {
+                throw FarmError.collect(reason: "'\(other)' and '\(name)' are both reports of shard \(index)/\(count)")
+            }
+            splits[count, default: [:]][index] = name
             for job in report.jobs {
                 guard byName[job.name] == nil else {
                     throw FarmError.collect(reason: "job '\(job.name)' is in two shard reports")
@@ -544,18 +560,29 @@ public struct FarmRunner {
             }
             seconds.merge(report.seconds) { first, _ in first }
         }
-        guard counts.count == 1, let total = counts.first.flatMap({ Int($0) }), total == names.count else {
-            throw FarmError.collect(reason: "found \(names.count) shard reports for shard counts \(counts.sorted())")
+        guard splits.count == 1, let (count, found) = splits.first else {
+            let counts = splits.keys.sorted().map(String.init)
+            throw FarmError.collect(
+                reason: "the shard reports are of splits into \(counts.dropLast().joined(separator: ", ")) and "
+                    + "\(counts.last ?? "") shards; keep one split's reports")
         }
-        let missing = farm.jobs.map(\.name).filter { byName[$0] == nil }
+        let missing = (1...count).filter { found[$0] == nil }
         guard missing.isEmpty else {
-            throw FarmError.collect(reason: "no result for job(s) \(missing.joined(separator: ", "))")
+            let shards = missing.map { "\($0)/\(count)" }
+            let files = missing.map { "'farm-report-shard-\($0)-of-\(count).json'" }
+            throw FarmError.collect(
+                reason: missing.count == 1
+                    ? "shard \(shards[0]) has no report (\(files[0]))"
+                    : "shards \(shards.joined(separator: ", ")) have no report (\(files.joined(separator: ", ")))")
+        }
+        let missingJobs = farm.jobs.map(\.name).filter { byName[$0] == nil }
+        guard missingJobs.isEmpty else {
+            throw FarmError.collect(reason: "no result for job(s) \(missingJobs.joined(separator: ", "))")
         }
         let report = FarmReport(
             schema: FarmReport.currentSchema, farm: farm.path.lastPathComponent, shard: nil,
             jobs: farm.jobs.compactMap { byName[$0.name] }, seconds: seconds)
-        try FarmRunner.writeAtomically(
-            try report.canonicalJSON(), to: settings.outputDirectory.appendingPathComponent("farm-report.json"))
+        try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
         return report
     }
 }
