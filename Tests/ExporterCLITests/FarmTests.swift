@@ -125,6 +125,76 @@ struct FarmTests {
         #expect(rebuilt.manifest.buildKey == key)
     }
 
+    @Test("a job's device_table extends the shipped table: its devices compile with its numbers in their keys")
+    func deviceTable() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out")
+        let table = folder.appendingPathComponent("lab-devices.json")
+        func writeTable(appMemoryLimit: Int) throws {
+            try Data(
+                """
+                {"schema": "exporter.devices/1", "devices": [
+                  {"id": "lab1", "platform": "iOS", "chip": "Lab chip", "products": ["Lab board"], "ahead_of_time": true,
+                   "ram_bytes": 8589934592, "app_memory_limit_bytes": \(appMemoryLimit),
+                   "increased_memory_limit_bytes": null, "entitlements": [], "ane_region_budget_bytes": 1000000,
+                   "page_size": 4096}
+                ]}
+                """.utf8
+            ).write(to: table)
+        }
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        func writeFarm(_ keys: String) throws {
+            try Data(
+                text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "# + keys).utf8
+            ).write(to: farm)
+        }
+        func run() throws -> FarmJobResult {
+            _ = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
+            return try #require(try report(folder).jobs.first)
+        }
+        try writeTable(appMemoryLimit: 1_000_000)
+        // Ids in any case: the report and the artifacts use the table's.
+        try writeFarm(#""devices": ["LAB1", "H17P"], "device_table": "lab-devices.json""#)
+        var job = try run()
+        #expect(job.status == "built")
+        #expect(
+            job.devices == [
+                FarmDeviceResult(
+                    device: "lab1", status: "built", artifact: "m0/M0.lab1.aimodelc", memory: "does-not-fit",
+                    neuralEngine: "regions-over-budget", error: nil),
+                FarmDeviceResult(
+                    device: "h17p", status: "built", artifact: "m0/M0.h17p.aimodelc", memory: "fits",
+                    neuralEngine: "all-regions-within-budget", error: nil),
+            ])
+        let lab = try #require(
+            try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory, extra: table).select(
+                ["lab1"], platform: .iOS
+            )
+            .first)
+        let compiled = try CompiledArtifactReader(url: output.appendingPathComponent("m0/M0.lab1.aimodelc"))
+        #expect(
+            compiled.manifest.buildKey
+                == BuildKey.compiled(
+                    bundleKey: try #require(job.buildKey), device: lab,
+                    minimumDeploymentVersion: DeploymentVersion.minimum.description))
+        // New numbers for the device: its artifact compiles again, the others are current.
+        try writeTable(appMemoryLimit: 6_000_000_000)
+        job = try run()
+        #expect(job.status == "skipped")
+        #expect(job.devices.map(\.status) == ["built", "skipped"])
+        #expect(job.devices.first?.memory == "fits")
+        // Without the table the device is unknown, and a table that is not there is named: both
+        // refused before the export.
+        try writeFarm(#""devices": ["LAB1"]"#)
+        job = try run()
+        #expect(job.exitStatus == 65)
+        #expect(job.error?.hasPrefix("devices: unknown iOS architecture 'LAB1'; known: ") == true)
+        try writeFarm(#""devices": ["lab1"], "device_table": "missing.json""#)
+        job = try run()
+        #expect(job.exitStatus == 65)
+        #expect(job.error == "device_table: no device table at '\(folder.appendingPathComponent("missing.json").path)'")
+    }
+
     @Test(
         "a no-op run reads each artifact in full once it has settled, then trusts it while unchanged; damage still rebuilds"
     )
@@ -215,6 +285,93 @@ struct FarmTests {
         let collected = try report(folder)
         #expect(collected.jobs == wholeReport.jobs)
         #expect(collected.shard == nil)
+        // More shards than jobs: one shard per job, none empty.
+        let capped = try BuiltExporter.run(["batch", farm.path, "--matrix", "--shards", "10"])
+        let cappedShards = try #require(
+            try JSONParser.parse(Array(capped.output.utf8)).objectValue?["include"]?.arrayValue)
+        #expect(cappedShards.compactMap { $0.objectValue?["shard"]?.stringValue } == (1...5).map { "\($0)/5" })
+        #expect(cappedShards.allSatisfy { $0.objectValue?["jobs"]?.arrayValue?.count == 1 })
+    }
+
+    @Test("a collect that fails names the shards without a report and leaves no farm-report.json behind")
+    func failedCollect() throws {
+        let (farm, folder) = try makeFarm(count: 4)
+        let output = folder.appendingPathComponent("out")
+        for shard in ["1/4", "2/4", "3/4", "4/4"] {
+            let run = try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--shard", shard])
+            #expect(run.status == 0, "\(run.error)")
+        }
+        let report = output.appendingPathComponent("farm-report.json")
+        func collect() throws -> BuiltExporter.Outcome {
+            try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--collect"])
+        }
+        #expect(try collect().status == 0)
+        #expect(FileManager.default.fileExists(atPath: report.path))
+        let shard = { (index: Int) in output.appendingPathComponent("farm-report-shard-\(index)-of-4.json") }
+        let second = try Data(contentsOf: shard(2))
+        try FileManager.default.removeItem(at: shard(2))
+        var failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: shard 2/4 has no report ('farm-report-shard-2-of-4.json')\n")
+        // The report of the earlier collect would pass for this one's.
+        #expect(!FileManager.default.fileExists(atPath: report.path))
+        try FileManager.default.removeItem(at: shard(4))
+        failed = try collect()
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: shards 2/4, 4/4 have no report "
+                + "('farm-report-shard-2-of-4.json', 'farm-report-shard-4-of-4.json')\n")
+        // A report of another split.
+        try second.write(to: shard(2))
+        var other = try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: shard(1)))
+        other.shard = "1/2"
+        other.jobs = []
+        try Data(try other.canonicalJSON()).write(to: output.appendingPathComponent("farm-report-shard-1-of-2.json"))
+        failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: the shard reports are of splits into 2 and 4 shards; "
+                + "keep one split's reports\n")
+        #expect(!FileManager.default.fileExists(atPath: report.path))
+    }
+
+    @Test("batch options that conflict or would do nothing are usage errors")
+    func strayOptions() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out").path
+        let cases: [([String], String)] = [
+            (["--shards", "3"], "--shards applies to --matrix; pass --matrix too"),
+            (["--output", output, "--shards", "3", "--collect"], "--shards applies to --matrix; pass --matrix too"),
+            (
+                ["--output", output, "--collect", "--shard", "1/2"],
+                "--shard does not apply to --collect, which merges every shard's report without running jobs"
+            ),
+            (
+                ["--output", output, "--collect", "--force"],
+                "--force does not apply to --collect, which merges every shard's report without running jobs"
+            ),
+            (["--matrix", "--collect"], "--matrix and --collect cannot be used together"),
+            (
+                ["--matrix", "--shard", "1/2"],
+                "--shard does not apply to --matrix, which only prints the shard list"
+            ),
+            (
+                ["--matrix", "--output", output],
+                "--output does not apply to --matrix, which only prints the shard list"
+            ),
+            (["--matrix", "--jobs", "2"], "--jobs does not apply to --matrix, which only prints the shard list"),
+        ]
+        for (options, message) in cases {
+            let run = try BuiltExporter.run(["batch", farm.path] + options)
+            #expect(run.status == 64, "\(options)")
+            #expect(
+                run.error == "Error: \(message)\n"
+                    + "Usage: exporter batch <farm> [<options>]\n  See 'exporter batch --help' for more information.\n")
+        }
+        #expect(!FileManager.default.fileExists(atPath: output))
     }
 
     @Test("shards take jobs by estimated cost, largest first, each to the least loaded shard, ties to the lower")
@@ -282,6 +439,90 @@ struct FarmTests {
         let leftovers = (try FileManager.default.subpathsOfDirectory(atPath: output.path))
             .filter { $0.contains(ArtifactDirectory.stagingPrefix) }
         #expect(leftovers.isEmpty)
+    }
+
+    /// A farm folder whose farm file holds job `slow`, the qwen3-0.6b preset on generated weights
+    /// (an export of several seconds: long enough to be found and signalled while it runs),
+    /// after `job0`, a tiny checkpoint's, when `withTinyJob`.
+    private func makeFarmWithSlowJob(withTinyJob: Bool) throws -> (farm: URL, folder: URL) {
+        let (farm, folder) = try makeFarm(count: 1)
+        let tiny =
+            #"{"name": "job0", "model": "m0", "experimental": true, "compute_precision": "float16"}, "#
+        try Data(
+            (#"{"schema": "exporter.farm/1", "jobs": ["# + (withTinyJob ? tiny : "")
+                + #"{"name": "slow", "model": "qwen3-0.6b", "synthetic": true}]}"#).utf8
+        ).write(to: farm)
+        return (farm, folder)
+    }
+
+    /// The farm's child process exporting job `slow`, once it runs the exporter (nil after a minute).
+    private func slowExport(of farm: pid_t) -> pid_t? {
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            if let child = ProcessTable.children(of: farm).first(where: {
+                $0.arguments.contains("qwen3-0.6b") && $0.arguments.contains("--synthetic")
+            }) {
+                return child.id
+            }
+            usleep(2_000)
+        }
+        return nil
+    }
+
+    /// The signals `id` blocks (`SigBlk` of `/proc/<id>/status`, hexadecimal).
+    private func blockedSignals(_ id: pid_t) -> String? {
+        let status = try? String(contentsOfFile: "/proc/\(id)/status", encoding: .utf8)
+        return status?.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }?.split(separator: "\t").last.map(
+            String.init)
+    }
+
+    @Test(
+        "a job's export stopped by SIGTERM ends and is reported with exit status 143; the other job is built",
+        .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/stat")))
+    func jobStoppedBySignal() throws {
+        let (farm, folder) = try makeFarmWithSlowJob(withTinyJob: true)
+        let running = try BuiltExporter.start([
+            "batch", farm.path, "--output", folder.appendingPathComponent("out").path, "--jobs", "2",
+        ])
+        let child = try #require(slowExport(of: running.process.processIdentifier))
+        // Dispatch's worker threads, which start the jobs, block every other signal: a child
+        // used to inherit that mask (fffffffe3bfbea27) and ignore SIGTERM, SIGINT and SIGHUP.
+        #expect(blockedSignals(child) == "0000000000000000")
+        kill(child, SIGTERM)
+        let ended = ProcessTable.waitForEnd(child, seconds: 10)
+        #expect(ended, "the job's export ignored SIGTERM")
+        if !ended { kill(child, SIGKILL) }
+        let run = running.finish()
+        #expect(run.status == 1)
+        #expect(run.error == "Error: 1 of 2 jobs failed\n")
+        let jobs = try report(folder).jobs
+        #expect(jobs.map(\.status) == ["built", "failed"])
+        #expect(jobs[1].exitStatus == 143)
+        #expect(jobs[1].error == "the export was killed by signal 15")
+        _ = try BundleReader(url: folder.appendingPathComponent("out/m0/m0.aimodel"))
+    }
+
+    @Test(
+        "a farm stopped by SIGTERM or SIGINT ends by that signal, and its running export ends with it",
+        .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/stat")))
+    func farmStoppedBySignal() throws {
+        for signal in [SIGTERM, SIGINT] {
+            let (farm, folder) = try makeFarmWithSlowJob(withTinyJob: false)
+            // Started as a shell starts it: this test's thread blocks the signals the farm must act on.
+            let running = try ChildProcess.start(
+                BuiltExporter.url,
+                arguments: ["batch", farm.path, "--output", folder.appendingPathComponent("out").path],
+                environment: BuiltExporter.cleanEnvironment)
+            let child = try #require(slowExport(of: running.id))
+            kill(running.id, signal)
+            let (status, caught, _) = running.finish()
+            #expect(status == 128 + signal)
+            #expect(caught == signal)
+            // The job polls its parent and ends once the farm has gone.
+            let ended = ProcessTable.waitForEnd(child, seconds: 10)
+            #expect(ended, "the job outlived its farm (signal \(signal))")
+            if !ended { kill(child, SIGKILL) }
+        }
     }
 
     @Test("exports whose conversion forecasts do not fit together run one at a time, whatever --jobs says")
@@ -393,7 +634,7 @@ struct FarmTests {
     @Test("farm files: unknown keys and invalid values name the job")
     func invalidFarmFiles() throws {
         let folder = try Fixtures.temporaryDirectory("farm")
-        let cases: [(String, String)] = [
+        var cases: [(String, String)] = [
             (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "contxt": 4096}]}"#,
                 "job 'a': unknown key 'contxt'"
@@ -428,15 +669,72 @@ struct FarmTests {
                 "job 'a': device 'h17p' is listed twice"
             ),
             (#"{"schema": "exporter.farm/1", "jobs": []}"#, "'jobs' must be a non-empty array"),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "devices": ["h17p", "H17P"]}]}"#,
+                "job 'a': device 'H17P' is listed twice ('h17p' is the same architecture: ids ignore case)"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "seed": 3}]}"#,
+                "job 'a': 'seed' applies to synthetic weights; set 'synthetic' too"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "defaults": {"seed": 3}, "#
+                    + #""jobs": [{"name": "a", "model": "x", "synthetic": false}]}"#,
+                "job 'a': 'seed' applies to synthetic weights; set 'synthetic' too"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "device_table": "d.json"}]}"#,
+                "job 'a': 'device_table' applies to 'devices'; list the architectures to compile for too"
+            ),
         ]
+        // `null` is no value of any key: it used to stand for the default, and a job whose
+        // compute precision it emptied failed its export with 64.
+        let nulls: [(String, String)] = [
+            ("compute_precision", "'compute_precision' must be one of: float16, bfloat16, float32"),
+            ("platform", "'platform' must be one of: iOS, macOS"),
+            ("palette_search", "'palette_search' must be one of: standard, thorough, exact"),
+            ("context", "'context' must be a positive integer"),
+            ("seed", "'seed' must be a non-negative integer"),
+            ("synthetic", "'synthetic' must be true, false or \"if-missing\""),
+            ("experimental", "'experimental' must be true or false"),
+            ("allow_clamp", "'allow_clamp' must be true or false"),
+            ("disable_embedding_quantization_ios", "'disable_embedding_quantization_ios' must be true or false"),
+            ("devices", "'devices' must be an array of architecture ids"),
+            ("device_table", "'device_table' must be a non-empty string"),
+            ("compression", "'compression' must be a non-empty string"),
+            ("compression_config", "'compression_config' must be a non-empty string"),
+            ("preset", "'preset' must be a non-empty string"),
+            ("output_name", "'output_name' must be a non-empty string"),
+            ("model", "'model' must be a non-empty string"),
+        ]
+        for (key, message) in nulls {
+            let model = key == "model" ? "" : #""model": "x", "#
+            cases.append(
+                (
+                    #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", \#(model)"\#(key)": null}]}"#,
+                    "job 'a': \(message)"
+                ))
+            if key != "model" {
+                cases.append(
+                    (
+                        #"{"schema": "exporter.farm/1", "defaults": {"\#(key)": null}, "jobs": [{"name": "a", "model": "x"}]}"#,
+                        "job 'a': \(message)"
+                    ))
+            }
+        }
+        cases.append(
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": null, "model": "x"}]}"#,
+                "job '#1': 'name' must be a non-empty string"
+            ))
         for (text, message) in cases {
             let url = folder.appendingPathComponent("farm.json")
             try Data(text.utf8).write(to: url)
             let run = try BuiltExporter.run(["batch", url.path, "--output", folder.appendingPathComponent("out").path])
-            #expect(run.status == 65)
+            #expect(run.status == 65, "\(text)")
             #expect(
-                run.error.hasPrefix("Error: farm file '\(url.path)', \(message)")
-                    || run.error == "Error: farm file '\(url.path)': \(message)\n")
+                run.error == "Error: farm file '\(url.path)', \(message)\n"
+                    || run.error == "Error: farm file '\(url.path)': \(message)\n", "\(text)")
         }
     }
 
@@ -465,6 +763,10 @@ struct FarmTests {
             return try FarmFile(bytes: Array(text.utf8), path: url)
         }
         #expect(try farm(seed: 0).jobs.map(\.seed) == [0])
+        let ifMissing =
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b", "synthetic": "if-missing", "#
+            + #""seed": 5}]}"#
+        #expect(try FarmFile(bytes: Array(ifMissing.utf8), path: url).jobs.map(\.seed) == [5])
         #expect(try farm(seed: 7).jobs.map(\.seed) == [7])
         #expect(throws: FarmError.invalidJob(path: url.path, job: "a", reason: "'seed' must be a non-negative integer"))
         {

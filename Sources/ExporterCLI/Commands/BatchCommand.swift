@@ -21,14 +21,44 @@ enum BatchCommand {
                     + "have not changed since (size, times, inode: <output>/.farm-verified.json)."),
             .option("shard", valueName: "i/n", help: "Run only shard i of n (balanced by estimated cost)."),
             .flag("matrix", help: "Print the shard list as a CI matrix (JSON) and exit."),
-            .option("shards", valueName: "n", defaultValue: "4", help: "Shards in --matrix."),
-            .flag("collect", help: "Merge the shard reports in the output folder into farm-report.json."),
+            .option(
+                "shards", valueName: "n", defaultValue: "4",
+                help: "Shards in --matrix (at most one per job: a farm of fewer jobs gets one shard per job)."),
+            .flag(
+                "collect",
+                help: "Merge the shard reports in the output folder into farm-report.json (removed when this fails)."),
             .flag("wait", help: "Wait for another farm run on the same output folder instead of giving up."),
             .flag("json", help: "Print the report as JSON."),
         ])
 
+    /// Options of a run that `--matrix` (which prints the split and exits) and `--collect` (which
+    /// merges reports) would ignore.
+    static let runOptions = ["shard", "jobs", "force", "reverify", "wait"]
+
+    /// Refuses options that conflict or would do nothing, as usage errors, before the farm file is read.
+    /// - Throws: `UsageError.validation`.
+    static func validate(_ arguments: ParsedArguments) throws {
+        if arguments.flag("matrix") {
+            if arguments.flag("collect") {
+                throw UsageError.validation("--matrix and --collect cannot be used together")
+            }
+            for option in runOptions + ["output", "json"] where arguments.isGiven(option) {
+                throw UsageError.validation("--\(option) does not apply to --matrix, which only prints the shard list")
+            }
+        } else if arguments.isGiven("shards") {
+            throw UsageError.validation("--shards applies to --matrix; pass --matrix too")
+        }
+        if arguments.flag("collect") {
+            for option in runOptions where arguments.isGiven(option) {
+                throw UsageError.validation(
+                    "--\(option) does not apply to --collect, which merges every shard's report without running jobs")
+            }
+        }
+    }
+
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let farmPath = arguments.positional(0) else { throw UsageError.missingArgument("farm") }
+        try validate(arguments)
         let farm = try FarmFile(
             contentsOf: URL(fileURLWithPath: farmPath, relativeTo: context.currentDirectory).absoluteURL)
         let output = URL(
@@ -55,10 +85,11 @@ enum BatchCommand {
         }
         let runner = FarmRunner(farm: farm, resolver: try context.resolver(), settings: settings)
         if arguments.flag("matrix") {
-            let count = try arguments.int("shards", range: 1...) ?? 4
-            let shards = (1...min(count, farm.jobs.count)).map { index -> JSONValue in
-                let total = min(count, farm.jobs.count)
-                return .object(
+            // At most one shard per job, so that no CI machine starts for nothing: the split of
+            // N jobs into more shards would leave the extra ones empty.
+            let total = min(try arguments.int("shards", range: 1...) ?? 4, farm.jobs.count)
+            let shards = (1...total).map { index -> JSONValue in
+                .object(
                     JSONObject([
                         ("shard", .string("\(index)/\(total)")),
                         ("jobs", .array(runner.shardJobs(index: index, count: total).map { .string($0.name) })),

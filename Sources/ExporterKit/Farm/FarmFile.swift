@@ -80,8 +80,11 @@ public struct FarmJob: Equatable, Sendable {
     public var disableEmbeddingQuantizationIOS = false
     /// The artifact's name (nil: the model's).
     public var outputName: String?
-    /// Device architectures to compile for after the export (empty: none).
+    /// Device architectures to compile for after the export (empty: none), as the farm file
+    /// spells them (the table's ids, in any case, each once).
     public var devices: [String] = []
+    /// A device table extending the shipped one (`exporter compile --devices`), relative to the farm file.
+    public var deviceTable: String?
     /// When to export generated weights (seeded) instead of the checkpoint's.
     public var synthetic: SyntheticPolicy = .never
     /// Seed of synthetic weights.
@@ -125,8 +128,8 @@ public struct FarmFile: Equatable, Sendable {
     static let jobKeys: Set<String> = [
         "name", "model", "platform", "context", "compression", "compression_config", "compute_precision",
         "experimental",
-        "preset", "disable_embedding_quantization_ios", "output_name", "devices", "synthetic", "seed", "allow_clamp",
-        "palette_search",
+        "preset", "disable_embedding_quantization_ios", "output_name", "devices", "device_table", "synthetic", "seed",
+        "allow_clamp", "palette_search",
     ]
 
     /// The file's path.
@@ -185,17 +188,27 @@ public struct FarmFile: Equatable, Sendable {
         }
     }
 
+    /// A key left out takes its default; a key given must hold a value of its type: `null` is
+    /// none (it would otherwise stand for the default here and fail the export as a missing value).
     private static func job(from object: JSONObject, label: String, path: String) throws -> FarmJob {
         func bad(_ reason: String) -> FarmError { .invalidJob(path: path, job: label, reason: reason) }
         func string(_ key: String) throws -> String? {
-            guard let value = object[key], !value.isNull else { return nil }
+            guard let value = object[key] else { return nil }
             guard let text = value.stringValue, !text.isEmpty else { throw bad("'\(key)' must be a non-empty string") }
             return text
         }
         func flag(_ key: String) throws -> Bool {
-            guard let value = object[key], !value.isNull else { return false }
+            guard let value = object[key] else { return false }
             guard let flag = value.boolValue else { throw bad("'\(key)' must be true or false") }
             return flag
+        }
+        func choice<Choice: RawRepresentable>(_ key: String, _ choices: [Choice]) throws -> Choice?
+        where Choice.RawValue == String {
+            guard let value = object[key] else { return nil }
+            guard let text = value.stringValue, let parsed = Choice(rawValue: text) else {
+                throw bad("'\(key)' must be one of: \(choices.map(\.rawValue).joined(separator: ", "))")
+            }
+            return parsed
         }
         guard let name = try string("name") else { throw bad("missing 'name'") }
         guard name.range(of: #"^[A-Za-z0-9][A-Za-z0-9._-]*$"#, options: .regularExpression) != nil else {
@@ -203,11 +216,8 @@ public struct FarmFile: Equatable, Sendable {
         }
         guard let model = try string("model") else { throw bad("missing 'model'") }
         var job = FarmJob(name: name, model: model)
-        if let platform = try string("platform") {
-            guard let parsed = Platform(rawValue: platform) else { throw bad("'platform' must be one of: iOS, macOS") }
-            job.platform = parsed
-        }
-        if let value = object["context"], !value.isNull {
+        job.platform = try choice("platform", Platform.allCases) ?? .iOS
+        if let value = object["context"] {
             guard let context = value.intValue, context > 0 else { throw bad("'context' must be a positive integer") }
             job.context = context
         }
@@ -216,12 +226,7 @@ public struct FarmFile: Equatable, Sendable {
         if job.compression != nil, job.compressionConfig != nil {
             throw bad("'compression' and 'compression_config' cannot be used together")
         }
-        if let precision = try string("compute_precision") {
-            guard let parsed = ComputePrecision(rawValue: precision) else {
-                throw bad("'compute_precision' must be one of: float16, bfloat16, float32")
-            }
-            job.computePrecision = parsed
-        }
+        job.computePrecision = try choice("compute_precision", ComputePrecision.allCases)
         job.experimental = try flag("experimental")
         job.preset = try string("preset")
         job.disableEmbeddingQuantizationIOS = try flag("disable_embedding_quantization_ios")
@@ -229,17 +234,26 @@ public struct FarmFile: Equatable, Sendable {
             throw bad("'disable_embedding_quantization_ios' applies to platform iOS, not \(job.platform)")
         }
         job.outputName = try string("output_name")
-        if let value = object["devices"], !value.isNull {
+        if let value = object["devices"] {
             guard let items = value.arrayValue, items.allSatisfy({ $0.stringValue?.isEmpty == false }) else {
                 throw bad("'devices' must be an array of architecture ids")
             }
             job.devices = items.compactMap(\.stringValue)
-            if let repeated = job.devices.enumerated().first(where: { job.devices[..<$0.offset].contains($0.element) })
-            {
-                throw bad("device '\(repeated.element)' is listed twice")
+            // Ids are case-insensitive, as the device table compares them: `H17P` is h17p, and one
+            // architecture listed twice is refused as a job name used twice is.
+            for (index, device) in job.devices.enumerated() {
+                guard let earlier = job.devices[..<index].first(where: { $0.lowercased() == device.lowercased() })
+                else { continue }
+                throw bad(
+                    "device '\(device)' is listed twice"
+                        + (earlier == device ? "" : " ('\(earlier)' is the same architecture: ids ignore case)"))
             }
         }
-        if let value = object["synthetic"], !value.isNull {
+        job.deviceTable = try string("device_table")
+        if job.deviceTable != nil, job.devices.isEmpty {
+            throw bad("'device_table' applies to 'devices'; list the architectures to compile for too")
+        }
+        if let value = object["synthetic"] {
             if let flag = value.boolValue {
                 job.synthetic = flag ? .always : .never
             } else if value.stringValue == SyntheticPolicy.ifMissing.rawValue {
@@ -248,18 +262,16 @@ public struct FarmFile: Equatable, Sendable {
                 throw bad("'synthetic' must be true, false or \"if-missing\"")
             }
         }
-        if let value = object["seed"], !value.isNull {
+        if let value = object["seed"] {
             guard let seed = value.intValue, seed >= 0 else { throw bad("'seed' must be a non-negative integer") }
+            // As the export refuses `--seed` without `--synthetic`: a seed that seeds nothing is a mistake.
+            guard job.synthetic != .never else {
+                throw bad("'seed' applies to synthetic weights; set 'synthetic' too")
+            }
             job.seed = UInt64(seed)
         }
         job.allowClamp = try flag("allow_clamp")
-        if let search = try string("palette_search") {
-            guard let parsed = CompressionScheme.Search(rawValue: search) else {
-                let names = CompressionScheme.Search.allCases.map(\.rawValue).joined(separator: ", ")
-                throw bad("'palette_search' must be one of: \(names)")
-            }
-            job.paletteSearch = parsed
-        }
+        job.paletteSearch = try choice("palette_search", CompressionScheme.Search.allCases)
         return job
     }
 }

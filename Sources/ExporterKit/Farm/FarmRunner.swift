@@ -246,20 +246,35 @@ public struct FarmRunner {
         return report
     }
 
-    /// Why jobs fail before they run, by name: a device the table does not offer for the job's
-    /// platform (found before the export, not after it), or a bundle an earlier job of the farm
-    /// file (in any shard) already writes, where both would report `built` while one overwrote
-    /// the other.
+    /// The device table a job's devices compile with: the shipped one, extended by the job's
+    /// `device_table` (relative to the farm file), as `exporter compile --devices` extends it.
+    /// - Throws: `CompileError` for either file.
+    func deviceTable(of job: FarmJob) throws -> DeviceTable {
+        try DeviceTable.load(presetsDirectory: resolver.catalog.directory, extra: deviceTableURL(of: job))
+    }
+
+    /// The job's `device_table`, resolved against the farm file's folder.
+    func deviceTableURL(of job: FarmJob) -> URL? {
+        job.deviceTable.map {
+            URL(fileURLWithPath: $0, relativeTo: farm.path.deletingLastPathComponent()).absoluteURL.standardizedFileURL
+        }
+    }
+
+    /// Why jobs fail before they run, by name: a device table that cannot be read, or a device it
+    /// does not offer for the job's platform (found before the export, not after it), or a bundle
+    /// an earlier job of the farm file (in any shard) already writes, where both would report
+    /// `built` while one overwrote the other.
     func refusalsBeforeRunning() -> [String: String] {
         var owners: [String: String] = [:]
         var collisions: [String: String] = [:]
-        let table = try? DeviceTable.load(presetsDirectory: resolver.catalog.directory)
         for job in farm.jobs {
-            if let table, !job.devices.isEmpty {
+            if !job.devices.isEmpty {
                 do {
+                    let table = try deviceTable(of: job)
                     _ = try table.select(job.devices, platform: job.platform == .macOS ? .macOS : .iOS)
                 } catch {
-                    collisions[job.name] = "devices: \(error)"
+                    let key = (error as? CompileError).map(FarmRunner.isTableError) == true ? "device_table" : "devices"
+                    collisions[job.name] = "\(key): \(error)"
                     continue
                 }
             }
@@ -277,6 +292,14 @@ public struct FarmRunner {
             }
         }
         return collisions
+    }
+
+    /// Whether the error is about a device table file rather than a device of it.
+    static func isTableError(_ error: CompileError) -> Bool {
+        switch error {
+        case .deviceTableNotFound, .invalidDeviceTable, .unsupportedDeviceTableSchema: return true
+        default: return false
+        }
     }
 
     /// Results gathered from concurrent jobs.
@@ -365,7 +388,7 @@ public struct FarmRunner {
         guard !job.devices.isEmpty else { return [] }
         let table: DeviceTable
         do {
-            table = try DeviceTable.load(presetsDirectory: resolver.catalog.directory)
+            table = try deviceTable(of: job)
         } catch {
             return job.devices.map { FarmDeviceResult(device: $0, status: "failed", error: "\(error)") }
         }
@@ -382,6 +405,8 @@ public struct FarmRunner {
                 result.error = "\(error)"
                 return result
             }
+            // The table's spelling: the artifact's name and the report's agree whatever the farm file's case.
+            result.device = device.id
             let artifact = Compiler.artifactURL(name: name, device: device, in: folder)
             result.artifact = String(artifact.path.dropFirst(settings.outputDirectory.path.count + 1))
             let expected = manifest.buildKey.map {
@@ -397,10 +422,12 @@ public struct FarmRunner {
                 result.neuralEngine = verdict.neuralEngine.rawValue
                 return result
             }
-            let (status, errorText) = runChild([
-                "compile", bundle.path, "--platform", platform.rawValue, "--device", id, "--output", folder.path,
-                "--overwrite",
-            ])
+            let table = deviceTableURL(of: job).map { ["--devices", $0.path] } ?? []
+            let (status, errorText) = runChild(
+                [
+                    "compile", bundle.path, "--platform", platform.rawValue, "--device", device.id, "--output",
+                    folder.path, "--overwrite",
+                ] + table, step: "compile")
             guard status == 0, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
                 let verdict = reader.manifest.compiled?.verdict
             else {
@@ -427,29 +454,25 @@ public struct FarmRunner {
             allowClamp: job.allowClamp)
     }
 
-    /// Runs the exporter with `arguments`; returns its status and the last lines of its standard error.
-    private func runChild(_ arguments: [String]) -> (Int32, String) {
-        let process = Process()
-        process.executableURL = settings.executable
-        process.arguments = arguments
+    /// Runs the exporter with `arguments` (``ChildProcess``: a clean signal mask, so a job stops
+    /// on SIGTERM like an export run alone); returns its status (128 + N when signal N killed
+    /// it) and the last lines of its standard error.
+    /// - Parameter step: `export` or `compile`, for the message of a killed child.
+    private func runChild(_ arguments: [String], step: String = "export") -> (Int32, String) {
         var environment = settings.environment
         environment[FarmRunner.parentEnvironmentKey] = String(getpid())
-        process.environment = environment
-        let errorPipe = Pipe()
-        process.standardError = errorPipe
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        do { try process.run() } catch {
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.start(settings.executable, arguments: arguments, environment: environment)
+        } catch {
             return (ExitStatus.internalError.rawValue, "cannot start '\(settings.executable.path)': \(error)")
         }
-        let errorData = errorPipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: errorData, as: UTF8.self).split(separator: "\n")
+        let (status, signal, errorBytes) = child.finish()
+        if let signal { return (status, "the \(step) was killed by signal \(signal)") }
+        let text = String(decoding: errorBytes, as: UTF8.self).split(separator: "\n")
             .filter { !$0.hasPrefix("warning: ") }.joined(separator: "\n")
         let message = text.hasPrefix("Error: ") ? String(text.dropFirst("Error: ".count)) : text
-        if process.terminationReason == .uncaughtSignal {
-            return (128 + process.terminationStatus, "the export was killed by signal \(process.terminationStatus)")
-        }
-        return (process.terminationStatus, message)
+        return (status, message)
     }
 
     /// Staging folders of killed runs (`.partial-*` beside artifacts) that no process holds
@@ -491,9 +514,16 @@ public struct FarmRunner {
     }
 
     /// Merges the shard reports in the output folder into `farm-report.json`, jobs in farm order.
-    /// - Throws: `FarmError.collect` when reports are missing, foreign or overlapping.
+    /// The earlier `farm-report.json` is removed first, so a collect that fails leaves none that
+    /// could pass for its result (a CI step uploading the output folder would upload it).
+    /// - Throws: `FarmError.collect` when reports are missing, foreign or overlapping;
+    ///   `BundleError.writeFailed` when the earlier report cannot be removed or the new one written.
     public func collect() throws -> FarmReport {
         let manager = FileManager.default
+        let reportURL = settings.outputDirectory.appendingPathComponent("farm-report.json")
+        if unlink(reportURL.path) != 0, errno != ENOENT {
+            throw BundleError.writeFailed(path: reportURL.path, reason: OutputFile.errnoText())
+        }
         let names = ((try? manager.contentsOfDirectory(atPath: settings.outputDirectory.path)) ?? [])
             .filter { $0.hasPrefix("farm-report-shard-") && $0.hasSuffix(".json") }.sorted()
         guard !names.isEmpty else {
@@ -501,7 +531,8 @@ public struct FarmRunner {
         }
         var byName: [String: FarmJobResult] = [:]
         var seconds: [String: Double] = [:]
-        var counts: Set<String> = []
+        // The shards found, by count (N of "I/N"), each shard's index with its report's file name.
+        var splits: [Int: [Int: String]] = [:]
         for name in names {
             let url = settings.outputDirectory.appendingPathComponent(name)
             guard let data = try? Data(contentsOf: url),
@@ -512,7 +543,15 @@ public struct FarmRunner {
             guard report.farm == farm.path.lastPathComponent else {
                 throw FarmError.collect(reason: "'\(name)' is a report of farm '\(report.farm)'")
             }
-            counts.insert(String(report.shard?.split(separator: "/").last ?? ""))
+            let parts = (report.shard ?? "").split(separator: "/", omittingEmptySubsequences: false).map { Int($0) }
+            guard parts.count == 2, let index = parts[0], let count = parts[1], count >= 1, (1...count).contains(index)
+            else {
+                throw FarmError.collect(reason: "'\(name)' is not the report of a shard")
+            }
+            if let other = splits[count]?[index] {
+                throw FarmError.collect(reason: "'\(other)' and '\(name)' are both reports of shard \(index)/\(count)")
+            }
+            splits[count, default: [:]][index] = name
             for job in report.jobs {
                 guard byName[job.name] == nil else {
                     throw FarmError.collect(reason: "job '\(job.name)' is in two shard reports")
@@ -521,18 +560,29 @@ public struct FarmRunner {
             }
             seconds.merge(report.seconds) { first, _ in first }
         }
-        guard counts.count == 1, let total = counts.first.flatMap({ Int($0) }), total == names.count else {
-            throw FarmError.collect(reason: "found \(names.count) shard reports for shard counts \(counts.sorted())")
+        guard splits.count == 1, let (count, found) = splits.first else {
+            let counts = splits.keys.sorted().map(String.init)
+            throw FarmError.collect(
+                reason: "the shard reports are of splits into \(counts.dropLast().joined(separator: ", ")) and "
+                    + "\(counts.last ?? "") shards; keep one split's reports")
         }
-        let missing = farm.jobs.map(\.name).filter { byName[$0] == nil }
+        let missing = (1...count).filter { found[$0] == nil }
         guard missing.isEmpty else {
-            throw FarmError.collect(reason: "no result for job(s) \(missing.joined(separator: ", "))")
+            let shards = missing.map { "\($0)/\(count)" }
+            let files = missing.map { "'farm-report-shard-\($0)-of-\(count).json'" }
+            throw FarmError.collect(
+                reason: missing.count == 1
+                    ? "shard \(shards[0]) has no report (\(files[0]))"
+                    : "shards \(shards.joined(separator: ", ")) have no report (\(files.joined(separator: ", ")))")
+        }
+        let missingJobs = farm.jobs.map(\.name).filter { byName[$0] == nil }
+        guard missingJobs.isEmpty else {
+            throw FarmError.collect(reason: "no result for job(s) \(missingJobs.joined(separator: ", "))")
         }
         let report = FarmReport(
             schema: FarmReport.currentSchema, farm: farm.path.lastPathComponent, shard: nil,
             jobs: farm.jobs.compactMap { byName[$0.name] }, seconds: seconds)
-        try FarmRunner.writeAtomically(
-            try report.canonicalJSON(), to: settings.outputDirectory.appendingPathComponent("farm-report.json"))
+        try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
         return report
     }
 }
