@@ -17,6 +17,9 @@ public final class ArtifactDirectory {
     /// Fault injection for tests (nil in real runs).
     public let faults: FaultInjector?
     private var published = false
+    /// Whether an artifact at the destination may be replaced (`--overwrite`); without it, one
+    /// that appears while this one is filled (another run's) is not replaced either.
+    private let overwrite: Bool
     /// An exclusive `flock` on the staging folder while it is being filled: cleaners
     /// (``removeAbandonedStaging(in:)``) leave a locked folder alone. The kernel drops it when
     /// the process ends, however it ends. -1 where the file system has no `flock` (NFS without
@@ -40,6 +43,7 @@ public final class ArtifactDirectory {
     public init(destination: URL, overwrite: Bool, marker: String, faults: FaultInjector? = nil) throws {
         self.destination = destination
         self.faults = faults
+        self.overwrite = overwrite
         try ArtifactDirectory.checkDestination(destination, overwrite: overwrite, marker: marker)
         let parent = destination.deletingLastPathComponent()
         // A cleaner may lock and remove a staging folder between its mkdir and our flock: then
@@ -251,6 +255,12 @@ public final class ArtifactDirectory {
                     path: reportedPath, reason: "the file was removed or changed while the artifact was being written")
             }
         }
+        if !overwrite {
+            // Another run may have published here since this one started: refused, not replaced.
+            try ArtifactDirectory.renameIfAbsent(staging, to: destination, faults: faults)
+            published = true
+            return
+        }
         if manager.fileExists(atPath: destination.path),
             try ArtifactDirectory.exchange(staging, destination, reportedAs: destination.path, faults: faults)
         {
@@ -337,7 +347,36 @@ public final class ArtifactDirectory {
         }
         /// `RENAME_EXCHANGE` of `<linux/fs.h>`, which Swift's Glibc module does not import either.
         private static let linuxRenameExchange: UInt32 = 1 << 1
+        /// `RENAME_NOREPLACE` of `<linux/fs.h>`.
+        private static let linuxRenameNoReplace: UInt32 = 1 << 0
     #endif
+
+    /// Renames `source` to `target` unless something is there: in one step where the system can
+    /// (`renameat2` with `RENAME_NOREPLACE` on Linux, `renamex_np` with `RENAME_EXCL` on macOS),
+    /// else after a check.
+    /// - Throws: `BundleError.outputExists` when `target` exists, `.writeFailed` otherwise.
+    private static func renameIfAbsent(_ source: URL, to target: URL, faults: FaultInjector?) throws {
+        try faults?.check(target.path, .rename)
+        var code: Int32 = EINVAL
+        #if os(Linux)
+            if let renameat2 = linuxRenameAt2 {
+                code = renameat2(AT_FDCWD, source.path, AT_FDCWD, target.path, linuxRenameNoReplace) == 0 ? 0 : errno
+            }
+        #elseif canImport(Darwin)
+            code = renamex_np(source.path, target.path, UInt32(RENAME_EXCL)) == 0 ? 0 : errno
+        #endif
+        if [EINVAL, ENOSYS, EOPNOTSUPP, ENOTSUP].contains(code) {
+            // No such rename here: the check and the rename are two steps.
+            code =
+                FileManager.default.fileExists(atPath: target.path)
+                ? EEXIST : Foundation.rename(source.path, target.path) == 0 ? 0 : errno
+        }
+        switch code {
+        case 0: return
+        case EEXIST, ENOTEMPTY: throw BundleError.outputExists(path: target.path)
+        default: throw BundleError.writeFailed(path: target.path, reason: systemErrorMessage(code))
+        }
+    }
 
     /// Renames `source` to `target` atomically (one `rename(2)`, on the same file system).
     /// - Throws: `BundleError.writeFailed` naming `reportedPath` (the artifact's destination).

@@ -87,6 +87,23 @@ struct ArtifactDirectoryTests {
         try other.publish()
     }
 
+    @Test("two runs filling one artifact without --overwrite: the first to finish publishes, the other is refused (73)")
+    func concurrentFirstPublishWins() throws {
+        let parent = try Fixtures.temporaryDirectory()
+        let destination = parent.appendingPathComponent("M.aimodel")
+        let runs = try ([[1], [2, 2]] as [[UInt8]]).map { content -> ArtifactDirectory in
+            let directory = try ArtifactDirectory(destination: destination, overwrite: false, marker: "a.bin")
+            let file = try directory.createFile("a.bin")
+            try file.write(content)
+            try file.finish()
+            return directory
+        }
+        try runs[1].publish()
+        #expect(throws: BundleError.outputExists(path: destination.path)) { try runs[0].publish() }
+        #expect(try Data(contentsOf: destination.appendingPathComponent("a.bin")) == Data([2, 2]))
+        #expect(try entries(destination) == ["a.bin"])
+    }
+
     @Test("--overwrite never replaces what is not an artifact: a file, or a folder without the marker (exit 73)")
     func replacingOnlyArtifacts() throws {
         let parent = try Fixtures.temporaryDirectory()
