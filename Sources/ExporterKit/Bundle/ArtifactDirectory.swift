@@ -87,19 +87,22 @@ public final class ArtifactDirectory {
 
     /// Refuses to write an artifact at `destination` when something is there, unless `overwrite`
     /// is given and it is an artifact of the kind being written: a folder holding `marker` (its
-    /// manifest). `--overwrite` replaces artifacts; a file or a folder of the user's, which happens
-    /// to have the artifact's name, is never deleted.
-    /// - Throws: `BundleError.outputExists` or `.notReplaceable`.
+    /// manifest), or an empty one. `--overwrite` replaces artifacts; a file or a folder of the
+    /// user's, which happens to have the artifact's name, is never deleted, and the refusal says
+    /// so at once rather than suggesting `--overwrite`.
+    /// - Throws: `BundleError.notReplaceable` or `.outputExists`.
     public static func checkDestination(_ destination: URL, overwrite: Bool, marker: String) throws {
         var isFolder: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder) else { return }
-        guard overwrite else { throw BundleError.outputExists(path: destination.path) }
+        let manager = FileManager.default
+        guard manager.fileExists(atPath: destination.path, isDirectory: &isFolder) else { return }
         guard isFolder.boolValue else {
             throw BundleError.notReplaceable(path: destination.path, reason: "it is a file")
         }
-        guard FileManager.default.fileExists(atPath: destination.appendingPathComponent(marker).path) else {
+        let isEmpty = (try? manager.contentsOfDirectory(atPath: destination.path))?.isEmpty == true
+        guard isEmpty || manager.fileExists(atPath: destination.appendingPathComponent(marker).path) else {
             throw BundleError.notReplaceable(path: destination.path, reason: "the folder holds no \(marker)")
         }
+        guard overwrite else { throw BundleError.outputExists(path: destination.path) }
     }
 
     deinit {

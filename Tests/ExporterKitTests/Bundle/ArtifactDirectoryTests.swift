@@ -112,9 +112,11 @@ struct ArtifactDirectoryTests {
         try Data("mine".utf8).write(to: folder.appendingPathComponent("thesis.txt"))
         let file = parent.appendingPathComponent("N.aimodel")
         try Data("mine".utf8).write(to: file)
-        for (destination, reason) in [(folder, "the folder holds no manifest.json"), (file, "it is a file")] {
+        // With or without --overwrite: the refusal does not suggest a flag that would be refused too.
+        let cases = [(folder, "the folder holds no manifest.json"), (file, "it is a file")]
+        for ((destination, reason), overwrite) in cases.flatMap({ item in [true, false].map { (item, $0) } }) {
             let error = #expect(throws: BundleError.self) {
-                try ArtifactDirectory(destination: destination, overwrite: true, marker: "manifest.json")
+                try ArtifactDirectory(destination: destination, overwrite: overwrite, marker: "manifest.json")
             }
             #expect(
                 error?.description
@@ -123,6 +125,13 @@ struct ArtifactDirectoryTests {
             #expect(error?.exitStatus == .outputExists)
         }
         #expect(try entries(parent) == ["M.aimodel", "N.aimodel"])
+        // An empty folder holds nothing to lose: it is replaced with --overwrite.
+        let empty = parent.appendingPathComponent("E.aimodel")
+        try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: false)
+        #expect(throws: BundleError.outputExists(path: empty.path)) {
+            try ArtifactDirectory(destination: empty, overwrite: false, marker: "manifest.json")
+        }
+        _ = try ArtifactDirectory(destination: empty, overwrite: true, marker: "manifest.json")
         #expect(try Data(contentsOf: folder.appendingPathComponent("thesis.txt")) == Data("mine".utf8))
         #expect(try Data(contentsOf: file) == Data("mine".utf8))
     }
