@@ -286,9 +286,11 @@ struct VerifyCommandTests {
         let run = runExporter(["verify", "x.aimodel", "--run"])
         #expect(run.status == 64)
         #expect(run.error.hasPrefix("Error: --run requires --against <checkpoint>\n"))
-        #expect(
-            runExporter(["verify", "x", "--against", "y", "--tokens", "1"]).error.hasPrefix(
-                "Error: --tokens requires --run\n"))
+        for (option, value) in [("tokens", "1"), ("min-logit-snr", "50"), ("min-agreement", "0.5"), ("max-kl", "0.1")] {
+            let stray = runExporter(["verify", "x", "--against", "y", "--\(option)", value])
+            #expect(stray.status == 64)
+            #expect(stray.error.hasPrefix("Error: --\(option) requires --run\n"))
+        }
         #expect(
             runExporter(["verify", "x", "--against", "y", "--run", "--tokens", "1,a"]).error.hasPrefix(
                 "Error: --tokens expects non-negative token ids, got 'a'\n"))

@@ -79,7 +79,8 @@ enum VerifyCommand {
         }
         try arguments.refuseBothTokenOptions()
         if !runForward {
-            for option in ["tokens", "tokens-file"] where arguments.isGiven(option) {
+            for option in ["tokens", "tokens-file", "min-logit-snr", "min-agreement", "max-kl"]
+            where arguments.isGiven(option) {
                 throw UsageError.validation("--\(option) requires --run")
             }
         }
