@@ -969,6 +969,12 @@ THETA_DEFAULT = {"mixtral": 1e6}
 EPS_DEFAULT = {"mixtral": 1e-5, "phi3": 1e-5}
 
 
+def scaling_type(scaling):
+    """The rotary scaling a config's rope_scaling names; `default` is none (FORMAT.md)."""
+    kind = (scaling.get("rope_type") or scaling.get("type")) if scaling else None
+    return None if kind == "default" else kind
+
+
 def model_from_config(config):
     family = REMAPPED_TYPES.get(config["model_type"], config["model_type"])
     heads = config["num_attention_heads"]
@@ -988,8 +994,8 @@ def model_from_config(config):
         "tie": config.get("tie_word_embeddings"),
         "theta": (config["rope_theta"] if config.get("rope_theta") is not None
                   else None if "rope_parameters" in config else THETA_DEFAULT.get(family, 10000.0)),
-        "scaling_type": (scaling.get("rope_type") or scaling.get("type")) if scaling else None,
-        "scaling_factor": scaling.get("factor") if scaling else None,
+        "scaling_type": scaling_type(scaling),
+        "scaling_factor": scaling.get("factor") if scaling_type(scaling) else None,
         "eps": (config["rms_norm_eps"] if config.get("rms_norm_eps") is not None
                 else EPS_DEFAULT.get(family, 1e-6)),
         "sliding_window": expected_sliding_window(config, family),

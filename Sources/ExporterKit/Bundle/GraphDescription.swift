@@ -122,10 +122,13 @@ public struct GraphDescription: Codable, Equatable, Sendable {
             qkvBias: plan.tensors.contains { $0.spec.name.hasSuffix("self_attn.q_proj.bias") },
             qkNorm: family.hasQueryKeyNorm,
             slidingWindow: config.attentionWindow)
+        // `default` is no scaling, whatever factor it carries (transformers ignores it): written
+        // as none, so that no runtime applies the factor.
+        let scalingType = scaling?["rope_type"]?.stringValue ?? scaling?["type"]?.stringValue
+        let scales = scalingType != nil && scalingType != "default"
         rope = Rope(
-            theta: config.ropeTheta,
-            scalingType: scaling?["rope_type"]?.stringValue ?? scaling?["type"]?.stringValue,
-            scalingFactor: scaling?["factor"]?.doubleValue)
+            theta: config.ropeTheta, scalingType: scales ? scalingType : nil,
+            scalingFactor: scales ? scaling?["factor"]?.doubleValue : nil)
         rmsNormEpsilon = config.rmsNormEpsilon
         activation = "silu"
         tieWordEmbeddings = config.tieWordEmbeddings

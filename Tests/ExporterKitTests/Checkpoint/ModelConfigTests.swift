@@ -20,6 +20,11 @@ struct ModelConfigTests {
         #expect(graph.rope.scalingType == "linear")
         #expect(graph.rope.scalingFactor == 2)
         #expect(try config(["rope_scaling": ["rope_type": "default"]]).ropeScaling.objectValue != nil)
+        // A default type is no scaling in the graph, its factor dropped: no runtime may apply it.
+        let unscaled = try Fixtures.syntheticCheckpoint(
+            overrides: ["rope_scaling": ["rope_type": "default", "factor": 5]])
+        let plain = GraphDescription(plan: try Fixtures.plan(unscaled))
+        #expect(plain.rope.scalingType == nil && plain.rope.scalingFactor == nil)
         #expect(try config(["rope_scaling": NSNull()]).ropeScaling == .null)
         #expect(try config([:]).ropeScaling == .null)
     }
