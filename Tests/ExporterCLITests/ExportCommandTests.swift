@@ -610,6 +610,25 @@ struct MLPackageCommandTests {
         }
     }
 
+    @Test("an artifact name over 128 bytes is refused by the plan and the export (64), leaving nothing behind")
+    func nameTooLong() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let base = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
+        let long = String(repeating: "m", count: 129)
+        for command in [["plan"], []] {
+            let run = runExporter(command + base + ["--output-name", long])
+            #expect(run.status == 64)
+            #expect(
+                run.error.hasPrefix(
+                    "Error: --output-name '\(String(repeating: "m", count: 40))…' is 129 bytes long; an artifact's name "
+                        + "is at most 128 bytes (its files and their staging folders must fit 255-byte file names)\n"))
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
+        let longest = String(repeating: "m", count: 128)
+        #expect(runExporter(base + ["--output-name", longest, "--compile"]).status == 0)
+    }
+
     @Test("an artifact given as the model is named as one, not searched for weights (65)")
     func artifactAsModel() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

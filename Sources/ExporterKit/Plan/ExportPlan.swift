@@ -127,6 +127,10 @@ public struct ExportPlan: Sendable {
         MemoryEstimate(config: model.config, weightsBytes: estimatedWeightsBytes, kvCache: kvCache)
     }
 
+    /// The longest artifact name, in UTF-8 bytes: `.partial-<Name>.<arch>.aimodelc-<uuid>`, the
+    /// staging folder of the longest file name, must stay within 255 bytes.
+    public static let longestName = 128
+
     /// Plans an export: resolves the model, applies the registry rules, the preset's defaults
     /// and the compression config to every tensor.
     /// - Throws: the resolver's, registry's and compression config's errors, with their messages.
@@ -190,10 +194,17 @@ public struct ExportPlan: Sendable {
         {
             throw ResolutionError.unusableName(model.name)
         }
+        let outputName = options.outputName ?? model.name
+        // Its files' staging folders add some 80 bytes to the 255 a file name may have.
+        guard outputName.utf8.count <= ExportPlan.longestName else {
+            throw ResolutionError.nameTooLong(
+                outputName, bytes: outputName.utf8.count, given: options.outputName != nil,
+                limit: ExportPlan.longestName)
+        }
         return ExportPlan(
             model: model, options: options, platform: options.platform, precision: precision,
             contextLength: contextLength, compression: compression, tensors: tensors,
             kvCache: KVCacheCost(config: model.config, contextLength: contextLength, precision: precision),
-            outputName: options.outputName ?? model.name, warnings: warnings)
+            outputName: outputName, warnings: warnings)
     }
 }

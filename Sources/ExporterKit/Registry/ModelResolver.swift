@@ -53,6 +53,8 @@ public enum ResolutionError: ExporterError, Equatable {
     /// The model's name, which names the artifact without `--output-name`, cannot name a
     /// folder safely (control characters, a leading '.', which would hide it).
     case unusableName(String)
+    /// The artifact's name is longer than its files' names can be (`given`: by `--output-name`).
+    case nameTooLong(String, bytes: Int, given: Bool, limit: Int)
     /// `--preset` names a preset whose architecture differs from the checkpoint's.
     case presetMismatch(preset: String, field: String, preset_value: String, checkpoint_value: String)
 
@@ -96,6 +98,11 @@ public enum ResolutionError: ExporterError, Equatable {
         case .unusableName(let name):
             return "the model's name '\(name)' cannot name its artifact (control characters, or a leading '.'); "
                 + "pass --output-name"
+        case .nameTooLong(let name, let bytes, let given, let limit):
+            let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
+            return (given ? "--output-name" : "the model's name") + " '\(shown)' is \(bytes) bytes long; an artifact's "
+                + "name is at most \(limit) bytes (its files and their staging folders must fit 255-byte file names)"
+                + (given ? "" : "; pass --output-name")
         case .unknownPreset(let name, let available):
             return "unknown preset '\(name)'; available: \(available.joined(separator: ", "))"
         case .presetMismatch(let preset, let field, let presetValue, let checkpointValue):
@@ -109,7 +116,7 @@ public enum ResolutionError: ExporterError, Equatable {
     public var exitStatus: ExitStatus {
         switch self {
         case .notAModelName, .notFound: return .notFound
-        case .precisionRequired, .contextTooLong, .unknownPreset, .unusableName: return .usage
+        case .precisionRequired, .contextTooLong, .unknownPreset, .unusableName, .nameTooLong: return .usage
         case .notAvailable, .noPreset: return .unsupported
         case .presetMismatch, .artifactGiven: return .badInput
         }
