@@ -69,6 +69,16 @@ struct CommandLineTests {
         let outputIsAFile = runExporter(["plan", "qwen3-0.6b", "--output-dir", file.path], environment: memory)
         #expect(outputIsAFile.status == 74)
         #expect(outputIsAFile.error == "Error: cannot write '\(file.path)': not a directory\n")
+        // A folder under a file, or a file where the model's folder goes: the same, from the plan on.
+        let under = runExporter(
+            ["plan", "qwen3-0.6b", "--output-dir", file.appendingPathComponent("sub").path], environment: memory)
+        #expect(under.status == 74)
+        #expect(under.error == "Error: cannot write '\(file.path)': not a directory\n")
+        let output = try Fixtures.temporaryDirectory()
+        try Data("x".utf8).write(to: output.appendingPathComponent("qwen3-0.6b"))
+        let modelFolder = runExporter(["plan", "qwen3-0.6b", "--output-dir", output.path], environment: memory)
+        #expect(modelFolder.status == 74)
+        #expect(modelFolder.error == "Error: cannot write '\(output.path)/qwen3-0.6b': not a directory\n")
         let stray = runExporter(["qwen3-0.6b", "--tensors"])
         #expect(stray.status == 64)
         #expect(stray.error.hasPrefix("Error: --tensors applies to --dry-run\n"))

@@ -244,9 +244,16 @@ enum ExportCommand {
         }
         let output = URL(
             fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory)
+        // The model's folder, the output folder, or the nearest of their parents that exists,
+        // must be a folder: a file there fails the export after its plan.
+        let modelFolder = ExportRunner.bundleURL(for: plan, in: output).deletingLastPathComponent()
+        var folder = modelFolder.standardizedFileURL
         var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: output.path, isDirectory: &isDirectory), !isDirectory.boolValue {
-            throw BundleError.writeFailed(path: output.standardizedFileURL.path, reason: "not a directory")
+        while !FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory), folder.path != "/" {
+            folder.deleteLastPathComponent()
+        }
+        if !isDirectory.boolValue {
+            throw BundleError.writeFailed(path: folder.path, reason: "not a directory")
         }
         return Checked(platform: platform, devices: compiled, calibrationTokens: tokens, outputDirectory: output)
     }
