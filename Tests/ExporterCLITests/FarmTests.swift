@@ -412,10 +412,14 @@ struct FarmTests {
         #expect(report.failedCount == 3)
     }
 
-    @Test("a farm killed mid-run finishes on the next run, every artifact whole and no staging folder left")
+    @Test("a farm killed mid-run leaves no report, and finishes on the next run, every artifact whole, no staging left")
     func killed() throws {
         let (farm, folder) = try makeFarm(count: 4)
         let output = folder.appendingPathComponent("out")
+        // An earlier run's report, which the killed run must not leave behind as if it were its own.
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        let stale = output.appendingPathComponent("farm-report.json")
+        try Data("{}".utf8).write(to: stale)
         let running = try BuiltExporter.start(["batch", farm.path, "--output", output.path, "--jobs", "1"])
         // Kill as soon as the first job has started writing.
         let deadline = Date().addingTimeInterval(60)
@@ -429,6 +433,7 @@ struct FarmTests {
         kill(running.process.processIdentifier, SIGKILL)
         let killed = running.finish()
         #expect(killed.signaled)
+        #expect(!FileManager.default.fileExists(atPath: stale.path))
         let rerun = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
         #expect(rerun.status == 0, "\(rerun.error)")
         let final = try report(folder)

@@ -207,6 +207,11 @@ public struct FarmRunner {
         let lock = try FarmLock(directory: settings.outputDirectory, wait: settings.waitForLock, log: log)
         defer { lock.release() }
         removeLeftovers()
+        // An earlier run's report goes first: a run killed before writing its own leaves none
+        // that a CI step could mistake for this run's.
+        if unlink(reportURL.path) != 0, errno != ENOENT {
+            throw BundleError.writeFailed(path: reportURL.path, reason: OutputFile.errnoText())
+        }
         let verified = VerifiedFiles(root: settings.outputDirectory, trusting: !settings.reverify)
         let jobs = settings.shard.map { shardJobs(index: $0.index, count: $0.count) } ?? farm.jobs
         let refusals = refusalsBeforeRunning()
