@@ -706,5 +706,19 @@ struct ListDevicesTests {
         let ids = object["devices"]?.arrayValue?.compactMap { $0.objectValue?["id"]?.stringValue } ?? []
         #expect(ids.contains("h17p"))
         #expect(object["presets"]?.arrayValue?.count == 3)
+        // `estimates` names keys of the object it is in.
+        let devices = object["devices"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        for device in devices {
+            for estimate in device["estimates"]?.arrayValue?.compactMap(\.stringValue) ?? [] {
+                #expect(device[estimate] != nil, "\(device["id"]?.stringValue ?? ""): \(estimate)")
+            }
+        }
+        let h17p = try #require(devices.first { $0["id"]?.stringValue == "h17p" })
+        #expect(
+            h17p["estimates"]?.arrayValue?.compactMap(\.stringValue) == [
+                "app_memory_limit_bytes", "increased_memory_limit_bytes", "region_budget_bytes",
+            ])
+        #expect(h17p["region_budget_bytes"]?.intValue == 268_435_456)
+        #expect(h17p["page_size"]?.intValue == 16384)
     }
 }

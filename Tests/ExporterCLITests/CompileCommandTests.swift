@@ -101,7 +101,8 @@ struct CompileCommandTests {
         #expect(
             partial.error
                 == "Error: '\(output.path)/Tiny.h16p.aimodelc' already exists; pass --overwrite to replace it\n"
-                + "or compile only the missing: exporter compile '\(bundleURL.path)' --platform iOS --device h17p\n")
+                + "or compile only the missing: exporter compile '\(bundleURL.path)' --platform iOS --output "
+                + "'\(output.path)' --device h17p\n")
         #expect(!FileManager.default.fileExists(atPath: h17p.path))
         #expect(runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p"]).status == 0)
         let both = runExporter(["compile", bundleURL.path, "--output", output.path])
@@ -181,9 +182,13 @@ struct CompileCommandTests {
         let unknown = compile(["--device", "h18p"])
         #expect(unknown.status == 69)
         #expect(unknown.error == "Error: unknown iOS architecture 'h18p'; known: h14p, h15p, h16p, h17p\n")
+        // A macOS device cannot take an iOS bundle: --platform macOS would be refused too.
         let otherPlatform = compile(["--device", "h13g"])
         #expect(otherPlatform.status == 69)
-        #expect(otherPlatform.error == "Error: architecture 'h13g' is a macOS device, not iOS; pass --platform macOS\n")
+        #expect(
+            otherPlatform.error
+                == "Error: architecture 'h13g' is a macOS device, and this bundle was exported for iOS: export with "
+                + "--platform macOS to compile for it\n")
         // h14g is the M2 of Macs and of the Vision Pro: the platform that compiles iOS bundles is named.
         let visionPro = compile(["--device", "h14g"])
         #expect(
@@ -206,6 +211,12 @@ struct CompileCommandTests {
             macToIOS.error
                 == "Error: 'Tiny.aimodel' was exported for macOS and cannot be compiled for iOS; export it with --platform iOS\n"
         )
+        let iPhoneFromMac = runExporter(["compile", macBundle.path, "--device", "h17p", "--output", output.path])
+        #expect(iPhoneFromMac.status == 69)
+        #expect(
+            iPhoneFromMac.error
+                == "Error: architecture 'h17p' is an iOS device, and this bundle was exported for macOS: export with "
+                + "--platform iOS to compile for it\n")
         // Unless the family has no iOS export at all.
         let phi3 = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))
         let phi3Output = try Fixtures.temporaryDirectory()
@@ -223,6 +234,15 @@ struct CompileCommandTests {
             phi3ToIOS.error
                 == "Error: 'Tiny.aimodel' was exported for macOS and cannot be compiled for iOS: Model 'phi3' does not support "
                 + "iOS variant\n")
+        let phi3ToIPhone = runExporter([
+            "compile", phi3Output.appendingPathComponent("tiny/Tiny.aimodel").path, "--device", "h17p", "--output",
+            output.path,
+        ])
+        #expect(phi3ToIPhone.status == 69)
+        #expect(
+            phi3ToIPhone.error
+                == "Error: architecture 'h17p' is an iOS device, and this bundle was exported for macOS: Model 'phi3' "
+                + "does not support iOS variant\n")
         let old = compile(["--min-deployment-version", "26.0"])
         #expect(old.status == 64)
         #expect(
@@ -268,6 +288,100 @@ struct CompileCommandTests {
         }
         #expect(try Data(contentsOf: artifact.appendingPathComponent("manifest.json")) == before)
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["Tiny.h14g.aimodelc"])
+    }
+
+    @Test("an entry of a user's table replacing a shipped one in another case keeps the shipped id and artifact name")
+    func userDeviceOtherCase() throws {
+        let bundleURL = try bundle()
+        let table = try Fixtures.temporaryDirectory().appendingPathComponent("devices.json")
+        try Data(
+            """
+            {"schema": "exporter.devices/1", "devices": [
+              {"id": "H17P", "platform": "iOS", "chip": "A18", "products": ["iPhone 16"], "ahead_of_time": true,
+               "ram_bytes": 8589934592, "app_memory_limit_bytes": 1000000, "increased_memory_limit_bytes": null,
+               "entitlements": [], "ane_region_budget_bytes": 1000000, "page_size": 4096}
+            ]}
+            """.utf8
+        ).write(to: table)
+        let output = try Fixtures.temporaryDirectory()
+        let shipped = runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p"])
+        #expect(shipped.status == 0, "\(shipped.error)")
+        for device in ["h17p", "H17P"] {
+            let run = runExporter([
+                "compile", bundleURL.path, "--output", output.path, "--devices", table.path, "--device", device,
+                "--overwrite",
+            ])
+            #expect(run.status == 0, "\(run.error)")
+            #expect(
+                run.output.hasPrefix(
+                    "wrote \(output.path)/Tiny.h17p.aimodelc\n  device         h17p (A18; iOS 27.0+)\n"))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["Tiny.h17p.aimodelc"])
+            // The user's numbers, under the shipped id.
+            let compiled = try CompiledArtifactReader(url: output.appendingPathComponent("Tiny.h17p.aimodelc")).compiled
+            #expect(compiled.architecture == "h17p")
+            #expect(compiled.pageSize == 4096)
+        }
+    }
+
+    @Test(
+        "the command that compiles only the missing devices repeats --output, --devices and --min-deployment-version, and works"
+    )
+    func compileOnlyTheMissing() throws {
+        let bundleURL = try bundle()
+        // A folder whose name a shell must be told is one word, with a quote in it.
+        let work = try Fixtures.temporaryDirectory().appendingPathComponent("Bob's models")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        func entry(_ id: String, budget: Int) -> String {
+            #"{"id": "\#(id)", "platform": "iOS", "chip": "Lab", "products": ["Lab board"], "ahead_of_time": true, "#
+                + #""ram_bytes": 8589934592, "app_memory_limit_bytes": 1000000000, "#
+                + #""increased_memory_limit_bytes": null, "entitlements": [], "#
+                + #""ane_region_budget_bytes": \#(budget), "page_size": 4096}"#
+        }
+        let table = work.appendingPathComponent("mydev.json")
+        try Data(
+            (#"{"schema": "exporter.devices/1", "devices": ["# + entry("tiny1", budget: 1_000_000) + ", "
+                + entry("big64", budget: 1 << 30) + "]}").utf8
+        ).write(to: table)
+        let options = ["--output", "fs/cc2", "--devices", "mydev.json", "--min-deployment-version", "28.0"]
+        let first = runExporter(["compile", bundleURL.path] + options + ["--device", "tiny1"], currentDirectory: work)
+        #expect(first.status == 0, "\(first.error)")
+        let output = work.appendingPathComponent("fs/cc2")
+        let both = runExporter(
+            ["compile", bundleURL.path] + options + ["--device", "tiny1", "--device", "big64"], currentDirectory: work)
+        #expect(both.status == 73)
+        let quotedWork = work.path.replacingOccurrences(of: "'", with: #"'\''"#)
+        #expect(
+            both.error
+                == "Error: '\(output.path)/Tiny.tiny1.aimodelc' already exists; pass --overwrite to replace it\n"
+                + "or compile only the missing: exporter compile '\(bundleURL.path)' --platform iOS "
+                + "--output '\(quotedWork)/fs/cc2' --devices '\(quotedWork)/mydev.json' --min-deployment-version 28.0 "
+                + "--device big64\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["Tiny.tiny1.aimodelc"])
+        // Run as suggested, from another folder: the missing artifact lands beside the other, alike.
+        let line = try #require(both.error.split(separator: "\n").last)
+        let words = shellWords(String(line.dropFirst("or compile only the missing: ".count)))
+        #expect(words.prefix(2) == ["exporter", "compile"])
+        let rerun = runExporter(Array(words.dropFirst()), currentDirectory: try Fixtures.temporaryDirectory())
+        #expect(rerun.status == 0, "\(rerun.error)")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: output.path).sorted() == [
+                "Tiny.big64.aimodelc", "Tiny.tiny1.aimodelc",
+            ])
+        let big64 = try CompiledArtifactReader(url: output.appendingPathComponent("Tiny.big64.aimodelc")).compiled
+        #expect(big64.minDeploymentVersion == "28.0")
+        #expect(big64.regions.first?.budgetBytes == 1 << 30)
+        // Options at their defaults are not repeated: the output is the bundle's folder, the version 27.0.
+        let beside = bundleURL.deletingLastPathComponent()
+        #expect(runExporter(["compile", bundleURL.path, "--device", "h16p"]).status == 0)
+        let defaults = runExporter([
+            "compile", bundleURL.path, "--output", beside.path, "--devices", table.path, "--device", "h16p",
+            "--device", "tiny1", "--min-deployment-version", "27.0",
+        ])
+        #expect(defaults.status == 73)
+        #expect(
+            defaults.error.hasSuffix(
+                "or compile only the missing: exporter compile '\(bundleURL.path)' --platform iOS "
+                    + "--devices '\(quotedWork)/mydev.json' --device tiny1\n"))
     }
 
     @Test("--devices adds a user's architecture")

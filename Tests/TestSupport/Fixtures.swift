@@ -117,9 +117,10 @@ extension Fixtures {
 
     public static func plan(
         _ directory: URL, platform: Platform = .iOS, compression: CompressionChoice = .automatic,
-        precision: ComputePrecision = .float16
+        precision: ComputePrecision = .float16, contextLength: Int? = nil
     ) throws -> ExportPlan {
         var options = ExportOptions(model: directory.path)
+        options.contextLength = contextLength
         options.experimental = true
         options.computePrecision = precision
         options.platform = platform

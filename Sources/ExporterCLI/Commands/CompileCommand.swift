@@ -40,7 +40,8 @@ enum CompileCommand {
             try arguments.choice("platform", as: DevicePlatform.self)
             ?? DevicePlatform(rawValue: bundle.manifest.platform) ?? .iOS
         try Compiler.checkPlatform(bundle: bundleURL, manifest: bundle.manifest, platform: platform)
-        let devices = try table.select(arguments.values("device"), platform: platform)
+        let devices = try Compiler.selectDevices(
+            arguments.values("device"), from: table, platform: platform, manifest: bundle.manifest)
         let output =
             arguments.value("output").map {
                 URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
@@ -48,6 +49,7 @@ enum CompileCommand {
         var request = CompileRequest(
             platform: platform, devices: devices, minimumDeploymentVersion: version, outputDirectory: output)
         request.overwrite = arguments.flag("overwrite")
+        request.deviceTable = deviceTableURL(arguments, context: context)
         request.availableDiskBytes = context.availableDiskBytes(at: output)
         try compile(bundleURL, request: request, output: arguments.flag("json") ? .json : .text, context: context)
         return .success
@@ -79,9 +81,14 @@ enum CompileCommand {
 
     /// The shipped device table, extended by `--devices`.
     static func deviceTable(_ arguments: ParsedArguments, context: CommandContext) throws -> DeviceTable {
-        let extra = arguments.value("devices").map {
+        try DeviceTable.load(
+            presetsDirectory: try context.catalog().directory, extra: deviceTableURL(arguments, context: context))
+    }
+
+    /// The user's device table, `--devices`, when given.
+    static func deviceTableURL(_ arguments: ParsedArguments, context: CommandContext) -> URL? {
+        arguments.value("devices").map {
             URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
         }
-        return try DeviceTable.load(presetsDirectory: try context.catalog().directory, extra: extra)
     }
 }

@@ -96,6 +96,7 @@ enum ExportCommand {
                 platform: compilePlatform, devices: compileDevices, minimumDeploymentVersion: version,
                 outputDirectory: result.bundleURL.deletingLastPathComponent())
             request.overwrite = settings.overwrite
+            request.deviceTable = CompileCommand.deviceTableURL(arguments, context: context)
             request.availableDiskBytes = context.availableDiskBytes(at: request.outputDirectory)
             compiled = try CompileCommand.compile(result.bundleURL, request: request, output: output, context: context)
         }
@@ -136,14 +137,16 @@ enum ExportCommand {
     {
         var commands: [String] = []
         if arguments.flag("compile") {
-            var words = ["exporter compile '\(path)' --platform \(platform.rawValue)"]
+            var words = ["exporter compile \(ShellWord.quoted(path)) --platform \(platform.rawValue)"]
             if arguments.isGiven("min-deployment-version"), let version = arguments.value("min-deployment-version") {
                 words.append("--min-deployment-version \(version)")
             }
-            if let table = arguments.value("devices") { words.append("--devices '\(table)'") }
+            if let table = arguments.value("devices") { words.append("--devices \(ShellWord.quoted(table))") }
             commands.append(words.joined(separator: " "))
         }
-        if arguments.value("format") == "mlpackage" { commands.append("exporter convert '\(path)' --to mlpackage") }
+        if arguments.value("format") == "mlpackage" {
+            commands.append("exporter convert \(ShellWord.quoted(path)) --to mlpackage")
+        }
         return commands
     }
 

@@ -99,7 +99,8 @@ enum ListCommand {
                                     device.increasedMemoryLimitBytes.map { .number(String($0)) } ?? .null
                                 ),
                                 ("region_budget_bytes", .number(String(device.regionBudgetBytes))),
-                                ("estimates", .array(device.estimates.map { .string($0) })),
+                                ("page_size", .number(String(device.pageSize))),
+                                ("estimates", .array(device.estimates.map { .string(jsonKey(forTableField: $0)) })),
                             ]))
                     })
             }
@@ -160,5 +161,12 @@ enum ListCommand {
         if lines.last == "" { lines.removeLast() }
         context.print(lines: lines)
         return .success
+    }
+
+    /// The key of a device table field (`Presets/devices.json`) in a device object of
+    /// `list --json`, which its `estimates` name: the same, but for the Neural Engine budget,
+    /// `region_budget_bytes` as in a compiled manifest's verdict (docs/DEVICES.md).
+    static func jsonKey(forTableField field: String) -> String {
+        field == "ane_region_budget_bytes" ? "region_budget_bytes" : field
     }
 }

@@ -7,6 +7,8 @@ public struct BundleReader {
     public let url: URL
     /// Its manifest.
     public let manifest: Manifest
+    /// The bytes of its manifest as read, which `manifest` was decoded from.
+    public let manifestData: Data
     /// Its graph description.
     public let graph: GraphDescription
 
@@ -19,6 +21,7 @@ public struct BundleReader {
         guard let manifestData = try BundleReader.readDocument(manifestURL) else {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
         }
+        self.manifestData = manifestData
         manifest = try Manifest.decoded(from: manifestData, path: manifestURL.path)
         guard manifest.kind == "bundle" else { throw BundleError.notPortable(path: url.path, manifest: manifest) }
         for file in manifest.files {

@@ -8,6 +8,10 @@ public enum CompileError: ExporterError, Equatable {
     case unknownArchitecture(id: String, platform: DevicePlatform, known: [String])
     /// The architecture exists, but on another platform.
     case architectureOnOtherPlatform(id: String, platform: DevicePlatform, requested: DevicePlatform)
+    /// The architecture exists, but on a platform whose devices cannot take this bundle (exported
+    /// for `bundlePlatform`): passing that platform would be refused, the bundle must be exported again.
+    case architectureNeedsOtherBundle(
+        id: String, platform: DevicePlatform, bundlePlatform: String, registryType: String)
     /// Ahead-of-time compilation is not offered for this device.
     case ineligibleDevice(id: String, products: [String], chip: String, rule: String)
     /// The minimum deployment version is below the first that loads compiled artifacts.
@@ -27,8 +31,15 @@ public enum CompileError: ExporterError, Equatable {
     /// The artifact is not a compiled artifact this version reads.
     case notACompiledArtifact(path: String, reason: String)
     /// Artifacts of the compile are there already, without `--overwrite`: their paths, and the
-    /// devices still to compile (an interrupted compile is finished by compiling only those).
-    case artifactsExist(paths: [String], bundle: String, platform: DevicePlatform, missingDevices: [String])
+    /// devices still to compile (an interrupted compile is finished by compiling only those),
+    /// with what else shapes the artifacts, repeated in the command suggested: the output folder
+    /// (nil: the bundle's), the user's device table and the minimum deployment version (nil: 27.0).
+    case artifactsExist(
+        paths: [String], bundle: String, platform: DevicePlatform, missingDevices: [String], output: String? = nil,
+        deviceTable: String? = nil, minimumDeploymentVersion: String? = nil)
+    /// A file of the bundle is no longer what the manifest the compile read says of it: the
+    /// bundle was replaced (`replaced`, its manifest changed too) or the file changed since.
+    case bundleChanged(path: String, replaced: Bool)
     /// Where an artifact would go, one of another platform is (an M2 Mac's and Apple Vision
     /// Pro's share the architecture id `h14g`): neither skipped as done nor replaced.
     case artifactOfOtherPlatform(path: String, found: String, platform: DevicePlatform)
@@ -46,6 +57,15 @@ public enum CompileError: ExporterError, Equatable {
             return "architecture '\(id)' is \(platform == .iOS ? "an" : "a") \(platform.rawValue) device, "
                 + "not \(requested.rawValue); "
                 + "pass --platform \(platform.rawValue)"
+        case .architectureNeedsOtherBundle(let id, let platform, let bundlePlatform, let registryType):
+            let needed = platform.bundlePlatform
+            let family = try? ArchitectureRegistry.family(for: registryType)
+            let remedy =
+                family.map { !$0.supports(needed) } == true
+                ? RegistryError.noIOSVariant(modelType: registryType).description
+                : "export with --platform \(needed.rawValue) to compile for it"
+            return "architecture '\(id)' is \(platform == .iOS ? "an" : "a") \(platform.rawValue) device, "
+                + "and this bundle was exported for \(bundlePlatform): \(remedy)"
         case .ineligibleDevice(let id, let products, let chip, let rule):
             return
                 "ahead-of-time compilation is not offered for '\(id)' (\(products.joined(separator: ", ")); \(chip)): "
@@ -84,38 +104,51 @@ public enum CompileError: ExporterError, Equatable {
         case .artifactOfOtherPlatform(let path, let found, let platform):
             return "'\(path)' is a \(found) artifact of the same architecture id; "
                 + "compile for \(platform.rawValue) into another folder (--output DIR)"
+        case .bundleChanged(let path, let replaced):
+            return "'\(path)' changed while it was compiled: "
+                + (replaced ? "the bundle was replaced" : "it no longer matches the bundle's manifest")
+                + "; compile again"
         }
     }
 
-    /// One line, but for ``artifactsExist(paths:bundle:platform:missingDevices:)``: the paths
-    /// there, then the command that compiles only the missing devices.
+    /// One line, but for ``artifactsExist(paths:bundle:platform:missingDevices:output:deviceTable:minimumDeploymentVersion:)``:
+    /// the paths there, then the command that compiles only the missing devices into the same
+    /// folder, from the same device table, for the same deployment version.
     public var descriptionLines: [String] {
-        guard case .artifactsExist(let paths, let bundle, let platform, let missing) = self else {
+        guard
+            case .artifactsExist(let paths, let bundle, let platform, let missing, let output, let table, let version) =
+                self
+        else {
             return [description]
         }
         let listed = paths.map { "'\($0)'" }.joined(separator: ", ")
         let verb = paths.count == 1 ? "exists" : "exist"
         var lines = ["\(listed) already \(verb); pass --overwrite to replace \(paths.count == 1 ? "it" : "them")"]
         if !missing.isEmpty {
-            lines.append(
-                "or compile only the missing: exporter compile '\(bundle)' --platform \(platform.rawValue) "
-                    + missing.map { "--device \($0)" }.joined(separator: " "))
+            var words = ["exporter", "compile", ShellWord.quoted(bundle), "--platform", platform.rawValue]
+            if let output { words += ["--output", ShellWord.quoted(output)] }
+            if let table { words += ["--devices", ShellWord.quoted(table)] }
+            if let version { words += ["--min-deployment-version", version] }
+            words += missing.flatMap { ["--device", $0] }
+            lines.append("or compile only the missing: " + words.joined(separator: " "))
         }
         return lines
     }
 
     /// `badInput` (65), `unsupported` (69) for a refused device or platform, `usage` (64) for
-    /// `--min-deployment-version`, `notFound` (66).
+    /// `--min-deployment-version`, `notFound` (66), `ioFailure` (74) for a bundle that changed
+    /// while it was read.
     public var exitStatus: ExitStatus {
         switch self {
         case .invalidDeviceTable, .unsupportedDeviceTableSchema, .notACompiledArtifact: return .badInput
-        case .unknownArchitecture, .architectureOnOtherPlatform, .ineligibleDevice, .noEligibleArchitecture,
-            .platformMismatch,
+        case .unknownArchitecture, .architectureOnOtherPlatform, .architectureNeedsOtherBundle, .ineligibleDevice,
+            .noEligibleArchitecture, .platformMismatch,
             .unsupportedRopeScaling:
             return .unsupported
         case .deploymentVersionTooLow, .invalidDeploymentVersion: return .usage
         case .bundleNotFound, .deviceTableNotFound: return .notFound
         case .artifactsExist, .artifactOfOtherPlatform: return .outputExists
+        case .bundleChanged: return .ioFailure
         }
     }
 }

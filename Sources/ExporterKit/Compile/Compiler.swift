@@ -22,6 +22,9 @@ public struct CompileRequest {
     public var faults: FaultInjector?
     /// Free bytes of the output's volume, checked before anything is written; nil: unchecked.
     public var availableDiskBytes: Int?
+    /// The user's device table `devices` were selected from (`--devices`), named in the command
+    /// a refusal suggests; nil: the shipped table alone.
+    public var deviceTable: URL?
 
     /// A request; `overwrite` and `faults` default to off.
     public init(
@@ -67,9 +70,27 @@ public enum Compiler {
         }
     }
 
+    /// The architectures of `ids` to compile a bundle with `manifest` for (``DeviceTable/select(_:platform:)``).
+    /// An id found on another platform only is refused naming that platform to pass when its
+    /// devices take this bundle (an iOS bundle compiles for the Vision Pro), and otherwise the
+    /// export the device needs.
+    /// - Throws: what `select` throws, `CompileError.architectureNeedsOtherBundle`.
+    public static func selectDevices(
+        _ ids: [String], from table: DeviceTable, platform: DevicePlatform, manifest: Manifest
+    ) throws -> [DeviceArchitecture] {
+        do { return try table.select(ids, platform: platform) } catch CompileError.architectureOnOtherPlatform(
+            let id, let other, _)
+            where other.bundlePlatform.rawValue != manifest.platform
+        {
+            throw CompileError.architectureNeedsOtherBundle(
+                id: id, platform: other, bundlePlatform: manifest.platform, registryType: manifest.model.registryType)
+        }
+    }
+
     /// Opens the bundle at `url` (checking its manifest and small files; the weights file is
     /// checked while it is copied).
-    /// - Throws: `CompileError.bundleNotFound`, `BundleError`.
+    /// - Throws: `CompileError.bundleNotFound`, `.bundleChanged` when the bundle is replaced
+    ///   while it is checked, `BundleError`.
     public static func openBundle(_ url: URL) throws -> BundleReader {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -77,9 +98,51 @@ public enum Compiler {
         }
         let reader = try BundleReader(url: url, verifyFiles: false)
         for file in reader.manifest.files where file.path != BundleWriter.weightsName {
-            try BundleReader.verify(file, in: url)
+            try whenReplaced(reader, file: file.path) { try BundleReader.verify(file, in: url) }
         }
         return reader
+    }
+
+    /// Whether the manifest at the bundle's path is no longer the one `bundle` read: the bundle
+    /// was replaced (an export with `--overwrite` exchanges the whole folder) or its manifest rewritten.
+    static func wasReplaced(_ bundle: BundleReader) -> Bool {
+        let current = try? BundleReader.readDocument(bundle.url.appendingPathComponent(BundleWriter.manifestName))
+        return current != bundle.manifestData
+    }
+
+    /// Runs `body`, which reads the bundle's `file`; a mismatch or failed read under a manifest
+    /// that has changed since `bundle` read it is reported as the bundle replaced.
+    /// - Throws: `CompileError.bundleChanged`, or what `body` throws.
+    static func whenReplaced<Result>(_ bundle: BundleReader, file: String, _ body: () throws -> Result) throws
+        -> Result
+    {
+        do { return try body() } catch let error as BundleError {
+            switch error {
+            case .fileMismatch, .readFailed:
+                guard wasReplaced(bundle) else { throw error }
+                throw CompileError.bundleChanged(path: bundle.url.appendingPathComponent(file).path, replaced: true)
+            default: throw error
+            }
+        }
+    }
+
+    /// The bytes of the bundle's `file` (not its weights), checked against the size and CRC-32 the
+    /// manifest `bundle` read gives, so that an artifact never mixes two bundles' files.
+    /// - Throws: `CompileError.bundleChanged` when they differ or the file is gone, `BundleError.readFailed`.
+    static func readUnchanged(_ file: Manifest.File, of bundle: BundleReader) throws -> [UInt8] {
+        let url = bundle.url.appendingPathComponent(file.path)
+        let bytes: [UInt8]
+        do { bytes = try CompiledArtifactWriter.readWhole(url) } catch {
+            guard FileManager.default.fileExists(atPath: url.path) else {
+                throw CompileError.bundleChanged(path: url.path, replaced: wasReplaced(bundle))
+            }
+            throw error
+        }
+        guard bytes.count == file.bytes, BundleWriter.hex(bytes.withUnsafeBytes { CRC32.checksum($0) }) == file.crc32
+        else {
+            throw CompileError.bundleChanged(path: url.path, replaced: wasReplaced(bundle))
+        }
+        return bytes
     }
 
     /// Compiles the bundle at `bundleURL` for every device of `request`, one after the other.
@@ -101,10 +164,15 @@ public enum Compiler {
             try refuseOtherPlatform(destination, platform: request.platform)
         }
         if !request.overwrite, present.contains(true) {
+            let output = request.outputDirectory.standardizedFileURL.path
+            let version = request.minimumDeploymentVersion
             throw CompileError.artifactsExist(
                 paths: destinations.indices.filter { present[$0] }.map { destinations[$0].path },
                 bundle: bundleURL.path, platform: request.platform,
-                missingDevices: plans.indices.filter { !present[$0] }.map { plans[$0].device.id })
+                missingDevices: plans.indices.filter { !present[$0] }.map { plans[$0].device.id },
+                output: output == bundleURL.standardizedFileURL.deletingLastPathComponent().path ? nil : output,
+                deviceTable: request.deviceTable?.standardizedFileURL.path,
+                minimumDeploymentVersion: version == .minimum ? nil : version.description)
         }
         for destination in destinations {  // before the first is written
             try ArtifactDirectory.checkDestination(
@@ -112,10 +180,7 @@ public enum Compiler {
         }
         // Besides weights and tables, each artifact copies the graph and tokenizer, and its manifest
         // (the bundle's with regions) stays well under twice the bundle's.
-        let manifestBytes =
-            (try? FileManager.default.attributesOfItem(
-                atPath: bundleURL.appendingPathComponent(BundleWriter.manifestName).path))?[
-                .size] as? Int ?? 0
+        let manifestBytes = bundle.manifestData.count
         try checkDisk(
             plans,
             otherFilesBytes: bundle.manifest.files.filter { $0.path != BundleWriter.weightsName }.map(\.bytes)
@@ -189,12 +254,15 @@ enum CompiledArtifactWriter {
         }
 
         // weights.bin: header, then each region's parts, copied from the bundle's weights file,
-        // which is read once front to back and checked against its CRC-32 on the way.
+        // which is read once front to back and checked against its size and CRC-32 in the
+        // manifest the compile read (`finish`), before the artifact is published.
         guard let sourceRecord = bundle.manifest.files.first(where: { $0.path == BundleWriter.weightsName }) else {
             throw BundleError.notABundle(
                 path: bundle.url.path, reason: "the manifest lists no \(BundleWriter.weightsName)")
         }
-        let source = try SequentialSource(url: bundle.url.appendingPathComponent(BundleWriter.weightsName))
+        let source = try Compiler.whenReplaced(bundle, file: BundleWriter.weightsName) {
+            try SequentialSource(url: bundle.url.appendingPathComponent(BundleWriter.weightsName))
+        }
         let weights = try directory.createFile(Compiler.weightsName, bypassPageCache: true)
         try weights.write(plan.header())
         written(0)
@@ -212,14 +280,16 @@ enum CompiledArtifactWriter {
                         throw BundleError.invalidTensor(
                             tensor: placement.name, reason: "\(part.kind) at \(weights.size), planned \(part.offset)")
                     }
-                    try source.copy(offset: sourcePart.offset, count: sourcePart.bytes, to: weights)
+                    try Compiler.whenReplaced(bundle, file: BundleWriter.weightsName) {
+                        try source.copy(offset: sourcePart.offset, count: sourcePart.bytes, to: weights)
+                    }
                 }
             }
             written(weights.size)
         }
         try weights.pad(toMultipleOf: plan.device.pageSize)
         written(weights.size)
-        try source.finish(expected: sourceRecord)
+        try Compiler.whenReplaced(bundle, file: BundleWriter.weightsName) { try source.finish(expected: sourceRecord) }
         try weights.finish()
         record(Compiler.weightsName, weights)
 
@@ -237,16 +307,19 @@ enum CompiledArtifactWriter {
         try staticFile.finish()
         record(StaticDescription.fileName, staticFile)
 
-        // The graph and tokenizer files, byte for byte.
+        // The graph and tokenizer files, byte for byte, each checked against the manifest the compile
+        // read: a bundle replaced since it was opened (an export with --overwrite) fails the compile
+        // rather than mixing its files into this artifact.
         for file in bundle.manifest.files where file.path != BundleWriter.weightsName {
-            let bytes = try readWhole(bundle.url.appendingPathComponent(file.path))
+            let bytes = try Compiler.readUnchanged(file, of: bundle)
             let copy = try directory.createFile(file.path)
             try copy.write(bytes)
             try copy.finish()
             record(file.path, copy)
         }
 
-        let manifestBytes = try readWhole(bundle.url.appendingPathComponent(BundleWriter.manifestName))
+        // The manifest as the compile read it, not as it may be at the bundle's path by now.
+        let manifestBytes = bundle.manifestData
         let manifest = compiledManifest(
             plan, bundle: bundle.manifest, files: files.sorted { $0.path < $1.path },
             portable: Manifest.Portable(

@@ -38,7 +38,7 @@ public struct DeviceArchitecture: Equatable, Sendable {
     public var regionBudgetBytes: Int
     /// The virtual memory page size.
     public var pageSize: Int
-    /// The fields whose values are estimates rather than published facts.
+    /// The fields whose values are estimates rather than published facts, by their `devices.json` keys.
     public var estimates: [String]
 
     /// An architecture; every field explicit.
@@ -136,13 +136,17 @@ public struct DeviceTable: Equatable, Sendable {
     }
 
     /// Adds `other`'s entries; an entry with the id and platform of an existing one replaces it
-    /// in place, ids compared case-insensitively (their artifacts would be one folder on a Mac).
+    /// in place, ids compared case-insensitively (their artifacts would be one folder on a Mac),
+    /// and keeps the existing entry's id: `H17P` replaces `h17p`'s numbers, and its artifacts stay
+    /// `<Name>.h17p.aimodelc`, the folder the runtime and earlier compiles know.
     public mutating func merge(_ other: DeviceTable) {
         for device in other.devices {
             if let index = devices.firstIndex(where: {
                 $0.platform == device.platform && FileSystemName.clash($0.id, device.id)
             }) {
-                devices[index] = device
+                var replacement = device
+                replacement.id = devices[index].id
+                devices[index] = replacement
             } else {
                 devices.append(device)
             }

@@ -283,6 +283,106 @@ struct CompileTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
     }
 
+    /// Exports the checkpoint at `checkpoint` into a folder of its own and returns the bundle.
+    private func export(_ checkpoint: URL, contextLength: Int? = nil) throws -> URL {
+        try ExportRunner.run(
+            try Fixtures.plan(checkpoint, contextLength: contextLength),
+            settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+        ).bundleURL
+    }
+
+    /// Exchanges the folders `a` and `b`, as an export with `--overwrite` exchanges its new
+    /// bundle with the old one.
+    private func exchange(_ a: URL, _ b: URL) throws {
+        let aside = a.deletingLastPathComponent().appendingPathComponent(".aside-\(UUID().uuidString)")
+        try FileManager.default.moveItem(at: a, to: aside)
+        try FileManager.default.moveItem(at: b, to: a)
+        try FileManager.default.moveItem(at: aside, to: b)
+    }
+
+    @Test(
+        "a bundle replaced by an --overwrite export once the weights are copied fails the compile, leaving no artifact")
+    func bundleReplacedBeforeSmallFiles() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2])
+        let bundleURL = try export(checkpoint, contextLength: 512)
+        let newer = try export(checkpoint, contextLength: 256)
+        let graph = "graph.json"
+        #expect(
+            try Data(contentsOf: bundleURL.appendingPathComponent(graph))
+                != Data(contentsOf: newer.appendingPathComponent(graph)))
+        let output = try Fixtures.temporaryDirectory()
+        let request = CompileRequest(
+            platform: .iOS, devices: [CompileFixture.narrow], minimumDeploymentVersion: .minimum,
+            outputDirectory: output)
+        // The last progress report comes once every weight is copied, before the graph and
+        // tokenizer files are: the bundle is exchanged there, as the race did it.
+        var exchanged = 0
+        let expected = CompileError.bundleChanged(
+            path: bundleURL.appendingPathComponent(graph).path, replaced: true)
+        #expect(throws: expected) {
+            try Compiler.compile(bundleURL: bundleURL, request: request) { progress in
+                guard progress.done == progress.total, exchanged == 0 else { return }
+                exchanged += (try? exchange(bundleURL, newer)) == nil ? 0 : 1
+            }
+        }
+        #expect(exchanged == 1)
+        #expect(
+            expected.description
+                == "'\(bundleURL.path)/graph.json' changed while it was compiled: the bundle was replaced; compile again"
+        )
+        #expect(expected.exitStatus == .ioFailure)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
+        // Edited in place, under the same manifest: said so.
+        #expect(
+            CompileError.bundleChanged(path: "/b/Tiny.aimodel/config.json", replaced: false).description
+                == "'/b/Tiny.aimodel/config.json' changed while it was compiled: it no longer matches the bundle's "
+                + "manifest; compile again")
+    }
+
+    @Test(
+        "a bundle replaced between two devices: the first artifact is the old bundle's, whole; the second fails on its weights"
+    )
+    func bundleReplacedBetweenDevices() throws {
+        // The same graph and tokenizer, other weights: only the weights file tells the bundles apart.
+        let bundleURL = try export(try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2], seed: 7))
+        let newer = try export(try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2], seed: 8))
+        for name in ["graph.json", "config.json"] {
+            #expect(
+                try Data(contentsOf: bundleURL.appendingPathComponent(name))
+                    == Data(contentsOf: newer.appendingPathComponent(name)))
+        }
+        let output = try Fixtures.temporaryDirectory()
+        let request = CompileRequest(
+            platform: .iOS, devices: [CompileFixture.wide, CompileFixture.narrow], minimumDeploymentVersion: .minimum,
+            outputDirectory: output)
+        let firstWeights = CompilePlan(
+            subject: try CompileSubject(bundle: try BundleReader(url: bundleURL)), device: CompileFixture.wide
+        ).memory.weightsBytes
+        var exchanged = false
+        #expect(
+            throws: CompileError.bundleChanged(
+                path: bundleURL.appendingPathComponent("weights.bin").path, replaced: true)
+        ) {
+            try Compiler.compile(bundleURL: bundleURL, request: request) { progress in
+                // The first device's last report: its weights are copied from the file already open.
+                guard !exchanged, progress.stage.hasPrefix("t1a"), progress.done == firstWeights else { return }
+                exchanged = (try? exchange(bundleURL, newer)) != nil
+            }
+        }
+        #expect(exchanged)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["Tiny.t1a.aimodelc"])
+        // Every byte of the first artifact is the old bundle's.
+        let artifact = output.appendingPathComponent("Tiny.t1a.aimodelc")
+        let reader = try CompiledArtifactReader(url: artifact)
+        let old = try BundleReader(url: newer)  // the old bundle, now at the other path
+        #expect(
+            reader.manifest.compiled?.portable.manifestCRC32
+                == BundleWriter.hex(old.manifestData.withUnsafeBytes { CRC32.checksum($0) }))
+        for tensor in old.manifest.tensors {
+            #expect(try reader.dequantize(tensor.name) == old.dequantize(tensor.name))
+        }
+    }
+
     @Test("a failed write at any step leaves no artifact and keeps a previous one")
     func faultSweep() throws {
         let fixture = try CompileFixture(layers: 2)
@@ -437,8 +537,10 @@ struct CompileTests {
         try Data(#"{"schema": "exporter.devices/1", "devices": [\#(entry("H17P", budget: 1 << 29))]}"#.utf8)
             .write(to: file)
         let merged = try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory, extra: file)
-        #expect(merged.eligible(for: .iOS).map(\.id) == ["h16p", "H17P"])
-        #expect(merged.devices.first { $0.id == "H17P" }?.regionBudgetBytes == 1 << 29)
+        // The shipped id stays, so the artifact is the one folder `<Name>.h17p.aimodelc` on every system.
+        #expect(merged.eligible(for: .iOS).map(\.id) == ["h16p", "h17p"])
+        #expect(merged.devices.first { $0.id == "h17p" }?.regionBudgetBytes == 1 << 29)
+        #expect(try merged.select(["H17P"], platform: .iOS).map(\.id) == ["h17p"])
         #expect(FileSystemName.clash("Qwen.aimodel", "qwen.AIMODEL"))
         #expect(FileSystemName.clash("Caf\u{E9}", "CAFE\u{301}"))
         #expect(!FileSystemName.clash("qwen-a", "qwen-b"))
@@ -546,5 +648,46 @@ struct CompileRefusalTests {
         #expect(
             CompileError.architectureOnOtherPlatform(id: "h13g", platform: .macOS, requested: .iOS).description
                 == "architecture 'h13g' is a macOS device, not iOS; pass --platform macOS")
+    }
+
+    @Test("a device of a platform that cannot take the bundle says which export it needs, not which platform to pass")
+    func deviceNeedsOtherBundle() throws {
+        let table = try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory)
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2])
+        let macOS = try Fixtures.plan(checkpoint, platform: .macOS)
+        let bundle = try ExportRunner.run(
+            macOS, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory()))
+        let manifest = try BundleReader(url: bundle.bundleURL).manifest
+        #expect(
+            throws: CompileError.architectureNeedsOtherBundle(
+                id: "h17p", platform: .iOS, bundlePlatform: "macOS", registryType: "qwen2")
+        ) { try Compiler.selectDevices(["h17p"], from: table, platform: .macOS, manifest: manifest) }
+        #expect(
+            CompileError.architectureNeedsOtherBundle(
+                id: "h17p", platform: .iOS, bundlePlatform: "macOS", registryType: "qwen2"
+            ).description
+                == "architecture 'h17p' is an iOS device, and this bundle was exported for macOS: export with "
+                + "--platform iOS to compile for it")
+        #expect(
+            CompileError.architectureNeedsOtherBundle(
+                id: "h13g", platform: .macOS, bundlePlatform: "iOS", registryType: "qwen2"
+            ).description
+                == "architecture 'h13g' is a macOS device, and this bundle was exported for iOS: export with "
+                + "--platform macOS to compile for it")
+        #expect(
+            CompileError.architectureNeedsOtherBundle(
+                id: "h17p", platform: .iOS, bundlePlatform: "macOS", registryType: "phi3"
+            ).description
+                == "architecture 'h17p' is an iOS device, and this bundle was exported for macOS: Model 'phi3' does not "
+                + "support iOS variant")
+        #expect(
+            CompileError.architectureNeedsOtherBundle(
+                id: "h17p", platform: .iOS, bundlePlatform: "macOS", registryType: "qwen2"
+            ).exitStatus == .unsupported)
+        // The M2 of Macs is also the Vision Pro's: an iOS bundle is pointed at visionOS, which takes it.
+        let iOS = try BundleReader(url: try CompileFixture(layers: 2).bundleURL).manifest
+        #expect(
+            throws: CompileError.architectureOnOtherPlatform(id: "h14g", platform: .visionOS, requested: .iOS)
+        ) { try Compiler.selectDevices(["h14g"], from: table, platform: .iOS, manifest: iOS) }
     }
 }
