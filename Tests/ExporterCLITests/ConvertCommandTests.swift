@@ -70,4 +70,28 @@ struct ConvertCommandTests {
         // On a terminal an error first clears whatever progress line the failed step left.
         #expect(runExporter(["convert", folder.path], terminal: true).error == "\r\u{1B}[K" + notBundle.error)
     }
+    @Test("convert refuses an --output without the .mlpackage extension, which inspect and verify would not know")
+    func outputExtension() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let output = try Fixtures.temporaryDirectory()
+        let export = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "64", "--output-dir",
+            output.path,
+        ])
+        #expect(export.status == 0, "\(export.error)")
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let target = output.appendingPathComponent("mlp/noext").path
+        let refused = runExporter(["convert", bundle.path, "--output", target])
+        #expect(refused.status == 64)
+        #expect(
+            refused.error
+                == "Error: --output expects a path ending in .mlpackage, got '\(target)'\n"
+                + "Usage: exporter convert <bundle> [<options>]\n  See 'exporter convert --help' for more information.\n"
+        )
+        #expect(!FileManager.default.fileExists(atPath: output.appendingPathComponent("mlp").path))
+        let written = output.appendingPathComponent("mlp/Model.mlpackage").path
+        #expect(runExporter(["convert", bundle.path, "--output", written]).status == 0)
+        #expect(runExporter(["verify", written]).status == 0)
+        #expect(runExporter(["inspect", written]).status == 0)
+    }
 }
