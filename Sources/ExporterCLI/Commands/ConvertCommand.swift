@@ -64,15 +64,18 @@ enum ConvertCommand {
         }
     }
 
-    /// Writes the package, reads it back against the bundle, and prints what it holds (as
-    /// text, JSON, or not at all).
+    /// Writes the package (refused, before anything is written, when the free space of its
+    /// folder's volume cannot hold it), reads it back against the bundle, and prints what it
+    /// holds (as text, JSON, or not at all).
     /// - Throws: the writer's and the verifier's errors.
     @discardableResult
     static func write(
         bundle: URL, to destination: URL, overwrite: Bool, output: OutputStyle, context: CommandContext
     ) throws -> Written {
         try MLPackageWriter.write(
-            bundle: bundle, to: destination, overwrite: overwrite, progress: ProgressBar(context: context).update)
+            bundle: bundle, to: destination, overwrite: overwrite,
+            availableDiskBytes: context.availableDiskBytes(at: destination.deletingLastPathComponent()),
+            progress: ProgressBar(context: context).update)
         let report = try MLPackageVerifier.verify(
             package: destination, bundle: bundle, progress: ProgressBar(context: context).update)
         let written = Written(
