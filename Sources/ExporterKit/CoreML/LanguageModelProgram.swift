@@ -37,6 +37,24 @@ public struct MLPackageTensor: Codable, Equatable, Sendable {
     }
 }
 
+/// A blob of `weight.bin` that holds no bundle tensor: a RoPE table or a zero bias
+/// (docs/FORMAT.md, "Blobs").
+public struct MLPackageConstant: Codable, Equatable, Sendable {
+    /// The `const` op that holds it: `rope_cos_table`, `rope_sin_table`, or `<linear>_bias`
+    /// (`layers_0_o_proj_bias`…, `logits_bias`).
+    public var name: String
+    /// `rope_cos`, `rope_sin` or `zero_bias`.
+    public var kind: String
+    /// MIL type: `fp16`.
+    public var dtype: String
+    /// Offset of the blob's metadata record in `weight.bin`.
+    public var offset: Int
+    /// Bytes of data.
+    public var bytes: Int
+    /// Its shape in the program.
+    public var shape: [Int]
+}
+
 /// The decoder-only language model of a bundle as a Core ML ML program (iOS 18 opset):
 ///
 /// - inputs: `input_ids` (int32 `[1, N]`, N flexible from 1 to the context length),
@@ -64,6 +82,8 @@ public struct LanguageModelProgram {
     public let opCounts: [String: Int]
     /// Where every bundle tensor went.
     public let tensors: [MLPackageTensor]
+    /// The other blobs, in file order: RoPE tables and zero biases.
+    public let constants: [MLPackageConstant]
 
     /// Builds the program of the bundle read by `bundle`.
     /// - Throws: `CoreMLError` when the bundle is not float16, its family has no program here,
@@ -140,6 +160,7 @@ private struct Emitter {
     let builder = MILProgramBuilder()
     var cache: [String: MILVariable] = [:]
     var records: [MLPackageTensor] = []
+    var constants: [MLPackageConstant] = []
 
     static let families: Set<String> = ["qwen2", "qwen3", "mistral"]
 
@@ -425,6 +446,16 @@ private struct Emitter {
             shape: shape)
     }
 
+    /// Records `variable`, a `const` op of `value`, among the constants when `value` is a blob.
+    mutating func constant(_ variable: MILVariable, _ kind: String, _ value: CoreMLSpec.Value) {
+        guard case .blob = value.contents else { return }
+        let blob = blobRecord(kind, value, type: variable.type)
+        constants.append(
+            MLPackageConstant(
+                name: variable.name, kind: kind, dtype: blob.dtype, offset: blob.offset, bytes: blob.bytes,
+                shape: blob.shape))
+    }
+
     static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
 
     // MARK: Program
@@ -499,6 +530,7 @@ private struct Emitter {
                 : builder.blobValue(
                     MILBlobStorage.Blob(dataType: .float16, elementCount: outputs, source: .bytes(zeros)), type: type)
             biasVariable = builder.constant(base + "_bias", value, type: type)
+            constant(biasVariable, "zero_bias", value)
         }
         var shape = x.type.shape
         shape[shape.count - 1] = .fixed(outputs)
@@ -583,18 +615,16 @@ private struct Emitter {
             output: T(.int32, fixed: [2]))
         let tables = ropeTables()
         let tableType = T(.float16, fixed: [context, headDim])
-        let cosTable = builder.constant(
-            "rope_cos_table",
-            builder.blobValue(
-                MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.cos)),
-                type: tableType),
+        let cosValue = builder.blobValue(
+            MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.cos)),
             type: tableType)
-        let sinTable = builder.constant(
-            "rope_sin_table",
-            builder.blobValue(
-                MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.sin)),
-                type: tableType),
+        let cosTable = builder.constant("rope_cos_table", cosValue, type: tableType)
+        constant(cosTable, "rope_cos", cosValue)
+        let sinValue = builder.blobValue(
+            MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.sin)),
             type: tableType)
+        let sinTable = builder.constant("rope_sin_table", sinValue, type: tableType)
+        constant(sinTable, "rope_sin", sinValue)
         let cos = builder.op(
             "slice_by_index", "rope_cos",
             [("x", .variable(cosTable)), ("begin", .variable(tableBegin)), ("end", .variable(tableEnd))],
@@ -799,6 +829,6 @@ private struct Emitter {
         let order = Dictionary(uniqueKeysWithValues: source.tensors.enumerated().map { ($1.name, $0) })
         return LanguageModelProgram(
             model: model, blobs: builder.blobs, opCounts: builder.opCounts,
-            tensors: records.sorted { (order[$0.name] ?? 0) < (order[$1.name] ?? 0) })
+            tensors: records.sorted { (order[$0.name] ?? 0) < (order[$1.name] ?? 0) }, constants: constants)
     }
 }

@@ -38,6 +38,9 @@ public struct MLPackageManifest: Codable, Equatable, Sendable {
     public var opCounts: [String: Int]
     /// Where each bundle tensor went.
     public var tensors: [MLPackageTensor]
+    /// The other blobs of `weight.bin` (RoPE tables, zero biases), in file order; nil in a
+    /// package written before they were listed.
+    @NullEncoded public var constants: [MLPackageConstant]?
     /// Every other file of the package with size and CRC-32, sorted by path.
     public var files: [Manifest.File]
 
@@ -55,7 +58,7 @@ public struct MLPackageManifest: Codable, Equatable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case schema, tool, name, architecture, opset, tensors, files
+        case schema, tool, name, architecture, opset, tensors, constants, files
         case sourceBundle = "source_bundle"
         case deploymentTarget = "deployment_target"
         case specificationVersion = "specification_version"
@@ -79,7 +82,7 @@ extension MLPackageManifest {
             opset: CoreMLSpec.opset, contextLength: description.contextLength, kvCacheBytes: description.kvCacheBytes,
             packageBytes: files.reduce(0) { $0 + $1.bytes }, blobCount: program.blobs.blobs.count,
             operationCount: program.model.program.operations.count, opCounts: program.opCounts,
-            tensors: program.tensors, files: files)
+            tensors: program.tensors, constants: program.constants, files: files)
     }
 }
 
