@@ -70,4 +70,91 @@ struct ConvertCommandTests {
         // On a terminal an error first clears whatever progress line the failed step left.
         #expect(runExporter(["convert", folder.path], terminal: true).error == "\r\u{1B}[K" + notBundle.error)
     }
+    @Test("convert refuses an --output without the .mlpackage extension, which inspect and verify would not know")
+    func outputExtension() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let output = try Fixtures.temporaryDirectory()
+        let export = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "64", "--output-dir",
+            output.path,
+        ])
+        #expect(export.status == 0, "\(export.error)")
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let target = output.appendingPathComponent("mlp/noext").path
+        let refused = runExporter(["convert", bundle.path, "--output", target])
+        #expect(refused.status == 64)
+        #expect(
+            refused.error
+                == "Error: --output expects a path ending in .mlpackage, got '\(target)'\n"
+                + "Usage: exporter convert <bundle> [<options>]\n  See 'exporter convert --help' for more information.\n"
+        )
+        #expect(!FileManager.default.fileExists(atPath: output.appendingPathComponent("mlp").path))
+        let written = output.appendingPathComponent("mlp/Model.mlpackage").path
+        #expect(runExporter(["convert", bundle.path, "--output", written]).status == 0)
+        #expect(runExporter(["verify", written]).status == 0)
+        #expect(runExporter(["inspect", written]).status == 0)
+    }
+
+    @Test(
+        "convert, and an export or plan with --format mlpackage, refuse a package the disk cannot hold, writing nothing"
+    )
+    func diskSpace() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let plan = try Fixtures.plan(checkpoint)
+        let bundleBytes = plan.estimatedBundleBytes(
+            copiedFileBytes: ExportRunner.copiedFileBytes(
+                of: plan, tokenizer: ExportRunner.tokenizer(of: plan, synthetic: false)))
+        let packageBytes = try MLPackageWriter.packageBytes(plan: plan)
+        let output = try Fixtures.temporaryDirectory()
+        let export = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
+        // Room for the bundle but not for its package too: refused before the export starts, and by the plan.
+        let short = bundleBytes + packageBytes - 1
+        let message = ResourceError.notEnoughDisk(
+            directory: output.path, neededBytes: bundleBytes + packageBytes, availableBytes: short,
+            what: .bundleAndPackage(compiledArtifacts: false)
+        ).description
+        #expect(message.hasPrefix("the bundle and its Core ML package need about "))
+        #expect(message.hasSuffix("free; free some space or choose another --output-dir"))
+        for command in [export, ["plan"] + export] {
+            let refused = runExporter(
+                command + ["--format", "mlpackage"], environment: ["EXPORTER_TEST_AVAILABLE_DISK": String(short)])
+            #expect(refused.status == 71)
+            #expect(refused.error == "Error: \(message)\n")
+        }
+        // With --compile too, the compiled artifacts count as well.
+        let withCompile = runExporter(
+            export + ["--format", "mlpackage", "--compile"],
+            environment: ["EXPORTER_TEST_AVAILABLE_DISK": String(bundleBytes + packageBytes)])
+        #expect(withCompile.status == 71)
+        #expect(
+            withCompile.error.hasPrefix("Error: the bundle, its compiled artifacts and its Core ML package need about ")
+        )
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
+        let room = ["EXPORTER_TEST_AVAILABLE_DISK": String(bundleBytes + packageBytes)]
+        #expect(runExporter(["plan"] + export + ["--format", "mlpackage"], environment: room).status == 0)
+        let exported = runExporter(export + ["--format", "mlpackage"], environment: room)
+        #expect(exported.status == 0, "\(exported.error)")
+
+        // convert counts the package alone, exactly, in the folder it is written to.
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let folder = try Fixtures.temporaryDirectory()
+        let destination = folder.appendingPathComponent("Tiny.mlpackage").path
+        let refused = runExporter(
+            ["convert", bundle.path, "--output", destination],
+            environment: ["EXPORTER_TEST_AVAILABLE_DISK": String(packageBytes - 1)])
+        #expect(refused.status == 71)
+        #expect(
+            refused.error
+                == "Error: the Core ML package needs about \(Format.mebibytes(packageBytes)) but '\(folder.path)' has "
+                + "\(Format.mebibytes(packageBytes - 1)) free; free some space or choose another --output\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == [])
+        let tiny = runExporter(
+            ["convert", bundle.path, "--overwrite"], environment: ["EXPORTER_TEST_AVAILABLE_DISK": "1000"])
+        #expect(tiny.status == 71)
+        #expect(tiny.error.hasPrefix("Error: the Core ML package needs about "))
+        let converted = runExporter(
+            ["convert", bundle.path, "--output", destination],
+            environment: ["EXPORTER_TEST_AVAILABLE_DISK": String(packageBytes)])
+        #expect(converted.status == 0, "\(converted.error)")
+    }
 }

@@ -18,7 +18,9 @@ enum ConvertCommand {
             .positional("bundle", help: "A <Name>.aimodel bundle folder."),
             .option(
                 "to", choices: Target.allCases.map(\.rawValue), defaultValue: "mlpackage", help: "The target format."),
-            .option("output", valueName: "path", help: "The package to write (default: beside the bundle)."),
+            .option(
+                "output", valueName: "path",
+                help: "The package to write, ending in .mlpackage (default: beside the bundle)."),
             .flag("overwrite", help: "Replace an existing package."),
             .flag("json", help: "Print the package's manifest and what was verified as JSON."),
         ])
@@ -27,6 +29,11 @@ enum ConvertCommand {
         guard let path = arguments.positional(0) else { throw UsageError.missingArgument("bundle") }
         _ = try arguments.choice("to", as: Target.self)
         let bundle = URL(fileURLWithPath: path, relativeTo: context.currentDirectory).standardizedFileURL
+        // `inspect` and `verify` know a package by its extension: one written without it would
+        // be refused by them, so it is not written.
+        if let output = arguments.value("output"), !MLPackageViews.isPackage(output) {
+            throw UsageError.invalidValue(value: output, option: "--output", expected: "a path ending in .mlpackage")
+        }
         let destination =
             arguments.value("output").map {
                 URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
@@ -57,15 +64,18 @@ enum ConvertCommand {
         }
     }
 
-    /// Writes the package, reads it back against the bundle, and prints what it holds (as
-    /// text, JSON, or not at all).
+    /// Writes the package (refused, before anything is written, when the free space of its
+    /// folder's volume cannot hold it), reads it back against the bundle, and prints what it
+    /// holds (as text, JSON, or not at all).
     /// - Throws: the writer's and the verifier's errors.
     @discardableResult
     static func write(
         bundle: URL, to destination: URL, overwrite: Bool, output: OutputStyle, context: CommandContext
     ) throws -> Written {
         try MLPackageWriter.write(
-            bundle: bundle, to: destination, overwrite: overwrite, progress: ProgressBar(context: context).update)
+            bundle: bundle, to: destination, overwrite: overwrite,
+            availableDiskBytes: context.availableDiskBytes(at: destination.deletingLastPathComponent()),
+            progress: ProgressBar(context: context).update)
         let report = try MLPackageVerifier.verify(
             package: destination, bundle: bundle, progress: ProgressBar(context: context).update)
         let written = Written(

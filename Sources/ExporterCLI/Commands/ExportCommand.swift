@@ -61,7 +61,9 @@ enum ExportCommand {
                 of: CompileSubject(plan: plan), plan: plan, devices: compileDevices, platform: compilePlatform,
                 outputDirectory: outputDirectory, overwrite: arguments.flag("overwrite"))
         }
-        try checkDisk(plan, checked, synthetic: arguments.flag("synthetic"), available: availableDisk)
+        try checkDisk(
+            plan, checked, synthetic: arguments.flag("synthetic"), mlpackage: arguments.value("format") == "mlpackage",
+            available: availableDisk)
         var settings = ExportSettings(outputDirectory: outputDirectory)
         settings.overwrite = arguments.flag("overwrite")
         settings.allowClamp = arguments.flag("allow-clamp")
@@ -191,24 +193,32 @@ enum ExportCommand {
         }
     }
 
-    /// Refuses an export whose bundle, and with `--compile` every compiled artifact too, would not
-    /// fit in the `available` free space, before any is written (each step checks its own part
-    /// again); `plan` refuses the same.
-    /// - Throws: `ResourceError.notEnoughDisk`.
-    static func checkDisk(_ plan: ExportPlan, _ checked: Checked, synthetic: Bool, available: Int?) throws {
+    /// Refuses an export whose bundle, and with `--compile` every compiled artifact too, and with
+    /// `--format mlpackage` its Core ML package too, would not fit in the `available` free
+    /// space, before any is written (each step checks its own part again); `plan` refuses the same.
+    /// - Throws: `ResourceError.notEnoughDisk`; `CoreMLError` when the bundle could not become a
+    ///   Core ML program.
+    static func checkDisk(_ plan: ExportPlan, _ checked: Checked, synthetic: Bool, mlpackage: Bool, available: Int?)
+        throws
+    {
+        guard let available else { return }
         let tokenizer = ExportRunner.tokenizer(of: plan, synthetic: synthetic)
-        guard !checked.devices.isEmpty else {
-            try ExportRunner.checkDisk(
-                plan, tokenizer: tokenizer, outputDirectory: checked.outputDirectory, available: available)
+        guard checked.devices.isEmpty, !mlpackage else {
+            let bundleBytes = plan.estimatedBundleBytes(
+                copiedFileBytes: ExportRunner.copiedFileBytes(of: plan, tokenizer: tokenizer))
+            let packageBytes = mlpackage ? try MLPackageWriter.packageBytes(plan: plan) : 0
+            let what: ResourceError.DiskNeed? =
+                mlpackage ? .bundleAndPackage(compiledArtifacts: !checked.devices.isEmpty) : nil
+            let subject = CompileSubject(plan: plan)
+            try Compiler.checkDisk(
+                checked.devices.map { CompilePlan(subject: subject, device: $0) },
+                otherFilesBytes: bundleBytes - plan.estimatedWeightsBytes,
+                besides: bundleBytes.saturatingAdding(packageBytes), what: what,
+                outputDirectory: checked.outputDirectory, available: available)
             return
         }
-        let subject = CompileSubject(plan: plan)
-        let bundleBytes = plan.estimatedBundleBytes(
-            copiedFileBytes: ExportRunner.copiedFileBytes(of: plan, tokenizer: tokenizer))
-        try Compiler.checkDisk(
-            checked.devices.map { CompilePlan(subject: subject, device: $0) },
-            otherFilesBytes: bundleBytes - plan.estimatedWeightsBytes, besides: bundleBytes,
-            outputDirectory: checked.outputDirectory, available: available)
+        try ExportRunner.checkDisk(
+            plan, tokenizer: tokenizer, outputDirectory: checked.outputDirectory, available: available)
     }
 
     /// `--min-deployment-version` only means something to `--compile`.

@@ -57,7 +57,7 @@ enum PlanCommand {
         // shown the figures.
         try ExportRunner.checkMemory(plan, forecast: conversion)
         try ExportCommand.checkDisk(
-            plan, checked, synthetic: synthetic,
+            plan, checked, synthetic: synthetic, mlpackage: arguments.value("format") == "mlpackage",
             available: context.availableDiskBytes(at: checked.outputDirectory))
         return .success
     }

@@ -221,10 +221,13 @@ extension Compiler {
 
     /// Refuses compiles whose artifacts (each: its weights file and RoPE tables, plus
     /// `otherFilesBytes` for the graph, tokenizer, `static.json` and manifest), with `besides`
-    /// (a bundle not yet exported), would not fit in `available`.
+    /// (a bundle not yet exported, and its Core ML package), would not fit in `available`.
+    /// - Parameter what: what the message says needs the space; by default the compiled
+    ///   artifacts, with the bundle when `besides` is not 0.
     /// - Throws: `ResourceError.notEnoughDisk`.
     public static func checkDisk(
-        _ plans: [CompilePlan], otherFilesBytes: Int, besides: Int = 0, outputDirectory: URL, available: Int?
+        _ plans: [CompilePlan], otherFilesBytes: Int, besides: Int = 0, what: ResourceError.DiskNeed? = nil,
+        outputDirectory: URL, available: Int?
     ) throws {
         guard let available else { return }
         let needed = plans.map { [$0.memory.weightsBytes, $0.memory.tablesBytes, otherFilesBytes].saturatingSum }
@@ -232,7 +235,7 @@ extension Compiler {
         guard needed <= available else {
             throw ResourceError.notEnoughDisk(
                 directory: outputDirectory.standardizedFileURL.path, neededBytes: needed, availableBytes: available,
-                what: besides > 0 ? .bundleAndCompiledArtifacts : .compiledArtifacts)
+                what: what ?? (besides > 0 ? .bundleAndCompiledArtifacts : .compiledArtifacts))
         }
     }
 }

@@ -37,6 +37,24 @@ public struct MLPackageTensor: Codable, Equatable, Sendable {
     }
 }
 
+/// A blob of `weight.bin` that holds no bundle tensor: a RoPE table or a zero bias
+/// (docs/FORMAT.md, "Blobs").
+public struct MLPackageConstant: Codable, Equatable, Sendable {
+    /// The `const` op that holds it: `rope_cos_table`, `rope_sin_table`, or `<linear>_bias`
+    /// (`layers_0_o_proj_bias`…, `logits_bias`).
+    public var name: String
+    /// `rope_cos`, `rope_sin` or `zero_bias`.
+    public var kind: String
+    /// MIL type: `fp16`.
+    public var dtype: String
+    /// Offset of the blob's metadata record in `weight.bin`.
+    public var offset: Int
+    /// Bytes of data.
+    public var bytes: Int
+    /// Its shape in the program.
+    public var shape: [Int]
+}
+
 /// The decoder-only language model of a bundle as a Core ML ML program (iOS 18 opset):
 ///
 /// - inputs: `input_ids` (int32 `[1, N]`, N flexible from 1 to the context length),
@@ -64,12 +82,47 @@ public struct LanguageModelProgram {
     public let opCounts: [String: Int]
     /// Where every bundle tensor went.
     public let tensors: [MLPackageTensor]
+    /// The other blobs, in file order: RoPE tables and zero biases.
+    public let constants: [MLPackageConstant]
 
     /// Builds the program of the bundle read by `bundle`.
     /// - Throws: `CoreMLError` when the bundle is not float16, its family has no program here,
     ///   a tensor is missing or stored in a way Core ML cannot hold as is.
     public static func build(bundle: BundleReader) throws -> LanguageModelProgram {
-        var emitter = try Emitter(bundle: bundle)
+        var emitter = try Emitter(
+            ProgramSource(
+                graph: bundle.graph, tensors: bundle.manifest.tensors, modelName: bundle.manifest.model.name,
+                toolVersion: bundle.manifest.tool.version,
+                weightsPath: bundle.url.appendingPathComponent(BundleWriter.weightsName).path,
+                read: { try bundle.readBytes(file: $0.file, offset: $0.offset, count: $0.bytes) }))
+        return try emitter.build()
+    }
+
+    /// The program the bundle of `plan` will convert to, built before the bundle exists: the
+    /// same ops and the same blob layout (every part's size follows from the plan), so
+    /// `blobs.fileBytes` and the serialized model are the sizes the package will have. Blobs
+    /// that would copy the bundle's bytes name a file that does not exist yet, and those derived
+    /// from its bytes hold placeholders: this program is for sizes, never for writing.
+    /// - Throws: `CoreMLError`, as ``build(bundle:)`` would of the bundle.
+    public static func build(plan: ExportPlan) throws -> LanguageModelProgram {
+        var tensors = Manifest(plan: plan).tensors
+        for (index, parts) in plan.weightsLayout.parts.enumerated() where tensors.indices.contains(index) {
+            tensors[index].parts = parts.map {
+                Manifest.Part(
+                    kind: $0.kind, dtype: $0.dtype, file: BundleWriter.weightsName, offset: $0.offset, bytes: $0.bytes)
+            }
+        }
+        var emitter = try Emitter(
+            ProgramSource(
+                graph: GraphDescription(plan: plan), tensors: tensors, modelName: plan.outputName,
+                toolVersion: ToolVersion.current, weightsPath: BundleWriter.weightsName,
+                read: { part in
+                    // Outlier indices must rise: 0, 1, 2…; everything else only needs its size.
+                    guard part.kind == "outlier_indices" else { return [UInt8](repeating: 0, count: part.bytes) }
+                    return (0..<(part.bytes / 4)).flatMap { index in
+                        withUnsafeBytes(of: UInt32(truncatingIfNeeded: index).littleEndian, Array.init)
+                    }
+                }))
         return try emitter.build()
     }
 
@@ -86,21 +139,35 @@ public struct LanguageModelProgram {
     }
 }
 
+/// What a program is built from: a bundle's graph, tensors and bytes, or a plan's.
+private struct ProgramSource {
+    let graph: GraphDescription
+    let tensors: [Manifest.Tensor]
+    /// The model's name and the tool's version, for the model's description.
+    let modelName: String
+    let toolVersion: String
+    /// The bundle's `weights.bin`, which blobs of kept bytes copy.
+    let weightsPath: String
+    /// The bytes of a part.
+    let read: (Manifest.Part) throws -> [UInt8]
+}
+
 private struct Emitter {
     typealias T = CoreMLSpec.TensorType
-    let bundle: BundleReader
+    let source: ProgramSource
     let graph: GraphDescription
     let weightsPath: String
     let builder = MILProgramBuilder()
     var cache: [String: MILVariable] = [:]
     var records: [MLPackageTensor] = []
+    var constants: [MLPackageConstant] = []
 
     static let families: Set<String> = ["qwen2", "qwen3", "mistral"]
 
-    init(bundle: BundleReader) throws {
-        self.bundle = bundle
-        graph = bundle.graph
-        weightsPath = bundle.url.appendingPathComponent(BundleWriter.weightsName).path
+    init(_ source: ProgramSource) throws {
+        self.source = source
+        graph = source.graph
+        weightsPath = source.weightsPath
         try Emitter.checkSupported(graph)
     }
 
@@ -145,7 +212,7 @@ private struct Emitter {
     // MARK: Weights
 
     func tensorRecord(_ name: String) throws -> Manifest.Tensor {
-        guard let tensor = bundle.manifest.tensors.first(where: { $0.name == name }) else {
+        guard let tensor = source.tensors.first(where: { $0.name == name }) else {
             throw CoreMLError.tensor(name: name, reason: "not in the bundle")
         }
         return tensor
@@ -224,7 +291,7 @@ private struct Emitter {
             if lutRows == groupRows {
                 lutSource = .fileRange(path: weightsPath, offset: lutPart.offset)
             } else {
-                let stored = try bundle.readBytes(file: lutPart.file, offset: lutPart.offset, count: lutPart.bytes)
+                let stored = try source.read(lutPart)
                 var expanded: [UInt8] = []
                 expanded.reserveCapacity(lutCount * entries * 2)
                 for lut in 0..<lutCount {
@@ -265,7 +332,7 @@ private struct Emitter {
             guard scalesPart.bytes == scaleCount * 4, valuesPart.bytes == elements else {
                 throw CoreMLError.tensor(name: name, reason: "scales or values of unexpected size")
             }
-            let stored = try bundle.readBytes(file: scalesPart.file, offset: scalesPart.offset, count: scalesPart.bytes)
+            let stored = try source.read(scalesPart)
             var scaleBytes: [UInt8] = []
             for index in 0..<scaleCount {
                 let bits = (0..<4).reduce(UInt32(0)) { $0 | UInt32(stored[index * 4 + $1]) << (8 * UInt32($1)) }
@@ -316,7 +383,7 @@ private struct Emitter {
             throw CoreMLError.tensor(
                 name: name, reason: "outlier parts of unexpected size (expected \(count) outliers)")
         }
-        let stored = try bundle.readBytes(file: indexPart.file, offset: indexPart.offset, count: indexPart.bytes)
+        let stored = try source.read(indexPart)
         var mask = [UInt8](repeating: 0, count: (elements + 7) / 8)
         var previous = -1
         for index in 0..<count {
@@ -377,6 +444,16 @@ private struct Emitter {
         return MLPackageTensor.Blob(
             kind: kind, dtype: type.dataType.milName, offset: offset, bytes: builder.blobs.blobs[index].byteCount,
             shape: shape)
+    }
+
+    /// Records `variable`, a `const` op of `value`, among the constants when `value` is a blob.
+    mutating func constant(_ variable: MILVariable, _ kind: String, _ value: CoreMLSpec.Value) {
+        guard case .blob = value.contents else { return }
+        let blob = blobRecord(kind, value, type: variable.type)
+        constants.append(
+            MLPackageConstant(
+                name: variable.name, kind: kind, dtype: blob.dtype, offset: blob.offset, bytes: blob.bytes,
+                shape: blob.shape))
     }
 
     static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
@@ -453,6 +530,7 @@ private struct Emitter {
                 : builder.blobValue(
                     MILBlobStorage.Blob(dataType: .float16, elementCount: outputs, source: .bytes(zeros)), type: type)
             biasVariable = builder.constant(base + "_bias", value, type: type)
+            constant(biasVariable, "zero_bias", value)
         }
         var shape = x.type.shape
         shape[shape.count - 1] = .fixed(outputs)
@@ -537,18 +615,16 @@ private struct Emitter {
             output: T(.int32, fixed: [2]))
         let tables = ropeTables()
         let tableType = T(.float16, fixed: [context, headDim])
-        let cosTable = builder.constant(
-            "rope_cos_table",
-            builder.blobValue(
-                MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.cos)),
-                type: tableType),
+        let cosValue = builder.blobValue(
+            MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.cos)),
             type: tableType)
-        let sinTable = builder.constant(
-            "rope_sin_table",
-            builder.blobValue(
-                MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.sin)),
-                type: tableType),
+        let cosTable = builder.constant("rope_cos_table", cosValue, type: tableType)
+        constant(cosTable, "rope_cos", cosValue)
+        let sinValue = builder.blobValue(
+            MILBlobStorage.Blob(dataType: .float16, elementCount: context * headDim, source: .bytes(tables.sin)),
             type: tableType)
+        let sinTable = builder.constant("rope_sin_table", sinValue, type: tableType)
+        constant(sinTable, "rope_sin", sinValue)
         let cos = builder.op(
             "slice_by_index", "rope_cos",
             [("x", .variable(cosTable)), ("begin", .variable(tableBegin)), ("end", .variable(tableEnd))],
@@ -734,12 +810,12 @@ private struct Emitter {
                     name: $0.name, summary: "[layers, kv_heads, context, head_dim]",
                     array: CoreMLSpec.ArrayFeature(shape: cacheShape, dataType: .float16), isState: true)
             },
-            summary: "\(bundle.manifest.model.name) (\(graph.architecture)), \(context) tokens of context",
-            author: "exporter \(bundle.manifest.tool.version)",
+            summary: "\(source.modelName) (\(graph.architecture)), \(context) tokens of context",
+            author: "exporter \(source.toolVersion)",
             userDefined: [
                 "com.github.exporter.architecture": graph.architecture,
                 "com.github.exporter.context_length": String(context),
-                "com.github.exporter.source_bundle": bundle.manifest.model.name + ".aimodel",
+                "com.github.exporter.source_bundle": source.modelName + ".aimodel",
             ],
             program: CoreMLSpec.Program(
                 inputs: [
@@ -750,9 +826,9 @@ private struct Emitter {
                     CoreMLSpec.NamedValueType(name: valueCache.name, type: .state(valueCache.type)),
                 ],
                 operations: builder.operations, outputs: [logits.name]))
-        let order = Dictionary(uniqueKeysWithValues: bundle.manifest.tensors.enumerated().map { ($1.name, $0) })
+        let order = Dictionary(uniqueKeysWithValues: source.tensors.enumerated().map { ($1.name, $0) })
         return LanguageModelProgram(
             model: model, blobs: builder.blobs, opCounts: builder.opCounts,
-            tensors: records.sorted { (order[$0.name] ?? 0) < (order[$1.name] ?? 0) })
+            tensors: records.sorted { (order[$0.name] ?? 0) < (order[$1.name] ?? 0) }, constants: constants)
     }
 }

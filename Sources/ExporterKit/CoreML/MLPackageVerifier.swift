@@ -2,7 +2,8 @@ import Foundation
 
 /// Checks an `.mlpackage` written by ``MLPackageWriter``: every file's size and CRC-32 against
 /// our manifest, the blob storage file against its format (header, sentinels, offsets, bounds),
-/// every tensor's blobs against the manifest, and, given the source bundle, every blob byte for
+/// every tensor's blobs against the manifest, every blob accounted for by a tensor or a
+/// constant (the zero biases zero), and, given the source bundle, every blob byte for
 /// byte against the bundle's parts (each LUT, the index streams, the int8 values, float16
 /// values; the int8 scales as the float16 rounding of the bundle's; the outliers' values and
 /// their mask, the bit of each of the bundle's outlier indices).
@@ -81,6 +82,9 @@ public enum MLPackageVerifier {
                 }
             }
         }
+        if let constants = manifest.constants {
+            try checkAccounted(manifest, constants: constants, blobs: blobs)
+        }
         var compared = 0
         if let bundleURL {
             let bundle = try BundleReader(url: bundleURL)
@@ -103,6 +107,42 @@ public enum MLPackageVerifier {
         return Report(
             manifest: manifest, filesChecked: manifest.files.count, blobsChecked: blobs.entries.count,
             tensorsCompared: compared)
+    }
+
+    /// Every blob of `weight.bin` is a tensor's or a constant's, exactly once, and every zero
+    /// bias holds zeros.
+    private static func checkAccounted(
+        _ manifest: MLPackageManifest, constants: [MLPackageConstant], blobs: MILBlobFile
+    )
+        throws
+    {
+        func fail(_ reason: String) -> CoreMLError {
+            .invalidPackage(path: MLPackageWriter.weightsPath, reason: reason)
+        }
+        var owners: [Int: String] = [:]
+        let claims =
+            manifest.tensors.flatMap { tensor in tensor.blobs.map { (tensor.name, $0.offset) } }
+            + constants.map { ($0.name, $0.offset) }
+        for (owner, offset) in claims {
+            if let other = owners[offset] {
+                throw fail("the blob at \(offset) is listed for both '\(other)' and '\(owner)'")
+            }
+            owners[offset] = owner
+        }
+        if let stray = blobs.entries.first(where: { owners[$0.metadataOffset] == nil }) {
+            throw fail("the blob at \(stray.metadataOffset) is neither a tensor's nor a constant's")
+        }
+        for constant in constants {
+            let entry = try blobs.entry(atMetadataOffset: constant.offset)
+            guard entry.byteCount == constant.bytes else {
+                throw fail("constant '\(constant.name)': no \(constant.bytes)-byte blob at \(constant.offset)")
+            }
+            if constant.kind == "zero_bias",
+                try blobs.bytes(of: entry, range: 0..<entry.byteCount).contains(where: { $0 != 0 })
+            {
+                throw fail("constant '\(constant.name)': a zero bias that is not zero")
+            }
+        }
     }
 
     private static func compare(_ tensor: MLPackageTensor, blobs: MILBlobFile, bundle: BundleReader, pieceBytes: Int)

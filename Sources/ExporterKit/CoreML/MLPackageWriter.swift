@@ -38,6 +38,9 @@ public struct MLPackageManifest: Codable, Equatable, Sendable {
     public var opCounts: [String: Int]
     /// Where each bundle tensor went.
     public var tensors: [MLPackageTensor]
+    /// The other blobs of `weight.bin` (RoPE tables, zero biases), in file order; nil in a
+    /// package written before they were listed.
+    @NullEncoded public var constants: [MLPackageConstant]?
     /// Every other file of the package with size and CRC-32, sorted by path.
     public var files: [Manifest.File]
 
@@ -55,7 +58,7 @@ public struct MLPackageManifest: Codable, Equatable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case schema, tool, name, architecture, opset, tensors, files
+        case schema, tool, name, architecture, opset, tensors, constants, files
         case sourceBundle = "source_bundle"
         case deploymentTarget = "deployment_target"
         case specificationVersion = "specification_version"
@@ -65,6 +68,21 @@ public struct MLPackageManifest: Codable, Equatable, Sendable {
         case blobCount = "blob_count"
         case operationCount = "operation_count"
         case opCounts = "op_counts"
+    }
+}
+
+extension MLPackageManifest {
+    /// The manifest of the package of `program` whose files (other than this manifest) are `files`.
+    init(_ program: LanguageModelProgram, _ description: MLPackageWriter.Description, files: [Manifest.File]) {
+        let files = files.sorted { $0.path < $1.path }
+        self.init(
+            schema: MLPackageManifest.currentSchema, tool: description.tool, name: description.name,
+            architecture: description.architecture, sourceBundle: description.sourceBundle,
+            deploymentTarget: CoreMLSpec.deploymentTarget, specificationVersion: CoreMLSpec.specificationVersion,
+            opset: CoreMLSpec.opset, contextLength: description.contextLength, kvCacheBytes: description.kvCacheBytes,
+            packageBytes: files.reduce(0) { $0 + $1.bytes }, blobCount: program.blobs.blobs.count,
+            operationCount: program.model.program.operations.count, opCounts: program.opCounts,
+            tensors: program.tensors, constants: program.constants, files: files)
     }
 }
 
@@ -88,18 +106,38 @@ public enum MLPackageWriter {
 
     /// Converts the bundle at `bundleURL` (verified first) into a package at `destination`,
     /// telling `progress` the weight bytes written, before the first blob and after each.
+    /// - Parameter availableDiskBytes: free space of the destination's volume; a package that
+    ///   would not fit is refused before anything is written (nil: not checked).
     /// - Throws: `BundleError` when the bundle does not read or an output cannot be written,
-    ///   `CoreMLError` when the bundle cannot be expressed as a Core ML program.
+    ///   `CoreMLError` when the bundle cannot be expressed as a Core ML program,
+    ///   `ResourceError.notEnoughDisk` when the package would not fit.
     @discardableResult
     public static func write(
-        bundle bundleURL: URL, to destination: URL, overwrite: Bool, faults: FaultInjector? = nil,
-        progress: (WorkProgress) -> Void = { _ in }
+        bundle bundleURL: URL, to destination: URL, overwrite: Bool, availableDiskBytes: Int? = nil,
+        faults: FaultInjector? = nil, progress: (WorkProgress) -> Void = { _ in }
     ) throws -> MLPackageManifest {
         guard FileManager.default.fileExists(atPath: bundleURL.path) else {
             throw BundleError.artifactNotFound(path: bundleURL.path)
         }
         let bundle = try BundleReader(url: bundleURL)
         let program = try LanguageModelProgram.build(bundle: bundle)
+        let bundleManifest = try Data(contentsOf: bundleURL.appendingPathComponent(BundleWriter.manifestName))
+        var bundleCRC = CRC32()
+        bundleManifest.withUnsafeBytes { bundleCRC.update($0) }
+        let description = Description(
+            name: destination.deletingPathExtension().lastPathComponent, architecture: bundle.graph.architecture,
+            tool: bundle.manifest.tool,
+            sourceBundle: .init(name: bundleURL.lastPathComponent, manifestCRC32: BundleWriter.hex(bundleCRC.value)),
+            contextLength: bundle.graph.contextLength, kvCacheBytes: bundle.manifest.kvCache.bytes)
+        let modelBytes = program.model.serialized
+        if let available = availableDiskBytes {
+            let needed = try packageBytes(program, modelBytes: modelBytes.count, description)
+            guard needed <= available else {
+                throw ResourceError.notEnoughDisk(
+                    directory: destination.deletingLastPathComponent().standardizedFileURL.path, neededBytes: needed,
+                    availableBytes: available, what: .package)
+            }
+        }
         let directory = try ArtifactDirectory(
             destination: destination, overwrite: overwrite, marker: packageManifestPath, faults: faults)
 
@@ -115,32 +153,13 @@ public enum MLPackageWriter {
                 path: weightsPath, reason: "\(weights.size) bytes written, \(program.blobs.fileBytes) planned")
         }
         let model = try directory.createFile(modelPath)
-        try model.write(program.model.serialized)
+        try model.write(modelBytes)
         try model.finish()
 
         let modelCRC = BundleWriter.hex(model.crc.value)
         let weightsCRC = BundleWriter.hex(weights.crc.value)
-        let modelID = identifier("model.mlmodel", modelCRC, weightsCRC)
-        let weightsID = identifier("weights", modelCRC, weightsCRC)
-        let exporterID = identifier("exporter", modelCRC, weightsCRC)
         let packageManifest = try directory.createFile(packageManifestPath)
-        try packageManifest.write(
-            try CanonicalJSON.encode(
-                PackageManifest(
-                    fileFormatVersion: "1.0.0",
-                    itemInfoEntries: [
-                        modelID: .init(
-                            author: "com.apple.CoreML", description: "CoreML Model Specification",
-                            name: "model.mlmodel",
-                            path: "com.apple.CoreML/model.mlmodel"),
-                        weightsID: .init(
-                            author: "com.apple.CoreML", description: "CoreML Model Weights", name: "weights",
-                            path: "com.apple.CoreML/weights"),
-                        exporterID: .init(
-                            author: "com.github.exporter", description: "exporter manifest", name: "manifest.json",
-                            path: "com.github.exporter/manifest.json"),
-                    ],
-                    rootModelIdentifier: modelID)))
+        try packageManifest.write(try CanonicalJSON.encode(PackageManifest(modelCRC: modelCRC, weightsCRC: weightsCRC)))
         try packageManifest.finish()
 
         let files = [
@@ -149,26 +168,82 @@ public enum MLPackageWriter {
                 crc32: BundleWriter.hex(packageManifest.crc.value)),
             Manifest.File(path: modelPath, bytes: model.size, crc32: modelCRC),
             Manifest.File(path: weightsPath, bytes: weights.size, crc32: weightsCRC),
-        ].sorted { $0.path < $1.path }
-        let bundleManifest = try Data(contentsOf: bundleURL.appendingPathComponent(BundleWriter.manifestName))
-        var bundleCRC = CRC32()
-        bundleManifest.withUnsafeBytes { bundleCRC.update($0) }
-        let manifest = MLPackageManifest(
-            schema: MLPackageManifest.currentSchema, tool: bundle.manifest.tool,
-            name: destination.deletingPathExtension().lastPathComponent,
-            architecture: bundle.graph.architecture,
-            sourceBundle: .init(name: bundleURL.lastPathComponent, manifestCRC32: BundleWriter.hex(bundleCRC.value)),
-            deploymentTarget: CoreMLSpec.deploymentTarget, specificationVersion: CoreMLSpec.specificationVersion,
-            opset: CoreMLSpec.opset, contextLength: bundle.graph.contextLength,
-            kvCacheBytes: bundle.manifest.kvCache.bytes,
-            packageBytes: files.reduce(0) { $0 + $1.bytes }, blobCount: program.blobs.blobs.count,
-            operationCount: program.model.program.operations.count, opCounts: program.opCounts,
-            tensors: program.tensors, files: files)
+        ]
+        let manifest = MLPackageManifest(program, description, files: files)
         let manifestFile = try directory.createFile(MLPackageManifest.path)
         try manifestFile.write(try CanonicalJSON.encode(manifest))
         try manifestFile.finish()
         try directory.publish()
         return manifest
+    }
+
+    /// What a package says of itself besides its program: its name, the family, the tool, the
+    /// source bundle, and the bundle's context and KV cache.
+    public struct Description: Sendable {
+        /// `<Name>` of `<Name>.mlpackage`.
+        public var name: String
+        /// Registry family.
+        public var architecture: String
+        /// The tool that wrote the bundle.
+        public var tool: Manifest.Tool
+        /// The bundle's name and the CRC-32 of its manifest.
+        public var sourceBundle: MLPackageManifest.SourceBundle
+        /// Tokens of context.
+        public var contextLength: Int
+        /// Bytes of the two KV-cache states.
+        public var kvCacheBytes: Int
+
+        /// A description.
+        public init(
+            name: String, architecture: String, tool: Manifest.Tool, sourceBundle: MLPackageManifest.SourceBundle,
+            contextLength: Int, kvCacheBytes: Int
+        ) {
+            self.name = name
+            self.architecture = architecture
+            self.tool = tool
+            self.sourceBundle = sourceBundle
+            self.contextLength = contextLength
+            self.kvCacheBytes = kvCacheBytes
+        }
+
+        /// The package the export of `plan` converts its bundle to (`--format mlpackage`):
+        /// named as the bundle, beside it. Its manifest's CRC-32 is not known yet; its width is.
+        public init(plan: ExportPlan) {
+            self.init(
+                name: plan.outputName, architecture: GraphDescription(plan: plan).architecture,
+                tool: Manifest.Tool(name: "exporter", version: ToolVersion.current),
+                sourceBundle: .init(name: plan.outputName + ".aimodel", manifestCRC32: BundleWriter.hex(0)),
+                contextLength: plan.contextLength, kvCacheBytes: plan.kvCache.bytes)
+        }
+    }
+
+    /// Bytes of every file of the package of `program` (`weight.bin`, `model.mlmodel`,
+    /// `Manifest.json` and our manifest), exactly, before any is written: `weight.bin` from the
+    /// blob layout, the model as serialized, the manifests as they will be encoded (CRC-32s and
+    /// identifiers have fixed widths).
+    /// - Parameter modelBytes: the serialized model's size, when already known.
+    /// - Throws: an encoding error (none in practice).
+    public static func packageBytes(_ program: LanguageModelProgram, modelBytes: Int? = nil, _ description: Description)
+        throws -> Int
+    {
+        let unknown = BundleWriter.hex(0)
+        let files = [
+            Manifest.File(
+                path: packageManifestPath,
+                bytes: try CanonicalJSON.encode(PackageManifest(modelCRC: unknown, weightsCRC: unknown)).count,
+                crc32: unknown),
+            Manifest.File(path: modelPath, bytes: modelBytes ?? program.model.serialized.count, crc32: unknown),
+            Manifest.File(path: weightsPath, bytes: program.blobs.fileBytes, crc32: unknown),
+        ]
+        let manifest = MLPackageManifest(program, description, files: files)
+        return manifest.packageBytes + (try CanonicalJSON.encode(manifest)).count
+    }
+
+    /// Bytes of the package an export of `plan` converts its bundle to (`--format mlpackage`),
+    /// from the plan alone: see ``packageBytes(_:modelBytes:_:)``.
+    /// - Throws: `CoreMLError` when the bundle could not become a program.
+    public static func packageBytes(plan: ExportPlan) throws -> Int {
+        try packageBytes(LanguageModelProgram.build(plan: plan), Description(plan: plan))
     }
 
     /// `Manifest.json` of a package.
@@ -183,6 +258,26 @@ public enum MLPackageWriter {
         var fileFormatVersion: String
         var itemInfoEntries: [String: Item]
         var rootModelIdentifier: String
+
+        /// The package manifest of a model and weights file with these CRC-32s.
+        init(modelCRC: String, weightsCRC: String) {
+            let modelID = identifier("model.mlmodel", modelCRC, weightsCRC)
+            let weightsID = identifier("weights", modelCRC, weightsCRC)
+            let exporterID = identifier("exporter", modelCRC, weightsCRC)
+            fileFormatVersion = "1.0.0"
+            itemInfoEntries = [
+                modelID: .init(
+                    author: "com.apple.CoreML", description: "CoreML Model Specification", name: "model.mlmodel",
+                    path: "com.apple.CoreML/model.mlmodel"),
+                weightsID: .init(
+                    author: "com.apple.CoreML", description: "CoreML Model Weights", name: "weights",
+                    path: "com.apple.CoreML/weights"),
+                exporterID: .init(
+                    author: "com.github.exporter", description: "exporter manifest", name: "manifest.json",
+                    path: "com.github.exporter/manifest.json"),
+            ]
+            rootModelIdentifier = modelID
+        }
     }
 
     /// A UUID-shaped identifier derived from `parts` (two FNV-1a 64-bit hashes): the same

@@ -114,6 +114,11 @@ public enum ResourceError: ExporterError, Equatable {
         case compiledArtifacts
         /// A bundle and its compiled artifacts (`exporter <model> --compile`).
         case bundleAndCompiledArtifacts
+        /// A Core ML package of a bundle already written (`exporter convert`).
+        case package
+        /// A bundle and its Core ML package (`exporter <model> --format mlpackage`), with its
+        /// compiled artifacts when `compiledArtifacts` (`--compile` too).
+        case bundleAndPackage(compiledArtifacts: Bool)
 
         /// The subject and verb of the message.
         var needs: String {
@@ -121,6 +126,19 @@ public enum ResourceError: ExporterError, Equatable {
             case .bundle: return "the bundle needs"
             case .compiledArtifacts: return "the compiled artifacts need"
             case .bundleAndCompiledArtifacts: return "the bundle and its compiled artifacts need"
+            case .package: return "the Core ML package needs"
+            case .bundleAndPackage(let compiled):
+                return compiled
+                    ? "the bundle, its compiled artifacts and its Core ML package need"
+                    : "the bundle and its Core ML package need"
+            }
+        }
+
+        /// The option that chooses where the output goes.
+        var outputOption: String {
+            switch self {
+            case .package: return "--output"
+            default: return "--output-dir"
             }
         }
     }
@@ -134,7 +152,7 @@ public enum ResourceError: ExporterError, Equatable {
                 + "close other programs or export on a machine with more memory"
         case .notEnoughDisk(let directory, let needed, let available, let what):
             return "\(what.needs) about \(Format.mebibytes(needed)) but '\(directory)' has "
-                + "\(Format.mebibytes(available)) free; free some space or choose another --output-dir"
+                + "\(Format.mebibytes(available)) free; free some space or choose another \(what.outputOption)"
         }
     }
 

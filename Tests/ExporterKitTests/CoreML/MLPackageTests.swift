@@ -179,6 +179,56 @@ struct MLPackageTests {
         try MLPackageWriter.write(bundle: bundle, to: package, overwrite: true)
         _ = try MLPackageVerifier.verify(package: package, bundle: bundle)
     }
+
+    @Test(
+        "the package's size is known exactly before writing, from the bundle and from the plan alone",
+        arguments: ["qwen2", "qwen3", "mistral"])
+    func exactSize(modelType: String) throws {
+        let (plan, package, manifest) = try convertedTinyFixture(modelType)
+        let written = try FileManager.default.subpathsOfDirectory(atPath: package.path).reduce(0) { total, path in
+            let attributes = try FileManager.default.attributesOfItem(atPath: package.appendingPathComponent(path).path)
+            let isFile = attributes[.type] as? FileAttributeType == .typeRegular
+            return total + (isFile ? attributes[.size] as? Int ?? 0 : 0)
+        }
+        let manifestBytes = try Data(contentsOf: package.appendingPathComponent(MLPackageManifest.path)).count
+        #expect(written == manifest.packageBytes + manifestBytes)
+        #expect(try MLPackageWriter.packageBytes(plan: plan) == written)
+    }
+
+    @Test("convert refuses a package larger than the free space before writing anything; exactly its size is enough")
+    func diskSpace() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let plan = try Fixtures.plan(checkpoint)
+        let bundle = try ExportRunner.run(
+            plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+        ).bundleURL
+        let needed = try MLPackageWriter.packageBytes(plan: plan)
+        let folder = try Fixtures.temporaryDirectory()
+        let destination = folder.appendingPathComponent("Tiny.mlpackage")
+        #expect(
+            throws: ResourceError.notEnoughDisk(
+                directory: folder.standardizedFileURL.path, neededBytes: needed, availableBytes: needed - 1,
+                what: .package)
+        ) {
+            try MLPackageWriter.write(
+                bundle: bundle, to: destination, overwrite: false, availableDiskBytes: needed - 1)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == [])
+        try MLPackageWriter.write(bundle: bundle, to: destination, overwrite: false, availableDiskBytes: needed)
+    }
+}
+
+/// Exports the tiny fixture of `modelType` (automatic compression) and converts the bundle to a
+/// package beside it.
+func convertedTinyFixture(_ modelType: String) throws -> (plan: ExportPlan, package: URL, manifest: MLPackageManifest) {
+    let checkpoint = try Fixtures.syntheticCheckpoint(modelType: modelType)
+    let plan = try Fixtures.plan(checkpoint)
+    let bundle = try ExportRunner.run(
+        plan, settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+    ).bundleURL
+    let package = MLPackageWriter.defaultDestination(forBundle: bundle)
+    let manifest = try MLPackageWriter.write(bundle: bundle, to: package, overwrite: false)
+    return (plan, package, manifest)
 }
 
 /// Flips the low bit of byte `offset` of a Core ML package's weight file and records the new
