@@ -194,6 +194,12 @@ struct ChildRun {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        // Standard error is shown when the run fails only: the same warning (the synthetic
+        // checkpoint has no tokenizer) would otherwise print once a run.
+        let errorLog = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "exporter-bench-\(getpid())-stderr.txt")
+        posix_spawn_file_actions_addopen(&actions, 2, errorLog.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        defer { try? FileManager.default.removeItem(at: errorLog) }
         let start = DispatchTime.now()
         let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
         guard spawned == 0 else {
@@ -204,7 +210,8 @@ struct ChildRun {
         guard wait4(pid, &status, 0, &usage) == pid else { throw ReadBenchError("wait4 failed") }
         let seconds = ReadBench.seconds(since: start)
         guard status == 0 else {
-            throw ReadBenchError("\(executable) \(arguments.joined(separator: " ")) failed (\(status))")
+            let errors = (try? String(contentsOf: errorLog, encoding: .utf8)) ?? ""
+            throw ReadBenchError("\(executable) \(arguments.joined(separator: " ")) failed (\(status))\n\(errors)")
         }
         func time(_ value: timeval) -> Double { Double(value.tv_sec) + Double(value.tv_usec) / 1e6 }
         #if canImport(Darwin)
