@@ -7,6 +7,18 @@ import Testing
 
 @Suite("command line: convert and --format mlpackage")
 struct ConvertCommandTests {
+    /// A tiny qwen3 exported at 64 tokens: the output folder and the bundle in it.
+    private func tinyBundle() throws -> (output: URL, bundle: URL) {
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let output = try Fixtures.temporaryDirectory()
+        let export = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "64", "--output-dir",
+            output.path,
+        ])
+        #expect(export.status == 0, "\(export.error)")
+        return (output, output.appendingPathComponent("tiny/Tiny.aimodel"))
+    }
+
     @Test("--format mlpackage writes the package beside the bundle; convert rewrites it identically")
     func formatAndConvert() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
@@ -33,14 +45,7 @@ struct ConvertCommandTests {
 
     @Test("convert draws the weights written, then the tensors compared, on a terminal; nothing in a pipe")
     func progress() throws {
-        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
-        let output = try Fixtures.temporaryDirectory()
-        let export = runExporter([
-            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "64", "--output-dir",
-            output.path,
-        ])
-        #expect(export.status == 0, "\(export.error)")
-        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let (output, bundle) = try tinyBundle()
         let piped = runExporter(["convert", bundle.path])
         #expect(piped.status == 0 && piped.error.isEmpty, "\(piped.error)")
         let shown = runExporter(["convert", bundle.path, "--overwrite"], terminal: true)
@@ -72,14 +77,7 @@ struct ConvertCommandTests {
     }
     @Test("convert refuses an --output without the .mlpackage extension, which inspect and verify would not know")
     func outputExtension() throws {
-        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
-        let output = try Fixtures.temporaryDirectory()
-        let export = runExporter([
-            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "64", "--output-dir",
-            output.path,
-        ])
-        #expect(export.status == 0, "\(export.error)")
-        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let (output, bundle) = try tinyBundle()
         let target = output.appendingPathComponent("mlp/noext").path
         let refused = runExporter(["convert", bundle.path, "--output", target])
         #expect(refused.status == 64)
