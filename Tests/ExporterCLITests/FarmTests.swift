@@ -621,19 +621,23 @@ struct FarmTests {
         }
     }
 
-    @Test("a second farm run on a held output folder gives up with a clear message")
+    @Test("a second farm run, or a collect, on a held output folder gives up with a clear message")
     func locked() throws {
         let (farm, folder) = try makeFarm(count: 1)
         let output = folder.appendingPathComponent("out")
         try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
         let lock = try FarmLock(directory: output, wait: false, log: { _ in })
         let run = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
+        // A collect too: a shard still running there has not written its report yet.
+        let collect = try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--collect"])
         lock.release()
-        #expect(run.status == 74)
-        #expect(
-            run.error
-                == "Error: another farm run (pid \(getpid())) is using '\(output.path)'; wait for it to finish or pass --wait\n"
-        )
+        for refused in [run, collect] {
+            #expect(refused.status == 74)
+            #expect(
+                refused.error
+                    == "Error: another farm run (pid \(getpid())) is using '\(output.path)'; wait for it to finish or pass --wait\n"
+            )
+        }
     }
 
     @Test("farm files: unknown keys and invalid values name the job")

@@ -49,7 +49,8 @@ enum BatchCommand {
             throw UsageError.validation("--shards applies to --matrix; pass --matrix too")
         }
         if arguments.flag("collect") {
-            for option in runOptions where arguments.isGiven(option) {
+            // --wait does apply: a collect waits for a shard still running in the folder.
+            for option in runOptions where option != "wait" && arguments.isGiven(option) {
                 throw UsageError.validation(
                     "--\(option) does not apply to --collect, which merges every shard's report without running jobs")
             }
@@ -100,7 +101,9 @@ enum BatchCommand {
         }
         let report: FarmReport
         if arguments.flag("collect") {
-            report = try runner.collect()
+            report = try runner.collect { text in
+                if context.errorIsTerminal { context.printError(text) }
+            }
         } else {
             // A job's error may span lines (the child's message): each is printed, escaped, on its own.
             report = try runner.run { text in

@@ -521,10 +521,17 @@ public struct FarmRunner {
     /// Merges the shard reports in the output folder into `farm-report.json`, jobs in farm order.
     /// The earlier `farm-report.json` is removed first, so a collect that fails leaves none that
     /// could pass for its result (a CI step uploading the output folder would upload it).
-    /// - Throws: `FarmError.collect` when reports are missing, foreign or overlapping;
+    /// - Throws: `FarmError.collect` when reports are missing, foreign or overlapping,
+    ///   `FarmError.locked` when a run holds the folder (without `--wait`);
     ///   `BundleError.writeFailed` when the earlier report cannot be removed or the new one written.
-    public func collect() throws -> FarmReport {
+    public func collect(log: (String) -> Void = { _ in }) throws -> FarmReport {
         let manager = FileManager.default
+        // A shard still running in this folder writes its report last: its lock is waited for
+        // (`--wait`) or refused, as a run's is.
+        let lock =
+            manager.fileExists(atPath: settings.outputDirectory.path)
+            ? try FarmLock(directory: settings.outputDirectory, wait: settings.waitForLock, log: log) : nil
+        defer { lock?.release() }
         let reportURL = settings.outputDirectory.appendingPathComponent("farm-report.json")
         if unlink(reportURL.path) != 0, errno != ENOENT {
             throw BundleError.writeFailed(path: reportURL.path, reason: OutputFile.errnoText())
