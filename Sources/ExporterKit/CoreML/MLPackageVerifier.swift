@@ -103,10 +103,40 @@ public enum MLPackageVerifier {
             if let name = missing.sorted().first {
                 throw CoreMLError.bundleMismatch(tensor: name, reason: "not in the package")
             }
+            try checkFigures(manifest, package: url, bundle: bundle)
         }
         return Report(
             manifest: manifest, filesChecked: manifest.files.count, blobsChecked: blobs.entries.count,
             tensorsCompared: compared)
+    }
+
+    /// The manifest's figures against those the converter gives for `bundle`: the program's
+    /// counts, tensors and constants, the bundle's context, KV cache and manifest CRC-32, the
+    /// deployment target, and the package's bytes from its files. Names are not compared: a
+    /// package or bundle renamed since is the same one. A package without `constants` (before
+    /// 0.7.3) is compared without them.
+    /// - Throws: `CoreMLError.invalidPackage` naming the first key that differs.
+    private static func checkFigures(_ manifest: MLPackageManifest, package: URL, bundle: BundleReader) throws {
+        var expected = MLPackageManifest(
+            try LanguageModelProgram.build(bundle: bundle),
+            try MLPackageWriter.Description(package: package, bundle: bundle),
+            files: manifest.files)
+        expected.name = manifest.name
+        expected.sourceBundle.name = manifest.sourceBundle.name
+        if manifest.constants == nil { expected.constants = nil }
+        guard expected != manifest else { return }
+        let recorded = try JSONParser.parse(CanonicalJSON.encode(manifest)).objectValue
+        let computed = try JSONParser.parse(CanonicalJSON.encode(expected)).objectValue
+        let key = computed?.keys.first { recorded?[$0] != computed?[$0] } ?? "the manifest"
+        func shown(_ value: JSONValue?) -> String {
+            guard let value else { return "absent" }
+            let text = JSONWriter.string(value).trimmingCharacters(in: .whitespacesAndNewlines)
+                .replacingOccurrences(of: "\n", with: " ")
+            return text.count > 80 ? String(text.prefix(80)) + "…" : text
+        }
+        throw CoreMLError.invalidPackage(
+            path: MLPackageManifest.path,
+            reason: "'\(key)' is \(shown(recorded?[key])), the package and its bundle give \(shown(computed?[key]))")
     }
 
     /// Every blob of `weight.bin` is a tensor's or a constant's, exactly once, and every zero

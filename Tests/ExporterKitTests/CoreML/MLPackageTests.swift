@@ -100,6 +100,30 @@ struct MLPackageTests {
         ) { try MLPackageVerifier.verify(package: package) }
     }
 
+    @Test(
+        "a doctored figure of the package manifest is found against the bundle, naming the key",
+        arguments: [
+            ("context_length", 1024, "'context_length' is 1024, the package and its bundle give 512"),
+            ("package_bytes", 1, "'package_bytes' is 1, the package and its bundle give "),
+            ("opset", "CoreML7", "'opset' is \"CoreML7\", the package and its bundle give \"CoreML8\""),
+            ("architecture", "mistral", "'architecture' is \"mistral\", the package and its bundle give \"qwen3\""),
+        ] as [(String, Any, String)])
+    func doctoredFigures(_ key: String, _ value: Any, _ message: String) throws {
+        let (bundle, package, _) = try package()
+        let url = package.appendingPathComponent(MLPackageManifest.path)
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        object[key] = value
+        try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]).write(to: url)
+        let error = #expect(throws: CoreMLError.self) { try MLPackageVerifier.verify(package: package, bundle: bundle) }
+        #expect(error?.description.contains(message) == true, "\(error?.description ?? "")")
+        // A package renamed since it was written is still the same package.
+        let renamed = package.deletingLastPathComponent().appendingPathComponent("Renamed.mlpackage")
+        try FileManager.default.removeItem(at: package)
+        _ = try MLPackageWriter.write(bundle: bundle, to: package, overwrite: false)
+        try FileManager.default.moveItem(at: package, to: renamed)
+        _ = try MLPackageVerifier.verify(package: renamed, bundle: bundle)
+    }
+
     @Test("a LUT that differs from the bundle's is found, named, even when the checksums are updated")
     func bundleComparison() throws {
         let (bundle, package, manifest) = try package()
