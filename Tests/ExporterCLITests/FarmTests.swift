@@ -673,6 +673,17 @@ struct FarmTests {
                 #"{"schema": "exporter.farm/2", "jobs": []}"#,
                 "schema is 'exporter.farm/2'; this version reads 'exporter.farm/1'"
             ),
+            (#"{"schema": 5, "jobs": []}"#, "schema is 5; this version reads 'exporter.farm/1'"),
+            (#"{"schema": null, "jobs": []}"#, "schema is null; this version reads 'exporter.farm/1'"),
+            (#"{"jobs": []}"#, "no 'schema'; this version reads 'exporter.farm/1'"),
+            (
+                #"{"schema": "exporter.farm/1", "defaults": null, "jobs": [{"name": "a", "model": "x"}]}"#,
+                "'defaults' must be an object, found null"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "defaults": [], "jobs": [{"name": "a", "model": "x"}]}"#,
+                "'defaults' must be an object, found an array"
+            ),
             (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "devices": ["h17p", "h17p"]}]}"#,
                 "job 'a': device 'h17p' is listed twice"

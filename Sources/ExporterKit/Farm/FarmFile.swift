@@ -157,12 +157,24 @@ public struct FarmFile: Equatable, Sendable {
         if let unknown = root.keys.first(where: { !["schema", "defaults", "jobs"].contains($0) }) {
             throw FarmError.invalid(path: file, reason: "unknown key '\(unknown)'")
         }
-        let schema = root["schema"]?.stringValue ?? ""
-        guard schema == FarmFile.schema else {
-            throw FarmError.invalid(
-                path: file, reason: "schema is '\(schema)'; this version reads '\(FarmFile.schema)'")
+        guard let schemaValue = root["schema"] else {
+            throw FarmError.invalid(path: file, reason: "no 'schema'; this version reads '\(FarmFile.schema)'")
         }
-        let defaults = root["defaults"]?.objectValue ?? JSONObject()
+        guard let schema = schemaValue.stringValue, schema == FarmFile.schema else {
+            let found =
+                schemaValue.stringValue.map { "'\($0)'" }
+                ?? JSONWriter.string(schemaValue).trimmingCharacters(
+                    in: .whitespacesAndNewlines)
+            throw FarmError.invalid(path: file, reason: "schema is \(found); this version reads '\(FarmFile.schema)'")
+        }
+        let defaults: JSONObject
+        switch root["defaults"] {
+        case nil: defaults = JSONObject()
+        case .object(let object)?: defaults = object
+        case let other?:
+            throw FarmError.invalid(
+                path: file, reason: "'defaults' must be an object, found \(other.typeDescription)")
+        }
         if let bad = defaults.keys.first(where: { !FarmFile.jobKeys.contains($0) || $0 == "name" }) {
             throw FarmError.invalid(path: file, reason: "defaults: unknown key '\(bad)'")
         }
