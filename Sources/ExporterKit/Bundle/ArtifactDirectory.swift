@@ -94,7 +94,15 @@ public final class ArtifactDirectory {
     public static func checkDestination(_ destination: URL, overwrite: Bool, marker: String) throws {
         var isFolder: ObjCBool = false
         let manager = FileManager.default
-        guard manager.fileExists(atPath: destination.path, isDirectory: &isFolder) else { return }
+        guard manager.fileExists(atPath: destination.path, isDirectory: &isFolder) else {
+            // A symbolic link to nothing: no artifact, and no rename may replace it either.
+            if (try? manager.attributesOfItem(atPath: destination.path))?[.type] as? FileAttributeType
+                == .typeSymbolicLink
+            {
+                throw BundleError.notReplaceable(path: destination.path, reason: "it is a link to nothing")
+            }
+            return
+        }
         guard isFolder.boolValue else {
             throw BundleError.notReplaceable(path: destination.path, reason: "it is a file")
         }

@@ -113,7 +113,12 @@ struct ArtifactDirectoryTests {
         let file = parent.appendingPathComponent("N.aimodel")
         try Data("mine".utf8).write(to: file)
         // With or without --overwrite: the refusal does not suggest a flag that would be refused too.
-        let cases = [(folder, "the folder holds no manifest.json"), (file, "it is a file")]
+        let dangling = parent.appendingPathComponent("L.aimodel")
+        try FileManager.default.createSymbolicLink(atPath: dangling.path, withDestinationPath: "/nonexistent/x")
+        let cases = [
+            (folder, "the folder holds no manifest.json"), (file, "it is a file"),
+            (dangling, "it is a link to nothing"),
+        ]
         for ((destination, reason), overwrite) in cases.flatMap({ item in [true, false].map { (item, $0) } }) {
             let error = #expect(throws: BundleError.self) {
                 try ArtifactDirectory(destination: destination, overwrite: overwrite, marker: "manifest.json")
@@ -124,7 +129,7 @@ struct ArtifactDirectoryTests {
                     + "--overwrite replaces artifacts only: move or remove it")
             #expect(error?.exitStatus == .outputExists)
         }
-        #expect(try entries(parent) == ["M.aimodel", "N.aimodel"])
+        #expect(try entries(parent) == ["L.aimodel", "M.aimodel", "N.aimodel"])
         // An empty folder holds nothing to lose: it is replaced with --overwrite.
         let empty = parent.appendingPathComponent("E.aimodel")
         try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: false)
