@@ -449,6 +449,14 @@ struct HuggingFaceCacheCommandTests {
         }
         let (viaID, viaPath) = (try files(output), try files(byPath))
         #expect(viaID.count >= 4 && viaID == viaPath)
+        // And by a link to the snapshot folder.
+        let link = try Fixtures.temporaryDirectory().appendingPathComponent("snaplink")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: snapshot)
+        let byLink = try Fixtures.temporaryDirectory()
+        let run3 = runExporter(
+            [link.path, "--experimental", "--compute-precision", "float16", "--output-dir", byLink.path])
+        #expect(run3.status == 0, "\(run3.error)")
+        #expect(try files(byLink) == viaID)
     }
 
     @Test("a preset's repo in the cache exports with the preset")

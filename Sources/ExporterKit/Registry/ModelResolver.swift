@@ -181,14 +181,16 @@ public struct ModelResolver {
                 throw ResolutionError.artifactGiven(path: localURL.standardizedFileURL.path)
             }
             let folder = localURL.standardizedFileURL
-            if let repository = HuggingFaceCache.repositoryFolder(ofSnapshot: folder),
+            // A cache snapshot given by its path, or by a link to it: named and recorded as its
+            // id would be, its files allowed to resolve into the repository's blobs/.
+            let snapshot = folder.resolvingSymlinksInPath()
+            if let repository = HuggingFaceCache.repositoryFolder(ofSnapshot: snapshot),
                 let repoID = HuggingFaceCache.repositoryID(ofFolder: repository)
             {
-                // A cache snapshot given by its path: named and recorded as its id would be.
                 return try finish(
                     argument: argument, name: String(repoID.split(separator: "/")[1]),
-                    source: .huggingFaceCache(repoID: repoID, snapshot: folder, revision: folder.lastPathComponent),
-                    configURL: folder.appendingPathComponent("config.json"), preset: nil, platform: platform,
+                    source: .huggingFaceCache(repoID: repoID, snapshot: snapshot, revision: snapshot.lastPathComponent),
+                    configURL: snapshot.appendingPathComponent("config.json"), preset: nil, platform: platform,
                     experimental: experimental, precisionGiven: precisionGiven, presetOverride: presetOverride)
             }
             let name = folder.lastPathComponent
