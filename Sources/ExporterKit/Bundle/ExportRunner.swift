@@ -240,7 +240,7 @@ public enum ExportRunner {
         let beyond = tokenizer.highestAddedToken.flatMap { token in
             token.id < rows
                 ? nil
-                : "tokenizer: \(token.file) adds token '\(token.content)' with id \(Format.grouped(token.id)), beyond the "
+                : "tokenizer: \(token.file) adds token '\(token.content)' with id \(token.id), beyond the "
                     + "embedding's \(Format.grouped(rows)) rows (vocab_size): fed to the model on a device, it reads "
                     + "outside the table; resize the embedding or remove the token"
         }

@@ -35,6 +35,9 @@ extension ArtifactVerifier {
         }
         // A bundle's are held against its weights.bin; a plan and a compiled artifact describe
         // the portable bundle's, which a compiled artifact's parts lay out.
+        if manifest.kind == "plan", let bytes = sizes.bundleBytes {
+            problems.append("sizes.bundle_bytes is \(bytes), but a plan has no files: null")
+        }
         if manifest.compiled != nil || manifest.kind == "plan" {
             if manifest.memory.weightsBytes != sizes.estimatedBundleBytes {
                 problems.append(
@@ -109,6 +112,10 @@ extension ArtifactVerifier {
                 ))
         }
         if let compiled = manifest.compiled {
+            // `compile` refuses a version below the first that loads compiled artifacts, or none.
+            do { _ = try DeploymentVersion(parsing: compiled.minDeploymentVersion) } catch {
+                problems.append((subject, "compiled.min_deployment_version: \(error)"))
+            }
             if let devicePlatform = DevicePlatform(rawValue: compiled.platform) {
                 let bundlePlatform = devicePlatform.bundlePlatform.rawValue
                 if knownPlatform, bundlePlatform != platform {

@@ -94,6 +94,21 @@ struct ArtifactVerifierFiguresTests {
             ])
     }
 
+    @Test("a plan's manifest has no bundle bytes: one that claims some is refused")
+    func planBundleBytes() throws {
+        let plan = try Fixtures.plan(try Fixtures.syntheticCheckpoint(modelType: "qwen3"))
+        let file = try Fixtures.temporaryDirectory().appendingPathComponent("plan.json")
+        var manifest = Manifest(plan: plan)
+        try Data(try manifest.canonicalJSON()).write(to: file)
+        #expect(ArtifactVerifier.verify(try LoadedArtifact(url: file)).failures.isEmpty)
+        manifest.sizes.bundleBytes = 5
+        try Data(try manifest.canonicalJSON()).write(to: file)
+        #expect(
+            ArtifactVerifier.verify(try LoadedArtifact(url: file)).failures.map(\.description) == [
+                "'plan.json': sizes.bundle_bytes is 5, but a plan has no files: null"
+            ])
+    }
+
     @Test("the platform against the iOS embedding's int8 and rules; experimental against the preset")
     func implications() throws {
         let artifact = try bundle()
@@ -210,5 +225,11 @@ struct ArtifactVerifierFiguresTests {
                 "'manifest.json': compiled.verdict.memory is fits, the compiler's plan of the artifact gives "
                     + "needs-entitlement"
             ])
+        #expect(
+            try failures(artifact) { $0.compiled?.minDeploymentVersion = "26.0" } == [
+                "'manifest.json': compiled.min_deployment_version: "
+                    + CompileError.deploymentVersionTooLow(given: "26.0", minimum: "27.0").description
+            ])
+        #expect(try failures(artifact) { $0.compiled?.minDeploymentVersion = "28.1" } == [])
     }
 }
