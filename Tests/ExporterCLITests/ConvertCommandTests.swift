@@ -78,14 +78,19 @@ struct ConvertCommandTests {
     @Test("convert refuses an --output without the .mlpackage extension, which inspect and verify would not know")
     func outputExtension() throws {
         let (output, bundle) = try tinyBundle()
-        let target = output.appendingPathComponent("mlp/noext").path
-        let refused = runExporter(["convert", bundle.path, "--output", target])
-        #expect(refused.status == 64)
-        #expect(
-            refused.error
-                == "Error: --output expects a path ending in .mlpackage, got '\(target)'\n"
-                + "Usage: exporter convert <bundle> [<options>]\n  See 'exporter convert --help' for more information.\n"
-        )
+        // No extension, no name, a hidden name, a name its staging folder could not hold.
+        let names = ["noext", ".mlpackage", ".hidden.mlpackage", String(repeating: "m", count: 129) + ".mlpackage"]
+        for name in names {
+            let target = output.appendingPathComponent("mlp/" + name).path
+            let refused = runExporter(["convert", bundle.path, "--output", target])
+            #expect(refused.status == 64)
+            #expect(
+                refused.error
+                    == "Error: --output expects a path ending in <name>.mlpackage, the name not hidden and at most "
+                    + "128 bytes, got '\(target)'\n"
+                    + "Usage: exporter convert <bundle> [<options>]\n  See 'exporter convert --help' for more information.\n"
+            )
+        }
         #expect(!FileManager.default.fileExists(atPath: output.appendingPathComponent("mlp").path))
         let written = output.appendingPathComponent("mlp/Model.mlpackage").path
         #expect(runExporter(["convert", bundle.path, "--output", written]).status == 0)

@@ -31,8 +31,17 @@ enum ConvertCommand {
         let bundle = URL(fileURLWithPath: path, relativeTo: context.currentDirectory).standardizedFileURL
         // `inspect` and `verify` know a package by its extension: one written without it would
         // be refused by them, so it is not written.
-        if let output = arguments.value("output"), !MLPackageViews.isPackage(output) {
-            throw UsageError.invalidValue(value: output, option: "--output", expected: "a path ending in .mlpackage")
+        if let output = arguments.value("output") {
+            let name = URL(fileURLWithPath: output).deletingPathExtension().lastPathComponent
+            // As an artifact's name: not empty, not hidden, within 128 bytes (its staging folder's name).
+            guard MLPackageViews.isPackage(output), !name.isEmpty, !name.hasPrefix("."),
+                name.utf8.count <= ExportPlan.longestName
+            else {
+                throw UsageError.invalidValue(
+                    value: output, option: "--output",
+                    expected: "a path ending in <name>.mlpackage, the name not hidden and at most "
+                        + "\(ExportPlan.longestName) bytes")
+            }
         }
         let destination =
             arguments.value("output").map {
