@@ -688,7 +688,7 @@ struct MLPackageCommandTests {
             #expect(
                 run.error
                     == "Error: '\(folder.path)' already exists and is not an artifact to replace (the folder holds no "
-                    + "\(marker)); --overwrite replaces artifacts only: move or remove it\n")
+                    + "\(marker) of an artifact); --overwrite replaces artifacts only: move or remove it\n")
             #expect(try Data(contentsOf: kept) == Data("mine".utf8))
             if taken == "Tiny.aimodel" {
                 try Data(before).write(to: bundle.appendingPathComponent("manifest.json"))

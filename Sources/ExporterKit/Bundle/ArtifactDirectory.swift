@@ -107,10 +107,23 @@ public final class ArtifactDirectory {
             throw BundleError.notReplaceable(path: destination.path, reason: "it is a file")
         }
         let isEmpty = (try? manager.contentsOfDirectory(atPath: destination.path))?.isEmpty == true
-        guard isEmpty || manager.fileExists(atPath: destination.appendingPathComponent(marker).path) else {
-            throw BundleError.notReplaceable(path: destination.path, reason: "the folder holds no \(marker)")
+        guard isEmpty || isManifest(destination.appendingPathComponent(marker)) else {
+            throw BundleError.notReplaceable(
+                path: destination.path, reason: "the folder holds no \(marker) of an artifact")
         }
         guard overwrite else { throw BundleError.outputExists(path: destination.path) }
+    }
+
+    /// Whether `url` is an artifact's manifest: a JSON object naming a schema of this tool
+    /// (`exporter.…`) or, for a Core ML package, its `fileFormatVersion`. A folder that merely
+    /// holds a file of that name is the user's.
+    private static func isManifest(_ url: URL) -> Bool {
+        guard let file = try? ReadOnlyFile(path: url.path), file.byteCount <= 64 << 20,
+            let bytes = try? file.bytes(at: 0, count: file.byteCount),
+            let object = (try? JSONParser.parse(bytes))?.objectValue
+        else { return false }
+        return object["schema"]?.stringValue?.hasPrefix("exporter.") == true
+            || object["fileFormatVersion"]?.stringValue != nil
     }
 
     deinit {

@@ -113,10 +113,16 @@ struct ArtifactDirectoryTests {
         let file = parent.appendingPathComponent("N.aimodel")
         try Data("mine".utf8).write(to: file)
         // With or without --overwrite: the refusal does not suggest a flag that would be refused too.
+        // A manifest.json of something else (a web app's) does not make an artifact.
+        let notOurs = parent.appendingPathComponent("W.aimodel")
+        try FileManager.default.createDirectory(at: notOurs, withIntermediateDirectories: false)
+        try Data(#"{"name": "my web app", "icons": []}"#.utf8).write(
+            to: notOurs.appendingPathComponent("manifest.json"))
         let dangling = parent.appendingPathComponent("L.aimodel")
         try FileManager.default.createSymbolicLink(atPath: dangling.path, withDestinationPath: "/nonexistent/x")
         let cases = [
-            (folder, "the folder holds no manifest.json"), (file, "it is a file"),
+            (folder, "the folder holds no manifest.json of an artifact"), (file, "it is a file"),
+            (notOurs, "the folder holds no manifest.json of an artifact"),
             (dangling, "it is a link to nothing"),
         ]
         for ((destination, reason), overwrite) in cases.flatMap({ item in [true, false].map { (item, $0) } }) {
@@ -129,7 +135,7 @@ struct ArtifactDirectoryTests {
                     + "--overwrite replaces artifacts only: move or remove it")
             #expect(error?.exitStatus == .outputExists)
         }
-        #expect(try entries(parent) == ["L.aimodel", "M.aimodel", "N.aimodel"])
+        #expect(try entries(parent) == ["L.aimodel", "M.aimodel", "N.aimodel", "W.aimodel"])
         // An empty folder holds nothing to lose: it is replaced with --overwrite.
         let empty = parent.appendingPathComponent("E.aimodel")
         try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: false)
@@ -145,15 +151,16 @@ struct ArtifactDirectoryTests {
     func replacing() throws {
         let parent = try Fixtures.temporaryDirectory()
         let destination = parent.appendingPathComponent("M.aimodel")
-        for content: [UInt8] in [[1], [2, 2]] {
-            let directory = try ArtifactDirectory(destination: destination, overwrite: true, marker: "a.bin")
-            let file = try directory.createFile("a.bin")
+        for version in ["1", "2"] {
+            let content = Array(#"{"schema": "exporter.manifest/1", "version": \#(version)}"#.utf8)
+            let directory = try ArtifactDirectory(destination: destination, overwrite: true, marker: "manifest.json")
+            let file = try directory.createFile("manifest.json")
             try file.write(content)
             try file.finish()
             try directory.publish()
-            #expect(try Data(contentsOf: destination.appendingPathComponent("a.bin")) == Data(content))
+            #expect(try Data(contentsOf: destination.appendingPathComponent("manifest.json")) == Data(content))
             #expect(try entries(parent) == ["M.aimodel"])
-            #expect(try entries(destination) == ["a.bin"])
+            #expect(try entries(destination) == ["manifest.json"])
         }
     }
 }
