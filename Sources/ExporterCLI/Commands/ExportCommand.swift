@@ -50,20 +50,14 @@ enum ExportCommand {
         let (compilePlatform, compileDevices, outputDirectory) = (
             checked.platform, checked.devices, checked.outputDirectory
         )
-        if arguments.flag("overwrite") {
-            try refuseUnreplaceableOutputs(
-                plan, devices: compileDevices, mlpackage: arguments.value("format") == "mlpackage",
-                outputDirectory: outputDirectory)
-        }
+        try refuseOutputsInTheWay(
+            plan, devices: compileDevices, platform: compilePlatform,
+            mlpackage: arguments.value("format") == "mlpackage", outputDirectory: outputDirectory,
+            overwrite: arguments.flag("overwrite"))
         let availableDisk = context.availableDiskBytes(at: outputDirectory)
-        if !compileDevices.isEmpty {
-            try refuseExistingCompiledArtifacts(
-                of: CompileSubject(plan: plan), plan: plan, devices: compileDevices, platform: compilePlatform,
-                outputDirectory: outputDirectory, overwrite: arguments.flag("overwrite"))
-        }
         try checkDisk(
-            plan, checked, synthetic: arguments.flag("synthetic"), mlpackage: arguments.value("format") == "mlpackage",
-            available: availableDisk)
+            plan, checked, tokenizer: ExportRunner.tokenizer(of: plan, synthetic: arguments.flag("synthetic")),
+            mlpackage: arguments.value("format") == "mlpackage", available: availableDisk)
         var settings = ExportSettings(outputDirectory: outputDirectory)
         settings.overwrite = arguments.flag("overwrite")
         settings.allowClamp = arguments.flag("allow-clamp")
@@ -152,45 +146,37 @@ enum ExportCommand {
         return commands
     }
 
-    /// Compiled artifacts already there for a bundle not yet exported are refused before the
-    /// export (without `--overwrite`), not after it, and so are those of another platform
-    /// (with it too). With the bundle there, the export's own refusal comes first and names the
-    /// compile that finishes from it.
-    static func refuseExistingCompiledArtifacts(
-        of subject: CompileSubject, plan: ExportPlan, devices: [DeviceArchitecture], platform: DevicePlatform,
+    /// What is already where this command line writes, refused before the export rather than
+    /// after it: compiled artifacts of another platform; with `--overwrite`, anything that is
+    /// not an artifact to replace (bundle, compiled artifacts, Core ML package); without it,
+    /// compiled artifacts there for a bundle not yet exported. With the bundle there, the
+    /// export's own refusal comes first and names the compile that finishes from it.
+    static func refuseOutputsInTheWay(
+        _ plan: ExportPlan, devices: [DeviceArchitecture], platform: DevicePlatform, mlpackage: Bool,
         outputDirectory: URL, overwrite: Bool
     ) throws {
         let bundle = ExportRunner.bundleURL(for: plan, in: outputDirectory)
-        let there = devices.map {
-            Compiler.artifactURL(name: subject.name, device: $0, in: bundle.deletingLastPathComponent())
-        }.filter { FileManager.default.fileExists(atPath: $0.path) }
+        let name = CompileSubject(plan: plan).name
+        let compiled = devices.map {
+            Compiler.artifactURL(name: name, device: $0, in: bundle.deletingLastPathComponent())
+        }
+        let there = compiled.filter { FileManager.default.fileExists(atPath: $0.path) }
         for artifact in there { try Compiler.refuseOtherPlatform(artifact, platform: platform) }
-        guard !overwrite, !FileManager.default.fileExists(atPath: bundle.path) else { return }
-        guard !there.isEmpty else { return }
+        if overwrite {
+            for artifact in [bundle] + compiled {
+                try ArtifactDirectory.checkDestination(artifact, overwrite: true, marker: BundleWriter.manifestName)
+            }
+            if mlpackage {
+                try ArtifactDirectory.checkDestination(
+                    MLPackageWriter.defaultDestination(forBundle: bundle), overwrite: true,
+                    marker: MLPackageWriter.packageManifestPath)
+            }
+            return
+        }
+        guard !there.isEmpty, !FileManager.default.fileExists(atPath: bundle.path) else { return }
         throw CompileError.artifactsExist(
             paths: there.map(\.standardizedFileURL.path), bundle: bundle.standardizedFileURL.path, platform: platform,
             missingDevices: [])
-    }
-
-    /// With `--overwrite`, whatever is already where this command line writes must be an artifact
-    /// to replace: refused before the export rather than after it, when the compile or the
-    /// conversion would refuse it.
-    static func refuseUnreplaceableOutputs(
-        _ plan: ExportPlan, devices: [DeviceArchitecture], mlpackage: Bool, outputDirectory: URL
-    ) throws {
-        let bundle = ExportRunner.bundleURL(for: plan, in: outputDirectory)
-        let name = CompileSubject(plan: plan).name
-        let artifacts =
-            [bundle]
-            + devices.map { Compiler.artifactURL(name: name, device: $0, in: bundle.deletingLastPathComponent()) }
-        for artifact in artifacts {
-            try ArtifactDirectory.checkDestination(artifact, overwrite: true, marker: BundleWriter.manifestName)
-        }
-        if mlpackage {
-            try ArtifactDirectory.checkDestination(
-                MLPackageWriter.defaultDestination(forBundle: bundle), overwrite: true,
-                marker: MLPackageWriter.packageManifestPath)
-        }
     }
 
     /// Refuses an export whose bundle, and with `--compile` every compiled artifact too, and with
@@ -198,11 +184,11 @@ enum ExportCommand {
     /// space, before any is written (each step checks its own part again); `plan` refuses the same.
     /// - Throws: `ResourceError.notEnoughDisk`; `CoreMLError` when the bundle could not become a
     ///   Core ML program.
-    static func checkDisk(_ plan: ExportPlan, _ checked: Checked, synthetic: Bool, mlpackage: Bool, available: Int?)
-        throws
-    {
+    /// - Parameter tokenizer: the tokenizer files the bundle will copy (``ExportRunner/tokenizer(of:synthetic:)``).
+    static func checkDisk(
+        _ plan: ExportPlan, _ checked: Checked, tokenizer: TokenizerFiles?, mlpackage: Bool, available: Int?
+    ) throws {
         guard let available else { return }
-        let tokenizer = ExportRunner.tokenizer(of: plan, synthetic: synthetic)
         guard checked.devices.isEmpty, !mlpackage else {
             let bundleBytes = plan.estimatedBundleBytes(
                 copiedFileBytes: ExportRunner.copiedFileBytes(of: plan, tokenizer: tokenizer))

@@ -36,10 +36,8 @@ enum PlanCommand {
             plan, synthetic: synthetic, allowClamp: arguments.flag("allow-clamp"),
             calibrated: arguments.value("calibration") != nil, availableBytes: context.availableMemoryBytes())
         // What the export will warn of besides the plan's own warnings.
-        let warnings =
-            ExportRunner.tokenizer(of: plan, synthetic: synthetic).map {
-                ExportRunner.tokenizerWarnings(plan, tokenizer: $0)
-            } ?? []
+        let tokenizer = ExportRunner.tokenizer(of: plan, synthetic: synthetic)
+        let warnings = tokenizer.map { ExportRunner.tokenizerWarnings(plan, tokenizer: $0) } ?? []
         let json = arguments.flag("json")
         let listTensors = arguments.flag("tensors")
         if json {
@@ -57,7 +55,7 @@ enum PlanCommand {
         // shown the figures.
         try ExportRunner.checkMemory(plan, forecast: conversion)
         try ExportCommand.checkDisk(
-            plan, checked, synthetic: synthetic, mlpackage: arguments.value("format") == "mlpackage",
+            plan, checked, tokenizer: tokenizer, mlpackage: arguments.value("format") == "mlpackage",
             available: context.availableDiskBytes(at: checked.outputDirectory))
         return .success
     }

@@ -118,9 +118,8 @@ public final class ArtifactDirectory {
     /// (`exporter.…`) or, for a Core ML package, its `fileFormatVersion`. A folder that merely
     /// holds a file of that name is the user's.
     private static func isManifest(_ url: URL) -> Bool {
-        guard let file = try? ReadOnlyFile(path: url.path), file.byteCount <= 64 << 20,
-            let bytes = try? file.bytes(at: 0, count: file.byteCount),
-            let object = (try? JSONParser.parse(bytes))?.objectValue
+        guard let data = (try? BundleReader.readDocument(url)) ?? nil,
+            let object = (try? JSONParser.parse([UInt8](data)))?.objectValue
         else { return false }
         return object["schema"]?.stringValue?.hasPrefix("exporter.") == true
             || object["fileFormatVersion"]?.stringValue != nil

@@ -119,7 +119,7 @@ public enum MLPackageVerifier {
     private static func checkFigures(_ manifest: MLPackageManifest, package: URL, bundle: BundleReader) throws {
         var expected = MLPackageManifest(
             try LanguageModelProgram.build(bundle: bundle),
-            try MLPackageWriter.Description(package: package, bundle: bundle),
+            MLPackageWriter.Description(package: package, bundle: bundle),
             files: manifest.files)
         expected.name = manifest.name
         expected.sourceBundle.name = manifest.sourceBundle.name

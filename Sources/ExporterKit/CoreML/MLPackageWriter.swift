@@ -121,7 +121,7 @@ public enum MLPackageWriter {
         }
         let bundle = try BundleReader(url: bundleURL)
         let program = try LanguageModelProgram.build(bundle: bundle)
-        let description = try Description(package: destination, bundle: bundle)
+        let description = Description(package: destination, bundle: bundle)
         let modelBytes = program.model.serialized
         if let available = availableDiskBytes {
             let needed = try packageBytes(program, modelBytes: modelBytes.count, description)
@@ -186,20 +186,15 @@ public enum MLPackageWriter {
         /// Bytes of the two KV-cache states.
         public var kvCacheBytes: Int
 
-        /// The description of the package at `package` converted from `bundle`, read from it.
-        /// - Throws: `BundleError.readFailed` when the bundle's manifest cannot be read again.
-        init(package: URL, bundle: BundleReader) throws {
-            let manifestURL = bundle.url.appendingPathComponent(BundleWriter.manifestName)
-            guard let bundleManifest = try? Data(contentsOf: manifestURL) else {
-                throw BundleError.readFailed(path: manifestURL.path, reason: "unreadable manifest")
-            }
-            var bundleCRC = CRC32()
-            bundleManifest.withUnsafeBytes { bundleCRC.update($0) }
+        /// The description of the package at `package` converted from `bundle`: the CRC-32 is
+        /// of the manifest as the bundle was read.
+        init(package: URL, bundle: BundleReader) {
+            let bundleCRC = bundle.manifestData.withUnsafeBytes { CRC32.checksum($0) }
             self.init(
                 name: package.deletingPathExtension().lastPathComponent, architecture: bundle.graph.architecture,
                 tool: bundle.manifest.tool,
                 sourceBundle: .init(
-                    name: bundle.url.lastPathComponent, manifestCRC32: BundleWriter.hex(bundleCRC.value)),
+                    name: bundle.url.lastPathComponent, manifestCRC32: BundleWriter.hex(bundleCRC)),
                 contextLength: bundle.graph.contextLength, kvCacheBytes: bundle.manifest.kvCache.bytes)
         }
 

@@ -5,7 +5,7 @@ import Testing
 @testable import ExporterKit
 
 /// A small synthetic model, its bundle, and two made-up architectures with tight budgets.
-private struct CompileFixture {
+struct CompileFixture {
     let bundleURL: URL
     let plan: ExportPlan
     let table: DeviceTable

@@ -138,10 +138,7 @@ struct BuildKeyTests {
 
     @Test("every number of the device entry and the deployment version change the compiled key")
     func compiledKeyInputs() throws {
-        let device = DeviceArchitecture(
-            id: "t1a", platform: .iOS, chip: "Test A", products: ["Test phone A"], aheadOfTime: true,
-            ramBytes: 1 << 30, appMemoryLimitBytes: 2_000_000, increasedMemoryLimitBytes: 4_000_000,
-            entitlements: ["test.entitlement"], regionBudgetBytes: 1_600_000, pageSize: 4096)
+        let device = CompileFixture.wide
         func key(_ edit: (inout DeviceArchitecture) -> Void = { _ in }, bundle: String = "k", version: String = "18.0")
             -> String
         {

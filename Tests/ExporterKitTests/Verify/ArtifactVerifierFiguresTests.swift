@@ -169,12 +169,8 @@ struct ArtifactVerifierFiguresTests {
 
     @Test("a compiled artifact's portable figures, platform, regions, memory plan and verdict, planned again")
     func compiled() throws {
-        let device = DeviceArchitecture(
-            id: "t1a", platform: .iOS, chip: "Test A", products: ["Test phone A"], aheadOfTime: true,
-            ramBytes: 1 << 30, appMemoryLimitBytes: 2_000_000, increasedMemoryLimitBytes: 4_000_000,
-            entitlements: ["test.entitlement"], regionBudgetBytes: 1_600_000, pageSize: 4096)
         let request = CompileRequest(
-            platform: .iOS, devices: [device], minimumDeploymentVersion: .minimum,
+            platform: .iOS, devices: [CompileFixture.wide], minimumDeploymentVersion: .minimum,
             outputDirectory: try Fixtures.temporaryDirectory())
         let artifact = try #require(try Compiler.compile(bundleURL: try bundle(), request: request).first).url
         #expect(try failures(artifact) { _ in } == [])
