@@ -195,6 +195,42 @@ struct FarmTests {
         #expect(job.error == "device_table: no device table at '\(folder.appendingPathComponent("missing.json").path)'")
     }
 
+    @Test("an iOS job compiles Apple Vision Pro's h14g from its iOS bundle; a device of the other platform is refused")
+    func devicesOfTheBundlesPlatform() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        try Data(
+            text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["H14G"]"#)
+                .utf8
+        ).write(to: farm)
+        let output = folder.appendingPathComponent("out").path
+        _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        var job = try #require(try report(folder).jobs.first)
+        #expect(job.devices.map(\.device) == ["h14g"])
+        #expect(job.devices.map(\.status) == ["built"])
+        let compiled = try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.h14g.aimodelc"))
+        #expect(compiled.manifest.compiled?.platform == "visionOS")
+        _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        job = try #require(try report(folder).jobs.first)
+        #expect(job.devices.map(\.status) == ["skipped"])
+        // A macOS job's bundle does not load on an iPhone: refused before the export, naming the
+        // job key to change.
+        try Data(
+            text.replacingOccurrences(
+                of: #""output_name": "M0""#, with: #""output_name": "M1", "platform": "macOS", "devices": ["h17p"]"#
+            ).utf8
+        ).write(to: farm)
+        let refused = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        #expect(refused.status == 1)
+        job = try #require(try report(folder).jobs.first)
+        #expect(job.exitStatus == 65)
+        #expect(job.bundle == nil)
+        #expect(
+            job.error
+                == "devices: architecture 'h17p' is an iOS device, which loads iOS bundles, and this job exports for "
+                + #"macOS: list it in a job with "platform": "iOS""#)
+    }
+
     @Test(
         "a no-op run reads each artifact in full once it has settled, then trusts it while unchanged; damage still rebuilds"
     )

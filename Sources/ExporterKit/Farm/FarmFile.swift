@@ -16,6 +16,8 @@ public enum FarmError: ExporterError, Equatable {
     case jobsFailed(count: Int, total: Int)
     /// `--collect` found no shard reports, or reports of different farms.
     case collect(reason: String)
+    /// A job's device loads only bundles of another platform than the job exports.
+    case deviceOfOtherPlatform(id: String, devicePlatform: DevicePlatform, jobPlatform: Platform)
 
     /// The message, naming the farm file and the job where one is at fault.
     public var description: String {
@@ -28,6 +30,11 @@ public enum FarmError: ExporterError, Equatable {
             return "another farm run (\(holder)) is using '\(path)'; wait for it to finish or pass --wait"
         case .jobsFailed(let count, let total): return "\(count) of \(total) jobs failed"
         case .collect(let reason): return "cannot collect shard reports: \(reason)"
+        case .deviceOfOtherPlatform(let id, let devicePlatform, let jobPlatform):
+            let needed = devicePlatform.bundlePlatform.rawValue
+            return "architecture '\(id)' is \(devicePlatform == .iOS ? "an" : "a") \(devicePlatform.rawValue) device, "
+                + "which loads \(needed) bundles, and this job exports for \(jobPlatform.rawValue): "
+                + "list it in a job with \"platform\": \"\(needed)\""
         }
     }
 
@@ -36,7 +43,7 @@ public enum FarmError: ExporterError, Equatable {
     public var exitStatus: ExitStatus {
         switch self {
         case .unreadable: return .notFound
-        case .invalid, .invalidJob: return .badInput
+        case .invalid, .invalidJob, .deviceOfOtherPlatform: return .badInput
         case .invalidShard: return .usage
         case .locked: return .ioFailure
         case .jobsFailed: return .verificationFailed

@@ -276,7 +276,7 @@ public struct FarmRunner {
             if !job.devices.isEmpty {
                 do {
                     let table = try deviceTable(of: job)
-                    _ = try table.select(job.devices, platform: job.platform == .macOS ? .macOS : .iOS)
+                    _ = try FarmRunner.devices(job.devices, of: job.platform, in: table)
                 } catch {
                     let key = (error as? CompileError).map(FarmRunner.isTableError) == true ? "device_table" : "devices"
                     collisions[job.name] = "\(key): \(error)"
@@ -300,6 +300,24 @@ public struct FarmRunner {
     }
 
     /// Whether the error is about a device table file rather than a device of it.
+    /// The architectures of `ids` that the bundle of a job exporting for `platform` compiles for:
+    /// a macOS bundle's are Macs; an iOS bundle's are iPhones and iPads and, as `exporter compile
+    /// --platform visionOS` takes an iOS bundle, Apple Vision Pro (`h14g` in an iOS job).
+    /// - Throws: what ``DeviceTable/select(_:platform:)`` throws, `FarmError.deviceOfOtherPlatform`
+    ///   for a device that loads only the other platform's bundles.
+    static func devices(_ ids: [String], of platform: Platform, in table: DeviceTable) throws -> [DeviceArchitecture] {
+        try ids.flatMap { id -> [DeviceArchitecture] in
+            do {
+                return try table.select([id], platform: platform == .macOS ? .macOS : .iOS)
+            } catch CompileError.architectureOnOtherPlatform(let id, let other, _) {
+                guard other.bundlePlatform == platform else {
+                    throw FarmError.deviceOfOtherPlatform(id: id, devicePlatform: other, jobPlatform: platform)
+                }
+                return try table.select([id], platform: other)
+            }
+        }
+    }
+
     static func isTableError(_ error: CompileError) -> Bool {
         switch error {
         case .deviceTableNotFound, .invalidDeviceTable, .unsupportedDeviceTableSchema: return true
@@ -397,14 +415,13 @@ public struct FarmRunner {
         } catch {
             return job.devices.map { FarmDeviceResult(device: $0, status: "failed", error: "\(error)") }
         }
-        let platform: DevicePlatform = job.platform == .macOS ? .macOS : .iOS
         let folder = bundle.deletingLastPathComponent()
         let name = bundle.deletingPathExtension().lastPathComponent
         return job.devices.map { id in
             var result = FarmDeviceResult(device: id, status: "failed")
             let device: DeviceArchitecture
             do {
-                guard let found = try table.select([id], platform: platform).first else { return result }
+                guard let found = try FarmRunner.devices([id], of: job.platform, in: table).first else { return result }
                 device = found
             } catch {
                 result.error = "\(error)"
@@ -430,7 +447,7 @@ public struct FarmRunner {
             let table = deviceTableURL(of: job).map { ["--devices", $0.path] } ?? []
             let (status, errorText) = runChild(
                 [
-                    "compile", bundle.path, "--platform", platform.rawValue, "--device", device.id, "--output",
+                    "compile", bundle.path, "--platform", device.platform.rawValue, "--device", device.id, "--output",
                     folder.path, "--overwrite",
                 ] + table, step: "compile")
             guard status == 0, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
