@@ -20,6 +20,23 @@ public enum Fixtures {
         return url
     }
 
+    /// Exports the checkpoint at `checkpoint` into a folder of its own and returns the bundle.
+    public static func export(_ checkpoint: URL, contextLength: Int? = nil) throws -> URL {
+        try ExportRunner.run(
+            try plan(checkpoint, contextLength: contextLength),
+            settings: ExportSettings(outputDirectory: try temporaryDirectory())
+        ).bundleURL
+    }
+
+    /// Exchanges the folders `a` and `b`, as an export with `--overwrite` exchanges its new
+    /// artifact with the old one.
+    public static func exchange(_ a: URL, _ b: URL) throws {
+        let aside = a.deletingLastPathComponent().appendingPathComponent(".aside-\(UUID().uuidString)")
+        try FileManager.default.moveItem(at: a, to: aside)
+        try FileManager.default.moveItem(at: b, to: a)
+        try FileManager.default.moveItem(at: aside, to: b)
+    }
+
     /// The shipped presets.
     public static func catalog() throws -> PresetCatalog {
         try PresetCatalog(directory: presetsDirectory)

@@ -134,6 +134,12 @@ enum VerifyCommand {
                 }
             }
         }
+        if !report.passed, artifact.wasReplaced {
+            // Its failures may compare one artifact's manifest with another's files.
+            throw BundleError.readFailed(
+                path: artifact.manifestURL.path, reason: "the artifact was replaced while it was verified; verify again"
+            )
+        }
         if arguments.flag("json") {
             context.writeOutput(JSONWriter.string(json(report, comparison: comparison, artifact: path)))
         } else {

@@ -7,6 +7,8 @@ public struct LoadedArtifact: Sendable {
     public let manifest: Manifest
     /// The manifest file.
     public let manifestURL: URL
+    /// The manifest's bytes as read.
+    public let manifestData: Data
     /// The folder the manifest's `files` are relative to: the artifact folder, or the folder
     /// holding the manifest file given.
     public let folder: URL
@@ -27,8 +29,16 @@ public struct LoadedArtifact: Sendable {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
         }
         manifest = try Manifest.decoded(from: data, path: manifestURL.path)
+        manifestData = data
         self.manifestURL = manifestURL
         folder = manifestURL.deletingLastPathComponent()
         self.displayPath = displayPath ?? url.path
+    }
+
+    /// Whether the manifest at the artifact's path is no longer the one read: the artifact was
+    /// replaced since (an export with `--overwrite` exchanges the whole folder), so files read
+    /// after the exchange belong to another artifact than the manifest.
+    public var wasReplaced: Bool {
+        (try? BundleReader.readDocument(manifestURL)) != manifestData
     }
 }

@@ -283,29 +283,12 @@ struct CompileTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
     }
 
-    /// Exports the checkpoint at `checkpoint` into a folder of its own and returns the bundle.
-    private func export(_ checkpoint: URL, contextLength: Int? = nil) throws -> URL {
-        try ExportRunner.run(
-            try Fixtures.plan(checkpoint, contextLength: contextLength),
-            settings: ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
-        ).bundleURL
-    }
-
-    /// Exchanges the folders `a` and `b`, as an export with `--overwrite` exchanges its new
-    /// bundle with the old one.
-    private func exchange(_ a: URL, _ b: URL) throws {
-        let aside = a.deletingLastPathComponent().appendingPathComponent(".aside-\(UUID().uuidString)")
-        try FileManager.default.moveItem(at: a, to: aside)
-        try FileManager.default.moveItem(at: b, to: a)
-        try FileManager.default.moveItem(at: aside, to: b)
-    }
-
     @Test(
         "a bundle replaced by an --overwrite export once the weights are copied fails the compile, leaving no artifact")
     func bundleReplacedBeforeSmallFiles() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2])
-        let bundleURL = try export(checkpoint, contextLength: 512)
-        let newer = try export(checkpoint, contextLength: 256)
+        let bundleURL = try Fixtures.export(checkpoint, contextLength: 512)
+        let newer = try Fixtures.export(checkpoint, contextLength: 256)
         let graph = "graph.json"
         #expect(
             try Data(contentsOf: bundleURL.appendingPathComponent(graph))
@@ -322,7 +305,7 @@ struct CompileTests {
         #expect(throws: expected) {
             try Compiler.compile(bundleURL: bundleURL, request: request) { progress in
                 guard progress.done == progress.total, exchanged == 0 else { return }
-                exchanged += (try? exchange(bundleURL, newer)) == nil ? 0 : 1
+                exchanged += (try? Fixtures.exchange(bundleURL, newer)) == nil ? 0 : 1
             }
         }
         #expect(exchanged == 1)
@@ -344,8 +327,9 @@ struct CompileTests {
     )
     func bundleReplacedBetweenDevices() throws {
         // The same graph and tokenizer, other weights: only the weights file tells the bundles apart.
-        let bundleURL = try export(try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2], seed: 7))
-        let newer = try export(try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2], seed: 8))
+        let bundleURL = try Fixtures.export(
+            try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2], seed: 7))
+        let newer = try Fixtures.export(try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2], seed: 8))
         for name in ["graph.json", "config.json"] {
             #expect(
                 try Data(contentsOf: bundleURL.appendingPathComponent(name))
@@ -366,7 +350,7 @@ struct CompileTests {
             try Compiler.compile(bundleURL: bundleURL, request: request) { progress in
                 // The first device's last report: its weights are copied from the file already open.
                 guard !exchanged, progress.stage.hasPrefix("t1a"), progress.done == firstWeights else { return }
-                exchanged = (try? exchange(bundleURL, newer)) != nil
+                exchanged = (try? Fixtures.exchange(bundleURL, newer)) != nil
             }
         }
         #expect(exchanged)

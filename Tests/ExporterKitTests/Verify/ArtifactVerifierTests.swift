@@ -46,6 +46,25 @@ struct ArtifactVerifierTests {
         #expect(abs((report.measuredSQNR[tensor.name] ?? 0) - (tensor.sqnrDB ?? 0)) < 0.01)
     }
 
+    @Test("an artifact exchanged while it is verified is told apart from a broken one: its manifest changed")
+    func replacedWhileVerified() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2])
+        let bundleURL = try Fixtures.export(checkpoint, contextLength: 512)
+        let newer = try Fixtures.export(checkpoint, contextLength: 256)
+        let loaded = try LoadedArtifact(url: bundleURL)
+        #expect(!loaded.wasReplaced)
+        // Rewritten with the same bytes (an identical re-export): the same artifact.
+        try Data(contentsOf: loaded.manifestURL).write(to: loaded.manifestURL)
+        #expect(!loaded.wasReplaced)
+        try Fixtures.exchange(bundleURL, newer)
+        // The old manifest against the new files: failures that are not the artifact's.
+        #expect(!ArtifactVerifier.verify(loaded).passed)
+        #expect(loaded.wasReplaced)
+        #expect(ArtifactVerifier.verify(try LoadedArtifact(url: bundleURL)).passed)
+        try FileManager.default.removeItem(at: bundleURL)
+        #expect(loaded.wasReplaced)
+    }
+
     @Test("a manifest that contradicts its graph: a renamed tensor, a reshaped one, an unknown platform or kind")
     func contradictions() throws {
         let (bundle, _) = try bundle()
