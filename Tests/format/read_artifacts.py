@@ -959,6 +959,7 @@ QK_NORM = {"qwen3", "gemma3_text"}
 # FORMAT.md, graph.json `attention.*`: the defaults of an absent key, per family.
 KV_HEADS_DEFAULT = {"qwen2": 32, "qwen3": 32, "mistral": 8, "mixtral": 8, "qwen3_moe": 4}
 HEAD_DIM_DEFAULT = {"qwen3": 128}
+PREFILL_CHUNK = 128  # tokens of a prefill call in the working-memory figures, at most
 SWITCHED_WINDOW = {"qwen2", "qwen3", "qwen3_moe"}  # slide only with use_sliding_window (false when absent)
 SWITCHED_EVERY_LAYER = {"qwen3_moe"}    # ... then every layer (max_window_layers not read)
 # sliding_window on every layer, and the window when the key is absent.
@@ -1331,7 +1332,7 @@ def check_manifest_sums(manifest, model, weights_size):
                    "head_dim": model["head_dim"], "context_length": context, "dtype": precision}
     P.check(manifest["kv_cache"] == expected_kv, where,
             f"kv_cache {manifest['kv_cache']}, expected {expected_kv}")
-    chunk = 128
+    chunk = min(PREFILL_CHUNK, context)  # MANIFEST.md: a call takes at most the context
     working = (4 * chunk * model["hidden"] * 4 + 2 * chunk * model["intermediate"] * 4
                + model["heads"] * chunk * context * 4 + model["vocab"] * 4)
     expected_memory = {"weights_bytes": weights_size, "kv_cache_bytes": kv_bytes,
@@ -1515,9 +1516,6 @@ def model_from_graph(graph):
 # ---------------------------------------------------------------------------------------
 # The compiled artifact (FORMAT.md, "The compiled artifact").
 
-PREFILL_CHUNK = 128
-
-
 def device_entry(compiled, extra_tables):
     """The device table entry compiled for: Presets/devices.json, extended by --devices."""
     entries = {}
@@ -1555,7 +1553,7 @@ def planned_regions(manifest, graph, page, budget, slot):
     """FORMAT.md "Regions": embedding, greedy packs of layers, head; with their figures."""
     hidden, inter = graph["hidden_size"], graph["intermediate_size"]
     heads, context, vocab = graph["attention"]["heads"], graph["context_length"], graph["vocab_size"]
-    c = PREFILL_CHUNK
+    c = min(PREFILL_CHUNK, context)
     layer_working = 4 * c * hidden * 4 + 2 * c * inter * 4 + heads * c * context * 4
     leading, layers, head = region_groups(manifest, graph["tie_word_embeddings"])
 

@@ -21,7 +21,7 @@ export PYTHONDONTWRITEBYTECODE=1    # mutate.py imports the reader: no __pycache
 READER="$REPO/Tests/format/read_artifacts.py"
 MUTATE="$REPO/Tests/format/mutate.py"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/exporter-format.XXXXXX")"
-trap 'rm -rf "$WORK"' EXIT
+trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
 cd "$WORK"
 start=$SECONDS
 
@@ -129,11 +129,11 @@ cat > devices.json <<'EOF'
   "schema": "exporter.devices/1",
   "devices": [
     { "id": "t01p", "platform": "iOS", "chip": "Test A", "products": ["Test phone"], "ahead_of_time": true,
-      "ram_bytes": 8589934592, "app_memory_limit_bytes": 450000, "increased_memory_limit_bytes": 2000000,
-      "entitlements": ["com.example.more-memory"], "ane_region_budget_bytes": 440000, "page_size": 4096 },
+      "ram_bytes": 8589934592, "app_memory_limit_bytes": 300000, "increased_memory_limit_bytes": 2000000,
+      "entitlements": ["com.example.more-memory"], "ane_region_budget_bytes": 280000, "page_size": 4096 },
     { "id": "t02g", "platform": "macOS", "chip": "Test M", "products": ["Test Mac"], "ahead_of_time": true,
       "ram_bytes": 8589934592, "app_memory_limit_bytes": 300000, "increased_memory_limit_bytes": null,
-      "entitlements": [], "ane_region_budget_bytes": { "value": 300000, "estimate": true, "source": "test" },
+      "entitlements": [], "ane_region_budget_bytes": { "value": 150000, "estimate": true, "source": "test" },
       "page_size": { "value": 16384, "estimate": false, "source": "test" } }
   ]
 }

@@ -113,7 +113,7 @@ public struct GraphDescription: Codable, Equatable, Sendable {
         architecture = family.modelType
         layers = config.layerCount
         hiddenSize = config.hiddenSize
-        intermediateSize = config.intermediateSize
+        intermediateSize = family.mlpWidth(config)
         vocabularySize = config.vocabularySize
         contextLength = plan.contextLength
         computePrecision = plan.precision.rawValue

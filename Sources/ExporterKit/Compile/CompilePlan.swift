@@ -110,7 +110,7 @@ public struct CompilePlan: Sendable {
         let graph = subject.graph
         let page = device.pageSize
         kvCache = KVCacheLayout(graph: graph, pageSize: page)
-        let chunk = MemoryEstimate.prefillChunk
+        let chunk = subject.prefillChunk
         let layerWorking =
             4 * chunk * graph.hiddenSize * 4 + 2 * chunk * graph.intermediateSize * 4
             + graph.attention.heads * chunk * graph.contextLength * 4

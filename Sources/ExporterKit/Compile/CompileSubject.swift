@@ -24,12 +24,15 @@ public struct CompileSubject: Sendable {
     public let graph: GraphDescription
     /// Every tensor, in execution order.
     public let tensors: [Tensor]
+    /// Tokens of a prefill call in the working-memory figures (`memory.prefill_chunk`).
+    public let prefillChunk: Int
 
     /// The subject an export of `plan` will give.
     public init(plan: ExportPlan) {
         name = plan.outputName
         platform = plan.platform
         graph = GraphDescription(plan: plan)
+        prefillChunk = plan.memory.prefillChunk
         tensors = zip(plan.tensors, plan.weightsLayout.parts).map { tensor, parts in
             Tensor(name: tensor.spec.name, role: tensor.spec.role, layer: tensor.spec.layer, parts: parts)
         }
@@ -52,6 +55,7 @@ public struct CompileSubject: Sendable {
         }
         self.platform = platform
         self.graph = graph
+        prefillChunk = manifest.memory.prefillChunk
         tensors = try manifest.tensors.map { tensor in
             guard let role = TensorRole(rawValue: tensor.role) else {
                 throw BundleError.notABundle(path: path, reason: "tensor '\(tensor.name)' has role '\(tensor.role)'")

@@ -42,7 +42,7 @@ extension Manifest {
             memory: Memory(
                 weightsBytes: memory.weightsBytes, kvCacheBytes: memory.kvCacheBytes,
                 workingBytes: memory.workingBytes, totalBytes: memory.totalBytes,
-                prefillChunk: MemoryEstimate.prefillChunk),
+                prefillChunk: memory.prefillChunk),
             sizes: Sizes(
                 estimatedBundleBytes: plan.estimatedWeightsBytes, bundleBytes: nil,
                 bitsPerWeight: Manifest.bitsPerWeight(bytes: plan.estimatedWeightsBytes, parameters: plan.parameters),

@@ -40,8 +40,14 @@ public struct PlannedTensor: Equatable, Sendable {
 
 /// Runtime memory once loaded: weights (memory-mapped), KV cache and working buffers.
 public struct MemoryEstimate: Equatable, Sendable {
-    /// Tokens processed at once during prefill in the working-memory estimate.
+    /// Tokens processed at once during prefill in the working-memory estimate, at most: a call
+    /// takes no more tokens than the context holds.
     public static let prefillChunk = 128
+
+    /// The prefill chunk at `contextLength` tokens of context (`memory.prefill_chunk`).
+    public static func prefillChunk(contextLength: Int) -> Int {
+        min(prefillChunk, contextLength)
+    }
 
     /// Resident weight bytes.
     public let weightsBytes: Int
@@ -50,17 +56,20 @@ public struct MemoryEstimate: Equatable, Sendable {
     /// Peak activations: a prefill chunk through the widest layer, attention scores over the whole
     /// context, and the logits of one position (float32 accumulations).
     public let workingBytes: Int
+    /// The prefill chunk those activations are of.
+    public let prefillChunk: Int
 
     /// The sum.
     public var totalBytes: Int { weightsBytes + kvCacheBytes + workingBytes }
 
-    /// The estimate for `config` with `weightsBytes` of weights.
-    public init(config: ModelConfig, weightsBytes: Int, kvCache: KVCacheCost) {
+    /// The estimate for `config` of `family` with `weightsBytes` of weights.
+    public init(config: ModelConfig, family: ArchitectureFamily, weightsBytes: Int, kvCache: KVCacheCost) {
         self.weightsBytes = weightsBytes
         self.kvCacheBytes = kvCache.bytes
+        prefillChunk = MemoryEstimate.prefillChunk(contextLength: kvCache.contextLength)
         self.workingBytes = MemoryEstimate.workingBytes(
-            hiddenSize: config.hiddenSize, intermediateSize: config.intermediateSize, heads: config.attentionHeads,
-            contextLength: kvCache.contextLength, vocabularySize: config.vocabularySize)
+            hiddenSize: config.hiddenSize, intermediateSize: family.mlpWidth(config), heads: config.attentionHeads,
+            contextLength: kvCache.contextLength, vocabularySize: config.vocabularySize, prefillChunk: prefillChunk)
     }
 
     /// Peak activations (`memory.working_bytes`, docs/MANIFEST.md): a prefill chunk of `c` tokens
@@ -70,7 +79,7 @@ public struct MemoryEstimate: Equatable, Sendable {
     /// dimensions.
     static func workingBytes(
         hiddenSize: Int, intermediateSize: Int, heads: Int, contextLength: Int, vocabularySize: Int,
-        prefillChunk chunk: Int = prefillChunk
+        prefillChunk chunk: Int
     ) -> Int {
         [
             [4, chunk, hiddenSize, 4].saturatingProduct, [2, chunk, intermediateSize, 4].saturatingProduct,
@@ -124,7 +133,8 @@ public struct ExportPlan: Sendable {
 
     /// The runtime memory estimate.
     public var memory: MemoryEstimate {
-        MemoryEstimate(config: model.config, weightsBytes: estimatedWeightsBytes, kvCache: kvCache)
+        MemoryEstimate(
+            config: model.config, family: model.family, weightsBytes: estimatedWeightsBytes, kvCache: kvCache)
     }
 
     /// The longest artifact name, in UTF-8 bytes: `.partial-<Name>.<arch>.aimodelc-<uuid>`, the

@@ -21,6 +21,13 @@ public struct ArchitectureFamily: Sendable {
     public func supports(_ platform: Platform) -> Bool {
         platform == .iOS ? supportsIOS : supportsMacOS
     }
+
+    /// The width of every layer's MLP: each expert's for a mixture of experts whose experts have
+    /// a width of their own (Qwen3-MoE's `moe_intermediate_size`; its `intermediate_size` is the
+    /// width of layers without experts, which are refused), else `intermediate_size`.
+    public func mlpWidth(_ config: ModelConfig) -> Int {
+        layout?.expertWidthKey?.value(in: config) ?? config.intermediateSize
+    }
 }
 
 /// How a family's `transformers` configuration and modeling code read the keys that

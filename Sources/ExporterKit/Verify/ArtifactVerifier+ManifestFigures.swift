@@ -67,6 +67,12 @@ extension ArtifactVerifier {
     /// `memory.working_bytes` against the formula over the graph's dimensions.
     static func workingMemoryProblem(_ manifest: Manifest, graph: GraphDescription) -> String? {
         let memory = manifest.memory
+        // Before 0.7.4 the chunk was 128 at every context.
+        let chunks = [MemoryEstimate.prefillChunk(contextLength: graph.contextLength), MemoryEstimate.prefillChunk]
+        guard chunks.contains(memory.prefillChunk) else {
+            return "memory.prefill_chunk is \(memory.prefillChunk), not \(chunks[0]) at a context of "
+                + "\(graph.contextLength) tokens"
+        }
         let working = MemoryEstimate.workingBytes(
             hiddenSize: graph.hiddenSize, intermediateSize: graph.intermediateSize, heads: graph.attention.heads,
             contextLength: graph.contextLength, vocabularySize: graph.vocabularySize,

@@ -242,6 +242,60 @@ struct ExportPlanTests {
         #expect(memory.totalBytes == memory.weightsBytes + 117_440_512 + 38_094_336)
     }
 
+    @Test("a context shorter than the prefill chunk is the chunk: a call takes no more tokens than it holds")
+    func shortContextMemory() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        func memory(_ context: Int) throws -> MemoryEstimate {
+            try plan(directory.path) {
+                $0.experimental = true
+                $0.computePrecision = .float16
+                $0.contextLength = context
+            }.memory
+        }
+        // hidden 64, intermediate 128, 4 heads, vocabulary 256.
+        let short = try memory(64)
+        #expect(short.prefillChunk == 64)
+        #expect(short.workingBytes == 4 * 64 * 64 * 4 + 2 * 64 * 128 * 4 + 4 * 64 * 64 * 4 + 256 * 4)
+        #expect(short.workingBytes == 197_632)
+        let long = try memory(256)
+        #expect(long.prefillChunk == 128)
+        #expect(long.workingBytes == 4 * 128 * 64 * 4 + 2 * 128 * 128 * 4 + 4 * 128 * 256 * 4 + 256 * 4)
+        let manifest = Manifest(
+            plan: try plan(directory.path) {
+                $0.experimental = true
+                $0.computePrecision = .float16
+                $0.contextLength = 64
+            })
+        #expect(manifest.memory.prefillChunk == 64)
+        #expect(manifest.memory.workingBytes == 197_632)
+    }
+
+    @Test("Qwen3-MoE: the graph's MLP width and the working memory are its experts', not the dense intermediate_size")
+    func mixtureOfExpertsWidth() throws {
+        let directory = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(
+                modelType: "qwen3_moe", overrides: ["num_experts": 4, "moe_intermediate_size": 32]))
+        let plan = try plan(directory.path) {
+            $0.experimental = true
+            $0.computePrecision = .float16
+            $0.platform = .macOS
+            $0.contextLength = 256
+        }
+        #expect(GraphDescription(plan: plan).intermediateSize == 32)
+        #expect(plan.memory.workingBytes == 4 * 128 * 64 * 4 + 2 * 128 * 32 * 4 + 4 * 128 * 256 * 4 + 256 * 4)
+        let expert = try #require(plan.tensors.first { $0.spec.name == "model.layers.0.mlp.experts.0.up_proj.weight" })
+        #expect(expert.spec.shape == [32, 64])
+        // Mixtral's experts are intermediate_size wide.
+        let mixtral = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(modelType: "mixtral", overrides: ["num_local_experts": 4]))
+        let mixtralPlan = try self.plan(mixtral.path) {
+            $0.experimental = true
+            $0.computePrecision = .float16
+            $0.platform = .macOS
+        }
+        #expect(GraphDescription(plan: mixtralPlan).intermediateSize == 128)
+    }
+
     @Test("phi3's fused projections: q, k and v heads in one qkv_proj, gate and up in one gate_up_proj")
     func phi3Fused() throws {
         let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))

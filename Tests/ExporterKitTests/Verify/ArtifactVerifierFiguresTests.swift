@@ -165,6 +165,24 @@ struct ArtifactVerifierFiguresTests {
                 "'manifest.json': memory.working_bytes is 1311745, graph.json's dimensions with memory.prefill_chunk "
                     + "128 give 1311744"
             ])
+        #expect(
+            try failures(artifact) { $0.memory.prefillChunk = 1 } == [
+                "'manifest.json': memory.prefill_chunk is 1, not 128 at a context of 512 tokens"
+            ])
+        // At 64 tokens the chunk is 64; a manifest of 0.7.3 or earlier says 128, with its figures.
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let short = try Fixtures.export(checkpoint, contextLength: 64)
+        #expect(try failures(short) { _ in } == [])
+        #expect(
+            try failures(short) {
+                $0.memory.prefillChunk = 128
+                $0.memory.workingBytes = 4 * 128 * 64 * 4 + 2 * 128 * 128 * 4 + 4 * 128 * 64 * 4 + 256 * 4
+                $0.memory.totalBytes = $0.memory.weightsBytes + $0.memory.kvCacheBytes + $0.memory.workingBytes
+            } == [])
+        #expect(
+            try failures(short) { $0.memory.prefillChunk = 32 } == [
+                "'manifest.json': memory.prefill_chunk is 32, not 64 at a context of 64 tokens"
+            ])
     }
 
     @Test("a compiled artifact's portable figures, platform, regions, memory plan and verdict, planned again")
