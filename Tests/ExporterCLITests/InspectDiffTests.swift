@@ -65,6 +65,11 @@ struct InspectDiffTests {
         // Its HTML report shows the same memory: the device's own plan, tables included.
         let artifact = output.appendingPathComponent("tiny/Tiny.h17p.aimodelc")
         let manifest = try #require(try CompiledArtifactReader(url: artifact).manifest.compiled?.memory)
+        // The KV figure of the bundle, then what the device reserves, page-padded.
+        #expect(
+            compiled.output.contains(
+                "                reserved on h17p: \(Format.mebibytes(manifest.kvCacheBytes)), each layer's K and V "
+                    + "padded to the 16.0 KiB page\n  memory        "))
         let page = output.appendingPathComponent("compiled.html")
         #expect(runExporter(["inspect", artifact.path, "--html", page.path]).status == 0)
         let html = try String(contentsOf: page, encoding: .utf8)

@@ -64,6 +64,13 @@ enum InspectPrinter {
         if let compiled = m.compiled, let memory = facts.firstIndex(where: { $0[0] == "memory" }) {
             facts.insert(
                 ["", "the portable bundle's estimate: \(Format.mebibytes(m.memory.totalBytes))"], at: memory + 1)
+            // The figure above is the bundle's, unpadded; the device reserves page-aligned buffers.
+            facts.insert(
+                [
+                    "",
+                    "reserved on \(compiled.architecture): \(Format.mebibytes(compiled.memory.kvCacheBytes)), each "
+                        + "layer's K and V padded to the \(Format.mebibytes(compiled.pageSize)) page",
+                ], at: memory)
             facts.insert(
                 [
                     "compiled for",

@@ -95,7 +95,7 @@ public enum ExportRunner {
             }
             let weights = try CheckpointWeights(directory: directory, containmentRoot: root)
             warnings += try CheckpointValidator.validate(
-                weights, against: plan.tensors.map(\.spec), tiedEmbeddings: plan.model.config.tieWordEmbeddings)
+                weights, against: plan.tensors.map(\.spec), config: plan.model.config)
             fingerprints = try inputFingerprints(directory: directory, weights: weights)
             let fingerprintOf = Dictionary(
                 fingerprints.map { ($0.name, $0.fingerprint) }, uniquingKeysWith: { first, _ in first })

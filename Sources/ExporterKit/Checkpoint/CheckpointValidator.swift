@@ -2,8 +2,9 @@
 public enum CheckpointMismatch: ExporterError, Equatable {
     /// A tensor the architecture expects is absent.
     case missingTensor(checkpoint: String, tensor: String, expectedShape: [Int])
-    /// The untied head is absent while `tie_word_embeddings` is false.
-    case missingHead(checkpoint: String)
+    /// The untied head is absent while `tie_word_embeddings` is false, or absent (`keyGiven` false),
+    /// which is false.
+    case missingHead(checkpoint: String, keyGiven: Bool)
     /// A tensor has another shape than the config implies.
     case wrongShape(file: String, tensor: String, expected: [Int], found: [Int])
     /// A tensor is not stored as floating point.
@@ -15,8 +16,12 @@ public enum CheckpointMismatch: ExporterError, Equatable {
         switch self {
         case .missingTensor(let checkpoint, let tensor, let expected):
             return "checkpoint '\(checkpoint)' has no tensor '\(tensor)' (expected shape \(shape(expected)))"
-        case .missingHead(let checkpoint):
-            return "checkpoint '\(checkpoint)' has no 'lm_head.weight' and its config sets tie_word_embeddings to false"
+        case .missingHead(let checkpoint, let keyGiven):
+            return "checkpoint '\(checkpoint)' has no 'lm_head.weight' and its config "
+                + (keyGiven
+                    ? "sets tie_word_embeddings to false"
+                    : "does not set tie_word_embeddings, which is false when absent: set it to true if the head "
+                        + "shares the embedding's weights")
         case .wrongShape(let file, let tensor, let expected, let found):
             return "'\(file)': tensor '\(tensor)' has shape \(shape(found)), the config implies \(shape(expected))"
         case .notFloat(let file, let tensor, let dtype):
@@ -36,15 +41,16 @@ public enum CheckpointValidator {
     /// Checks every planned tensor is present with its shape and a float dtype.
     /// - Returns: warnings, e.g. the unexpected tensors listed in one line.
     /// - Throws: `CheckpointMismatch` for the first problem, naming file, tensor and both shapes.
-    public static func validate(_ weights: CheckpointWeights, against tensors: [TensorSpec], tiedEmbeddings: Bool)
+    public static func validate(_ weights: CheckpointWeights, against tensors: [TensorSpec], config: ModelConfig)
         throws
         -> [String]
     {
         let checkpoint = weights.directory.path
         for tensor in tensors {
             guard let found = weights.tensors[tensor.name] else {
-                if tensor.role == .head, !tiedEmbeddings {
-                    throw CheckpointMismatch.missingHead(checkpoint: checkpoint)
+                if tensor.role == .head, !config.tieWordEmbeddings {
+                    throw CheckpointMismatch.missingHead(
+                        checkpoint: checkpoint, keyGiven: config.raw["tie_word_embeddings"]?.boolValue != nil)
                 }
                 throw CheckpointMismatch.missingTensor(
                     checkpoint: checkpoint, tensor: tensor.name, expectedShape: tensor.shape)

@@ -235,7 +235,7 @@ struct CheckpointWeightsTests {
             seed: 1, to: directory, shardBytes: 1 << 40)
         let weights = try CheckpointWeights(directory: directory)
         do {
-            _ = try CheckpointValidator.validate(weights, against: specs, tiedEmbeddings: true)
+            _ = try CheckpointValidator.validate(weights, against: specs, config: config)
             Issue.record("a transposed tensor was accepted")
         } catch {
             #expect(
@@ -243,6 +243,33 @@ struct CheckpointWeightsTests {
                     == "'\(directory.path)/model.safetensors': tensor '\(name)' has shape [64, 128], the config implies "
                     + "[128, 64]")
         }
+    }
+
+    @Test("an untied head that is missing: the refusal says whether the config sets tie_word_embeddings or is silent")
+    func missingHead() throws {
+        for given in [true, false] {
+            let directory = try Fixtures.checkpointDirectory(
+                config: Fixtures.tinyConfig(overrides: ["tie_word_embeddings": given ? false : nil]))
+            let config = try ModelConfig(contentsOf: directory.appendingPathComponent("config.json"))
+            let specs = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
+            #expect(specs.last?.name == "lm_head.weight")
+            try SyntheticCheckpoint.write(
+                tensors: specs.dropLast().map { ($0.name, $0.shape) }, dtype: .bf16, seed: 1, to: directory,
+                shardBytes: 1 << 40)
+            #expect(
+                throws: CheckpointMismatch.missingHead(checkpoint: directory.path, keyGiven: given)
+            ) {
+                try CheckpointValidator.validate(
+                    CheckpointWeights(directory: directory), against: specs, config: config)
+            }
+        }
+        #expect(
+            CheckpointMismatch.missingHead(checkpoint: "c", keyGiven: false).description
+                == "checkpoint 'c' has no 'lm_head.weight' and its config does not set tie_word_embeddings, which is "
+                + "false when absent: set it to true if the head shares the embedding's weights")
+        #expect(
+            CheckpointMismatch.missingHead(checkpoint: "c", keyGiven: true).description
+                == "checkpoint 'c' has no 'lm_head.weight' and its config sets tie_word_embeddings to false")
     }
 
     @Test("tensors the architecture does not use are one warning: the first eight by name, and how many more")
@@ -255,7 +282,7 @@ struct CheckpointWeightsTests {
             tensors: specs.map { ($0.name, $0.shape) } + extras, dtype: .bf16, seed: 1, to: directory,
             shardBytes: 1 << 40)
         let warnings = try CheckpointValidator.validate(
-            CheckpointWeights(directory: directory), against: specs, tiedEmbeddings: true)
+            CheckpointWeights(directory: directory), against: specs, config: config)
         #expect(
             warnings == [
                 "checkpoint has 9 tensor(s) the architecture does not use, not exported: "
