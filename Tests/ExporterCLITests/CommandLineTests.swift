@@ -84,6 +84,41 @@ struct CommandLineTests {
         #expect(stray.error.hasPrefix("Error: --tensors applies to --dry-run\n"))
     }
 
+    @Test("plan refuses a checkpoint the export refuses from its headers, with the same message, and warns alike")
+    func planChecksCheckpoint() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let arguments = [checkpoint.path, "--experimental", "--compute-precision", "float16"]
+        let output = try Fixtures.temporaryDirectory().path
+        #expect(runExporter(["plan"] + arguments).status == 0)
+        // The last tensor's bytes run past the end of the file.
+        let file = checkpoint.appendingPathComponent("model.safetensors")
+        let bytes = try Data(contentsOf: file)
+        try bytes.dropLast(10).write(to: file)
+        let plan = runExporter(["plan"] + arguments)
+        let export = runExporter(arguments + ["--output-dir", output])
+        #expect(plan.status == 65 && export.status == 65)
+        #expect(plan.error.hasPrefix("Error: '\(file.path)': tensor '"))
+        #expect(plan.error == export.error)
+        #expect(plan.output.isEmpty)
+        // Synthetic weights do not read the checkpoint's.
+        #expect(runExporter(["plan"] + arguments + ["--synthetic"]).status == 0)
+        // A folder holding only its config is planned from it.
+        try FileManager.default.removeItem(at: file)
+        #expect(runExporter(["plan"] + arguments).status == 0)
+        // Tensors the architecture does not use: warned of by the plan as by the export.
+        let extra = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        let config = try ModelConfig(contentsOf: extra.appendingPathComponent("config.json"))
+        let specs = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
+        try SyntheticCheckpoint.write(
+            tensors: specs.map { ($0.name, $0.shape) } + [("extra.scale", [2])], dtype: .bf16, seed: 1, to: extra,
+            shardBytes: 1 << 40)
+        let warned = runExporter(["plan", extra.path, "--experimental", "--compute-precision", "float16", "--json"])
+        #expect(warned.status == 0)
+        let warnings = try #require(try manifest(warned)["warnings"]?.arrayValue).compactMap(\.stringValue)
+        #expect(
+            warnings.contains("checkpoint has 1 tensor(s) the architecture does not use, not exported: extra.scale"))
+    }
+
     @Test("plan gives the memory the export checks before reading a weight: refused a byte below it, run at it")
     func planConversion() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

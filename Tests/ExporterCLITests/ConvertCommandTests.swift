@@ -106,7 +106,7 @@ struct ConvertCommandTests {
         let plan = try Fixtures.plan(checkpoint)
         let bundleBytes = plan.estimatedBundleBytes(
             copiedFileBytes: ExportRunner.copiedFileBytes(
-                of: plan, tokenizer: ExportRunner.tokenizer(of: plan, synthetic: false)))
+                of: plan, tokenizer: try ExportRunner.tokenizer(of: plan, synthetic: false)))
         let packageBytes = try MLPackageWriter.packageBytes(plan: plan)
         let output = try Fixtures.temporaryDirectory()
         let export = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]

@@ -56,7 +56,7 @@ enum ExportCommand {
             overwrite: arguments.flag("overwrite"))
         let availableDisk = context.availableDiskBytes(at: outputDirectory)
         try checkDisk(
-            plan, checked, tokenizer: ExportRunner.tokenizer(of: plan, synthetic: arguments.flag("synthetic")),
+            plan, checked, tokenizer: try ExportRunner.tokenizer(of: plan, synthetic: arguments.flag("synthetic")),
             mlpackage: arguments.value("format") == "mlpackage", available: availableDisk)
         var settings = ExportSettings(outputDirectory: outputDirectory)
         settings.overwrite = arguments.flag("overwrite")

@@ -93,9 +93,8 @@ public enum ExportRunner {
                     model: plan.model.preset?.id ?? plan.model.argument, repoID: repoID,
                     lookedIn: "the Hugging Face cache, models--" + repoID.replacingOccurrences(of: "/", with: "--"))
             }
-            let weights = try CheckpointWeights(directory: directory, containmentRoot: root)
-            warnings += try CheckpointValidator.validate(
-                weights, against: plan.tensors.map(\.spec), config: plan.model.config)
+            let (weights, unused) = try checkedWeights(plan, directory: directory, containmentRoot: root)
+            warnings += unused
             fingerprints = try inputFingerprints(directory: directory, weights: weights)
             let fingerprintOf = Dictionary(
                 fingerprints.map { ($0.name, $0.fingerprint) }, uniquingKeysWith: { first, _ in first })
@@ -228,9 +227,42 @@ public enum ExportRunner {
 
     /// The tokenizer files the export of `plan` will copy: none for synthetic weights or a
     /// checkpoint not on this machine.
-    public static func tokenizer(of plan: ExportPlan, synthetic: Bool) -> TokenizerFiles? {
+    /// - Throws: `BundleError.readFailed` for a tokenizer file there that cannot be read, as the export.
+    public static func tokenizer(of plan: ExportPlan, synthetic: Bool) throws -> TokenizerFiles? {
         guard !synthetic, let directory = plan.model.source.checkpointDirectory else { return nil }
-        return try? TokenizerFiles(directory: directory)
+        return try TokenizerFiles(directory: directory)
+    }
+
+    /// What the export checks of the checkpoint before it reads a weight, from the safetensors
+    /// headers and the index alone: the files open and parse, and hold every planned tensor with
+    /// its shape and a float dtype (``tokenizer(of:synthetic:)`` reads the tokenizer files). Returns the warnings that gives
+    /// (tensors not exported). Nothing for `synthetic` weights or weights not on this machine (a
+    /// preset or an id not in the cache, a folder holding only its config), which a plan
+    /// describes from the config alone.
+    /// - Throws: what the export throws for the same checkpoint (`CheckpointError`,
+    ///   `CheckpointMismatch`).
+    public static func checkCheckpoint(_ plan: ExportPlan, synthetic: Bool) throws -> [String] {
+        guard !synthetic, let directory = plan.model.source.checkpointDirectory,
+            let root = plan.model.source.containmentRoot
+        else { return [] }
+        do {
+            return try checkedWeights(plan, directory: directory, containmentRoot: root).warnings
+        } catch CheckpointError
+            .noWeights
+        {
+            return []
+        }
+    }
+
+    /// The checkpoint's weights in `directory`, their headers checked against the plan's tensors,
+    /// and the warnings that gives.
+    private static func checkedWeights(_ plan: ExportPlan, directory: URL, containmentRoot: URL) throws -> (
+        weights: CheckpointWeights, warnings: [String]
+    ) {
+        let weights = try CheckpointWeights(directory: directory, containmentRoot: containmentRoot)
+        let warnings = try CheckpointValidator.validate(
+            weights, against: plan.tensors.map(\.spec), config: plan.model.config)
+        return (weights, warnings)
     }
 
     /// What an export from real weights warns of its tokenizer files: none there, or a token
