@@ -1,7 +1,9 @@
 /// Why a checkpoint's `config.json` cannot be used.
 public enum ConfigError: ExporterError, Equatable {
-    /// The file is absent or unreadable.
+    /// The file is absent.
     case unreadable(path: String, reason: String)
+    /// The file is there but cannot be read (permission denied, an I/O error).
+    case readFailed(path: String, reason: String)
     /// The file is not valid JSON (or not UTF-8).
     case invalidJSON(path: String, reason: String)
     /// A required field is absent (or null).
@@ -20,7 +22,7 @@ public enum ConfigError: ExporterError, Equatable {
     /// The message, naming the config file and the field.
     public var description: String {
         switch self {
-        case .unreadable(let path, let reason):
+        case .unreadable(let path, let reason), .readFailed(let path, let reason):
             return "cannot read config '\(path)': \(reason)"
         case .invalidJSON(let path, let reason):
             return "config '\(path)' is not valid JSON: \(reason)"
@@ -37,10 +39,12 @@ public enum ConfigError: ExporterError, Equatable {
         }
     }
 
-    /// `notFound` (66) for an unreadable file, `badInput` (65) otherwise.
+    /// `notFound` (66) for a file not there, `ioFailure` (74) for one that cannot be read,
+    /// `badInput` (65) otherwise.
     public var exitStatus: ExitStatus {
         switch self {
         case .unreadable: return .notFound
+        case .readFailed: return .ioFailure
         case .unsupportedFeature: return .unsupported
         default: return .badInput
         }

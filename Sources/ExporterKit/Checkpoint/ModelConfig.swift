@@ -137,8 +137,11 @@ public struct ModelConfig: Equatable, Sendable {
             let file = try ReadOnlyFile(path: url.path)
             bytes = try file.bytes(at: 0, count: file.byteCount)
         } catch let error as CheckpointError {
-            if case .notARegularFile = error { throw error }
-            throw ConfigError.unreadable(path: url.path, reason: "no such file or not readable")
+            switch error {
+            case .notARegularFile: throw error
+            case .readFailed(_, let reason): throw ConfigError.readFailed(path: url.path, reason: reason)
+            default: throw ConfigError.unreadable(path: url.path, reason: "no such file")
+            }
         }
         try self.init(bytes: bytes, path: url.path)
     }

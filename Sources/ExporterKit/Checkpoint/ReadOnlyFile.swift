@@ -30,20 +30,26 @@ final class ReadOnlyFile: @unchecked Sendable {
     /// The file is opened non-blocking, so that a FIFO (or a device) in place of a file is
     /// refused at once rather than waiting forever for a writer; `pread` of a regular file
     /// ignores the flag, which is cleared anyway.
-    /// - Throws: `CheckpointError.cannotOpen` when it cannot be opened,
+    /// - Throws: `CheckpointError.cannotOpen` when it is not there, `.readFailed` when it is but
+    ///   cannot be opened (permission denied, an I/O error),
     ///   `CheckpointError.notARegularFile` when it is a FIFO, a device or a folder (a socket
     ///   does not open: `cannotOpen`).
     init(path: String) throws {
         self.path = path
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
-            throw CheckpointError.cannotOpen(path: path, reason: systemErrorMessage(errno))
+            let reason = systemErrorMessage(errno)
+            // Exit 66 for input not there, 74 for input there that cannot be read.
+            guard errno == ENOENT || errno == ENOTDIR else {
+                throw CheckpointError.readFailed(path: path, reason: reason)
+            }
+            throw CheckpointError.cannotOpen(path: path, reason: reason)
         }
         var status = stat()
         guard fstat(descriptor, &status) == 0 else {
             let reason = systemErrorMessage(errno)
             close(descriptor)
-            throw CheckpointError.cannotOpen(path: path, reason: reason)
+            throw CheckpointError.readFailed(path: path, reason: reason)
         }
         guard status.st_mode & S_IFMT == S_IFREG else {
             close(descriptor)

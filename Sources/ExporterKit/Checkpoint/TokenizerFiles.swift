@@ -48,8 +48,9 @@ public struct TokenizerFiles: Equatable, Sendable {
         where ["tokenizer.json", "tokenizer_config.json", "added_tokens.json", "vocab.json"]
             .contains(file.lastPathComponent)
         {
-            guard let data = try? Data(contentsOf: file) else {
-                throw BundleError.readFailed(path: file.path, reason: "unreadable tokenizer file")
+            let data = try BundleError.readingFile(file.path) {
+                let opened = try ReadOnlyFile(path: file.path)
+                return Data(try opened.bytes(at: 0, count: opened.byteCount))
             }
             if found == nil {
                 found = TokenizerFiles.reasoningMarkers.first { TokenizerFiles.holds($0, json: data) }

@@ -91,4 +91,37 @@ struct ReadOnlyFileTests {
             try BundleError.readingFile("f") { try ReadOnlyFile(path: fifo.path) }
         }
     }
+
+    @Test("a file not there is not found (66); one there that cannot be opened is an I/O failure (74), config included")
+    func notThereOrUnreadable() throws {
+        let folder = try Fixtures.temporaryDirectory()
+        let missing = folder.appendingPathComponent("missing.safetensors").path
+        #expect(throws: CheckpointError.cannotOpen(path: missing, reason: "no such file or directory")) {
+            try ReadOnlyFile(path: missing)
+        }
+        #expect(CheckpointError.cannotOpen(path: missing, reason: "").exitStatus == .notFound)
+        // A link to itself is there, and no process can open it (root neither).
+        let loop = folder.appendingPathComponent("config.json")
+        try FileManager.default.createSymbolicLink(atPath: loop.path, withDestinationPath: "config.json")
+        #expect(throws: CheckpointError.readFailed(path: loop.path, reason: "too many levels of symbolic links")) {
+            try ReadOnlyFile(path: loop.path)
+        }
+        #expect(throws: ConfigError.readFailed(path: loop.path, reason: "too many levels of symbolic links")) {
+            try ModelConfig(contentsOf: loop)
+        }
+        #expect(ConfigError.readFailed(path: "c", reason: "r").exitStatus == .ioFailure)
+        #expect(ConfigError.readFailed(path: "c", reason: "r").description == "cannot read config 'c': r")
+        #expect(throws: ConfigError.unreadable(path: missing, reason: "no such file")) {
+            try ModelConfig(contentsOf: URL(fileURLWithPath: missing))
+        }
+        // Permission denied, where the tests do not run as root.
+        if getuid() != 0 {
+            let locked = folder.appendingPathComponent("locked.safetensors")
+            try Data([0]).write(to: locked)
+            chmod(locked.path, 0)
+            #expect(throws: CheckpointError.readFailed(path: locked.path, reason: "permission denied")) {
+                try ReadOnlyFile(path: locked.path)
+            }
+        }
+    }
 }
