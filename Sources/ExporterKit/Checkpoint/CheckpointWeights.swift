@@ -127,6 +127,20 @@ public final class CheckpointWeights: Sendable {
         self.tensors = tensors
     }
 
+    /// Refuses a file of the checkpoint in `directory` (its config, a tokenizer file) that
+    /// resolves, symbolic links followed, outside the folder its weights must resolve into
+    /// (`directory`, or a Hugging Face cache snapshot's repository folder), as a weight file
+    /// would be: its bytes would ship in the artifact. A file that does not resolve is left to
+    /// its reader to report.
+    /// - Throws: `CheckpointError.fileOutsideCheckpoint`.
+    public static func checkContained(_ url: URL, checkpoint directory: URL) throws {
+        let root = HuggingFaceCache.repositoryFolder(ofSnapshot: directory) ?? directory
+        guard let resolved = resolvedRealPath(url.path), let resolvedRoot = resolvedRealPath(root.path) else { return }
+        guard isPath(resolved, inside: resolvedRoot) else {
+            throw CheckpointError.fileOutsideCheckpoint(path: url.path, resolvedPath: resolved, root: resolvedRoot)
+        }
+    }
+
     /// Whether a directory entry exists at `url`, even a dangling symbolic link.
     private static func entryExists(_ url: URL) -> Bool {
         (try? FileManager.default.attributesOfItem(atPath: url.path)) != nil

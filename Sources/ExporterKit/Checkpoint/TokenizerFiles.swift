@@ -37,11 +37,13 @@ public struct TokenizerFiles: Equatable, Sendable {
     public var defaultResponseTokens: Int { reasoningMarker == nil ? 512 : 2048 }
 
     /// Looks for tokenizer files in `directory`.
-    /// - Throws: `CheckpointError`-like `BundleError.readFailed` when a present tokenizer file cannot be read.
+    /// - Throws: `BundleError.readFailed` when a present tokenizer file cannot be read,
+    ///   `CheckpointError.fileOutsideCheckpoint` for one that links out of the checkpoint.
     public init(directory: URL) throws {
         let manager = FileManager.default
         files = TokenizerFiles.knownNames.map { directory.appendingPathComponent($0) }
             .filter { manager.fileExists(atPath: $0.path) }
+        for file in files { try CheckpointWeights.checkContained(file, checkpoint: directory) }
         var found: String?
         var added: [AddedToken] = []
         for file in files

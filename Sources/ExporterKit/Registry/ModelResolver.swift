@@ -243,6 +243,10 @@ public struct ModelResolver {
         argument: String, name: String, source: ModelSource, configURL: URL, preset: Preset?, platform: Platform,
         experimental: Bool, precisionGiven: Bool, presetOverride: String?
     ) throws -> ResolvedModel {
+        // The checkpoint's own config (a preset's ships with the tool) is copied into the bundle.
+        if let directory = source.checkpointDirectory, configURL != preset?.configURL {
+            try CheckpointWeights.checkContained(configURL, checkpoint: directory)
+        }
         let config = try ModelConfig(contentsOf: configURL)
         let family = try ArchitectureRegistry.family(for: config.modelType, platform: platform)
         var applied = preset

@@ -671,6 +671,31 @@ enum HostileCorpus {
     ]
 
     static let otherCases: [HostileCase] = [
+        HostileCase(name: "files: a tokenizer file that is a symbolic link leading out of the checkpoint") { scratch in
+            // Its bytes would ship in the artifact: a cloned repository could plant any file of the machine.
+            let directory = try Fixtures.syntheticCheckpoint()
+            let secret = scratch.appendingPathComponent("secret.txt")
+            try Data("SECRET".utf8).write(to: secret)
+            let link = directory.appendingPathComponent("merges.txt")
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: secret)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error:
+                    "Error: '\(link.path)' resolves to '\(realPath(secret.path))', outside '\(realPath(directory.path))'\n"
+            )
+        },
+        HostileCase(name: "files: a config.json that is a symbolic link leading out of the checkpoint") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let config = directory.appendingPathComponent("config.json")
+            let moved = scratch.appendingPathComponent("config.json")
+            try FileManager.default.moveItem(at: config, to: moved)
+            try FileManager.default.createSymbolicLink(at: config, withDestinationURL: moved)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error:
+                    "Error: '\(config.path)' resolves to '\(realPath(moved.path))', outside '\(realPath(directory.path))'\n"
+            )
+        },
         HostileCase(name: "usage: an unknown option") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
             return .init(
