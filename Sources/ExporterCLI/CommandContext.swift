@@ -37,16 +37,13 @@ public struct CommandContext {
 
     /// The context of this process.
     public static func process() -> CommandContext {
-        let standardOutput = FileHandle.standardOutput
-        let standardError = FileHandle.standardError
-        return CommandContext(
+        CommandContext(
             arguments: Array(CommandLine.arguments.dropFirst()),
             environment: ProcessInfo.processInfo.environment,
             currentDirectory: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true),
             executable: (Bundle.main.executableURL
                 ?? URL(fileURLWithPath: CommandLine.arguments.first ?? "exporter")).standardizedFileURL.absoluteURL,
-            writeOutput: { standardOutput.write(Data($0.utf8)) },
-            writeError: { standardError.write(Data($0.utf8)) },
+            writeOutput: StandardStream.output.write, writeError: StandardStream.error.write,
             errorIsTerminal: isatty(2) == 1 && ProcessInfo.processInfo.environment["CI"] == nil)
     }
 

@@ -7,7 +7,16 @@ public enum ExporterCommandLine {
     public static func main() -> Never {
         keepFreedMemoryForReuse()
         dieWithFarmParent()
-        exit(run(CommandContext.process()))
+        // A reader that goes away (`| head -1`) fails the writes to it instead of killing the
+        // run between two of its steps.
+        signal(SIGPIPE, SIG_IGN)
+        var status = run(CommandContext.process())
+        if let failure = StandardStream.output.failure, status == ExitStatus.success.rawValue {
+            // The work is done, but what it printed was lost.
+            StandardStream.error.write("Error: cannot write standard output: \(systemErrorMessage(failure))\n")
+            status = ExitStatus.ioFailure.rawValue
+        }
+        exit(status)
     }
 
     /// A farm job (started with `EXPORTER_PARENT_PID`) ends when its farm process ends, even by

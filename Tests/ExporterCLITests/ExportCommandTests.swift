@@ -7,6 +7,40 @@ import Testing
 
 @Suite("command line: export and synth")
 struct ExportCommandTests {
+    @Test("standard output that cannot be written (its reader gone): every step still runs, then exit 74, no trap")
+    func lostStandardOutput() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        func run(_ arguments: [String]) throws -> (status: Int32, reason: Process.TerminationReason, error: String) {
+            let process = Process()
+            process.executableURL = BuiltExporter.url
+            process.arguments = arguments
+            process.environment = ["EXPORTER_PRESETS": Fixtures.presetsDirectory.path, "HOME": "/nonexistent-home"]
+            let closed = Pipe()
+            let error = Pipe()
+            process.standardOutput = closed
+            process.standardError = error
+            try closed.fileHandleForReading.close()
+            try process.run()
+            let text = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, process.terminationReason, text)
+        }
+        let export = try run([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+            "--compile",
+        ])
+        #expect(export.reason == .exit)
+        #expect(export.status == 74)
+        #expect(export.error.hasSuffix("Error: cannot write standard output: broken pipe\n"))
+        let folder = output.appendingPathComponent("tiny")
+        let artifacts = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(artifacts.contains("Tiny.aimodel"))
+        #expect(artifacts.contains("Tiny.h17p.aimodelc"))
+        let version = try run(["--version"])
+        #expect(version.reason == .exit && version.status == 74)
+    }
+
     @Test("a preset without weights says where it looked and how to proceed")
     func noWeights() {
         let run = runExporter(["qwen2.5-1.5b", "--output-dir", "/nonexistent-output"])

@@ -7,7 +7,7 @@
 #endif
 
 /// The system's message for an `errno` value, lowercased at the start to fit our messages.
-func systemErrorMessage(_ code: Int32) -> String {
+public func systemErrorMessage(_ code: Int32) -> String {
     guard let text = strerror(code) else { return "error \(code)" }
     let message = String(cString: text)
     return message.prefix(1).lowercased() + message.dropFirst()
