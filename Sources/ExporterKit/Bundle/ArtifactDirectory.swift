@@ -47,7 +47,7 @@ public final class ArtifactDirectory {
         try ArtifactDirectory.checkDestination(destination, overwrite: overwrite, marker: marker)
         let parent = destination.deletingLastPathComponent()
         // A cleaner may lock and remove a staging folder between its mkdir and our flock: then
-        // the folder locked is not the one at the path, and a fresh name is tried.
+        // the folder is gone or the one locked is not the one at the path, and a fresh name is tried.
         var created: [String] = []
         var chosen: (url: URL, lock: Int32)?
         for _ in 0..<3 where chosen == nil {
@@ -64,6 +64,9 @@ public final class ArtifactDirectory {
                 chosen = (candidate, descriptor)
             case .locked(let descriptor):
                 close(descriptor)
+            case .failed(ENOENT):
+                // Removed before it could be opened: as above.
+                break
             case .unsupported:
                 chosen = (candidate, -1)
             case .failed(let code):
