@@ -41,6 +41,32 @@ struct ExportCommandTests {
         #expect(version.reason == .exit && version.status == 74)
     }
 
+    @Test("artifacts take the umask's modes: a group-writable umask gives a teammate an artifact to replace")
+    func umaskModes() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = [
+            "-c", #"umask 002 && exec "$0" "$@" > /dev/null"#, BuiltExporter.url.path, checkpoint.path,
+            "--experimental", "--compute-precision", "float16", "--output-dir", output.path, "--compile",
+        ]
+        process.environment = ["EXPORTER_PRESETS": Fixtures.presetsDirectory.path, "HOME": "/nonexistent-home"]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        func mode(_ path: String) throws -> Int {
+            try #require(
+                try FileManager.default.attributesOfItem(atPath: output.appendingPathComponent(path).path)[
+                    .posixPermissions] as? Int)
+        }
+        #expect(try mode("tiny") == 0o775)
+        #expect(try mode("tiny/Tiny.aimodel") == 0o775)
+        #expect(try mode("tiny/Tiny.aimodel/weights.bin") == 0o664)
+        #expect(try mode("tiny/Tiny.aimodel/manifest.json") == 0o664)
+        #expect(try mode("tiny/Tiny.h17p.aimodelc/weights.bin") == 0o664)
+    }
+
     @Test("a preset without weights says where it looked and how to proceed")
     func noWeights() {
         let run = runExporter(["qwen2.5-1.5b", "--output-dir", "/nonexistent-output"])

@@ -229,11 +229,12 @@ public final class ArtifactDirectory {
         var created: [String] = []
         for path in missing.reversed() {
             try faults?.check(reportedAs(path), .createDirectory)
-            var made = mkdir(path, 0o755) == 0
+            // The umask decides the modes: a group-writable one lets a team share an output folder.
+            var made = mkdir(path, 0o777) == 0
             // A parent another run made, then removed as empty when its export failed: once more.
             if !made, errno == ENOENT {
                 let parent = (path as NSString).deletingLastPathComponent
-                made = mkdir(parent, 0o755) == 0 && mkdir(path, 0o755) == 0
+                made = mkdir(parent, 0o777) == 0 && mkdir(path, 0o777) == 0
             }
             if made {
                 created.append(path)

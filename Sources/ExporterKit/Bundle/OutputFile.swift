@@ -177,7 +177,8 @@ public final class OutputFile {
         self.path = path
         self.faults = faults
         try faults?.check(path, .createFile)
-        descriptor = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        // The umask decides the mode, as for the folders.
+        descriptor = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
         guard descriptor >= 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
         buffers = (0..<2).map { _ in
             UnsafeMutableRawPointer.allocate(byteCount: Self.bufferLimit, alignment: Self.directAlignment)

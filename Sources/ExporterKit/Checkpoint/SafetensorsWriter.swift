@@ -113,7 +113,7 @@ public final class SafetensorsWriter {
         // Locked while it is written, so that a cleaner (`removeAbandonedTemporaries`) leaves it
         // alone; a cleaner that took it between our open and our flock removed it: open again.
         for _ in 0..<3 where descriptor < 0 {
-            let opened = open(temporaryURL.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            let opened = open(temporaryURL.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
             guard opened >= 0 else {
                 throw CheckpointError.writeFailed(path: path, reason: systemErrorMessage(errno))
             }

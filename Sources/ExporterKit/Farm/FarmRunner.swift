@@ -623,7 +623,7 @@ final class FarmLock {
 
     init(directory: URL, wait: Bool, log: (String) -> Void) throws {
         let path = directory.appendingPathComponent(".farm.lock").path
-        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
         guard descriptor >= 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
         if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             var holder = [UInt8](repeating: 0, count: 64)
