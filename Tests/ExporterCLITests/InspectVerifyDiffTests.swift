@@ -210,6 +210,25 @@ struct VerifyCommandTests {
             run.error.hasPrefix("Error: 'weights.bin': cannot read '\(weights.path)': a FIFO, not a regular file\n"))
     }
 
+    @Test("a file of the artifact that cannot be opened is an I/O failure (74), not corruption reported (1)")
+    func unreadableFile() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let bundle = try TinyArtifacts.copy(try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny4"))
+        // A link to itself: there, and no process opens it (root neither), as one without permission.
+        let weights = bundle.appendingPathComponent("weights.bin")
+        try FileManager.default.removeItem(at: weights)
+        try FileManager.default.createSymbolicLink(atPath: weights.path, withDestinationPath: "weights.bin")
+        var run = runExporter(["verify", bundle.path])
+        #expect(run.status == 74)
+        #expect(run.error == "Error: cannot read '\(weights.path)': too many levels of symbolic links\n")
+        let manifest = bundle.appendingPathComponent("manifest.json")
+        try FileManager.default.removeItem(at: manifest)
+        try FileManager.default.createSymbolicLink(atPath: manifest.path, withDestinationPath: "manifest.json")
+        run = runExporter(["verify", bundle.path])
+        #expect(run.status == 74)
+        #expect(run.error == "Error: cannot read '\(manifest.path)': too many levels of symbolic links\n")
+    }
+
     @Test("swapped tensors pass the checksums and format checks but fail the forward pass")
     func swappedLayout() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)

@@ -88,6 +88,7 @@ enum VerifyCommand {
 
         let artifact = try LoadedArtifact(
             url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+        try artifact.checkReadable()
         var checkpointURL: URL?
         var checkpoint: CheckpointWeights?
         if let against {

@@ -16,7 +16,8 @@ public struct LoadedArtifact: Sendable {
     public let displayPath: String
 
     /// Loads the manifest at `url`: `url/manifest.json` for a folder, `url` itself for a file.
-    /// - Throws: `BundleError.artifactNotFound` when nothing is at `url`,
+    /// - Throws: `BundleError.artifactNotFound` when nothing is at `url`, `.readFailed` when its
+    ///   manifest is there but cannot be opened,
     ///   `BundleError.notABundle` when there is no readable manifest,
     ///   `BundleError.unsupportedSchema` for a schema this version does not read.
     public init(url: URL, displayPath: String? = nil) throws {
@@ -25,6 +26,7 @@ public struct LoadedArtifact: Sendable {
             throw BundleError.artifactNotFound(path: url.path)
         }
         let manifestURL = isDirectory.boolValue ? url.appendingPathComponent(BundleWriter.manifestName) : url
+        try LoadedArtifact.checkOpens(manifestURL)
         guard let data = try BundleReader.readDocument(manifestURL) else {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
         }
@@ -33,6 +35,21 @@ public struct LoadedArtifact: Sendable {
         self.manifestURL = manifestURL
         folder = manifestURL.deletingLastPathComponent()
         self.displayPath = displayPath ?? url.path
+    }
+
+    /// Checks that every file the manifest lists that is there can be opened.
+    /// - Throws: `BundleError.readFailed` naming the first that cannot (permission denied):
+    ///   checking what cannot be read would report corruption that is not there.
+    public func checkReadable() throws {
+        for file in manifest.files { try LoadedArtifact.checkOpens(folder.appendingPathComponent(file.path)) }
+    }
+
+    /// Refuses a file that is there but cannot be opened; one not there, or not a file, is left
+    /// to the checks that report it.
+    private static func checkOpens(_ url: URL) throws {
+        do { _ = try ReadOnlyFile(path: url.path) } catch CheckpointError.readFailed(_, let reason) {
+            throw BundleError.readFailed(path: url.path, reason: reason)
+        } catch {}
     }
 
     /// Whether the manifest at the artifact's path is no longer the one read: the artifact was
