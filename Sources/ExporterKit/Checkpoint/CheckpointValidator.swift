@@ -65,12 +65,25 @@ public enum CheckpointValidator {
             }
         }
         let expected = Set(tensors.map(\.name))
-        let unexpected = weights.tensorNames.filter { !expected.contains($0) }
-        guard !unexpected.isEmpty else { return [] }
+        var unexpected = weights.tensorNames.filter { !expected.contains($0) }
+        var warnings: [String] = []
+        // A head saved beside a tied config: the model the bundle computes is not the one it was
+        // trained as, if that head was trained apart from the embedding.
+        if let head = unexpected.firstIndex(of: headName), config.tieWordEmbeddings {
+            unexpected.remove(at: head)
+            warnings.append(
+                "checkpoint has '\(headName)', but its config ties the head to the embedding (tie_word_embeddings "
+                    + "true): the bundle's head is 'model.embed_tokens.weight' and '\(headName)' is not exported; if "
+                    + "it was trained apart from the embedding, set tie_word_embeddings to false")
+        }
+        guard !unexpected.isEmpty else { return warnings }
         let shown = unexpected.prefix(8).joined(separator: ", ")
         let more = unexpected.count > 8 ? " and \(unexpected.count - 8) more" : ""
-        return [
+        return warnings + [
             "checkpoint has \(unexpected.count) tensor(s) the architecture does not use, not exported: \(shown)\(more)"
         ]
     }
+
+    /// The untied head's name, in every family.
+    static let headName = "lm_head.weight"
 }

@@ -272,6 +272,26 @@ struct CheckpointWeightsTests {
                 == "checkpoint 'c' has no 'lm_head.weight' and its config sets tie_word_embeddings to false")
     }
 
+    @Test("a head saved beside a tied config is named: the bundle's head is the embedding")
+    func headBesideTiedConfig() throws {
+        let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
+        let config = try ModelConfig(contentsOf: directory.appendingPathComponent("config.json"))
+        #expect(config.tieWordEmbeddings)
+        let specs = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
+        try SyntheticCheckpoint.write(
+            tensors: specs.map { ($0.name, $0.shape) } + [("lm_head.weight", [256, 64]), ("extra", [2])], dtype: .bf16,
+            seed: 1, to: directory, shardBytes: 1 << 40)
+        let warnings = try CheckpointValidator.validate(
+            CheckpointWeights(directory: directory), against: specs, config: config)
+        #expect(
+            warnings == [
+                "checkpoint has 'lm_head.weight', but its config ties the head to the embedding (tie_word_embeddings "
+                    + "true): the bundle's head is 'model.embed_tokens.weight' and 'lm_head.weight' is not exported; if "
+                    + "it was trained apart from the embedding, set tie_word_embeddings to false",
+                "checkpoint has 1 tensor(s) the architecture does not use, not exported: extra",
+            ])
+    }
+
     @Test("tensors the architecture does not use are one warning: the first eight by name, and how many more")
     func unusedTensors() throws {
         let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())
