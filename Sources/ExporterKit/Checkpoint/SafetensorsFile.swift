@@ -187,7 +187,10 @@ public final class SafetensorsFile: Sendable {
         }
         var shape: [Int] = []
         for item in shapeItems {
-            guard let dimension = item.intValue else { throw invalid("'shape' must be an array of integers") }
+            // As safetensors reads them: written as integers, `64.0` is not one.
+            guard let dimension = item.integerLiteralValue else {
+                throw invalid("'shape' must be an array of integers")
+            }
             shape.append(dimension)
         }
         if let negative = shape.first(where: { $0 < 0 }) {
@@ -202,7 +205,7 @@ public final class SafetensorsFile: Sendable {
 
         guard let offsetsValue = entry["data_offsets"] else { throw invalid("missing 'data_offsets'") }
         guard let offsets = offsetsValue.arrayValue, offsets.count == 2,
-            let begin = offsets[0].intValue, let end = offsets[1].intValue, begin >= 0, end >= 0
+            let begin = offsets[0].integerLiteralValue, let end = offsets[1].integerLiteralValue, begin >= 0, end >= 0
         else { throw invalid("'data_offsets' must be two non-negative integers") }
         guard begin <= end else { throw invalid("'data_offsets' begin \(begin) is after end \(end)") }
         guard end <= dataLength else {

@@ -29,6 +29,13 @@ public indirect enum JSONValue: Equatable, Sendable {
         return Int(double)
     }
 
+    /// The value as an integer when it is written as one (`64`, not `64.0` or `6.4e1`), as formats
+    /// with unsigned integer fields (safetensors' `shape` and `data_offsets`) require.
+    public var integerLiteralValue: Int? {
+        guard case .number(let literal) = self else { return nil }
+        return Int(literal)
+    }
+
     /// The value as a double, when it is a number.
     public var doubleValue: Double? {
         guard case .number(let literal) = self else { return nil }

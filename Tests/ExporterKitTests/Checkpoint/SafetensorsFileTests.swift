@@ -240,6 +240,13 @@ struct CheckpointMalformedFileTests {
         try expectError(
             header: #"{"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}}"#, data: eight,
             ": tensor 'w': 'shape' must be an array of integers")
+        // Whole numbers written as decimals are not integers to safetensors either.
+        try expectError(
+            header: #"{"w":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}}"#, data: eight,
+            ": tensor 'w': 'shape' must be an array of integers")
+        try expectError(
+            header: #"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8e0]}}"#, data: eight,
+            ": tensor 'w': 'data_offsets' must be two non-negative integers")
         try expectError(
             header: #"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"foo":1}}"#, data: eight,
             ": tensor 'w': unexpected key 'foo'")
