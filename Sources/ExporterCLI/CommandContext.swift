@@ -18,6 +18,8 @@ public struct CommandContext {
     public var writeError: (String) -> Void
     /// Whether standard error is a terminal (progress is drawn only then).
     public var errorIsTerminal: Bool
+    /// The width of that terminal in columns, when the system says (else `COLUMNS`, else 80).
+    public var terminalColumns: () -> Int? = { nil }
     /// Fault injection for the writes of an export (tests only; nil in real runs).
     public var faults: FaultInjector?
 
@@ -37,7 +39,7 @@ public struct CommandContext {
 
     /// The context of this process.
     public static func process() -> CommandContext {
-        CommandContext(
+        var context = CommandContext(
             arguments: Array(CommandLine.arguments.dropFirst()),
             environment: ProcessInfo.processInfo.environment,
             currentDirectory: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true),
@@ -45,6 +47,23 @@ public struct CommandContext {
                 ?? URL(fileURLWithPath: CommandLine.arguments.first ?? "exporter")).standardizedFileURL.absoluteURL,
             writeOutput: StandardStream.output.write, writeError: StandardStream.error.write,
             errorIsTerminal: isatty(2) == 1 && ProcessInfo.processInfo.environment["CI"] == nil)
+        context.terminalColumns = {
+            var size = winsize()
+            guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+            return Int(size.ws_col)
+        }
+        return context
+    }
+
+    /// The terminal's width in columns, asked each time (a window can be resized).
+    var columns: Int {
+        terminalColumns() ?? Int(environment["COLUMNS"] ?? "").flatMap { $0 > 0 ? $0 : nil } ?? 80
+    }
+
+    /// What returns to the start of the line and erases it: without the escape sequence on a
+    /// terminal that knows none (`TERM=dumb`), spaces over the width.
+    var clearLine: String {
+        environment["TERM"] == "dumb" ? "\r" + String(repeating: " ", count: columns - 1) + "\r" : "\r\u{1B}[K"
     }
 
     /// Prints a line on standard output, its control characters escaped (newlines included:

@@ -107,7 +107,7 @@ public enum ExporterCommandLine {
     /// Prints a failure, `Error: ` and its lines, each with its control characters escaped; on a
     /// terminal, first clears a progress line the failed step left.
     private static func printFailure(_ lines: [String], context: CommandContext) {
-        if context.errorIsTerminal { context.writeError("\r\u{1B}[K") }
+        if context.errorIsTerminal { context.writeError(context.clearLine) }
         for (index, line) in lines.enumerated() { context.printError((index == 0 ? "Error: " : "") + line) }
     }
 }

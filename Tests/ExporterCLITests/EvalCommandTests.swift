@@ -55,6 +55,19 @@ struct EvalCommandTests {
         #expect(lines.first?.contains("  0%  checkpoint pass, layer 1 of 2  ETA -- ") == true, "\(lines)")
         #expect(lines.last?.contains("100%  artifact pass, done  ETA 0s") == true, "\(lines)")
         #expect(shown.error.hasSuffix("\r\u{1B}[K"))
+        // Within the terminal's width, less a column: the bar goes, then the detail is cut short.
+        for columns in [40, 20] {
+            let narrow = runExporter(arguments, environment: ["COLUMNS": "\(columns)"], terminal: true)
+            let drawn = narrow.error.split(separator: "\r").map { $0.replacingOccurrences(of: "\u{1B}[K", with: "") }
+                .filter { !$0.isEmpty }
+            #expect(!drawn.isEmpty)
+            #expect(drawn.allSatisfy { $0.count <= columns - 1 }, "\(drawn)")
+            #expect(!narrow.error.contains("█"))
+        }
+        // A terminal without escape sequences: lines are erased with spaces.
+        let dumb = runExporter(arguments, environment: ["TERM": "dumb", "COLUMNS": "60"], terminal: true)
+        #expect(!dumb.error.contains("\u{1B}"))
+        #expect(dumb.error.hasSuffix("\r" + String(repeating: " ", count: 59) + "\r"))
     }
 
     @Test("missing inputs are usage errors")

@@ -50,9 +50,25 @@ final class ProgressBar {
         let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
         // Nothing done yet: no estimate.
         let remaining = fraction > 0 ? String(format: "%.0fs", elapsed() * (1 - fraction) / fraction) : "--"
-        let line = String(format: "\r%@ %3.0f%%  %@  ETA %@ ", bar, fraction * 100, detail, remaining)
-        context.writeError(line + (finished ? "\r\u{1B}[K" : ""))
+        let line = Self.fitted(
+            bar: bar, percent: String(format: "%3.0f%%", fraction * 100), detail: detail, eta: "ETA \(remaining) ",
+            columns: context.columns)
+        // Erased before it is drawn again: a shorter line leaves nothing of the longer one.
+        context.writeError(context.clearLine + line + (finished ? context.clearLine : ""))
         cleared = finished
+    }
+
+    /// The line within `columns - 1` characters (a line that reaches the last column wraps on
+    /// some terminals, and every redraw would then leave a line behind): the bar goes first,
+    /// then the detail is cut short, then the whole.
+    static func fitted(bar: String, percent: String, detail: String, eta: String, columns: Int) -> String {
+        let limit = max(columns - 1, 1)
+        let full = "\(bar) \(percent)  \(detail)  \(eta)"
+        if full.count <= limit { return full }
+        let fixed = "\(percent)    \(eta)".count
+        if fixed + detail.count <= limit { return "\(percent)  \(detail)  \(eta)" }
+        if fixed + 1 < limit { return "\(percent)  \(detail.prefix(limit - fixed - 1))…  \(eta)" }
+        return String("\(percent) \(eta)".prefix(limit))
     }
 
     /// `done/total unit` in the decimal unit that keeps the total under 1,000 (412/892 MB,
