@@ -67,6 +67,28 @@ struct ExportCommandTests {
         #expect(try mode("tiny/Tiny.h17p.aimodelc/weights.bin") == 0o664)
     }
 
+    @Test("a path too long for the staging folder fails (74) and leaves none of the folders the run made")
+    func pathTooLong() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let base = try Fixtures.temporaryDirectory()
+        // Folders of 200 bytes up to about 3,900 bytes; the run makes two more levels and the
+        // model folder, and the staging folder's path then passes PATH_MAX (4,096).
+        var existing = base
+        while existing.path.utf8.count < 3_850 {
+            existing = existing.appendingPathComponent(String(repeating: "d", count: 200))
+        }
+        try FileManager.default.createDirectory(at: existing, withIntermediateDirectories: true)
+        let made = existing.appendingPathComponent(String(repeating: "e", count: 4_050 - existing.path.utf8.count))
+        let output = made.appendingPathComponent("out")
+        let run = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+        ])
+        #expect(run.status == 74, "\(run.error)")
+        #expect(run.error.hasSuffix(": file name too long\n"), "\(run.error)")
+        #expect(!FileManager.default.fileExists(atPath: made.path))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: existing.path) == [])
+    }
+
     @Test("a preset without weights says where it looked and how to proceed")
     func noWeights() {
         let run = runExporter(["qwen2.5-1.5b", "--output-dir", "/nonexistent-output"])
@@ -402,9 +424,10 @@ struct ExportCommandTests {
             bar.update(WorkProgress(done: 0, total: 4, stage: "step"))
             bar.update(WorkProgress(done: 4, total: 4, stage: "step"))
             bar.update(WorkProgress(done: 4, total: 4, stage: "again"))
+            // Each line erases the one before it; the last is erased once drawn.
             let expected =
-                "\r░░░░░░░░░░░░░░░░░░░░░░░░   0%  step  ETA -- "
-                + "\r████████████████████████ 100%  step  ETA 0s \r\u{1B}[K"
+                "\r\u{1B}[K░░░░░░░░░░░░░░░░░░░░░░░░   0%  step  ETA -- "
+                + "\r\u{1B}[K████████████████████████ 100%  step  ETA 0s \r\u{1B}[K"
             #expect(error.text == (terminal ? expected : ""))
         }
     }

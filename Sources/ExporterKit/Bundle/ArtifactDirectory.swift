@@ -54,10 +54,16 @@ public final class ArtifactDirectory {
             let candidate = parent.appendingPathComponent(
                 ArtifactDirectory.stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString,
                 isDirectory: true)
-            created += try ArtifactDirectory.makeDirectories(
-                candidate, faults: faults, reportedAs: { _ in destination.path }
-            )
-            .filter { $0 != candidate.standardizedFileURL.path }
+            do {
+                created += try ArtifactDirectory.makeDirectories(
+                    candidate, faults: faults, reportedAs: { _ in destination.path }
+                )
+                .filter { $0 != candidate.standardizedFileURL.path }
+            } catch {
+                // The model folder (and output folder) an earlier try made: a failed export leaves none.
+                for path in created.reversed() { _ = rmdir(path) }
+                throw error
+            }
             let lock = ArtifactDirectory.lockedDescriptor(candidate.path, wait: true)
             switch lock {
             case .locked(let descriptor) where ArtifactDirectory.isFolder(candidate.path, openAs: descriptor):
@@ -207,7 +213,8 @@ public final class ArtifactDirectory {
     /// - Parameter reportedAs: the path an error names for a folder (staging folders are
     ///   named by where their content is going, which is what the user asked for).
     /// - Returns: the folders created, outermost first.
-    /// - Throws: `BundleError.writeFailed` naming the folder that could not be made.
+    /// - Throws: `BundleError.writeFailed` naming the folder that could not be made, once those
+    ///   made before it are removed again (a path too long leaves no empty folders behind).
     @discardableResult
     static func makeDirectories(
         _ url: URL, faults: FaultInjector?, reportedAs: (String) -> String = { $0 }
@@ -227,20 +234,25 @@ public final class ArtifactDirectory {
             throw BundleError.writeFailed(path: reportedAs(current), reason: "not a directory")
         }
         var created: [String] = []
-        for path in missing.reversed() {
-            try faults?.check(reportedAs(path), .createDirectory)
-            // The umask decides the modes: a group-writable one lets a team share an output folder.
-            var made = mkdir(path, 0o777) == 0
-            // A parent another run made, then removed as empty when its export failed: once more.
-            if !made, errno == ENOENT {
-                let parent = (path as NSString).deletingLastPathComponent
-                made = mkdir(parent, 0o777) == 0 && mkdir(path, 0o777) == 0
+        do {
+            for path in missing.reversed() {
+                try faults?.check(reportedAs(path), .createDirectory)
+                // The umask decides the modes: a group-writable one lets a team share an output folder.
+                var made = mkdir(path, 0o777) == 0
+                // A parent another run made, then removed as empty when its export failed: once more.
+                if !made, errno == ENOENT {
+                    let parent = (path as NSString).deletingLastPathComponent
+                    made = mkdir(parent, 0o777) == 0 && mkdir(path, 0o777) == 0
+                }
+                if made {
+                    created.append(path)
+                } else if errno != EEXIST {
+                    throw BundleError.writeFailed(path: reportedAs(path), reason: systemErrorMessage(errno))
+                }
             }
-            if made {
-                created.append(path)
-            } else if errno != EEXIST {
-                throw BundleError.writeFailed(path: reportedAs(path), reason: systemErrorMessage(errno))
-            }
+        } catch {
+            for made in created.reversed() { _ = rmdir(made) }
+            throw error
         }
         return created
     }
