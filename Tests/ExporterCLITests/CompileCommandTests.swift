@@ -110,6 +110,23 @@ struct CompileCommandTests {
             both.error
                 == "Error: '\(output.path)/Tiny.h16p.aimodelc', '\(output.path)/Tiny.h17p.aimodelc' already exist; "
                 + "pass --overwrite to replace them\n")
+        // The bundle exported again (another context): the artifacts there are of the old one, said so.
+        let folder = bundleURL.deletingLastPathComponent()
+        let checkpoint = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(overrides: ["num_hidden_layers": 3]))
+        #expect(
+            runExporter([
+                checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--context", "256",
+                "--output-dir", folder.deletingLastPathComponent().path, "--overwrite",
+            ]).status == 0)
+        let stale = runExporter(["compile", bundleURL.path, "--output", output.path])
+        #expect(stale.status == 73)
+        #expect(
+            stale.error
+                == "Error: '\(output.path)/Tiny.h16p.aimodelc', '\(output.path)/Tiny.h17p.aimodelc' already exist; "
+                + "pass --overwrite to replace them\n'Tiny.h16p.aimodelc', 'Tiny.h17p.aimodelc' were compiled from "
+                + "another bundle than '\(bundleURL.path)' (it was exported again since): compile with --overwrite to "
+                + "bring them up to date\n")
     }
 
     @Test("compile draws the weight bytes written over every device's artifact on a terminal; nothing in a pipe")

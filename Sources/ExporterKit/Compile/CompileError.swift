@@ -1,3 +1,5 @@
+import Foundation
+
 /// Why a compile (or a device verdict) cannot be made.
 public enum CompileError: ExporterError, Equatable {
     /// The device table is unreadable or malformed.
@@ -33,10 +35,11 @@ public enum CompileError: ExporterError, Equatable {
     /// Artifacts of the compile are there already, without `--overwrite`: their paths, and the
     /// devices still to compile (an interrupted compile is finished by compiling only those),
     /// with what else shapes the artifacts, repeated in the command suggested: the output folder
-    /// (nil: the bundle's), the user's device table and the minimum deployment version (nil: 27.0).
+    /// (nil: the bundle's), the user's device table and the minimum deployment version (nil: 27.0);
+    /// and those of `paths` compiled from another bundle than this one (an export replaced it).
     case artifactsExist(
         paths: [String], bundle: String, platform: DevicePlatform, missingDevices: [String], output: String? = nil,
-        deviceTable: String? = nil, minimumDeploymentVersion: String? = nil)
+        deviceTable: String? = nil, minimumDeploymentVersion: String? = nil, fromOtherBundle: [String] = [])
     /// A file of the bundle is no longer what the manifest the compile read says of it: the
     /// bundle was replaced (`replaced`, its manifest changed too) or the file changed since.
     case bundleChanged(path: String, replaced: Bool)
@@ -116,14 +119,21 @@ public enum CompileError: ExporterError, Equatable {
     /// folder, from the same device table, for the same deployment version.
     public var descriptionLines: [String] {
         guard
-            case .artifactsExist(let paths, let bundle, let platform, let missing, let output, let table, let version) =
-                self
+            case .artifactsExist(
+                let paths, let bundle, let platform, let missing, let output, let table, let version, let stale) = self
         else {
             return [description]
         }
         let listed = paths.map { "'\($0)'" }.joined(separator: ", ")
         let verb = paths.count == 1 ? "exists" : "exist"
         var lines = ["\(listed) already \(verb); pass --overwrite to replace \(paths.count == 1 ? "it" : "them")"]
+        if !stale.isEmpty {
+            let names = stale.map { "'\(($0 as NSString).lastPathComponent)'" }.joined(separator: ", ")
+            lines.append(
+                "\(names) \(stale.count == 1 ? "was" : "were") compiled from another bundle than '\(bundle)' (it was "
+                    + "exported again since): compile with --overwrite to bring \(stale.count == 1 ? "it" : "them") up to date"
+            )
+        }
         if !missing.isEmpty {
             var words = ["exporter", "compile", ShellWord.quoted(bundle), "--platform", platform.rawValue]
             if let output { words += ["--output", ShellWord.quoted(output)] }

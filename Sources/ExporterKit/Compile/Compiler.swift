@@ -166,13 +166,21 @@ public enum Compiler {
         if !request.overwrite, present.contains(true) {
             let output = request.outputDirectory.standardizedFileURL.path
             let version = request.minimumDeploymentVersion
+            // An artifact records the CRC-32 of the bundle manifest it was compiled from.
+            let bundleCRC = BundleWriter.hex(bundle.manifestData.withUnsafeBytes { CRC32.checksum($0) })
+            let stale = destinations.indices.filter { index in
+                present[index]
+                    && (try? CompiledArtifactReader(url: destinations[index], verifyFiles: false))?.manifest.compiled?
+                        .portable.manifestCRC32 != bundleCRC
+            }
             throw CompileError.artifactsExist(
                 paths: destinations.indices.filter { present[$0] }.map { destinations[$0].path },
                 bundle: bundleURL.path, platform: request.platform,
                 missingDevices: plans.indices.filter { !present[$0] }.map { plans[$0].device.id },
                 output: output == bundleURL.standardizedFileURL.deletingLastPathComponent().path ? nil : output,
                 deviceTable: request.deviceTable?.standardizedFileURL.path,
-                minimumDeploymentVersion: version == .minimum ? nil : version.description)
+                minimumDeploymentVersion: version == .minimum ? nil : version.description,
+                fromOtherBundle: stale.map { destinations[$0].path })
         }
         for destination in destinations {  // before the first is written
             try ArtifactDirectory.checkDestination(
