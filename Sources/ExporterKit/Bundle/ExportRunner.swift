@@ -235,10 +235,10 @@ public enum ExportRunner {
 
     /// What the export checks of the checkpoint before it reads a weight, from the safetensors
     /// headers and the index alone: the files open and parse, and hold every planned tensor with
-    /// its shape and a float dtype (``tokenizer(of:synthetic:)`` reads the tokenizer files). Returns the warnings that gives
-    /// (tensors not exported). Nothing for `synthetic` weights or weights not on this machine (a
-    /// preset or an id not in the cache, a folder holding only its config), which a plan
-    /// describes from the config alone.
+    /// its shape and a float dtype (``tokenizer(of:synthetic:)`` reads the tokenizer files).
+    /// Returns the warnings that gives (tensors not exported). Nothing for `synthetic` weights or
+    /// weights not on this machine (a preset or an id not in the cache, a folder holding only its
+    /// config), which a plan describes from the config alone.
     /// - Throws: what the export throws for the same checkpoint (`CheckpointError`,
     ///   `CheckpointMismatch`).
     public static func checkCheckpoint(_ plan: ExportPlan, synthetic: Bool) throws -> [String] {
@@ -247,9 +247,7 @@ public enum ExportRunner {
         else { return [] }
         do {
             return try checkedWeights(plan, directory: directory, containmentRoot: root).warnings
-        } catch CheckpointError
-            .noWeights
-        {
+        } catch CheckpointError.noWeights {
             return []
         }
     }

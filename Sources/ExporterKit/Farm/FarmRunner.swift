@@ -299,7 +299,6 @@ public struct FarmRunner {
         return collisions
     }
 
-    /// Whether the error is about a device table file rather than a device of it.
     /// The architectures of `ids` that the bundle of a job exporting for `platform` compiles for:
     /// a macOS bundle's are Macs; an iOS bundle's are iPhones and iPads and, as `exporter compile
     /// --platform visionOS` takes an iOS bundle, Apple Vision Pro (`h14g` in an iOS job).
@@ -318,6 +317,7 @@ public struct FarmRunner {
         }
     }
 
+    /// Whether the error is about a device table file rather than a device of it.
     static func isTableError(_ error: CompileError) -> Bool {
         switch error {
         case .deviceTableNotFound, .invalidDeviceTable, .unsupportedDeviceTableSchema: return true
