@@ -670,31 +670,41 @@ enum HostileCorpus {
         },
     ]
 
-    static let otherCases: [HostileCase] = [
-        HostileCase(name: "files: a tokenizer file that is a symbolic link leading out of the checkpoint") { scratch in
-            // Its bytes would ship in the artifact: a cloned repository could plant any file of the machine.
+    /// A checkpoint whose `file` is a symbolic link to what `target` makes (given the checkpoint
+    /// folder and the scratch folder), outside the checkpoint: refused as a weight file would be.
+    static func linkLeadingOut(
+        _ name: String, file: String, target: @escaping @Sendable (URL, URL) throws -> URL
+    ) -> HostileCase {
+        HostileCase(name: name) { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
+            let destination = try target(directory, scratch)
+            let link = directory.appendingPathComponent(file)
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: destination)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 65,
+                error:
+                    "Error: '\(link.path)' resolves to '\(realPath(destination.path))', outside "
+                    + "'\(realPath(directory.path))'\n")
+        }
+    }
+
+    static let otherCases: [HostileCase] = [
+        linkLeadingOut(
+            "files: a tokenizer file that is a symbolic link leading out of the checkpoint", file: "merges.txt"
+        ) {
+            _, scratch in
+            // Its bytes would ship in the artifact: a cloned repository could plant any file of the machine.
             let secret = scratch.appendingPathComponent("secret.txt")
             try Data("SECRET".utf8).write(to: secret)
-            let link = directory.appendingPathComponent("merges.txt")
-            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: secret)
-            return .init(
-                arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error:
-                    "Error: '\(link.path)' resolves to '\(realPath(secret.path))', outside '\(realPath(directory.path))'\n"
-            )
+            return secret
         },
-        HostileCase(name: "files: a config.json that is a symbolic link leading out of the checkpoint") { scratch in
-            let directory = try Fixtures.syntheticCheckpoint()
-            let config = directory.appendingPathComponent("config.json")
+        linkLeadingOut(
+            "files: a config.json that is a symbolic link leading out of the checkpoint", file: "config.json"
+        ) {
+            directory, scratch in
             let moved = scratch.appendingPathComponent("config.json")
-            try FileManager.default.moveItem(at: config, to: moved)
-            try FileManager.default.createSymbolicLink(at: config, withDestinationURL: moved)
-            return .init(
-                arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error:
-                    "Error: '\(config.path)' resolves to '\(realPath(moved.path))', outside '\(realPath(directory.path))'\n"
-            )
+            try FileManager.default.moveItem(at: directory.appendingPathComponent("config.json"), to: moved)
+            return moved
         },
         HostileCase(name: "usage: an unknown option") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
