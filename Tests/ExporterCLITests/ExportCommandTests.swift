@@ -89,6 +89,40 @@ struct ExportCommandTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: existing.path) == [])
     }
 
+    @Test("--overwrite replaces a read-only artifact (as build caches keep them) and leaves nothing of it behind")
+    func overwriteReadOnlyArtifact() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        // Permissions bind a user other than root: as root, the exports run as nobody.
+        let asUser = getuid() == 0 ? ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
+        #expect(chmod(output.path, 0o777) == 0)
+        func export(_ context: String) throws -> Int32 {
+            let process = Process()
+            let command = asUser + [BuiltExporter.url.path]
+            process.executableURL = URL(fileURLWithPath: command[0])
+            process.arguments =
+                Array(command.dropFirst()) + [
+                    checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", context,
+                    "--output-dir", output.path, "--overwrite",
+                ]
+            process.environment = ["EXPORTER_PRESETS": Fixtures.presetsDirectory.path, "HOME": "/nonexistent-home"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        #expect(try export("256") == 0)
+        let folder = output.appendingPathComponent("tiny")
+        let bundle = folder.appendingPathComponent("Tiny.aimodel")
+        for path in ["Tiny.aimodel/tokenizer", "Tiny.aimodel"] {
+            #expect(chmod(folder.appendingPathComponent(path).path, 0o555) == 0)
+        }
+        #expect(try export("512") == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["Tiny.aimodel"])
+        #expect(try BundleReader(url: bundle).manifest.contextLength == 512)
+    }
+
     @Test("a preset without weights says where it looked and how to proceed")
     func noWeights() {
         let run = runExporter(["qwen2.5-1.5b", "--output-dir", "/nonexistent-output"])

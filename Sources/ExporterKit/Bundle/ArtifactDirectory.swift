@@ -204,9 +204,30 @@ public final class ArtifactDirectory {
             guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue
             else { continue }
             guard case .locked(let descriptor) = lockedDescriptor(url.path, wait: false) else { continue }
-            try? FileManager.default.removeItem(at: url)
+            removeTree(url)
             close(descriptor)
         }
+    }
+
+    /// Removes the folder at `url` and everything in it, as far as possible. A replaced artifact
+    /// may be read-only (build caches keep their outputs so): its folders are made writable by
+    /// their owner first, since `--overwrite` asked for it to go, instead of leaving it whole in a
+    /// hidden folder that no later run could remove either.
+    static func removeTree(_ url: URL) {
+        let manager = FileManager.default
+        guard (try? manager.removeItem(at: url)) == nil else { return }
+        func makeWritable(_ folder: String) {
+            var status = stat()
+            if lstat(folder, &status) == 0, status.st_mode & S_IFMT == S_IFDIR {
+                _ = chmod(folder, status.st_mode & 0o7777 | S_IRWXU)
+            }
+        }
+        // Each folder before the walk enters it.
+        makeWritable(url.path)
+        if let walker = manager.enumerator(atPath: url.path) {
+            while let entry = walker.nextObject() as? String { makeWritable(url.appendingPathComponent(entry).path) }
+        }
+        try? manager.removeItem(at: url)
     }
 
     /// Creates `url` and any missing parents, each creation a counted operation.
@@ -306,7 +327,7 @@ public final class ArtifactDirectory {
             published = true
             // The staging path now holds the previous artifact (unlocked: the lock went with the
             // new one's folder), removed here or, if this process dies first, by the next cleaner.
-            try? manager.removeItem(at: staging)
+            ArtifactDirectory.removeTree(staging)
             return
         }
         var displaced: URL?
@@ -332,7 +353,7 @@ public final class ArtifactDirectory {
             throw error
         }
         published = true
-        if let displaced { try? manager.removeItem(at: displaced) }
+        if let displaced { ArtifactDirectory.removeTree(displaced) }
     }
 
     /// Exchanges two existing paths atomically; false when the system or file system cannot
