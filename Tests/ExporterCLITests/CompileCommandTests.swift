@@ -159,6 +159,28 @@ struct CompileCommandTests {
         #expect(shown.error.hasSuffix("\r\u{1B}[K"))
     }
 
+    @Test("a bundle's file that is a symbolic link is read through it; one that cannot be opened is named (74)")
+    func linkedBundleFiles() throws {
+        let bundleURL = try bundle()
+        // As git-annex or a DVC cache keeps large files: the weights elsewhere, linked.
+        let store = try Fixtures.temporaryDirectory()
+        let weights = bundleURL.appendingPathComponent("weights.bin")
+        try FileManager.default.moveItem(at: weights, to: store.appendingPathComponent("weights.bin"))
+        try FileManager.default.createSymbolicLink(
+            at: weights, withDestinationURL: store.appendingPathComponent("weights.bin"))
+        let output = try Fixtures.temporaryDirectory()
+        let linked = runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p"])
+        #expect(linked.status == 0, "\(linked.error)")
+        #expect(runExporter(["verify", output.appendingPathComponent("Tiny.h17p.aimodelc").path]).status == 0)
+        // A link loop in place of the graph: there, and not readable.
+        let graph = bundleURL.appendingPathComponent("graph.json")
+        try FileManager.default.removeItem(at: graph)
+        try FileManager.default.createSymbolicLink(atPath: graph.path, withDestinationPath: "graph.json")
+        let looped = runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h16p"])
+        #expect(looped.status == 74)
+        #expect(looped.error == "Error: cannot read '\(graph.path)': too many levels of symbolic links\n")
+    }
+
     @Test("exporter <model> --compile exports, then compiles beside the bundle")
     func exportAndCompile() throws {
         let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())

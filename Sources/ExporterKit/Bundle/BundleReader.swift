@@ -86,18 +86,29 @@ public struct BundleReader {
     /// The largest manifest or graph read: about 1 KiB per tensor, so far above any real one.
     public static let largestDocumentBytes = 256 << 20
 
-    /// A JSON document of the bundle, or nil when it is missing or unreadable. Read with
-    /// bounded positioned reads (no `Data(contentsOf:)`, which leaks a buffer on empty files
-    /// in this toolchain's Foundation, and would read a file of any size).
-    /// - Throws: `BundleError.notABundle` when the file is larger than `largestDocumentBytes`.
+    /// A JSON document of the bundle, or nil when it is missing or not a regular file. Read
+    /// with bounded positioned reads (no `Data(contentsOf:)`, which leaks a buffer on empty
+    /// files in this toolchain's Foundation, and would read a file of any size).
+    /// - Throws: `BundleError.notABundle` when the file is larger than `largestDocumentBytes`,
+    ///   `.readFailed` when it is there but cannot be opened (permission denied, a link loop).
     static func readDocument(_ url: URL) throws -> Data? {
-        guard let file = try? ReadOnlyFile(path: url.path) else { return nil }
+        try readIdentifiedDocument(url)?.data
+    }
+
+    /// ``readDocument(_:)``, with which file was read.
+    static func readIdentifiedDocument(_ url: URL) throws -> (data: Data, identity: FileIdentity)? {
+        let file: ReadOnlyFile
+        do { file = try ReadOnlyFile(path: url.path) } catch CheckpointError.readFailed(_, let reason) {
+            throw BundleError.readFailed(path: url.path, reason: reason)
+        } catch {
+            return nil
+        }
         guard file.byteCount <= largestDocumentBytes else {
             throw BundleError.notABundle(
                 path: url.path, reason: "\(file.byteCount) bytes is more than the limit of \(largestDocumentBytes)")
         }
         guard let bytes = try? file.bytes(at: 0, count: file.byteCount) else { return nil }
-        return Data(bytes)
+        return (Data(bytes), file.identity)
     }
 
     /// Recomputes a file's size and CRC-32 and compares them with the manifest, unless
@@ -163,14 +174,11 @@ public struct BundleReader {
         }
     }
 
-    /// The size of a bundle file.
-    /// - Throws: `BundleError.readFailed` when it cannot be inspected.
+    /// The size of a bundle file, as reading it finds it (a symbolic link followed).
+    /// - Throws: `BundleError.readFailed` naming why it cannot be opened.
     func fileSize(_ file: String) throws -> Int {
         let path = url.appendingPathComponent(file).path
-        guard let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int else {
-            throw BundleError.readFailed(path: path, reason: "cannot open")
-        }
-        return size
+        return try BundleError.readingFile(path) { try ReadOnlyFile(path: path).byteCount }
     }
 
     /// The tensor names, in execution order.

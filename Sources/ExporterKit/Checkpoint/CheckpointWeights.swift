@@ -53,9 +53,7 @@ public final class CheckpointWeights: Sendable {
         else { throw CheckpointError.cannotOpen(path: directoryPath, reason: "no such directory") }
 
         func openContained(_ url: URL) throws -> SafetensorsFile {
-            guard let resolved = resolvedRealPath(url.path) else {
-                throw CheckpointError.cannotOpen(path: url.path, reason: "no such file")
-            }
+            let resolved = try resolvedExistingPath(url.path)
             guard isPath(resolved, inside: resolvedRoot) else {
                 throw CheckpointError.fileOutsideCheckpoint(path: url.path, resolvedPath: resolved, root: resolvedRoot)
             }
@@ -83,7 +81,9 @@ public final class CheckpointWeights: Sendable {
             // the index maps to a missing shard is reported as unmapped in the shard holding it.
             for shard in tensorsByShard.keys.sorted() {
                 let shardURL = directory.appendingPathComponent(shard)
-                guard CheckpointWeights.entryExists(shardURL), resolvedRealPath(shardURL.path) != nil else {
+                // A link to nothing is a missing shard too; a link loop is there, refused when opened.
+                let leadsNowhere = resolvedRealPath(shardURL.path) == nil && [ENOENT, ENOTDIR].contains(errno)
+                guard CheckpointWeights.entryExists(shardURL), !leadsNowhere else {
                     throw CheckpointError.missingShard(
                         indexPath: indexURL.path, shard: shard, tensor: tensorsByShard[shard, default: []].min() ?? "")
                 }
@@ -130,19 +130,21 @@ public final class CheckpointWeights: Sendable {
     /// Refuses a file of the checkpoint in `directory` (its config, a tokenizer file) that
     /// resolves, symbolic links followed, outside the folder its weights must resolve into
     /// (`directory`, or a Hugging Face cache snapshot's repository folder), as a weight file
-    /// would be: its bytes would ship in the artifact. A file that does not resolve is left to
-    /// its reader to report.
-    /// - Throws: `CheckpointError.fileOutsideCheckpoint`.
+    /// would be: its bytes would ship in the artifact. A file that is not there is left to its
+    /// reader to report; a symbolic link that leads nowhere is refused (`resolvedExistingPath`).
+    /// - Throws: `CheckpointError.fileOutsideCheckpoint`, `.cannotOpen` for a link to nothing,
+    ///   `.readFailed` for a link loop.
     public static func checkContained(_ url: URL, checkpoint directory: URL) throws {
         let root = HuggingFaceCache.repositoryFolder(ofSnapshot: directory) ?? directory
-        guard let resolved = resolvedRealPath(url.path), let resolvedRoot = resolvedRealPath(root.path) else { return }
+        guard entryExists(url), let resolvedRoot = resolvedRealPath(root.path) else { return }
+        let resolved = try resolvedExistingPath(url.path)
         guard isPath(resolved, inside: resolvedRoot) else {
             throw CheckpointError.fileOutsideCheckpoint(path: url.path, resolvedPath: resolved, root: resolvedRoot)
         }
     }
 
     /// Whether a directory entry exists at `url`, even a dangling symbolic link.
-    private static func entryExists(_ url: URL) -> Bool {
+    static func entryExists(_ url: URL) -> Bool {
         (try? FileManager.default.attributesOfItem(atPath: url.path)) != nil
     }
 
@@ -150,9 +152,7 @@ public final class CheckpointWeights: Sendable {
         _ url: URL, containmentRoot: String
     ) throws -> (weightMap: [String: String], totalSize: Int?) {
         let path = url.path
-        guard let resolved = resolvedRealPath(path) else {
-            throw CheckpointError.cannotOpen(path: path, reason: "no such file")
-        }
+        let resolved = try resolvedExistingPath(path)
         guard isPath(resolved, inside: containmentRoot) else {
             throw CheckpointError.fileOutsideCheckpoint(path: path, resolvedPath: resolved, root: containmentRoot)
         }

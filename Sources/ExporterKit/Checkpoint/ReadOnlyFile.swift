@@ -13,6 +13,24 @@ public func systemErrorMessage(_ code: Int32) -> String {
     return message.prefix(1).lowercased() + message.dropFirst()
 }
 
+/// A file as the file system knows it (device and inode), whatever its name and content.
+struct FileIdentity: Equatable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+
+    init(_ status: stat) {
+        device = UInt64(truncatingIfNeeded: status.st_dev)
+        inode = UInt64(status.st_ino)
+    }
+
+    /// The file at `path` now (a symbolic link followed), or nil when there is none.
+    init?(path: String) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        self.init(status)
+    }
+}
+
 /// A read-only file read with positioned reads (`pread`).
 ///
 /// Positioned reads need no shared offset, so one open file serves any number of threads,
@@ -23,6 +41,8 @@ final class ReadOnlyFile: @unchecked Sendable {
     // @unchecked: the descriptor and size never change after init, and `pread` is thread-safe.
     let path: String
     let byteCount: Int
+    /// Which file was opened: a file put in its place since has another.
+    let identity: FileIdentity
     private let descriptor: Int32
 
     /// Opens `path` for reading.
@@ -59,6 +79,7 @@ final class ReadOnlyFile: @unchecked Sendable {
         if flags >= 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
         self.descriptor = descriptor
         self.byteCount = Int(status.st_size)
+        identity = FileIdentity(status)
         #if os(Linux)
             // Tensors are read front to back: let the kernel read ahead generously.
             _ = posix_fadvise(descriptor, 0, 0, POSIX_FADV_SEQUENTIAL)
@@ -152,6 +173,23 @@ func fileKind(mode: mode_t) -> String {
 }
 
 /// Resolves symbolic links and `..` in `path`, or nil when it does not exist.
+/// `path` with every symbolic link resolved, for an entry that is there.
+/// - Throws: `CheckpointError.cannotOpen` when nothing is there, or a symbolic link to nothing
+///   (exit 66, as a file not there); `.readFailed` for a link loop or a folder on the way that
+///   cannot be searched (74: there, but not readable).
+func resolvedExistingPath(_ path: String) throws -> String {
+    if let resolved = resolvedRealPath(path) { return resolved }
+    let code = errno
+    guard code == ENOENT || code == ENOTDIR else {
+        throw CheckpointError.readFailed(path: path, reason: systemErrorMessage(code))
+    }
+    var status = stat()
+    if lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFLNK {
+        throw CheckpointError.cannotOpen(path: path, reason: "a symbolic link to a file that is not there")
+    }
+    throw CheckpointError.cannotOpen(path: path, reason: "no such file")
+}
+
 func resolvedRealPath(_ path: String) -> String? {
     guard let resolved = realpath(path, nil) else { return nil }
     defer { free(resolved) }

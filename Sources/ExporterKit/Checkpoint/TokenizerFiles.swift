@@ -40,9 +40,9 @@ public struct TokenizerFiles: Equatable, Sendable {
     /// - Throws: `BundleError.readFailed` when a present tokenizer file cannot be read,
     ///   `CheckpointError.fileOutsideCheckpoint` for one that links out of the checkpoint.
     public init(directory: URL) throws {
-        let manager = FileManager.default
+        // Every entry of those names, a broken link too: refused below rather than left out unsaid.
         files = TokenizerFiles.knownNames.map { directory.appendingPathComponent($0) }
-            .filter { manager.fileExists(atPath: $0.path) }
+            .filter(CheckpointWeights.entryExists)
         for file in files { try CheckpointWeights.checkContained(file, checkpoint: directory) }
         var found: String?
         var added: [AddedToken] = []

@@ -21,7 +21,7 @@ public struct CompiledArtifactReader {
         self.url = url
         func invalid(_ reason: String) -> CompileError { .notACompiledArtifact(path: url.path, reason: reason) }
         let manifestURL = url.appendingPathComponent(BundleWriter.manifestName)
-        guard let data = try? Data(contentsOf: manifestURL) else {
+        guard let data = try BundleReader.readDocument(manifestURL) else {
             throw invalid("no readable \(BundleWriter.manifestName)")
         }
         manifest = try Manifest.decoded(from: data, path: manifestURL.path)
@@ -37,7 +37,7 @@ public struct CompiledArtifactReader {
             if verifyFiles { try BundleReader.verify(file, in: url, verified: verified) }
         }
         func decode<T: Decodable>(_ type: T.Type, _ name: String) throws -> T {
-            guard let data = try? Data(contentsOf: url.appendingPathComponent(name)) else {
+            guard let data = try BundleReader.readDocument(url.appendingPathComponent(name)) else {
                 throw invalid("no readable \(name)")
             }
             do { return try JSONDecoder().decode(type, from: data) } catch { throw invalid("\(name) does not decode") }

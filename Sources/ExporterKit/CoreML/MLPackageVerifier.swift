@@ -21,14 +21,14 @@ public enum MLPackageVerifier {
     }
 
     /// Reads our manifest of the package at `url`, checking its schema first.
-    /// - Throws: `BundleError.artifactNotFound` when nothing is at `url`,
-    ///   `CoreMLError.invalidPackage` or `BundleError.unsupportedSchema`.
+    /// - Throws: `BundleError.artifactNotFound` when nothing is at `url`, `.readFailed` when its
+    ///   manifest cannot be opened, `CoreMLError.invalidPackage` or `BundleError.unsupportedSchema`.
     public static func readManifest(package url: URL) throws -> MLPackageManifest {
         guard FileManager.default.fileExists(atPath: url.path) else {
             throw BundleError.artifactNotFound(path: url.path)
         }
         let path = url.appendingPathComponent(MLPackageManifest.path)
-        guard let data = try? Data(contentsOf: path) else {
+        guard let data = try BundleReader.readDocument(path) else {
             throw CoreMLError.invalidPackage(path: url.path, reason: "no readable \(MLPackageManifest.path)")
         }
         do {

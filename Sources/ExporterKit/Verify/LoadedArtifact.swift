@@ -9,6 +9,8 @@ public struct LoadedArtifact: Sendable {
     public let manifestURL: URL
     /// The manifest's bytes as read.
     public let manifestData: Data
+    /// The manifest file read.
+    let manifestIdentity: FileIdentity
     /// The folder the manifest's `files` are relative to: the artifact folder, or the folder
     /// holding the manifest file given.
     public let folder: URL
@@ -17,7 +19,7 @@ public struct LoadedArtifact: Sendable {
 
     /// Loads the manifest at `url`: `url/manifest.json` for a folder, `url` itself for a file.
     /// - Throws: `BundleError.artifactNotFound` when nothing is at `url`, `.readFailed` when its
-    ///   manifest is there but cannot be opened,
+    ///   manifest is there but cannot be opened (``BundleReader/readDocument(_:)``),
     ///   `BundleError.notABundle` when there is no readable manifest,
     ///   `BundleError.unsupportedSchema` for a schema this version does not read.
     public init(url: URL, displayPath: String? = nil) throws {
@@ -26,12 +28,12 @@ public struct LoadedArtifact: Sendable {
             throw BundleError.artifactNotFound(path: url.path)
         }
         let manifestURL = isDirectory.boolValue ? url.appendingPathComponent(BundleWriter.manifestName) : url
-        try LoadedArtifact.checkOpens(manifestURL)
-        guard let data = try BundleReader.readDocument(manifestURL) else {
+        guard let (data, identity) = try BundleReader.readIdentifiedDocument(manifestURL) else {
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.manifestName)")
         }
         manifest = try Manifest.decoded(from: data, path: manifestURL.path)
         manifestData = data
+        manifestIdentity = identity
         self.manifestURL = manifestURL
         folder = manifestURL.deletingLastPathComponent()
         self.displayPath = displayPath ?? url.path
@@ -54,8 +56,11 @@ public struct LoadedArtifact: Sendable {
 
     /// Whether the manifest at the artifact's path is no longer the one read: the artifact was
     /// replaced since (an export with `--overwrite` exchanges the whole folder), so files read
-    /// after the exchange belong to another artifact than the manifest.
+    /// after the exchange may belong to another artifact than the manifest. Another file counts
+    /// even with the same bytes: a replacement and its own replacement by an artifact identical
+    /// to the first (exports are reproducible) leave the same manifest over files read between.
     public var wasReplaced: Bool {
-        (try? BundleReader.readDocument(manifestURL)) != manifestData
+        FileIdentity(path: manifestURL.path) != manifestIdentity
+            || (try? BundleReader.readDocument(manifestURL)) != manifestData
     }
 }

@@ -688,7 +688,32 @@ enum HostileCorpus {
         }
     }
 
+    /// A checkpoint whose `file` is replaced by a symbolic link to `destination` (relative to the
+    /// folder): a loop is there but cannot be read (74), a link to nothing is not there (66).
+    static func brokenLink(_ name: String, file: String, to destination: String, status: Int32, reason: String)
+        -> HostileCase
+    {
+        HostileCase(name: name) { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let link = directory.appendingPathComponent(file)
+            try FileManager.default.removeItem(at: link)
+            try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: destination)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: status,
+                error: "Error: \(status == 74 ? "cannot read" : "cannot open") '\(link.path)': \(reason)\n")
+        }
+    }
+
     static let otherCases: [HostileCase] = [
+        brokenLink(
+            "files: weights that are a link loop", file: "model.safetensors", to: "model.safetensors", status: 74,
+            reason: "too many levels of symbolic links"),
+        brokenLink(
+            "files: a tokenizer file that is a link loop", file: "tokenizer.json", to: "tokenizer.json", status: 74,
+            reason: "too many levels of symbolic links"),
+        brokenLink(
+            "files: a tokenizer file that is a link to nothing (a download cut short)", file: "tokenizer.json",
+            to: "../blobs/absent", status: 66, reason: "a symbolic link to a file that is not there"),
         linkLeadingOut(
             "files: a tokenizer file that is a symbolic link leading out of the checkpoint", file: "merges.txt"
         ) {

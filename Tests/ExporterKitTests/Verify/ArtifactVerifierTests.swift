@@ -53,9 +53,16 @@ struct ArtifactVerifierTests {
         let newer = try Fixtures.export(checkpoint, contextLength: 256)
         let loaded = try LoadedArtifact(url: bundleURL)
         #expect(!loaded.wasReplaced)
-        // Rewritten with the same bytes (an identical re-export): the same artifact.
-        try Data(contentsOf: loaded.manifestURL).write(to: loaded.manifestURL)
+        // Rewritten in place with the same bytes: the same artifact.
+        let bytes = try Data(contentsOf: loaded.manifestURL)
+        try bytes.write(to: loaded.manifestURL)
         #expect(!loaded.wasReplaced)
+        // The same bytes in another file (an identical re-export replaced it): files read meanwhile
+        // may have been another artifact's.
+        try bytes.write(to: loaded.manifestURL, options: .atomic)
+        #expect(loaded.wasReplaced)
+        let reloaded = try LoadedArtifact(url: bundleURL)
+        #expect(!reloaded.wasReplaced)
         try Fixtures.exchange(bundleURL, newer)
         // The old manifest against the new files: failures that are not the artifact's.
         #expect(!ArtifactVerifier.verify(loaded).passed)
