@@ -11,10 +11,10 @@ public enum ExporterCommandLine {
         // run between two of its steps.
         signal(SIGPIPE, SIG_IGN)
         var status = run(CommandContext.process())
-        if let failure = StandardStream.output.failure, status == ExitStatus.success.rawValue {
-            // The work is done, but what it printed was lost.
+        if let failure = StandardStream.output.failure {
+            // The work is done, but what it printed was lost; a failure's own status stays.
             StandardStream.error.write("Error: cannot write standard output: \(systemErrorMessage(failure))\n")
-            status = ExitStatus.ioFailure.rawValue
+            if status == ExitStatus.success.rawValue { status = ExitStatus.ioFailure.rawValue }
         }
         exit(status)
     }

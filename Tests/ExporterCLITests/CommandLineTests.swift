@@ -90,6 +90,8 @@ struct CommandLineTests {
         let arguments = [checkpoint.path, "--experimental", "--compute-precision", "float16"]
         let output = try Fixtures.temporaryDirectory().path
         #expect(runExporter(["plan"] + arguments).status == 0)
+        // An export command line pasted after 'plan' keeps its --dry-run.
+        #expect(runExporter(["plan"] + arguments + ["--dry-run"]).status == 0)
         // The last tensor's bytes run past the end of the file.
         let file = checkpoint.appendingPathComponent("model.safetensors")
         let bytes = try Data(contentsOf: file)

@@ -39,6 +39,12 @@ struct ExportCommandTests {
         #expect(artifacts.contains("Tiny.h17p.aimodelc"))
         let version = try run(["--version"])
         #expect(version.reason == .exit && version.status == 74)
+        // A failure keeps its own status, and says its report was lost too.
+        let bundle = folder.appendingPathComponent("Tiny.aimodel")
+        try Data("{}".utf8).write(to: bundle.appendingPathComponent("graph.json"))
+        let verify = try run(["verify", bundle.path])
+        #expect(verify.reason == .exit && verify.status == 1)
+        #expect(verify.error.hasSuffix("Error: cannot write standard output: broken pipe\n"))
     }
 
     @Test("artifacts take the umask's modes: a group-writable umask gives a teammate an artifact to replace")

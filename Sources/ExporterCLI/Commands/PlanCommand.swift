@@ -14,6 +14,8 @@ enum PlanCommand {
             + ExportArguments.specs + ExportArguments.writeSpecs + [
                 .flag("tensors", help: "List every tensor."),
                 .flag("json", help: "Print the manifest preview as JSON."),
+                // An export command line pasted after 'plan' may keep its --dry-run.
+                .flag("dry-run", help: "Accepted and ignored: a plan writes nothing anyway."),
             ])
 
     /// Plans the export `arguments` describe and prints the plan (also `exporter <model>

@@ -313,6 +313,11 @@ public struct FarmRunner {
                     throw FarmError.deviceOfOtherPlatform(id: id, devicePlatform: other, jobPlatform: platform)
                 }
                 return try table.select([id], platform: other)
+            } catch CompileError.unknownArchitecture(let id, let requested, let known) {
+                // The job takes the other platforms' devices that load its bundle too: named with theirs.
+                let others = table.devices.filter { $0.platform != requested && $0.platform.bundlePlatform == platform }
+                throw CompileError.unknownArchitecture(
+                    id: id, platform: requested, known: known + others.map { "\($0.id) (\($0.platform.rawValue))" })
             }
         }
     }
