@@ -121,6 +121,27 @@ struct CommandLineTests {
             warnings.contains("checkpoint has 1 tensor(s) the architecture does not use, not exported: extra.scale"))
     }
 
+    @Test("a file an option names that is there but cannot be read exits 74 naming why; one not there, 66")
+    func unreadableOptionFiles() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let folder = try Fixtures.temporaryDirectory()
+        // A link to itself is there, and no process opens it (root neither), as one without permission.
+        let loop = folder.appendingPathComponent("loop.json")
+        try FileManager.default.createSymbolicLink(atPath: loop.path, withDestinationPath: "loop.json")
+        let expected = "Error: cannot read '\(loop.path)': too many levels of symbolic links\n"
+        let plan = ["plan", checkpoint.path, "--experimental", "--compute-precision", "float16"]
+        for option in ["--compression-config", "--devices", "--calibration"] {
+            let run = runExporter(plan + [option, loop.path])
+            #expect(run.status == 74, "\(option): \(run.error)")
+            #expect(run.error == expected, "\(option)")
+        }
+        let farm = runExporter(["batch", loop.path, "--matrix"])
+        #expect(farm.status == 74)
+        #expect(farm.error == expected)
+        let missing = runExporter(plan + ["--compression-config", folder.appendingPathComponent("none.json").path])
+        #expect(missing.status == 66)
+    }
+
     @Test("plan gives the memory the export checks before reading a weight: refused a byte below it, run at it")
     func planConversion() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

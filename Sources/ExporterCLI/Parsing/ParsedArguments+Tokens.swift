@@ -1,3 +1,4 @@
+import ExporterKit
 import Foundation
 
 extension ParsedArguments {
@@ -16,18 +17,17 @@ extension ParsedArguments {
 
     /// The ids in the file the option names (relative to `directory`), or nil when it is absent.
     /// - Throws: `InputFileError.notFound` when there is no such file (exit 66),
-    ///   `.unreadable` when it is a folder or not UTF-8 text (65), `UsageError` for bad ids.
+    ///   `.unreadable` when it is a folder or not UTF-8 text (65), `BundleError.readFailed` when
+    ///   it is there but cannot be read (74), `UsageError` for bad ids.
     func tokenIds(inFileOf name: String, relativeTo directory: URL) throws -> [Int]? {
         guard let file = value(name) else { return nil }
         let url = URL(fileURLWithPath: file, relativeTo: directory)
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
-            throw InputFileError.notFound(option: "--\(name)", path: file)
-        }
-        guard !isDirectory.boolValue else {
+        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
             throw InputFileError.unreadable(option: "--\(name)", path: file, reason: "a folder, not a file")
         }
-        guard let text = try? String(contentsOf: url, encoding: .utf8) else {
+        guard let data = try readNamedFile(url) else { throw InputFileError.notFound(option: "--\(name)", path: file) }
+        guard let text = String(data: data, encoding: .utf8) else {
             throw InputFileError.unreadable(option: "--\(name)", path: file, reason: "not readable as UTF-8 text")
         }
         return try Self.parseTokenIds(text, option: "--\(name)")

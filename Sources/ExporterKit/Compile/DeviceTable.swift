@@ -82,13 +82,11 @@ public struct DeviceTable: Equatable, Sendable {
     }
 
     /// Loads a table file.
-    /// - Throws: `CompileError.invalidDeviceTable` or `.unsupportedDeviceTableSchema` naming the file.
+    /// - Throws: `CompileError.invalidDeviceTable` or `.unsupportedDeviceTableSchema` naming the file,
+    ///   `BundleError.readFailed` when it is there but cannot be read.
     public init(contentsOf url: URL) throws {
         func invalid(_ reason: String) -> CompileError { .invalidDeviceTable(path: url.path, reason: reason) }
-        guard FileManager.default.fileExists(atPath: url.path) else {
-            throw CompileError.deviceTableNotFound(path: url.path)
-        }
-        guard let data = try? Data(contentsOf: url) else { throw invalid("cannot be read") }
+        guard let data = try readNamedFile(url) else { throw CompileError.deviceTableNotFound(path: url.path) }
         let document: JSONValue
         do { document = try JSONParser.parse([UInt8](data)) } catch { throw invalid("\(error)") }
         guard let root = document.objectValue else { throw invalid("the document is not an object") }

@@ -158,9 +158,10 @@ public struct CompressionConfig: Equatable, Sendable {
     }
 
     /// Reads a config file.
-    /// - Throws: `CompressionConfigError` when it is unreadable or invalid.
+    /// - Throws: `CompressionConfigError` when it is not there or invalid, `BundleError.readFailed`
+    ///   when it is there but cannot be read.
     public init(contentsOf url: URL) throws {
-        guard let data = try? Data(contentsOf: url) else { throw CompressionConfigError.unreadable(path: url.path) }
+        guard let data = try readNamedFile(url) else { throw CompressionConfigError.unreadable(path: url.path) }
         try self.init(bytes: [UInt8](data), path: url.path)
     }
 

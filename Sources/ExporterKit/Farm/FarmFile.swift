@@ -145,9 +145,10 @@ public struct FarmFile: Equatable, Sendable {
     public let jobs: [FarmJob]
 
     /// Parses a farm file.
-    /// - Throws: `FarmError` naming the job and key for unknown keys and invalid values.
+    /// - Throws: `FarmError` naming the job and key for unknown keys and invalid values,
+    ///   `BundleError.readFailed` when the file is there but cannot be read.
     public init(contentsOf url: URL) throws {
-        guard let data = try? Data(contentsOf: url) else { throw FarmError.unreadable(path: url.path) }
+        guard let data = try readNamedFile(url) else { throw FarmError.unreadable(path: url.path) }
         try self.init(bytes: [UInt8](data), path: url)
     }
 
