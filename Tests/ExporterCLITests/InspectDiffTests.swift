@@ -76,6 +76,10 @@ struct InspectDiffTests {
         #expect(html.contains("<td>\(Format.mebibytes(manifest.totalBytes)) (this device's plan)</td>"))
         #expect(html.contains(">tables<"))
         #expect(html.contains("The portable bundle's estimate: "))
+        #expect(html.contains("reserved on h17p: \(Format.mebibytes(manifest.kvCacheBytes))"))
+        let inspected = runExporter(["inspect", artifact.path, "--json"])
+        let summary = try #require(try JSONParser.parse(Array(inspected.output.utf8)).objectValue)
+        #expect(summary["kv_cache_reserved_bytes"]?.intValue == manifest.kvCacheBytes)
     }
 
     @Test("one token of context, one layer and one KV head are singular in plan, export and inspect")

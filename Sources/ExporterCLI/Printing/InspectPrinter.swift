@@ -65,12 +65,7 @@ enum InspectPrinter {
             facts.insert(
                 ["", "the portable bundle's estimate: \(Format.mebibytes(m.memory.totalBytes))"], at: memory + 1)
             // The figure above is the bundle's, unpadded; the device reserves page-aligned buffers.
-            facts.insert(
-                [
-                    "",
-                    "reserved on \(compiled.architecture): \(Format.mebibytes(compiled.memory.kvCacheBytes)), each "
-                        + "layer's K and V padded to the \(Format.mebibytes(compiled.pageSize)) page",
-                ], at: memory)
+            if let reserved = summary.reservedKVCache { facts.insert(["", reserved], at: memory) }
             facts.insert(
                 [
                     "compiled for",

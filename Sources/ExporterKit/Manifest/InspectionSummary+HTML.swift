@@ -31,6 +31,7 @@ extension InspectionSummary {
                 "KV cache",
                 "\(Format.mebibytes(m.kvCache.bytes)) = 2 × \(Format.count(m.kvCache.layers, "layer")) × \(Format.count(m.kvCache.kvHeads, "KV head")) × "
                     + "\(m.kvCache.headDim) × \(Format.grouped(m.kvCache.contextLength)) × \(m.kvCache.dtype)"
+                    + (reservedKVCache.map { "; \($0)" } ?? "")
             ),
             m.compiled.map { ("memory", Format.mebibytes($0.memory.totalBytes) + " (this device's plan)") }
                 ?? ("memory (est.)", Format.mebibytes(m.memory.totalBytes)),

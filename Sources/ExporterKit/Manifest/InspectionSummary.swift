@@ -74,6 +74,16 @@ public struct InspectionSummary: Sendable {
     /// (no `sizes.bundle_bytes`), whose figure is the planned `weights.bin`, never written.
     public var sizeLabel: String { manifest.sizes.bundleBytes == nil ? "size (est.)" : "size on disk" }
 
+    /// What a compiled artifact's device reserves for the KV cache, where `kv_cache.bytes` is the
+    /// bundle's unpadded figure: `reserved on h17p: 64.0 KiB, each layer's K and V padded to the
+    /// 16.0 KiB page`; nil for a bundle or a plan.
+    public var reservedKVCache: String? {
+        manifest.compiled.map {
+            "reserved on \($0.architecture): \(Format.mebibytes($0.memory.kvCacheBytes)), each layer's K and V "
+                + "padded to the \(Format.mebibytes($0.pageSize)) page"
+        }
+    }
+
     /// Whether the weights were generated (`--synthetic`): such an artifact must never ship.
     public var isSynthetic: Bool { manifest.model.weights == "synthetic" }
 
@@ -180,6 +190,7 @@ extension InspectionSummary {
         root["context_length"] = int(m.contextLength)
         root["parameters"] = int(m.parameters)
         root["kv_cache_bytes"] = int(m.kvCache.bytes)
+        root["kv_cache_reserved_bytes"] = m.compiled.map { int($0.memory.kvCacheBytes) } ?? .null
         root["memory_total_bytes"] = int(m.compiled?.memory.totalBytes ?? m.memory.totalBytes)
         root["size_on_disk_bytes"] = int(sizeOnDisk)
         root["bits_per_weight"] = double(m.sizes.bitsPerWeight)
