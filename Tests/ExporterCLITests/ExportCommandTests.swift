@@ -93,6 +93,18 @@ struct ExportCommandTests {
         #expect(run.error.hasSuffix(": file name too long\n"), "\(run.error)")
         #expect(!FileManager.default.fileExists(atPath: made.path))
         #expect(try FileManager.default.contentsOfDirectory(atPath: existing.path) == [])
+        // synth and batch too, on a folder name past NAME_MAX (255 bytes).
+        let folder = try Fixtures.temporaryDirectory()
+        let tooLong = folder.appendingPathComponent("new1/new2/" + String(repeating: "x", count: 300)).path
+        let synth = runExporter(["synth", checkpoint.path, "--out", tooLong])
+        #expect(synth.status == 74)
+        #expect(synth.error == "Error: cannot write '\(tooLong)': file name too long\n")
+        let farm = folder.appendingPathComponent("farm.json")
+        try Data(#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b"}]}"#.utf8).write(to: farm)
+        let batch = runExporter(["batch", farm.path, "--output", tooLong])
+        #expect(batch.status == 74)
+        #expect(batch.error == "Error: cannot write '\(tooLong)': file name too long\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["farm.json"])
     }
 
     @Test("--overwrite replaces a read-only artifact (as build caches keep them) and leaves nothing of it behind")

@@ -46,10 +46,11 @@ extension SyntheticCheckpoint {
             throw CheckpointError.writeFailed(
                 path: directory.path, reason: "'\(ancestor.path)' is a file, not a folder")
         }
-        do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        } catch {
-            throw CheckpointError.writeFailed(path: directory.path, reason: fileSystemFailureReason(error))
+        // A failure removes the folders made before it, as an export's does.
+        do { try ArtifactDirectory.makeDirectories(directory, faults: nil) } catch BundleError.writeFailed(
+            _, let reason)
+        {
+            throw CheckpointError.writeFailed(path: directory.path, reason: reason)
         }
     }
 }

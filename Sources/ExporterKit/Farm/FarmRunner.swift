@@ -199,10 +199,11 @@ public struct FarmRunner {
     /// - Parameter log: a line per job as it ends.
     /// - Throws: `FarmError.locked` when another run holds the folder; job failures are in the report.
     public func run(log: @escaping (String) -> Void = { _ in }) throws -> FarmReport {
+        // A failure removes the folders made before it, as an export's does.
         do {
-            try FileManager.default.createDirectory(at: settings.outputDirectory, withIntermediateDirectories: true)
-        } catch {
-            throw BundleError.writeFailed(path: settings.outputDirectory.path, reason: fileSystemFailureReason(error))
+            try ArtifactDirectory.makeDirectories(settings.outputDirectory, faults: nil)
+        } catch BundleError.writeFailed(_, let reason) {
+            throw BundleError.writeFailed(path: settings.outputDirectory.path, reason: reason)
         }
         let lock = try FarmLock(directory: settings.outputDirectory, wait: settings.waitForLock, log: log)
         defer { lock.release() }
