@@ -229,6 +229,23 @@ struct FarmTests {
             job.error
                 == "devices: architecture 'h17p' is an iOS device, which loads iOS bundles, and this job exports for "
                 + #"macOS: list it in a job with "platform": "iOS""#)
+        // The job turned to macOS in the same folder: its h14g is now the M2 Mac's, and the Vision
+        // Pro's artifact there is neither skipped nor replaced.
+        try Data(
+            text.replacingOccurrences(
+                of: #""output_name": "M0""#, with: #""output_name": "M0", "platform": "macOS", "devices": ["h14g"]"#
+            ).utf8
+        ).write(to: farm)
+        #expect(try BuiltExporter.run(["batch", farm.path, "--output", output]).status == 1)
+        job = try #require(try report(folder).jobs.first)
+        #expect(job.devices.map(\.status) == ["failed"])
+        #expect(
+            job.devices.first?.error
+                == "'m0/M0.h14g.aimodelc' is a visionOS artifact of the same architecture id, from another job or an "
+                + "earlier platform of this one: give this job another 'output_name'")
+        #expect(
+            try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.h14g.aimodelc")).compiled
+                .platform == "visionOS")
     }
 
     @Test(

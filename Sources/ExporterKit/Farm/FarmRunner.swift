@@ -437,6 +437,21 @@ public struct FarmRunner {
             result.device = device.id
             let artifact = Compiler.artifactURL(name: name, device: device, in: folder)
             result.artifact = String(artifact.path.dropFirst(settings.outputDirectory.path.count + 1))
+            // The M2's id names a Mac and the Vision Pro: a job's folder holds one platform's.
+            do {
+                try Compiler.refuseOtherPlatform(artifact, platform: device.platform)
+            } catch CompileError
+                .artifactOfOtherPlatform(_, let found, _)
+            {
+                result.error =
+                    "'\(result.artifact ?? "")' is a \(found) artifact of the same architecture id, from another job or an "
+                    + "earlier platform of this one: give this job another 'output_name'"
+                result.artifact = nil
+                return result
+            } catch {
+                result.error = "\(error)"
+                return result
+            }
             let expected = manifest.buildKey.map {
                 BuildKey.compiled(
                     bundleKey: $0, device: device, minimumDeploymentVersion: DeploymentVersion.minimum.description)
