@@ -39,6 +39,14 @@ struct ExportCommandTests {
         #expect(artifacts.contains("Tiny.h17p.aimodelc"))
         let version = try run(["--version"])
         #expect(version.reason == .exit && version.status == 74)
+        // A command that fails of itself keeps its status: the lost output is not the news.
+        let weights = folder.appendingPathComponent("Tiny.aimodel/weights.bin")
+        var bytes = try Data(contentsOf: weights)
+        bytes[bytes.count / 2] ^= 0xFF
+        try bytes.write(to: weights)
+        let verify = try run(["verify", folder.appendingPathComponent("Tiny.aimodel").path])
+        #expect(verify.reason == .exit && verify.status == 1, "\(verify.error)")
+        #expect(!verify.error.contains("cannot write standard output"), "\(verify.error)")
     }
 
     @Test("artifacts take the umask's modes: a group-writable umask gives a teammate an artifact to replace")
@@ -65,6 +73,19 @@ struct ExportCommandTests {
         #expect(try mode("tiny/Tiny.aimodel/weights.bin") == 0o664)
         #expect(try mode("tiny/Tiny.aimodel/manifest.json") == 0o664)
         #expect(try mode("tiny/Tiny.h17p.aimodelc/weights.bin") == 0o664)
+        // synth's safetensors files too.
+        let synth = Process()
+        synth.executableURL = URL(fileURLWithPath: "/bin/sh")
+        synth.arguments = [
+            "-c", #"umask 002 && exec "$0" "$@" > /dev/null"#, BuiltExporter.url.path, "synth", checkpoint.path,
+            "--out",
+            output.appendingPathComponent("weights").path,
+        ]
+        synth.environment = process.environment
+        try synth.run()
+        synth.waitUntilExit()
+        #expect(synth.terminationStatus == 0)
+        #expect(try mode("weights/model.safetensors") == 0o664)
     }
 
     @Test("a path too long for the staging folder fails (74) and leaves none of the folders the run made")
