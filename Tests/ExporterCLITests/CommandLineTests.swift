@@ -84,6 +84,24 @@ struct CommandLineTests {
         #expect(stray.error.hasPrefix("Error: --tensors applies to --dry-run\n"))
     }
 
+    @Test("plan refuses a tokenizer file the export cannot read (74), with the export's message")
+    func planUnreadableTokenizer() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        // A folder where tokenizer.json should be: there, and not a file to read.
+        let tokenizer = checkpoint.appendingPathComponent("tokenizer.json")
+        if FileManager.default.fileExists(atPath: tokenizer.path) { try FileManager.default.removeItem(at: tokenizer) }
+        try FileManager.default.createDirectory(at: tokenizer, withIntermediateDirectories: false)
+        let arguments = [checkpoint.path, "--experimental", "--compute-precision", "float16"]
+        let plan = runExporter(["plan"] + arguments)
+        let export = runExporter(arguments + ["--output-dir", try Fixtures.temporaryDirectory().path])
+        #expect(plan.status == 74 && export.status == 74)
+        #expect(plan.error == "Error: cannot read '\(tokenizer.path)': a folder, not a regular file\n")
+        #expect(plan.error == export.error)
+        #expect(plan.output.isEmpty)
+        // Synthetic weights copy no tokenizer.
+        #expect(runExporter(["plan"] + arguments + ["--synthetic"]).status == 0)
+    }
+
     @Test("plan refuses a checkpoint the export refuses from its headers, with the same message, and warns alike")
     func planChecksCheckpoint() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

@@ -68,6 +68,19 @@ struct EvalCommandTests {
         let dumb = runExporter(arguments, environment: ["TERM": "dumb", "COLUMNS": "60"], terminal: true)
         #expect(!dumb.error.contains("\u{1B}"))
         #expect(dumb.error.hasSuffix("\r" + String(repeating: " ", count: 59) + "\r"))
+        // There, an error erases the line the failed step left with spaces too.
+        let failed = runExporter(
+            ["eval", bundle.path, "--against", "/nonexistent-checkpoint", "--tokens", "1,5"],
+            environment: ["TERM": "dumb", "COLUMNS": "60"], terminal: true)
+        #expect(failed.status != 0)
+        #expect(failed.error.hasPrefix("\r" + String(repeating: " ", count: 59) + "\rError: "), "\(failed.error)")
+        // A width of 0 (or not a number) is no width: 80 columns, the bar drawn.
+        for columns in ["0", "-5", "wide"] {
+            let unknown = runExporter(arguments, environment: ["COLUMNS": columns], terminal: true)
+            let drawn = unknown.error.split(separator: "\r").map { $0.replacingOccurrences(of: "\u{1B}[K", with: "") }
+                .filter { !$0.isEmpty }
+            #expect(drawn.last == "████████████████████████ 100%  artifact pass, done  ETA 0s ", "\(columns)")
+        }
     }
 
     @Test("missing inputs are usage errors")

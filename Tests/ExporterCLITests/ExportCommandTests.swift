@@ -71,6 +71,19 @@ struct ExportCommandTests {
         #expect(try mode("tiny/Tiny.aimodel/weights.bin") == 0o664)
         #expect(try mode("tiny/Tiny.aimodel/manifest.json") == 0o664)
         #expect(try mode("tiny/Tiny.h17p.aimodelc/weights.bin") == 0o664)
+        // synth's safetensors files too.
+        let synth = Process()
+        synth.executableURL = URL(fileURLWithPath: "/bin/sh")
+        synth.arguments = [
+            "-c", #"umask 002 && exec "$0" "$@" > /dev/null"#, BuiltExporter.url.path, "synth", checkpoint.path,
+            "--out",
+            output.appendingPathComponent("weights").path,
+        ]
+        synth.environment = process.environment
+        try synth.run()
+        synth.waitUntilExit()
+        #expect(synth.terminationStatus == 0)
+        #expect(try mode("weights/model.safetensors") == 0o664)
     }
 
     @Test("a path too long for the staging folder fails (74) and leaves none of the folders the run made")

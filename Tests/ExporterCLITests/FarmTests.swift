@@ -246,6 +246,39 @@ struct FarmTests {
         #expect(
             try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.h14g.aimodelc")).compiled
                 .platform == "visionOS")
+        // And a Mac's in an iOS job.
+        try Data(
+            text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M2", "devices": ["h13g"]"#)
+                .utf8
+        ).write(to: farm)
+        #expect(try BuiltExporter.run(["batch", farm.path, "--output", output]).status == 1)
+        job = try #require(try report(folder).jobs.first)
+        #expect(job.exitStatus == 65)
+        #expect(
+            job.error
+                == "devices: architecture 'h13g' is a macOS device, which loads macOS bundles, and this job exports for "
+                + #"iOS: list it in a job with "platform": "macOS""#)
+        #expect(
+            FarmError.deviceOfOtherPlatform(id: "h13g", devicePlatform: .macOS, jobPlatform: .iOS).exitStatus
+                == .badInput)
+    }
+
+    @Test("the farm's lock file takes the umask's mode: a teammate's run can lock a shared output folder")
+    func lockFileMode() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = [
+            "-c", #"umask 002 && exec "$0" "$@" > /dev/null"#, BuiltExporter.url.path, "batch", farm.path, "--output",
+            output.path,
+        ]
+        process.environment = ["EXPORTER_PRESETS": Fixtures.presetsDirectory.path, "HOME": "/nonexistent-home"]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let lock = output.appendingPathComponent(".farm.lock").path
+        #expect(try FileManager.default.attributesOfItem(atPath: lock)[.posixPermissions] as? Int == 0o664)
     }
 
     @Test(

@@ -210,6 +210,35 @@ struct VerifyCommandTests {
             run.error.hasPrefix("Error: 'weights.bin': cannot read '\(weights.path)': a FIFO, not a regular file\n"))
     }
 
+    @Test("an artifact exchanged during the forward pass of verify --run is reported as replaced (74), not broken (1)")
+    func replacedDuringForwardPass() throws {
+        // The same shapes, other weights: the forward pass reads the other artifact's.
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2], seed: 7)
+        let bundle = try Fixtures.export(checkpoint)
+        let newer = try Fixtures.export(try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2], seed: 8))
+        let exchanged = Locked(false)
+        let error = TextSink()
+        let context = CommandContext(
+            arguments: ["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "1,5,9,200"],
+            environment: ["HOME": "/nonexistent-home", "EXPORTER_PRESETS": Fixtures.presetsDirectory.path],
+            currentDirectory: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true),
+            executable: URL(fileURLWithPath: "/nonexistent/exporter"), writeOutput: { _ in },
+            writeError: { text in
+                // The first progress line: the checks are done, the artifact pass is to come.
+                if !exchanged.value, (try? Fixtures.exchange(bundle, newer)) != nil {
+                    exchanged.mutate { $0 = true }
+                }
+                error.append(text)
+            }, errorIsTerminal: true)
+        let status = ExporterCommandLine.run(context)
+        #expect(exchanged.value)
+        #expect(status == 74, "\(error.text)")
+        #expect(
+            error.text.hasSuffix(
+                "Error: cannot read '\(bundle.appendingPathComponent("manifest.json").path)': the artifact was replaced "
+                    + "while it was verified; verify again\n"), "\(error.text)")
+    }
+
     @Test("a file of the artifact that cannot be opened is an I/O failure (74), not corruption reported (1)")
     func unreadableFile() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

@@ -33,6 +33,44 @@ struct ArtifactDirectoryTests {
         #expect(try entries(parent) == ["M.aimodel"])
     }
 
+    @Test(
+        "a staging folder another run's cleaner removes before it is locked: a fresh one is tried, and a failed try leaves no folder the run made"
+    )
+    func stagingRemovedBeforeLock() throws {
+        let base = try Fixtures.temporaryDirectory()
+        let current = Locked(base.path)
+        let done = Locked(false)
+        // A cleaner that removes each staging folder as soon as it sees it: some fall between
+        // the mkdir and the lock, a window of microseconds, so it takes many runs.
+        let cleaner = Thread {
+            while !done.value {
+                let folder = current.value
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+                where name.hasPrefix(ArtifactDirectory.stagingPrefix) {
+                    _ = rmdir(folder + "/" + name)
+                }
+            }
+        }
+        cleaner.start()
+        defer { done.mutate { $0 = true } }
+        for run in 0..<3_000 {
+            // A model folder of its own, made by the run; its second staging folder cannot be made.
+            let model = base.appendingPathComponent("m\(run)")
+            let destination = model.appendingPathComponent("M.aimodel")
+            current.mutate { $0 = model.path }
+            do {
+                _ = try ArtifactDirectory(
+                    destination: destination, overwrite: false, marker: "manifest.json",
+                    faults: FaultInjector(failAtOperation: 3))
+            } catch {
+                #expect(
+                    error as? BundleError
+                        == BundleError.writeFailed(path: destination.path, reason: "no space left on device"))
+                #expect(!FileManager.default.fileExists(atPath: model.path))
+            }
+        }
+    }
+
     @Test("a file removed or cut short in the staging folder stops the publication, and nothing is published")
     func changedBeforePublishing() throws {
         for change in ["remove", "truncate"] {

@@ -100,6 +100,16 @@ struct ReadOnlyFileTests {
             try ReadOnlyFile(path: missing)
         }
         #expect(CheckpointError.cannotOpen(path: missing, reason: "").exitStatus == .notFound)
+        // A path through a file is not there either.
+        let file = folder.appendingPathComponent("file")
+        try Data([0]).write(to: file)
+        let through = file.appendingPathComponent("config.json").path
+        #expect(throws: CheckpointError.cannotOpen(path: through, reason: "not a directory")) {
+            try ReadOnlyFile(path: through)
+        }
+        #expect(throws: ConfigError.unreadable(path: through, reason: "no such file")) {
+            try ModelConfig(contentsOf: URL(fileURLWithPath: through))
+        }
         // A link to itself is there, and no process can open it (root neither).
         let loop = folder.appendingPathComponent("config.json")
         try FileManager.default.createSymbolicLink(atPath: loop.path, withDestinationPath: "config.json")

@@ -248,6 +248,9 @@ struct CheckpointMalformedFileTests {
             header: #"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8e0]}}"#, data: eight,
             ": tensor 'w': 'data_offsets' must be two non-negative integers")
         try expectError(
+            header: #"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0.0,8]}}"#, data: eight,
+            ": tensor 'w': 'data_offsets' must be two non-negative integers")
+        try expectError(
             header: #"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"foo":1}}"#, data: eight,
             ": tensor 'w': unexpected key 'foo'")
         try expectError(header: #"{"w":[]}"#, ": tensor 'w': expected an object, found an array")

@@ -133,6 +133,22 @@ struct CompileTests {
         #expect(verdicts.map(\.entitlements) == [[], ["test.entitlement"]])
     }
 
+    @Test(
+        "at a context shorter than the prefill chunk, the compile's working memory takes the chunk the bundle records")
+    func shortContextChunk() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2])
+        let plan = try Fixtures.plan(checkpoint, contextLength: 64)
+        let bundle = try BundleReader(url: try Fixtures.export(checkpoint, contextLength: 64))
+        #expect(bundle.manifest.memory.prefillChunk == 64)
+        for subject in [CompileSubject(plan: plan), try CompileSubject(bundle: bundle)] {
+            #expect(subject.prefillChunk == 64)
+            // A layer's peak: 4·64·64·4 + 2·64·128·4 + 4 heads·64·64·4 (hidden 64, intermediate 128).
+            let compiled = CompilePlan(subject: subject, device: CompileFixture.wide)
+            #expect(compiled.memory.workingBytes == 196_608)
+            #expect(compiled.memory.workingBytes == compiled.regions[1].workingBytes)
+        }
+    }
+
     @Test("a layer larger than the budget is a region of its own, flagged, never split")
     func overBudgetLayers() throws {
         let fixture = try CompileFixture(layers: 3)
