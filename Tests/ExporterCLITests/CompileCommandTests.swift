@@ -179,6 +179,14 @@ struct CompileCommandTests {
         let looped = runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h16p"])
         #expect(looped.status == 74)
         #expect(looped.error == "Error: cannot read '\(graph.path)': too many levels of symbolic links\n")
+        // And a file copied as is (config.json), checked against the manifest as it is copied.
+        let other = try bundle()
+        let config = other.appendingPathComponent("config.json")
+        try FileManager.default.removeItem(at: config)
+        try FileManager.default.createSymbolicLink(atPath: config.path, withDestinationPath: "config.json")
+        let copied = runExporter(["compile", other.path, "--output", output.path, "--device", "h16p"])
+        #expect(copied.status == 74)
+        #expect(copied.error == "Error: cannot read '\(config.path)': too many levels of symbolic links\n")
     }
 
     @Test("exporter <model> --compile exports, then compiles beside the bundle")

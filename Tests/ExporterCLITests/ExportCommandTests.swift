@@ -152,6 +152,17 @@ struct ExportCommandTests {
         #expect(try export("512") == 0)
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["Tiny.aimodel"])
         #expect(try BundleReader(url: bundle).manifest.contextLength == 512)
+        // Another user's artifact it cannot make writable: refused before the export, left whole.
+        guard getuid() == 0 else { return }
+        let theirs = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "128", "--output-dir",
+            output.path, "--overwrite",
+        ])
+        #expect(theirs.status == 0, "\(theirs.error)")
+        #expect(chmod(folder.path, 0o777) == 0)
+        #expect(try export("256") == 74)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["Tiny.aimodel"])
+        #expect(try BundleReader(url: bundle).manifest.contextLength == 128)
     }
 
     @Test("a preset without weights says where it looked and how to proceed")

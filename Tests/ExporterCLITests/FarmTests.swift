@@ -193,6 +193,12 @@ struct FarmTests {
         job = try run()
         #expect(job.exitStatus == 65)
         #expect(job.error == "device_table: no device table at '\(folder.appendingPathComponent("missing.json").path)'")
+        // One there that cannot be read is the device_table's fault too, with its reason.
+        let loop = folder.appendingPathComponent("loop.json")
+        try FileManager.default.createSymbolicLink(atPath: loop.path, withDestinationPath: "loop.json")
+        try writeFarm(#""devices": ["lab1"], "device_table": "loop.json""#)
+        job = try run()
+        #expect(job.error == "device_table: cannot read '\(loop.path)': too many levels of symbolic links")
     }
 
     @Test("an iOS job compiles Apple Vision Pro's h14g from its iOS bundle; a device of the other platform is refused")

@@ -99,7 +99,8 @@ public final class ArtifactDirectory {
     /// manifest), or an empty one. `--overwrite` replaces artifacts; a file or a folder of the
     /// user's, which happens to have the artifact's name, is never deleted, and the refusal says
     /// so at once rather than suggesting `--overwrite`.
-    /// - Throws: `BundleError.notReplaceable` or `.outputExists`.
+    /// - Throws: `BundleError.notReplaceable` or `.outputExists`; `.writeFailed` when an artifact
+    ///   to replace has a folder another user keeps unwritable.
     public static func checkDestination(_ destination: URL, overwrite: Bool, marker: String) throws {
         var isFolder: ObjCBool = false
         let manager = FileManager.default
@@ -121,6 +122,27 @@ public final class ArtifactDirectory {
                 path: destination.path, reason: "the folder holds no \(marker) of an artifact")
         }
         guard overwrite else { throw BundleError.outputExists(path: destination.path) }
+        // Replaced, it must be removed: a folder of it another user owns and keeps unwritable
+        // would leave the old artifact whole in a hidden folder (`removeTree` opens only ours).
+        for folder in [destination.path] + subfolders(of: destination) where access(folder, W_OK | X_OK) != 0 {
+            var status = stat()
+            guard stat(folder, &status) == 0, status.st_uid != geteuid() else { continue }
+            throw BundleError.writeFailed(
+                path: destination.path,
+                reason: "'\(folder)' is another user's and not writable: the artifact there could not be removed")
+        }
+    }
+
+    /// Every folder below `url`, however deep.
+    private static func subfolders(of url: URL) -> [String] {
+        var folders: [String] = []
+        guard let walker = FileManager.default.enumerator(atPath: url.path) else { return folders }
+        while let entry = walker.nextObject() as? String {
+            if (walker.fileAttributes?[.type] as? FileAttributeType) == .typeDirectory {
+                folders.append(url.appendingPathComponent(entry).path)
+            }
+        }
+        return folders
     }
 
     /// Whether `url` is an artifact's manifest: a JSON object naming a schema of this tool

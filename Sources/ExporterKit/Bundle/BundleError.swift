@@ -86,7 +86,7 @@ extension BundleError {
             return try body()
         } catch let error as CheckpointError {
             switch error {
-            case .cannotOpen: throw BundleError.readFailed(path: path, reason: "cannot open")
+            case .cannotOpen(_, let reason): throw BundleError.readFailed(path: path, reason: reason)
             case .notARegularFile(_, let kind):
                 throw BundleError.readFailed(path: path, reason: "\(kind), not a regular file")
             case .readFailed(_, let reason): throw BundleError.readFailed(path: path, reason: reason)

@@ -13,14 +13,24 @@ public func systemErrorMessage(_ code: Int32) -> String {
     return message.prefix(1).lowercased() + message.dropFirst()
 }
 
-/// A file as the file system knows it (device and inode), whatever its name and content.
+/// A file as the file system knows it, whatever its name and content: its device and inode,
+/// and when it last changed (a file removed and another made may get its inode number again).
 struct FileIdentity: Equatable, Sendable {
     let device: UInt64
     let inode: UInt64
+    let changed: [Int]
 
     init(_ status: stat) {
         device = UInt64(truncatingIfNeeded: status.st_dev)
         inode = UInt64(status.st_ino)
+        #if os(Linux)
+            changed = [status.st_ctim.tv_sec, status.st_ctim.tv_nsec, status.st_mtim.tv_sec, status.st_mtim.tv_nsec]
+        #else
+            changed = [
+                status.st_ctimespec.tv_sec, status.st_ctimespec.tv_nsec, status.st_mtimespec.tv_sec,
+                status.st_mtimespec.tv_nsec,
+            ]
+        #endif
     }
 
     /// The file at `path` now (a symbolic link followed), or nil when there is none.

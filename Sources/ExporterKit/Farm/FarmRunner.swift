@@ -275,12 +275,14 @@ public struct FarmRunner {
         var collisions: [String: String] = [:]
         for job in farm.jobs {
             if !job.devices.isEmpty {
-                do {
-                    let table = try deviceTable(of: job)
-                    _ = try FarmRunner.devices(job.devices, of: job.platform, in: table)
-                } catch {
-                    let key = (error as? CompileError).map(FarmRunner.isTableError) == true ? "device_table" : "devices"
-                    collisions[job.name] = "\(key): \(error)"
+                // A table that cannot be read is the job's device_table's fault; a device it lacks, its devices'.
+                let table: DeviceTable
+                do { table = try deviceTable(of: job) } catch {
+                    collisions[job.name] = "device_table: \(error)"
+                    continue
+                }
+                do { _ = try FarmRunner.devices(job.devices, of: job.platform, in: table) } catch {
+                    collisions[job.name] = "devices: \(error)"
                     continue
                 }
             }
@@ -320,14 +322,6 @@ public struct FarmRunner {
                 throw CompileError.unknownArchitecture(
                     id: id, platform: requested, known: known + others.map { "\($0.id) (\($0.platform.rawValue))" })
             }
-        }
-    }
-
-    /// Whether the error is about a device table file rather than a device of it.
-    static func isTableError(_ error: CompileError) -> Bool {
-        switch error {
-        case .deviceTableNotFound, .invalidDeviceTable, .unsupportedDeviceTableSchema: return true
-        default: return false
         }
     }
 

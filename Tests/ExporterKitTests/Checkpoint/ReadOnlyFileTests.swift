@@ -62,7 +62,7 @@ struct ReadOnlyFileTests {
         #expect(throws: BundleError.readFailed(path: "f", reason: reason)) {
             try BundleError.readingFile("f") { try reader.bytes(at: 96, count: 8) }
         }
-        #expect(throws: BundleError.readFailed(path: "missing", reason: "cannot open")) {
+        #expect(throws: BundleError.readFailed(path: "missing", reason: "no such file or directory")) {
             try BundleError.readingFile("missing") { try ReadOnlyFile(path: "/nonexistent/file") }
         }
     }
