@@ -33,15 +33,16 @@ enum PlanCommand {
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
         let checked = try ExportCommand.checkedBeforeExport(plan, arguments, devices: devices, context: context)
         let synthetic = arguments.flag("synthetic")
-        let checkpointWarnings = try ExportRunner.checkCheckpoint(plan, synthetic: synthetic)
+        let checkpoint = try ExportRunner.checkCheckpoint(plan, synthetic: synthetic)
         let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
         let conversion = ExportRunner.conversionForecast(
             plan, synthetic: synthetic, allowClamp: arguments.flag("allow-clamp"),
-            calibrated: arguments.value("calibration") != nil, availableBytes: context.availableMemoryBytes())
+            calibrated: arguments.value("calibration") != nil, availableBytes: context.availableMemoryBytes(),
+            weights: checkpoint.weights)
         // What the export will warn of besides the plan's own warnings.
         let tokenizer = try ExportRunner.tokenizer(of: plan, synthetic: synthetic)
         let warnings =
-            checkpointWarnings + (tokenizer.map { ExportRunner.tokenizerWarnings(plan, tokenizer: $0) } ?? [])
+            checkpoint.warnings + (tokenizer.map { ExportRunner.tokenizerWarnings(plan, tokenizer: $0) } ?? [])
         let json = arguments.flag("json")
         let listTensors = arguments.flag("tensors")
         if json {

@@ -149,9 +149,10 @@ public enum ExportRunner {
     /// weights are stored comes from the checkpoint's safetensors headers when they are here,
     /// from the config's `torch_dtype` otherwise; `synthetic` weights are generated as
     /// ``SyntheticWeightSource/storage(for:)`` says.
+    /// - Parameter weights: the checkpoint's weights when the caller has opened them already.
     public static func conversionForecast(
         _ plan: ExportPlan, synthetic: Bool = false, allowClamp: Bool = false, calibrated: Bool = false,
-        availableBytes: Int?
+        availableBytes: Int?, weights opened: CheckpointWeights? = nil
     ) -> Manifest.Conversion {
         let config = plan.model.config
         let source: WeightSource?
@@ -160,7 +161,7 @@ public enum ExportRunner {
             let storage = SyntheticWeightSource.storage(for: config)
             (source, storageFrom) = (SyntheticWeightSource(seed: 0, storage: storage), "synthetic")
         } else if let directory = plan.model.source.checkpointDirectory, let root = plan.model.source.containmentRoot,
-            let weights = try? CheckpointWeights(directory: directory, containmentRoot: root)
+            let weights = opened ?? (try? CheckpointWeights(directory: directory, containmentRoot: root))
         {
             (source, storageFrom) = (CheckpointWeightSource(weights: weights, outOfRange: .refuse), "checkpoint")
         } else {
@@ -236,19 +237,22 @@ public enum ExportRunner {
     /// What the export checks of the checkpoint before it reads a weight, from the safetensors
     /// headers and the index alone: the files open and parse, and hold every planned tensor with
     /// its shape and a float dtype (``tokenizer(of:synthetic:)`` reads the tokenizer files).
-    /// Returns the warnings that gives (tensors not exported). Nothing for `synthetic` weights or
+    /// Returns the weights it opened, for the conversion forecast to read again no header, and
+    /// the warnings that gives (tensors not exported). Nothing for `synthetic` weights or
     /// weights not on this machine (a preset or an id not in the cache, a folder holding only its
     /// config), which a plan describes from the config alone.
     /// - Throws: what the export throws for the same checkpoint (`CheckpointError`,
     ///   `CheckpointMismatch`).
-    public static func checkCheckpoint(_ plan: ExportPlan, synthetic: Bool) throws -> [String] {
+    public static func checkCheckpoint(_ plan: ExportPlan, synthetic: Bool) throws -> (
+        weights: CheckpointWeights?, warnings: [String]
+    ) {
         guard !synthetic, let directory = plan.model.source.checkpointDirectory,
             let root = plan.model.source.containmentRoot
-        else { return [] }
+        else { return (nil, []) }
         do {
-            return try checkedWeights(plan, directory: directory, containmentRoot: root).warnings
+            return try checkedWeights(plan, directory: directory, containmentRoot: root)
         } catch CheckpointError.noWeights {
-            return []
+            return (nil, [])
         }
     }
 

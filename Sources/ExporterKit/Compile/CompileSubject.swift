@@ -32,7 +32,7 @@ public struct CompileSubject: Sendable {
         name = plan.outputName
         platform = plan.platform
         graph = GraphDescription(plan: plan)
-        prefillChunk = plan.memory.prefillChunk
+        prefillChunk = MemoryEstimate.prefillChunk(contextLength: plan.contextLength)
         tensors = zip(plan.tensors, plan.weightsLayout.parts).map { tensor, parts in
             Tensor(name: tensor.spec.name, role: tensor.spec.role, layer: tensor.spec.layer, parts: parts)
         }
