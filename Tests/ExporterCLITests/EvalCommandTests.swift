@@ -83,6 +83,39 @@ struct EvalCommandTests {
         }
     }
 
+    @Test(
+        "a damaged artifact is refused as verify refuses it, never measured; compile agrees; a missing file is named once"
+    )
+    func damagedArtifact() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
+        let bundle = try TinyArtifacts.copy(
+            try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "TinyDamaged"))
+        let weights = bundle.appendingPathComponent("weights.bin")
+        var bytes = try Data(contentsOf: weights)
+        let crc = BundleWriter.hex(bytes.withUnsafeBytes { CRC32.checksum($0) })
+        bytes[bytes.count - 1] ^= 0x55
+        try bytes.write(to: weights)
+        let flipped = BundleWriter.hex(bytes.withUnsafeBytes { CRC32.checksum($0) })
+        let evaluation = ["eval", bundle.path, "--against", checkpoint.path, "--tokens", "1,5,9"]
+        let corrupted = runExporter(evaluation)
+        #expect(corrupted.status == 1)
+        #expect(corrupted.error == "Error: 'weights.bin': CRC-32 is \(flipped), the manifest says \(crc)\n")
+        #expect(corrupted.output.isEmpty)
+        try FileManager.default.removeItem(at: weights)
+        let compiled = try Fixtures.temporaryDirectory().path
+        for arguments in [evaluation, ["compile", bundle.path, "--output", compiled], ["verify", bundle.path]] {
+            let missing = runExporter(arguments)
+            #expect(missing.status == 1, "\(arguments)")
+            #expect(missing.error.hasPrefix("Error: 'weights.bin': missing\n"), "\(arguments): \(missing.error)")
+        }
+        // verify names a missing graph.json once, not again as unreadable.
+        try FileManager.default.removeItem(at: bundle.appendingPathComponent("graph.json"))
+        let noGraph = runExporter(["verify", bundle.path])
+        #expect(noGraph.status == 1)
+        #expect(noGraph.error.components(separatedBy: "'graph.json'").count == 2, "\(noGraph.error)")
+        #expect(noGraph.error.contains("Error: 'graph.json': missing\n"))
+    }
+
     @Test("missing inputs are usage errors")
     func usage() throws {
         let noCheckpoint = runExporter(["eval", "x.aimodel", "--tokens", "1,2"])

@@ -109,7 +109,7 @@ enum VerifyCommand {
                 let sequence =
                     tokens ?? defaultTokens(vocabularySize: artifact.manifest.tensors.first?.shape.first ?? 1)
                 let result = try ArtifactVerifier.compareForward(
-                    artifact: artifact, checkpoint: checkpointURL, tokens: sequence,
+                    artifact: artifact, checkpoint: checkpointURL, tokens: sequence, checkingFiles: false,
                     progress: ProgressBar(context: context).update)
                 comparison = result
                 if !(result.logitSNR >= minimumLogitSNR) {

@@ -111,19 +111,27 @@ public struct BundleReader {
         return (Data(bytes), file.identity)
     }
 
+    /// Runs `body` on the path of `file`, a file the manifest of the artifact at `folder` lists.
+    /// - Throws: `BundleError.fileMismatch` "missing" when nothing is there (the artifact is
+    ///   incomplete: verify says the same), `.readFailed` when it is there but cannot be read.
+    static func readingListedFile<Result>(_ file: String, in folder: URL, _ body: (String) throws -> Result) throws
+        -> Result
+    {
+        let url = folder.appendingPathComponent(file)
+        // A name there that leads nowhere (a link loop) is read below and named as unreadable.
+        guard CheckpointWeights.entryExists(url) else { throw BundleError.fileMismatch(path: file, reason: "missing") }
+        return try BundleError.readingFile(url.path) { try body(url.path) }
+    }
+
     /// Recomputes a file's size and CRC-32 and compares them with the manifest, unless
     /// `verified` vouches for the file; a file found as the manifest says is recorded there.
     /// - Throws: `BundleError.fileMismatch` naming the file.
     static func verify(_ file: Manifest.File, in folder: URL, verified: VerifiedFiles? = nil) throws {
         let url = folder.appendingPathComponent(file.path)
         if let verified, verified.vouches(for: url, bytes: file.bytes, crc32: file.crc32) { return }
-        // A name there that leads nowhere (a link loop) is read below and named as unreadable.
-        guard CheckpointWeights.entryExists(url) else {
-            throw BundleError.fileMismatch(path: file.path, reason: "missing")
-        }
         let before = verified.flatMap { _ in VerifiedFiles.stamp(of: url, crc32: file.crc32) }
-        let (size, crc) = try BundleError.readingFile(url.path) {
-            let reader = try ReadOnlyFile(path: url.path)
+        let (size, crc) = try readingListedFile(file.path, in: folder) { path in
+            let reader = try ReadOnlyFile(path: path)
             return (reader.byteCount, reader.byteCount == file.bytes ? try CRC32.checksum(of: reader) : 0)
         }
         guard size == file.bytes else {
@@ -178,8 +186,7 @@ public struct BundleReader {
     /// The size of a bundle file, as reading it finds it (a symbolic link followed).
     /// - Throws: `BundleError.readFailed` naming why it cannot be opened.
     func fileSize(_ file: String) throws -> Int {
-        let path = url.appendingPathComponent(file).path
-        return try BundleError.readingFile(path) { try ReadOnlyFile(path: path).byteCount }
+        try BundleReader.readingListedFile(file, in: url) { try ReadOnlyFile(path: $0).byteCount }
     }
 
     /// The tensor names, in execution order.
@@ -197,8 +204,9 @@ public struct BundleReader {
             throw BundleError.fileMismatch(
                 path: file, reason: "\(count) bytes at offset \(offset) lie outside the file's \(size) bytes")
         }
-        let path = self.url.appendingPathComponent(file).path
-        return try BundleError.readingFile(path) { try ReadOnlyFile(path: path).bytes(at: offset, count: count) }
+        return try BundleReader.readingListedFile(file, in: url) {
+            try ReadOnlyFile(path: $0).bytes(at: offset, count: count)
+        }
     }
 
     /// The tensor `name` dequantised to float32, row-major.

@@ -151,8 +151,8 @@ public struct CompiledArtifactReader {
     }
 
     /// Reads `count` bytes at `offset` of an artifact file.
-    /// - Throws: `BundleError.fileMismatch` for a file outside the artifact or a negative range,
-    ///   `BundleError.readFailed` on a short read.
+    /// - Throws: `BundleError.fileMismatch` for a file outside the artifact, missing, or a
+    ///   negative range, `BundleError.readFailed` on a short read.
     func read(offset: Int, count: Int, file: String = Compiler.weightsName) throws -> [UInt8] {
         guard BundleReader.isInsideBundle(file) else {
             throw BundleError.fileMismatch(path: file, reason: "the manifest names a file outside the artifact")
@@ -161,8 +161,9 @@ public struct CompiledArtifactReader {
             throw BundleError.fileMismatch(
                 path: file, reason: "\(count) bytes at offset \(offset) lie outside the file")
         }
-        let path = url.appendingPathComponent(file).path
-        return try BundleError.readingFile(path) { try ReadOnlyFile(path: path).bytes(at: offset, count: count) }
+        return try BundleReader.readingListedFile(file, in: url) {
+            try ReadOnlyFile(path: $0).bytes(at: offset, count: count)
+        }
     }
 }
 

@@ -73,8 +73,11 @@ public enum ArtifactVerifier {
     /// - Throws: `ReferenceModelError` (architecture not covered or mismatched, bad tokens),
     ///   the checkpoint's and bundle's errors.
     /// - Parameter progress: told after every layer and head of each pass, the checkpoint's first.
+    /// - Parameter checkingFiles: first compare every file's size and CRC-32 with the manifest
+    ///   (a damaged artifact is refused, not measured); false when `verify` has just done so.
     public static func compareForward(
-        artifact: LoadedArtifact, checkpoint: URL, tokens: [Int], progress: (WorkProgress) -> Void = { _ in }
+        artifact: LoadedArtifact, checkpoint: URL, tokens: [Int], checkingFiles: Bool,
+        progress: (WorkProgress) -> Void = { _ in }
     ) throws -> ForwardComparison {
         guard artifact.manifest.kind != "plan" else {
             throw BundleError.notABundle(
@@ -82,8 +85,8 @@ public enum ArtifactVerifier {
         }
         let reader: DecodableArtifact =
             artifact.manifest.kind == "compiled"
-            ? try CompiledArtifactReader(url: artifact.folder, verifyFiles: false)
-            : try BundleReader(url: artifact.folder, verifyFiles: false)
+            ? try CompiledArtifactReader(url: artifact.folder, verifyFiles: checkingFiles)
+            : try BundleReader(url: artifact.folder, verifyFiles: checkingFiles)
         let artifactArchitecture = try ReferenceArchitecture(graph: reader.graph)
         let config = try ModelConfig(contentsOf: checkpoint.appendingPathComponent("config.json"))
         let sourceArchitecture = try ReferenceArchitecture(config: config, contextLength: reader.graph.contextLength)
@@ -386,7 +389,9 @@ public enum ArtifactVerifier {
         mutating func checkGraph() {
             let url = artifact.folder.appendingPathComponent(BundleWriter.graphName)
             let name = BundleWriter.graphName
-            guard let data = try? Data(contentsOf: url) else { return failFile(name, "missing or unreadable") }
+            // One the file checks found missing (or not a file) is reported there, once.
+            guard !unusableFiles.contains(name) else { return }
+            guard let data = try? BundleReader.readDocument(url) else { return failFile(name, "missing or unreadable") }
             guard let graph = try? JSONDecoder().decode(GraphDescription.self, from: data) else {
                 return failFile(name, "does not decode as a graph description")
             }

@@ -33,13 +33,13 @@ public struct FidelityEvaluation: Sendable {
     /// Runs `tokens` through the checkpoint and the artifact (each one prefill of the whole
     /// sequence) and compares them.
     /// - Throws: `ReferenceModelError` for unusable tokens or mismatched architectures; read errors.
-    /// - Parameter progress: told after every layer of each pass (``ArtifactVerifier/compareForward(artifact:checkpoint:tokens:progress:)``).
+    /// - Parameter progress: told after every layer of each pass (``ArtifactVerifier/compareForward(artifact:checkpoint:tokens:checkingFiles:progress:)``).
     public static func evaluate(
         artifact: LoadedArtifact, checkpoint: URL, tokens: [Int], progress: (WorkProgress) -> Void = { _ in }
     ) throws -> FidelityEvaluation {
         guard tokens.count >= 2 else { throw ReferenceModelError.invalidTokens("perplexity needs at least 2 tokens") }
         let comparison = try ArtifactVerifier.compareForward(
-            artifact: artifact, checkpoint: checkpoint, tokens: tokens, progress: progress)
+            artifact: artifact, checkpoint: checkpoint, tokens: tokens, checkingFiles: true, progress: progress)
         let manifest = artifact.manifest
         return FidelityEvaluation(
             compression: manifest.compression.config, tokenCount: tokens.count,
