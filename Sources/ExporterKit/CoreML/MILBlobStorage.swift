@@ -42,14 +42,7 @@ public enum MILBlobStorage {
 
         /// The storage type of `bits`-wide palette indices.
         public static func paletteIndices(bits: Int) -> DataType? {
-            switch bits {
-            case 2: return .uint2
-            case 3: return .uint3
-            case 4: return .uint4
-            case 6: return .uint6
-            case 8: return .uint8
-            default: return nil
-            }
+            [DataType.uint2, .uint3, .uint4, .uint6, .uint8].first { $0.bits == bits }
         }
     }
 
