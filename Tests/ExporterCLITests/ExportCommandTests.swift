@@ -634,6 +634,18 @@ struct HuggingFaceCacheCommandTests {
         #expect(source?["kind"]?.stringValue == "huggingface-cache")
         #expect(source?["revision"]?.stringValue == "0123456789abcdef0123456789abcdef01234567")
         #expect(json["model"]?.objectValue?["preset"]?.stringValue == "qwen3-0.6b")
+        // Its snapshot folder given by its path gets the preset too, as the id does: the same plan.
+        let snapshot = home.appendingPathComponent(
+            "hub/models--Qwen--Qwen3-0.6B/snapshots/0123456789abcdef0123456789abcdef01234567")
+        let byPath = runExporter(["plan", snapshot.path, "--json"], environment: ["HF_HOME": home.path])
+        #expect(byPath.status == 0, "\(byPath.error)")
+        // All but the memory this machine has free, which changes from one run to the next.
+        func machineFree(_ output: String) -> String {
+            output.replacingOccurrences(
+                of: #""available_bytes" : [0-9]+"#, with: "", options: .regularExpression)
+        }
+        #expect(machineFree(byPath.output) == machineFree(run.output))
+        #expect(machineFree(byPath.output) != byPath.output)
     }
 }
 

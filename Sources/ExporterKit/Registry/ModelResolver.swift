@@ -182,16 +182,22 @@ public struct ModelResolver {
             }
             let folder = localURL.standardizedFileURL
             // A cache snapshot given by its path, or by a link to it: named and recorded as its
-            // id would be, its files allowed to resolve into the repository's blobs/.
+            // id would be, its files allowed to resolve into the repository's blobs/. A preset's
+            // repository gets the preset, as its id does, checked against the snapshot's own config.
             let snapshot = folder.resolvingSymlinksInPath()
             if let repository = HuggingFaceCache.repositoryFolder(ofSnapshot: snapshot),
                 let repoID = HuggingFaceCache.repositoryID(ofFolder: repository)
             {
+                let preset = presetOverride == nil ? catalog.preset(named: repoID) : nil
+                if let preset, !preset.platforms.contains(platform) {
+                    throw ResolutionError.notAvailable(model: argument, platform: platform)
+                }
                 return try finish(
-                    argument: argument, name: String(repoID.split(separator: "/")[1]),
+                    argument: argument, name: preset?.modelName ?? String(repoID.split(separator: "/")[1]),
                     source: .huggingFaceCache(repoID: repoID, snapshot: snapshot, revision: snapshot.lastPathComponent),
                     configURL: snapshot.appendingPathComponent("config.json"), preset: nil, platform: platform,
-                    experimental: experimental, precisionGiven: precisionGiven, presetOverride: presetOverride)
+                    experimental: experimental, precisionGiven: precisionGiven,
+                    presetOverride: presetOverride ?? preset?.id)
             }
             let name = folder.lastPathComponent
             return try finish(
