@@ -29,6 +29,26 @@ struct CommandLineTests {
         #expect(json["sizes"]?.objectValue?["estimated_bundle_bytes"]?.intValue == 891_341_952)
     }
 
+    @Test("plan's text rounds an exact half as its --json and the manifest do: away from zero")
+    func halfRounding() throws {
+        // 8 × 43,776 bytes / 49,152 weights = 7.125 bits per weight exactly.
+        let checkpoint = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(
+                modelType: "qwen3",
+                overrides: ["hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "vocab_size": 1148]))
+        let arguments = [
+            "plan", checkpoint.path, "--experimental", "--compute-precision", "float16", "--context", "128",
+        ]
+        let text = runExporter(arguments)
+        #expect(text.status == 0, "\(text.error)")
+        #expect(text.output.contains(" kB (42.8 KiB), 7.13 bits per weight\n"), "\(text.output)")
+        let json = try #require(
+            try JSONParser.parse(Array(runExporter(arguments + ["--json"]).output.utf8)).objectValue)
+        #expect(json["sizes"]?.objectValue?["bits_per_weight"]?.doubleValue == 7.13)
+        #expect(Format.decimal(4.125) == "4.13" && Format.decimal(-4.125) == "-4.13" && Format.decimal(4.115) == "4.12")
+        #expect(Format.decimal(0.25, places: 1) == "0.3" && Format.decimal(.infinity) == "inf")
+    }
+
     @Test("plan Qwen3-4B reports 603,979,776 bytes of KV cache")
     func planQwen3() throws {
         let run = runExporter(["plan", "Qwen/Qwen3-4B", "--json"])

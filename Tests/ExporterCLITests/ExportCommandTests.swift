@@ -47,6 +47,35 @@ struct ExportCommandTests {
         #expect(verify.error.hasSuffix("Error: cannot write standard output: broken pipe\n"))
     }
 
+    @Test("a calibrated export's record of its text is in its plan before it runs, and in the text views")
+    func calibrationRecord() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let tokens = try Fixtures.temporaryDirectory().appendingPathComponent("tokens.txt")
+        try Data("[3, 1, 4, 1, 5, 9, 2, 6]".utf8).write(to: tokens)
+        let output = try Fixtures.temporaryDirectory()
+        let arguments = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--calibration", tokens.path,
+            "--output-dir", output.path,
+        ]
+        let plan = runExporter(["plan"] + arguments + ["--json"])
+        #expect(plan.status == 0, "\(plan.error)")
+        let planned = try Manifest.decoded(from: Data(plan.output.utf8), path: "plan")
+        let expected = Manifest.CalibrationRecord(
+            weighting: "activation_energy", tokens: 8,
+            tokensCRC32: BundleWriter.hex(Array("3,1,4,1,5,9,2,6".utf8).withUnsafeBytes { CRC32.checksum($0) }))
+        #expect(planned.compression.calibration == expected)
+        #expect(runExporter(["plan"] + arguments).output.contains(", calibrated on 8 tokens\n"))
+        let export = runExporter(arguments)
+        #expect(export.status == 0, "\(export.error)")
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        #expect(try BundleReader(url: bundle).manifest.compression.calibration == expected)
+        #expect(runExporter(["inspect", bundle.path]).output.contains(", calibrated on 8 tokens\n"))
+        // Without a calibration text, the record is absent, and the text views say nothing of it.
+        let plain = runExporter(["plan", checkpoint.path, "--experimental", "--compute-precision", "float16", "--json"])
+        #expect(try Manifest.decoded(from: Data(plain.output.utf8), path: "plan").compression.calibration == nil)
+        #expect(!plain.output.contains("calibration"))
+    }
+
     @Test("artifacts take the umask's modes: a group-writable umask gives a teammate an artifact to replace")
     func umaskModes() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

@@ -43,6 +43,7 @@ enum PlanCommand {
         let tokenizer = try ExportRunner.tokenizer(of: plan, synthetic: synthetic)
         let warnings =
             checkpoint.warnings + (tokenizer.map { ExportRunner.tokenizerWarnings(plan, tokenizer: $0) } ?? [])
+        let calibration = checked.calibrationTokens.map(Manifest.CalibrationRecord.init(tokens:))
         let json = arguments.flag("json")
         let listTensors = arguments.flag("tensors")
         if json {
@@ -50,10 +51,13 @@ enum PlanCommand {
             manifest.verdicts = verdicts
             manifest.conversion = conversion
             manifest.warnings += warnings
+            manifest.compression.calibration = calibration
             context.writeOutput(String(decoding: try manifest.canonicalJSON(), as: UTF8.self))
         } else {
             context.print(
-                lines: PlanPrinter.lines(plan, conversion: conversion, listTensors: listTensors, warnings: warnings))
+                lines: PlanPrinter.lines(
+                    plan, conversion: conversion, listTensors: listTensors, warnings: warnings, calibration: calibration
+                ))
             context.print(lines: VerdictPrinter.planLines(verdicts))
         }
         // What the export would refuse for this machine's memory or disk (71), once the plan has

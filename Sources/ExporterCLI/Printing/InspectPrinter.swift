@@ -48,7 +48,8 @@ enum InspectPrinter {
             memoryRow(m),
             [
                 "compression",
-                m.compression.config + (m.compression.iosEmbeddingInt8 ? ", embedding int8 per tensor" : ""),
+                m.compression.config + (m.compression.iosEmbeddingInt8 ? ", embedding int8 per tensor" : "")
+                    + PlanPrinter.calibrationNote(m.compression.calibration),
             ],
         ]
         if let tokenizer = m.tokenizer, !tokenizer.files.isEmpty {

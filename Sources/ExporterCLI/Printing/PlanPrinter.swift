@@ -2,10 +2,16 @@ import ExporterKit
 
 /// The human view of a plan: what the export will produce, on one 80-column screen.
 enum PlanPrinter {
+    /// How the compression line says the palettisation was weighted by a calibration text.
+    static func calibrationNote(_ calibration: Manifest.CalibrationRecord?) -> String {
+        calibration.map { ", calibrated on \(Format.count($0.tokens, "token"))" } ?? ""
+    }
+
     /// The summary lines of `plan` and what exporting it takes here (`conversion`); with
     /// `listTensors`, every tensor too.
     static func lines(
-        _ plan: ExportPlan, conversion: Manifest.Conversion, listTensors: Bool, warnings: [String] = []
+        _ plan: ExportPlan, conversion: Manifest.Conversion, listTensors: Bool, warnings: [String] = [],
+        calibration: Manifest.CalibrationRecord? = nil
     ) -> [String] {
         let model = plan.model
         let presetText = model.preset.map { "preset \($0.id)" } ?? "experimental (no preset)"
@@ -35,7 +41,10 @@ enum PlanPrinter {
                     "\(Format.count(plan.contextLength, "token")) (max \(Format.grouped(model.config.maxPositionEmbeddings)))",
                 ],
                 ["parameters", Format.grouped(plan.parameters)],
-                ["compression", plan.compression.name + embeddingNote + searchNote],
+                [
+                    "compression",
+                    plan.compression.name + embeddingNote + searchNote + PlanPrinter.calibrationNote(calibration),
+                ],
                 [
                     "weights (est.)",
                     "\(Format.megabytes(plan.estimatedWeightsBytes)) (\(Format.mebibytes(plan.estimatedWeightsBytes))), "

@@ -89,10 +89,7 @@ public enum BundleWriter {
         var manifest = Manifest(plan: plan, kind: "bundle", weights: request.source.weightsKind)
         var parametersDone = 0
         let encoder = TensorEncoder(precision: plan.precision, importance: request.calibration?.energy ?? [:])
-        if let calibration = request.calibration {
-            manifest.compression.calibration = Manifest.CalibrationRecord(
-                weighting: "activation_energy", tokens: calibration.tokenCount, tokensCRC32: calibration.tokensCRC32)
-        }
+        manifest.compression.calibration = request.calibration?.record
         let prefetcher = TensorPrefetcher(encoder: encoder, tensors: plan.tensors, source: request.source)
         // Tensor i is written on its own queue while tensor i+1 is compressed: copying the
         // output into the page cache costs as much as a quarter of an export.

@@ -130,7 +130,8 @@ public enum ExportRunner {
             overwrite: settings.overwrite,
             buildKey: BuildKey.export(
                 plan: plan, fileFingerprints: fingerprints, syntheticSeed: settings.syntheticSeed,
-                allowClamp: settings.allowClamp, calibration: calibration.map { "\($0.tokenCount):\($0.tokensCRC32)" }),
+                allowClamp: settings.allowClamp,
+                calibration: calibration.map { "\($0.record.tokens):\($0.record.tokensCRC32)" }),
             faults: settings.faults)
         request.calibration = calibration
         let manifest = try BundleWriter.write(

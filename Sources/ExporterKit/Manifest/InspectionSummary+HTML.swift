@@ -25,7 +25,7 @@ extension InspectionSummary {
             ("parameters", Format.grouped(m.parameters)),
             (
                 sizeLabel,
-                "\(Format.grouped(sizeOnDisk)) bytes (\(Format.mebibytes(sizeOnDisk))), \(String(format: "%.2f", m.sizes.bitsPerWeight)) bits per weight"
+                "\(Format.grouped(sizeOnDisk)) bytes (\(Format.mebibytes(sizeOnDisk))), \(Format.decimal(m.sizes.bitsPerWeight)) bits per weight"
             ),
             (
                 "KV cache",
@@ -57,14 +57,14 @@ extension InspectionSummary {
             groups.map {
                 (
                     $0.role, Double($0.bytes),
-                    "\(Format.mebibytes($0.bytes)) · \(String(format: "%.2f", $0.bitsPerWeight)) bits/w"
+                    "\(Format.mebibytes($0.bytes)) · \(Format.decimal($0.bitsPerWeight)) bits/w"
                 )
             },
             id: "size")
 
         body += "<h2>Bits per weight per layer</h2>\n"
         body += columns(
-            layers.map { ($0.label, $0.bitsPerWeight, String(format: "%.2f", $0.bitsPerWeight)) }, id: "bits",
+            layers.map { ($0.label, $0.bitsPerWeight, Format.decimal($0.bitsPerWeight)) }, id: "bits",
             unit: "bits/w")
 
         body += "<h2>SQNR per layer (lowest and mean of compressed tensors)</h2>\n"

@@ -170,7 +170,7 @@ extension InspectionSummary {
         func int(_ value: Int) -> JSONValue { .number(String(value)) }
         func double(_ value: Double?) -> JSONValue {
             guard let value, value.isFinite else { return .null }
-            return .number(String(format: "%.2f", value))
+            return .number(Format.decimal(value))
         }
         func string(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
         var root = JSONObject()

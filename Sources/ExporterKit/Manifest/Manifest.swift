@@ -173,6 +173,19 @@ public struct Manifest: Codable, Equatable, Sendable {
             case weighting, tokens
             case tokensCRC32 = "tokens_crc32"
         }
+
+        /// The record of the calibration text `tokens`: what a plan can say before running it.
+        public init(tokens: [Int]) {
+            var crc = CRC32()
+            Array(tokens.map(String.init).joined(separator: ",").utf8).withUnsafeBytes { crc.update($0) }
+            self.init(weighting: "activation_energy", tokens: tokens.count, tokensCRC32: BundleWriter.hex(crc.value))
+        }
+
+        init(weighting: String, tokens: Int, tokensCRC32: String) {
+            self.weighting = weighting
+            self.tokens = tokens
+            self.tokensCRC32 = tokensCRC32
+        }
     }
 
     /// The static KV cache.

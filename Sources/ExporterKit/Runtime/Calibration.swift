@@ -5,10 +5,8 @@ import Foundation
 /// each input column over the text. Importance-weighted palettisation weighs each weight's
 /// error by it, since a linear layer's output error is `Σ_c x_c · (w_c − ŵ_c)`.
 public struct Calibration: Sendable {
-    /// Tokens of the calibration text.
-    public let tokenCount: Int
-    /// CRC-32 of the token ids written as comma-separated decimal, as 8 lowercase hex digits.
-    public let tokensCRC32: String
+    /// The manifest's record of the calibration text: its tokens and their CRC-32.
+    public let record: Manifest.CalibrationRecord
     /// Mean squared activation per input column, by weight name.
     public let energy: [String: [Float]]
 
@@ -38,10 +36,6 @@ public struct Calibration: Sendable {
                     stage: "calibration pass, " + ReferenceModel.stage(done, of: architecture)))
         }
         energy = sums.mapValues { $0.map { Float($0 / Double(max(tokens.count, 1))) } }
-        tokenCount = tokens.count
-        var crc = CRC32()
-        let text = tokens.map(String.init).joined(separator: ",")
-        Array(text.utf8).withUnsafeBytes { crc.update($0) }
-        tokensCRC32 = BundleWriter.hex(crc.value)
+        record = Manifest.CalibrationRecord(tokens: tokens)
     }
 }

@@ -41,7 +41,10 @@ public enum Format {
 
     /// Two decimals.
     public static func decimal(_ value: Double, places: Int = 2) -> String {
-        String(format: "%.\(places)f", value)
+        // Rounded first, halves away from zero as the manifest's figures are: printf alone
+        // rounds an exact half to even (8.125 → "8.12" where the manifest says 8.13).
+        let scale = pow(10, Double(places))
+        return String(format: "%.\(places)f", value.isFinite ? (value * scale).rounded() / scale : value)
     }
 
     /// Rows aligned in columns; `rightAligned` lists the column indices aligned right.
