@@ -5,16 +5,14 @@ import ExporterKit
 enum InputFileError: ExporterError, Equatable {
     /// Nothing at `path`.
     case notFound(option: String, path: String)
-    /// A file at `path` that is not text (`reason` says why).
+    /// Something at `path` that cannot be read as text (`reason` says why).
     case unreadable(option: String, path: String, reason: String)
-    /// Something at `path` that cannot be read at all: a folder, no permission (`reason` says why).
-    case readFailed(option: String, path: String, reason: String)
 
     var description: String {
         switch self {
         case .notFound(let option, let path):
             return "cannot read \(option) '\(path)': no such file"
-        case .unreadable(let option, let path, let reason), .readFailed(let option, let path, let reason):
+        case .unreadable(let option, let path, let reason):
             return "cannot read \(option) '\(path)': \(reason)"
         }
     }
@@ -23,7 +21,6 @@ enum InputFileError: ExporterError, Equatable {
         switch self {
         case .notFound: return .notFound
         case .unreadable: return .badInput
-        case .readFailed: return .ioFailure
         }
     }
 }

@@ -17,16 +17,13 @@ extension ParsedArguments {
 
     /// The ids in the file the option names (relative to `directory`), or nil when it is absent.
     /// - Throws: `InputFileError.notFound` when there is no such file (exit 66),
-    ///   `.unreadable` when it is not UTF-8 text (65), `.readFailed` when it is there but cannot
-    ///   be read, a folder included (74, as every file an option names), `UsageError` for bad ids.
+    ///   `.unreadable` when it is not UTF-8 text (65), `BundleError.readFailed` when it is there
+    ///   but cannot be read, a folder included (74, as every file an option names), `UsageError`
+    ///   for bad ids.
     func tokenIds(inFileOf name: String, relativeTo directory: URL) throws -> [Int]? {
         guard let file = value(name) else { return nil }
         let url = URL(fileURLWithPath: file, relativeTo: directory)
-        let contents: Data?
-        do { contents = try readNamedFile(url) } catch BundleError.readFailed(_, let reason) {
-            throw InputFileError.readFailed(option: "--\(name)", path: file, reason: reason)
-        }
-        guard let data = contents else { throw InputFileError.notFound(option: "--\(name)", path: file) }
+        guard let data = try readNamedFile(url) else { throw InputFileError.notFound(option: "--\(name)", path: file) }
         guard let text = String(data: data, encoding: .utf8) else {
             throw InputFileError.unreadable(option: "--\(name)", path: file, reason: "not readable as UTF-8 text")
         }

@@ -126,10 +126,27 @@ public struct DeviceTable: Equatable, Sendable {
     }
 
     /// The shipped table of a `Presets/` folder, extended by `extra` when given.
-    /// - Throws: `CompileError` for either file.
+    /// - Throws: `CompileError` for either file; `.invalidDeviceTable` for an `extra` entry that
+    ///   makes a shipped device offered no ahead-of-time compilation eligible.
     public static func load(presetsDirectory: URL, extra: URL? = nil) throws -> DeviceTable {
         var table = try DeviceTable(contentsOf: presetsDirectory.appendingPathComponent(fileName))
-        if let extra { table.merge(try DeviceTable(contentsOf: extra)) }
+        guard let extra else { return table }
+        let mine = try DeviceTable(contentsOf: extra)
+        // The shipped table's ineligible chips are the brief's rule, not an estimate: a compiled
+        // artifact for them would be one no runtime loads.
+        for (index, device) in mine.devices.enumerated() where device.aheadOfTime {
+            guard
+                let shipped = table.devices.first(where: {
+                    $0.platform == device.platform && FileSystemName.clash($0.id, device.id)
+                }), !shipped.aheadOfTime
+            else { continue }
+            throw CompileError.invalidDeviceTable(
+                path: extra.path,
+                reason: "device \(index + 1) ('\(device.id)'): 'ahead_of_time' cannot be true for the \(shipped.chip), "
+                    + "which is not offered ahead-of-time compilation (\(table.rules[device.platform] ?? "")); "
+                    + "an entry replacing a shipped one may change its numbers, not that")
+        }
+        table.merge(mine)
         return table
     }
 
@@ -198,16 +215,32 @@ public struct DeviceTable: Equatable, Sendable {
         return selected
     }
 
+    /// The keys of a device entry.
+    static let entryKeys: Set<String> = [
+        "id", "platform", "chip", "products", "ahead_of_time", "ram_bytes", "app_memory_limit_bytes",
+        "increased_memory_limit_bytes", "entitlements", "ane_region_budget_bytes", "page_size",
+    ]
+    /// The largest byte count a table may give (1 PiB): far above any device, and far enough
+    /// below `Int.max` that the sums and page roundings of a plan cannot overflow.
+    static let largestBytes = 1 << 50
+    /// The largest page size (1 GiB, the largest huge page of any platform).
+    static let largestPageSize = 1 << 30
+
     private static func device(
         _ entry: JSONValue, number: Int, invalid: (String) -> CompileError
     ) throws -> DeviceArchitecture {
         guard let object = entry.objectValue else { throw invalid("device \(number) is not an object") }
+        // Entries are named by number until their id is read, then by both.
+        var label = "device \(number)"
+        if let unknown = object.keys.sorted().first(where: { !entryKeys.contains($0) }) {
+            throw invalid("\(label): unknown key '\(unknown)'; expected \(entryKeys.sorted().joined(separator: ", "))")
+        }
         var estimates: [String] = []
         // A field is a plain value or {"value", "estimate", "source"}.
         func field(_ key: String) throws -> JSONValue? {
-            guard let raw = object[key] else { throw invalid("device \(number) has no '\(key)'") }
+            guard let raw = object[key] else { throw invalid("\(label) has no '\(key)'") }
             if let wrapped = raw.objectValue {
-                guard let value = wrapped["value"] else { throw invalid("device \(number): '\(key)' has no 'value'") }
+                guard let value = wrapped["value"] else { throw invalid("\(label): '\(key)' has no 'value'") }
                 if wrapped["estimate"]?.boolValue == true { estimates.append(key) }
                 return value.isNull ? nil : value
             }
@@ -215,50 +248,68 @@ public struct DeviceTable: Equatable, Sendable {
         }
         func string(_ key: String) throws -> String {
             guard let value = try field(key)?.stringValue, !value.isEmpty else {
-                throw invalid("device \(number): '\(key)' must be a non-empty string")
+                throw invalid("\(label): '\(key)' must be a non-empty string")
             }
             return value
         }
-        func positive(_ key: String) throws -> Int {
-            guard let value = try field(key)?.intValue, value > 0 else {
-                throw invalid("device \(number): '\(key)' must be a positive integer")
+        func bytes(_ value: JSONValue?, _ key: String, requirement: String = "") throws -> Int {
+            guard let bytes = value?.intValue, bytes > 0, bytes <= largestBytes else {
+                throw invalid("\(label): '\(key)' must be a positive integer of at most \(largestBytes)\(requirement)")
             }
-            return value
+            return bytes
         }
         let id = try string("id")
         guard id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
-            throw invalid("device \(number): id '\(id)' must be letters, digits, '-' or '_'")
+            throw invalid("\(label): id '\(id)' must be letters, digits, '-' or '_'")
         }
+        label = "device \(number) ('\(id)')"
         let platformName = try string("platform")
         guard let platform = DevicePlatform(rawValue: platformName) else {
             throw invalid(
-                "device \(number): platform '\(platformName)'; expected one of: "
+                "\(label): platform '\(platformName)'; expected one of: "
                     + DevicePlatform.allCases.map(\.rawValue).joined(separator: ", "))
         }
         let chip = try string("chip")
         guard let products = object["products"]?.arrayValue?.compactMap(\.stringValue), !products.isEmpty else {
-            throw invalid("device \(number): 'products' must be a non-empty list of names")
+            throw invalid("\(label): 'products' must be a non-empty list of names")
         }
         guard let aheadOfTime = try field("ahead_of_time")?.boolValue else {
-            throw invalid("device \(number): 'ahead_of_time' must be true or false")
+            throw invalid("\(label): 'ahead_of_time' must be true or false")
         }
-        let ram = try positive("ram_bytes")
-        let limit = try positive("app_memory_limit_bytes")
+        let ram = try bytes(try field("ram_bytes"), "ram_bytes")
+        let limit = try bytes(try field("app_memory_limit_bytes"), "app_memory_limit_bytes")
+        // One app cannot be allowed more than the device has.
+        guard limit <= ram else {
+            throw invalid("\(label): 'app_memory_limit_bytes' (\(limit)) is more than 'ram_bytes' (\(ram))")
+        }
         var increased: Int?
         if let value = try field("increased_memory_limit_bytes") {
-            guard let bytes = value.intValue, bytes >= limit else {
+            let raised = try bytes(
+                value, "increased_memory_limit_bytes", requirement: ", or null, and at least the default limit")
+            guard raised >= limit else {
                 throw invalid(
-                    "device \(number): 'increased_memory_limit_bytes' must be null or at least the default limit")
+                    "\(label): 'increased_memory_limit_bytes' must be null or at least the default limit")
             }
-            increased = bytes
+            guard raised <= ram else {
+                throw invalid(
+                    "\(label): 'increased_memory_limit_bytes' (\(raised)) is more than 'ram_bytes' (\(ram))")
+            }
+            increased = raised
         }
         guard let entitlements = object["entitlements"]?.arrayValue?.compactMap(\.stringValue) else {
-            throw invalid("device \(number): 'entitlements' must be a list of names")
+            throw invalid("\(label): 'entitlements' must be a list of names")
         }
-        let budget = try positive("ane_region_budget_bytes")
-        let page = try positive("page_size")
-        guard page & (page - 1) == 0, page >= 4096 else {
-            throw invalid("device \(number): 'page_size' must be a power of two of at least 4096")
+        // A verdict of needs-entitlement must say what to add.
+        guard increased == nil || !entitlements.isEmpty else {
+            throw invalid(
+                "\(label): 'entitlements' is empty, but 'increased_memory_limit_bytes' says an entitlement raises the "
+                    + "limit: name it (com.apple.developer.kernel.increased-memory-limit), or make the limit null")
+        }
+        let budget = try bytes(try field("ane_region_budget_bytes"), "ane_region_budget_bytes")
+        let pageValue = try field("page_size")
+        guard let page = pageValue?.intValue, page >= 4096, page <= largestPageSize, page & (page - 1) == 0 else {
+            throw invalid(
+                "\(label): 'page_size' must be a power of two of at least 4096 and at most \(largestPageSize)")
         }
         return DeviceArchitecture(
             id: id, platform: platform, chip: chip, products: products, aheadOfTime: aheadOfTime, ramBytes: ram,

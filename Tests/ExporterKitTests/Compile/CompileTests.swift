@@ -472,7 +472,9 @@ struct CompileTests {
             ).write(to: extra)
             #expect(
                 throws: CompileError.invalidDeviceTable(
-                    path: extra.path, reason: "device 1: 'page_size' must be a power of two of at least 4096")
+                    path: extra.path,
+                    reason:
+                        "device 1 ('h99p'): 'page_size' must be a power of two of at least 4096 and at most 1073741824")
             ) { try DeviceTable(contentsOf: extra) }
         }
         try Data(#"{"schema": "exporter.devices/2", "devices": []}"#.utf8).write(to: extra)
@@ -481,7 +483,7 @@ struct CompileTests {
                 path: extra.path, found: "exporter.devices/2", supported: "exporter.devices/1")
         ) { try DeviceTable(contentsOf: extra) }
         try Data(#"{"schema": "exporter.devices/1", "devices": [{"id": "x"}]}"#.utf8).write(to: extra)
-        #expect(throws: CompileError.invalidDeviceTable(path: extra.path, reason: "device 1 has no 'platform'")) {
+        #expect(throws: CompileError.invalidDeviceTable(path: extra.path, reason: "device 1 ('x') has no 'platform'")) {
             try DeviceTable(contentsOf: extra)
         }
     }
@@ -494,7 +496,7 @@ struct CompileTests {
                 (#"{"schema": "exporter.devices/1", "devices": [{"id": "h99p", "platform": "iOS", "chip": "A99", "#
                     + #""products": ["iPhone 99"], "ahead_of_time": true, "ram_bytes": 8589934592, "#
                     + #""app_memory_limit_bytes": 4000000000, "increased_memory_limit_bytes": \#(increased), "#
-                    + #""entitlements": [], "ane_region_budget_bytes": 1073741824, "page_size": \#(page)}]}"#).utf8
+                    + #""entitlements": ["e"], "ane_region_budget_bytes": 1073741824, "page_size": \#(page)}]}"#).utf8
             ).write(to: file)
         }
         try write(page: 4096, increased: 4_000_000_000)
@@ -506,8 +508,73 @@ struct CompileTests {
         #expect(
             throws: CompileError.invalidDeviceTable(
                 path: file.path,
-                reason: "device 1: 'increased_memory_limit_bytes' must be null or at least the default limit")
+                reason: "device 1 ('h99p'): 'increased_memory_limit_bytes' must be null or at least the default limit")
         ) { try DeviceTable(contentsOf: file) }
+        // The largest page (1 GiB) loads; one beyond it is refused, not left to overflow a plan.
+        try write(page: 1 << 30, increased: 4_000_000_000)
+        #expect(try DeviceTable(contentsOf: file).devices.first?.pageSize == 1 << 30)
+    }
+
+    @Test("a device table entry that contradicts itself, or that a plan's arithmetic cannot take, is refused by id")
+    func deviceTableContradictions() throws {
+        let file = try Fixtures.temporaryDirectory().appendingPathComponent("mine.json")
+        func refusal(_ replacements: [String: String]) throws -> String? {
+            var fields: [(String, String)] = [
+                ("id", #""h99p""#), ("platform", #""iOS""#), ("chip", #""A99""#), ("products", #"["iPhone 99"]"#),
+                ("ahead_of_time", "true"), ("ram_bytes", "8589934592"), ("app_memory_limit_bytes", "4000000000"),
+                ("increased_memory_limit_bytes", "6000000000"), ("entitlements", #"["e"]"#),
+                ("ane_region_budget_bytes", "1073741824"), ("page_size", "16384"),
+            ]
+            for (key, value) in replacements {
+                if let index = fields.firstIndex(where: { $0.0 == key }) {
+                    fields[index].1 = value
+                } else {
+                    fields.append((key, value))
+                }
+            }
+            let entry = fields.map { "\"\($0.0)\": \($0.1)" }.joined(separator: ", ")
+            try Data(#"{"schema": "exporter.devices/1", "devices": [{\#(entry)}]}"#.utf8).write(to: file)
+            do { _ = try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory, extra: file) } catch let
+                error as CompileError
+            {
+                guard case .invalidDeviceTable(let path, let reason) = error, path == file.path else { throw error }
+                #expect(error.exitStatus == .badInput)
+                return reason
+            }
+            return nil
+        }
+        #expect(try refusal([:]) == nil)
+        #expect(
+            try refusal(["page_size": "1152921504606846976"])
+                == "device 1 ('h99p'): 'page_size' must be a power of two of at least 4096 and at most 1073741824")
+        #expect(
+            try refusal(["page_size": "-9223372036854775808"])?.hasSuffix(
+                "'page_size' must be a power of two of at least 4096 and at most 1073741824") == true)
+        #expect(
+            try refusal(["ram_bytes": "1125899906842625"])
+                == "device 1 ('h99p'): 'ram_bytes' must be a positive integer of at most 1125899906842624")
+        #expect(try refusal(["ram_bytes": "1125899906842624", "ane_region_budget_bytes": "1125899906842624"]) == nil)
+        #expect(
+            try refusal(["app_memory_limit_bytes": "9000000000", "increased_memory_limit_bytes": "null"])
+                == "device 1 ('h99p'): 'app_memory_limit_bytes' (9000000000) is more than 'ram_bytes' (8589934592)")
+        #expect(
+            try refusal(["increased_memory_limit_bytes": "8589934593"])
+                == "device 1 ('h99p'): 'increased_memory_limit_bytes' (8589934593) is more than 'ram_bytes' (8589934592)"
+        )
+        #expect(
+            try refusal(["entitlements": "[]"])
+                == "device 1 ('h99p'): 'entitlements' is empty, but 'increased_memory_limit_bytes' says an entitlement "
+                + "raises the limit: name it (com.apple.developer.kernel.increased-memory-limit), or make the limit null"
+        )
+        #expect(try refusal(["entitlements": "[]", "increased_memory_limit_bytes": "null"]) == nil)
+        #expect(try refusal(["ram": "1"])?.hasPrefix("device 1: unknown key 'ram'; expected ahead_of_time, ") == true)
+        // A shipped chip offered no ahead-of-time compilation stays so; its numbers may change.
+        #expect(
+            try refusal(["id": #""H15P""#, "chip": #""A16 Bionic""#])
+                == "device 1 ('H15P'): 'ahead_of_time' cannot be true for the A16 Bionic, which is not offered "
+                + "ahead-of-time compilation (iPhone and iPad need an A17 Pro or later); an entry replacing a shipped "
+                + "one may change its numbers, not that")
+        #expect(try refusal(["id": #""h15p""#, "ahead_of_time": "false"]) == nil)
     }
 
     @Test(
