@@ -54,6 +54,22 @@ struct CommandLineTests {
         let run = runExporter(["plan", "Qwen/Qwen3-4B", "--json"])
         #expect(run.status == 0)
         #expect(try manifest(run)["kv_cache"]?.objectValue?["bytes"]?.intValue == 603_979_776)
+        // The brief's 4B on an iPhone 16: what to add, and what runs slowly, said after the table and in the manifest.
+        let entitlement =
+            "warning: h17p (iOS): 3536928768 bytes exceed the app memory limit of 3000000000; add the entitlements "
+            + "com.apple.developer.kernel.increased-memory-limit, com.apple.developer.kernel.extended-virtual-addressing, "
+            + "or the app is killed at load"
+        let slow =
+            "warning: h17p (iOS): regions 0, 19 of 20 are over the Neural Engine budget of 268435456 bytes; they will "
+            + "run on a slower compute unit, and generation can be many times slower"
+        let text = runExporter(["plan", "Qwen/Qwen3-4B"]).output
+        #expect(text.contains("\n" + entitlement + "\n" + slow + "\n"), "\(text)")
+        let table = try #require(text.range(of: "  h14g visionOS"))
+        #expect(try #require(text.range(of: entitlement)).lowerBound > table.upperBound)
+        let warnings = try manifest(run)["warnings"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(warnings.contains(String(entitlement.dropFirst("warning: ".count))))
+        #expect(warnings.contains(String(slow.dropFirst("warning: ".count))))
+        #expect(!warnings.contains { $0.hasPrefix("h14g") })
     }
 
     @Test("--dry-run prints the same plan as 'plan'")

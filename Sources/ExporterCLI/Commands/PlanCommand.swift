@@ -44,13 +44,15 @@ enum PlanCommand {
         let warnings =
             checkpoint.warnings + (tokenizer.map { ExportRunner.tokenizerWarnings(plan, tokenizer: $0) } ?? [])
         let calibration = checked.calibrationTokens.map(Manifest.CalibrationRecord.init(tokens:))
+        // Said after the verdict table, in the manifest's warnings with the rest.
+        let verdictWarnings = verdicts.flatMap(\.warnings)
         let json = arguments.flag("json")
         let listTensors = arguments.flag("tensors")
         if json {
             var manifest = Manifest(plan: plan)
             manifest.verdicts = verdicts
             manifest.conversion = conversion
-            manifest.warnings += warnings
+            manifest.warnings += warnings + verdictWarnings
             manifest.compression.calibration = calibration
             context.writeOutput(String(decoding: try manifest.canonicalJSON(), as: UTF8.self))
         } else {
@@ -58,7 +60,7 @@ enum PlanCommand {
                 lines: PlanPrinter.lines(
                     plan, conversion: conversion, listTensors: listTensors, warnings: warnings, calibration: calibration
                 ))
-            context.print(lines: VerdictPrinter.planLines(verdicts))
+            context.print(lines: VerdictPrinter.planLines(verdicts) + verdictWarnings.map { "warning: \($0)" })
         }
         // What the export would refuse for this machine's memory or disk (71), once the plan has
         // shown the figures.

@@ -60,7 +60,7 @@ enum InspectPrinter {
                     + ": \(tokenizer.defaultResponseTokens) response tokens",
             ])
         } else {
-            facts.append(["tokenizer", "none in the artifact"])
+            facts.append(["tokenizer", m.kind == "plan" ? "not recorded in a plan" : "none in the artifact"])
         }
         if let compiled = m.compiled, let memory = facts.firstIndex(where: { $0[0] == "memory" }) {
             facts.insert(
@@ -95,7 +95,8 @@ enum InspectPrinter {
         lines.append("")
         if let verdicts = summary.deviceVerdicts, !verdicts.isEmpty {
             lines += Format.table(
-                [["device", "verdict", "detail"]] + verdicts.map { [$0.device, $0.verdict, $0.detail ?? ""] },
+                [["device", "verdict", "detail"]]
+                    + verdicts.map { ["\($0.device) \($0.platform)", $0.verdict, $0.detail ?? ""] },
                 indent: "  ")
         } else {
             lines.append("  no device verdicts (compile with 'exporter compile')")

@@ -226,14 +226,9 @@ public struct CompilePlan: Sendable {
     /// The verdict: memory against the device's limits, regions against its Neural Engine budget.
     public var verdict: Manifest.Verdict {
         let total = memory.totalBytes
-        let memoryVerdict: MemoryVerdict
-        if total <= device.appMemoryLimitBytes {
-            memoryVerdict = .fits
-        } else if let increased = device.increasedMemoryLimitBytes, total <= increased {
-            memoryVerdict = .needsEntitlement
-        } else {
-            memoryVerdict = .doesNotFit
-        }
+        let memoryVerdict = MemoryVerdict(
+            totalBytes: total, appMemoryLimitBytes: device.appMemoryLimitBytes,
+            increasedMemoryLimitBytes: device.increasedMemoryLimitBytes)
         let over = regionsOverBudget.map(\.index)
         return Manifest.Verdict(
             architecture: device.id, platform: device.platform.rawValue, chip: device.chip, memory: memoryVerdict,

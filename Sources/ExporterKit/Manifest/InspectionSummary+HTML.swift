@@ -46,7 +46,7 @@ extension InspectionSummary {
                         + ", default \(tokenizer.defaultResponseTokens) response tokens"
                 ))
         } else {
-            facts.append(("tokenizer", "none in the artifact"))
+            facts.append(("tokenizer", m.kind == "plan" ? "not recorded in a plan" : "none in the artifact"))
         }
         body += "<table class=\"facts\">\n"
         for (key, value) in facts { body += "<tr><th>\(escape(key))</th><td>\(escape(value))</td></tr>\n" }
@@ -110,7 +110,7 @@ extension InspectionSummary {
             for verdict in verdicts {
                 let fits = verdict.verdict.lowercased() == "fits"
                 body +=
-                    "<tr><td>\(escape(verdict.device))</td><td class=\"\(fits ? "ok" : "bad")\">\(escape(verdict.verdict))</td>"
+                    "<tr><td>\(escape(verdict.device)) \(escape(verdict.platform))</td><td class=\"\(fits ? "ok" : "bad")\">\(escape(verdict.verdict))</td>"
                     + "<td>\(escape(verdict.detail ?? ""))</td></tr>\n"
             }
             body += "</table>\n"

@@ -51,6 +51,8 @@ public struct InspectionSummary: Sendable {
     public struct DeviceVerdict: Equatable, Sendable {
         /// The device or its architecture (`h17p`).
         public let device: String
+        /// Its platform: one id (`h14g`) names both a Mac and Apple Vision Pro.
+        public let platform: String
         /// The verdict as recorded (`fits`, `tight`, `does not fit`…).
         public let verdict: String
         /// Why, when recorded.
@@ -158,7 +160,9 @@ public struct InspectionSummary: Sendable {
                 detail +=
                     "; ANE regions \(verdict.regionsOverBudget.map(String.init).joined(separator: ", ")) over budget"
             }
-            return DeviceVerdict(device: verdict.architecture, verdict: verdict.memory.rawValue, detail: detail)
+            return DeviceVerdict(
+                device: verdict.architecture, platform: verdict.platform, verdict: verdict.memory.rawValue,
+                detail: detail)
         }
     }
 }
@@ -227,7 +231,8 @@ extension InspectionSummary {
                     verdicts.map {
                         .object(
                             JSONObject([
-                                ("device", .string($0.device)), ("verdict", .string($0.verdict)),
+                                ("device", .string($0.device)), ("platform", .string($0.platform)),
+                                ("verdict", .string($0.verdict)),
                                 ("detail", string($0.detail)),
                             ]))
                     })

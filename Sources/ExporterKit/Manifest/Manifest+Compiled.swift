@@ -6,6 +6,17 @@ public enum MemoryVerdict: String, Codable, Equatable, Sendable {
     case needsEntitlement = "needs-entitlement"
     /// Over every limit the device has.
     case doesNotFit = "does-not-fit"
+
+    /// The verdict on `totalBytes` against a default limit and the raised one, if any: each limit inclusive.
+    public init(totalBytes: Int, appMemoryLimitBytes: Int, increasedMemoryLimitBytes: Int?) {
+        if totalBytes <= appMemoryLimitBytes {
+            self = .fits
+        } else if let increased = increasedMemoryLimitBytes, totalBytes <= increased {
+            self = .needsEntitlement
+        } else {
+            self = .doesNotFit
+        }
+    }
 }
 
 /// Whether every region fits the Neural Engine's compile budget.
@@ -176,5 +187,62 @@ extension Manifest {
             case name, bytes
             case manifestCRC32 = "manifest_crc32"
         }
+    }
+}
+
+extension Manifest.Verdict {
+    /// What the verdict's own figures contradict in it, if anything: its words must follow from
+    /// its numbers, whatever the device table behind them said.
+    public var contradiction: String? {
+        let expected = MemoryVerdict(
+            totalBytes: totalBytes, appMemoryLimitBytes: appMemoryLimitBytes,
+            increasedMemoryLimitBytes: increasedMemoryLimitBytes)
+        if memory != expected {
+            let raised = increasedMemoryLimitBytes.map { " and \($0) with the entitlements" } ?? ""
+            return
+                "memory is \(memory.rawValue), but \(totalBytes) bytes against limits of \(appMemoryLimitBytes)\(raised) "
+                + "is \(expected.rawValue)"
+        }
+        if (memory == .needsEntitlement) == entitlements.isEmpty {
+            return memory == .needsEntitlement
+                ? "memory is needs-entitlement, but entitlements names none to add"
+                : "entitlements lists what to add, but memory is \(memory.rawValue)"
+        }
+        guard regionsOverBudget == Array(Set(regionsOverBudget)).sorted(),
+            regionsOverBudget.allSatisfy({ (0..<regions).contains($0) })
+        else {
+            return "regions_over_budget must list distinct region indices below regions (\(regions)), in order"
+        }
+        if (neuralEngine == .regionsOverBudget) == regionsOverBudget.isEmpty {
+            return
+                "neural_engine is \(neuralEngine.rawValue), but regions_over_budget lists \(regionsOverBudget.count) regions"
+        }
+        return nil
+    }
+
+    /// What a plan tells the user of this verdict: the entitlements to add, a model that cannot
+    /// load, regions that will not run on the Neural Engine. A compiled artifact says the same of
+    /// its regions with their footprints.
+    public var warnings: [String] {
+        let device = "\(architecture) (\(platform))"
+        var warnings: [String] = []
+        switch memory {
+        case .fits: break
+        case .needsEntitlement:
+            warnings.append(
+                "\(device): \(totalBytes) bytes exceed the app memory limit of \(appMemoryLimitBytes); add the "
+                    + "entitlements \(entitlements.joined(separator: ", ")), or the app is killed at load")
+        case .doesNotFit:
+            warnings.append(
+                "\(device): \(totalBytes) bytes exceed the app memory limit of \(appMemoryLimitBytes) and every raised "
+                    + "limit: the app is killed at load")
+        }
+        if !regionsOverBudget.isEmpty {
+            warnings.append(
+                "\(device): regions \(regionsOverBudget.map(String.init).joined(separator: ", ")) of \(regions) are over the "
+                    + "Neural Engine budget of \(regionBudgetBytes) bytes; they will run on a slower compute unit, and "
+                    + "generation can be many times slower")
+        }
+        return warnings
     }
 }

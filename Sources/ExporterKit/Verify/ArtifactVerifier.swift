@@ -239,6 +239,13 @@ public enum ArtifactVerifier {
             for (concerned, problem) in ArtifactVerifier.implicationProblems(manifest, subject: "'\(subject)'") {
                 fail(concerned, problem)
             }
+            // The device table behind a plan's verdict is not here, but its words must follow from
+            // its numbers (a compiled artifact's verdict is planned again in full).
+            for verdict in manifest.verdicts {
+                if let contradiction = verdict.contradiction {
+                    failFile(subject, "the verdict of \(verdict.architecture) (\(verdict.platform)): \(contradiction)")
+                }
+            }
             guard manifest.kind != "plan" else { return }
             for (concerned, problem) in ArtifactVerifier.tokenizerProblems(
                 manifest, folder: artifact.folder, subject: "'\(subject)'")

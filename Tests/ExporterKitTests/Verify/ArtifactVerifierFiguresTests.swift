@@ -109,6 +109,76 @@ struct ArtifactVerifierFiguresTests {
             ])
     }
 
+    @Test("a plan's verdict whose words contradict its own numbers is refused; its warnings say what to do")
+    func planVerdicts() throws {
+        let plan = try Fixtures.plan(try Fixtures.syntheticCheckpoint(modelType: "qwen3"))
+        let file = try Fixtures.temporaryDirectory().appendingPathComponent("plan.json")
+        let fitting = Manifest.Verdict(
+            architecture: "h99p", platform: "iOS", chip: "A99", memory: .needsEntitlement, totalBytes: 3_000,
+            appMemoryLimitBytes: 2_000, increasedMemoryLimitBytes: 3_000, entitlements: ["e1", "e2"],
+            neuralEngine: .regionsOverBudget, regionBudgetBytes: 500, regions: 4, regionsOverBudget: [0, 3])
+        func failures(_ change: (inout Manifest.Verdict) -> Void) throws -> [String] {
+            var manifest = Manifest(plan: plan)
+            var verdict = fitting
+            change(&verdict)
+            manifest.verdicts = [verdict]
+            try Data(try manifest.canonicalJSON()).write(to: file)
+            return ArtifactVerifier.verify(try LoadedArtifact(url: file)).failures.map(\.description)
+        }
+        #expect(try failures { _ in } == [])
+        let prefix = "'plan.json': the verdict of h99p (iOS): "
+        #expect(
+            try failures { $0.memory = .fits } == [
+                prefix + "memory is fits, but 3000 bytes against limits of 2000 and 3000 with the entitlements is "
+                    + "needs-entitlement"
+            ])
+        #expect(
+            try failures { $0.totalBytes = 3_001 } == [
+                prefix + "memory is needs-entitlement, but 3001 bytes against limits of 2000 and 3000 with the "
+                    + "entitlements is does-not-fit"
+            ])
+        #expect(
+            try failures { $0.entitlements = [] } == [
+                prefix + "memory is needs-entitlement, but entitlements names none to add"
+            ])
+        #expect(
+            try failures {
+                $0.totalBytes = 2_000
+                $0.memory = .fits
+            } == [prefix + "entitlements lists what to add, but memory is fits"])
+        #expect(
+            try failures { $0.regionsOverBudget = [3, 0] } == [
+                prefix + "regions_over_budget must list distinct region indices below regions (4), in order"
+            ])
+        #expect(
+            try failures { $0.regionsOverBudget = [0, 4] } == [
+                prefix + "regions_over_budget must list distinct region indices below regions (4), in order"
+            ])
+        #expect(
+            try failures { $0.neuralEngine = .allRegionsWithinBudget } == [
+                prefix + "neural_engine is all-regions-within-budget, but regions_over_budget lists 2 regions"
+            ])
+        #expect(
+            fitting.warnings == [
+                "h99p (iOS): 3000 bytes exceed the app memory limit of 2000; add the entitlements e1, e2, or the app "
+                    + "is killed at load",
+                "h99p (iOS): regions 0, 3 of 4 are over the Neural Engine budget of 500 bytes; they will run on a "
+                    + "slower compute unit, and generation can be many times slower",
+            ])
+        var lost = fitting
+        lost.memory = .doesNotFit
+        lost.totalBytes = 3_001
+        lost.entitlements = []
+        lost.regionsOverBudget = []
+        lost.neuralEngine = .allRegionsWithinBudget
+        #expect(
+            lost.warnings == [
+                "h99p (iOS): 3001 bytes exceed the app memory limit of 2000 and every raised limit: the app is killed "
+                    + "at load"
+            ])
+        #expect(lost.contradiction == nil)
+    }
+
     @Test("the platform against the iOS embedding's int8 and rules; experimental against the preset")
     func implications() throws {
         let artifact = try bundle()
