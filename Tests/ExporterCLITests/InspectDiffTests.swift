@@ -240,6 +240,22 @@ struct InspectDiffTests {
         let json = runExporter(["diff", small.path, large.path, "--json", "--max-size-growth", "10"])
         let root = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
         #expect(root["regressions"]?.arrayValue?.count == 1)
+        // Bits per weight read as every other view prints them: two decimals in text, the figure in JSON.
+        let manifestA = try TinyArtifacts.manifestOf(small)
+        let bits = try #require(
+            root["quantities"]?.arrayValue?.first { $0.objectValue?["field"]?.stringValue == "bits per weight" })
+        #expect(bits.objectValue?["a"]?.doubleValue == manifestA.sizes.bitsPerWeight)
+        #expect(json.output.contains("\"a\" : \(manifestA.sizes.bitsPerWeight),"))
+        #expect(
+            plain.output.contains("  bits/w: norm           16.00      16.00                   =\n"), "\(plain.output)")
+        // Memory grows with the 8-bit weights; the verdicts stay "fits" (a bundle has none anyway).
+        let memory = runExporter([
+            "diff", small.path, large.path, "--max-memory-growth", "1", "--no-verdict-regression",
+        ])
+        #expect(memory.status == 1)
+        #expect(memory.error.hasPrefix("Error: memory grew by "), "\(memory.error)")
+        #expect(memory.error.hasSuffix("bytes), more than --max-memory-growth 1%\n"))
+        #expect(runExporter(["diff", small.path, large.path, "--no-verdict-regression"]).status == 0)
         #expect(runExporter(["diff", small.path, large.path, "--max-size-growth", "ten"]).status == 64)
     }
 }

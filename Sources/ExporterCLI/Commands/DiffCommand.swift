@@ -8,8 +8,9 @@ enum DiffCommand {
         name: "diff",
         abstract: "Compare two artifacts or manifests; with thresholds, fail on a regression.",
         discussion: "Shows sizes in all and per group, bits per weight, context, KV cache, memory, device verdicts and "
-            + "every tensor whose storage or SQNR changed. With --max-size-growth or --min-sqnr-drop, exits 1 when "
-            + "<b> regresses from <a> beyond them, so it can gate a release in CI.",
+            + "every tensor whose storage or SQNR changed. With --max-size-growth, --max-memory-growth, --min-sqnr-drop "
+            + "or --no-verdict-regression, exits 1 when <b> regresses from <a> beyond them, so it can gate a release in "
+            + "CI.",
         arguments: [
             .positional("a", help: "The earlier artifact folder or manifest.json."),
             .positional("b", help: "The later artifact folder or manifest.json."),
@@ -17,7 +18,14 @@ enum DiffCommand {
                 "max-size-growth", valueName: "pct",
                 help: "Fail when the size on disk grows by more than this percentage."),
             .option(
+                "max-memory-growth", valueName: "pct",
+                help: "Fail when the memory a device needs (weights, KV cache, working memory) grows by more than this "
+                    + "percentage."),
+            .option(
                 "min-sqnr-drop", valueName: "dB", help: "Fail when a tensor's SQNR falls by more than this many dB."),
+            .flag(
+                "no-verdict-regression",
+                help: "Fail when a device's memory verdict gets worse (fits → needs-entitlement → does-not-fit)."),
             .option("tensors", valueName: "n", defaultValue: "20", help: "How many changed tensors to list."),
             .flag("json", help: "Print the differences as JSON."),
         ])
@@ -25,8 +33,11 @@ enum DiffCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let first = arguments.positional(0) else { throw UsageError.missingArgument("a") }
         guard let second = arguments.positional(1) else { throw UsageError.missingArgument("b") }
-        let maxGrowth = try arguments.number("max-size-growth", minimum: 0)
-        let maxDrop = try arguments.number("min-sqnr-drop", minimum: 0)
+        let gate = ManifestDiff.ReleaseGate(
+            maxSizeGrowthPercent: try arguments.number("max-size-growth", minimum: 0),
+            maxMemoryGrowthPercent: try arguments.number("max-memory-growth", minimum: 0),
+            maxSQNRDrop: try arguments.number("min-sqnr-drop", minimum: 0),
+            verdictsMustHold: arguments.flag("no-verdict-regression"))
         let listed = try arguments.int("tensors", range: 0...) ?? 20
         func load(_ path: String) throws -> LoadedArtifact {
             guard !MLPackageViews.isPackage(path) else {
@@ -38,20 +49,20 @@ enum DiffCommand {
                 url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
         }
         let diff = ManifestDiff(before: try load(first), after: try load(second))
-        let regressions = diff.regressions(maxSizeGrowthPercent: maxGrowth, maxSQNRDrop: maxDrop)
+        let regressions = diff.regressions(gate)
         if arguments.flag("json") {
             context.writeOutput(JSONWriter.string(json(diff, regressions: regressions)))
         } else {
-            let gated = maxGrowth != nil || maxDrop != nil
-            context.print(lines: lines(diff, listed: listed, gated: gated, passed: regressions.isEmpty))
+            context.print(lines: lines(diff, listed: listed, gated: !gate.isEmpty, passed: regressions.isEmpty))
         }
         for regression in regressions { context.printError("Error: \(regression)") }
         return regressions.isEmpty ? .success : .verificationFailed
     }
 
-    static func text(_ value: Double?, bytes: Bool) -> String {
+    static func text(_ value: Double?, of quantity: ManifestDiff.Quantity) -> String {
         guard let value else { return "—" }
-        if bytes, abs(value) < 9e18 { return Format.grouped(Int(value)) }
+        if quantity.isRatio { return Format.decimal(value) }
+        if quantity.isBytes, abs(value) < 9e18 { return Format.grouped(Int(value)) }
         return value == value.rounded() && abs(value) < 1e15 ? Format.grouped(Int(value)) : Format.decimal(value)
     }
 
@@ -59,7 +70,7 @@ enum DiffCommand {
         guard quantity.changed else { return "=" }
         guard let delta = quantity.delta else { return "" }
         let sign = delta > 0 ? "+" : ""
-        var result = sign + text(delta, bytes: quantity.isBytes)
+        var result = sign + text(delta, of: quantity)
         if let percent = quantity.percent { result += " (\(sign)\(Format.decimal(percent))%)" }
         return result
     }
@@ -69,7 +80,7 @@ enum DiffCommand {
         lines += Format.table(
             [["", "a", "b", "change"]]
                 + diff.quantities.map {
-                    [$0.field, text($0.before, bytes: $0.isBytes), text($0.after, bytes: $0.isBytes), change($0)]
+                    [$0.field, text($0.before, of: $0), text($0.after, of: $0), change($0)]
                 },
             rightAligned: [1, 2, 3], indent: "  ")
         if !diff.textChanges.isEmpty {
@@ -104,8 +115,8 @@ enum DiffCommand {
     static func json(_ diff: ManifestDiff, regressions: [String]) -> JSONValue {
         func number(_ value: Double?) -> JSONValue {
             guard let value, value.isFinite else { return .null }
-            return .number(
-                value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(format: "%.4f", value))
+            // A whole number as one; any other in the shortest form that reads back as the same double.
+            return .number(value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : "\(value)")
         }
         func sqnr(_ value: Double?) -> JSONValue {
             guard let value else { return .null }

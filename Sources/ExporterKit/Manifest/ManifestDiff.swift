@@ -14,6 +14,8 @@ public struct ManifestDiff: Sendable {
         public let after: Double?
         /// Whether the quantity counts bytes (printed as sizes).
         public let isBytes: Bool
+        /// Whether it is a ratio printed with two decimals (bits per weight), not a count.
+        public var isRatio: Bool = false
 
         /// `after − before`, when both exist.
         public var delta: Double? { before.flatMap { b in after.map { $0 - b } } }
@@ -74,6 +76,36 @@ public struct ManifestDiff: Sendable {
     public let textChanges: [TextChange]
     /// Tensors that changed, in the order of the later manifest (removed ones last).
     public let tensorChanges: [TensorChange]
+    /// Devices (`h17p iOS`) whose memory verdict is worse in the later manifest, in order.
+    public let verdictsWorsened: [(device: String, before: MemoryVerdict, after: MemoryVerdict)]
+
+    /// The thresholds of a release gate; nil (or false) checks nothing.
+    public struct ReleaseGate: Sendable {
+        /// `--max-size-growth`: percent the size on disk may grow by.
+        public var maxSizeGrowthPercent: Double?
+        /// `--max-memory-growth`: percent the memory a device needs may grow by.
+        public var maxMemoryGrowthPercent: Double?
+        /// `--min-sqnr-drop`: dB any tensor's SQNR may fall by.
+        public var maxSQNRDrop: Double?
+        /// `--no-verdict-regression`: no device's memory verdict may get worse.
+        public var verdictsMustHold: Bool
+
+        /// A gate of these thresholds.
+        public init(
+            maxSizeGrowthPercent: Double? = nil, maxMemoryGrowthPercent: Double? = nil, maxSQNRDrop: Double? = nil,
+            verdictsMustHold: Bool = false
+        ) {
+            self.maxSizeGrowthPercent = maxSizeGrowthPercent
+            self.maxMemoryGrowthPercent = maxMemoryGrowthPercent
+            self.maxSQNRDrop = maxSQNRDrop
+            self.verdictsMustHold = verdictsMustHold
+        }
+
+        /// Whether it checks anything.
+        public var isEmpty: Bool {
+            maxSizeGrowthPercent == nil && maxMemoryGrowthPercent == nil && maxSQNRDrop == nil && !verdictsMustHold
+        }
+    }
 
     /// Growth of the size on disk in percent (negative: smaller); nil when the earlier size is 0.
     public var sizeGrowthPercent: Double? { quantities.first { $0.field == "size on disk" }?.percent }
@@ -99,8 +131,8 @@ public struct ManifestDiff: Sendable {
         add("size on disk", a.sizeOnDisk, b.sizeOnDisk, bytes: true)
         quantities.append(
             Quantity(
-                field: "bits per weight", before: ma.sizes.bitsPerWeight, after: mb.sizes.bitsPerWeight, isBytes: false)
-        )
+                field: "bits per weight", before: ma.sizes.bitsPerWeight, after: mb.sizes.bitsPerWeight, isBytes: false,
+                isRatio: true))
         add("parameters", ma.parameters, mb.parameters, bytes: false)
         add("context length", ma.contextLength, mb.contextLength, bytes: false)
         add("KV cache", ma.kvCache.bytes, mb.kvCache.bytes, bytes: true)
@@ -114,7 +146,9 @@ public struct ManifestDiff: Sendable {
             guard x != nil || y != nil else { continue }
             add("bytes: \(role)", x?.bytes, y?.bytes, bytes: true)
             quantities.append(
-                Quantity(field: "bits/w: \(role)", before: x?.bitsPerWeight, after: y?.bitsPerWeight, isBytes: false))
+                Quantity(
+                    field: "bits/w: \(role)", before: x?.bitsPerWeight, after: y?.bitsPerWeight, isBytes: false,
+                    isRatio: true))
         }
         self.quantities = quantities
 
@@ -130,14 +164,20 @@ public struct ManifestDiff: Sendable {
         text("precision", ma.computePrecision, mb.computePrecision)
         text("compression", ma.compression.config, mb.compression.config)
         text("kind", ma.kind, mb.kind)
-        let devicesA = Dictionary(
-            (a.deviceVerdicts ?? []).map { ($0.device, $0.verdict) }, uniquingKeysWith: { x, _ in x })
-        let devicesB = Dictionary(
-            (b.deviceVerdicts ?? []).map { ($0.device, $0.verdict) }, uniquingKeysWith: { x, _ in x })
+        // By id and platform: `h14g` names both a Mac and Apple Vision Pro.
+        let devicesA = ManifestDiff.verdictsByDevice(a)
+        let devicesB = ManifestDiff.verdictsByDevice(b)
         for device in Set(devicesA.keys).union(devicesB.keys).sorted() {
             text("verdict: \(device)", devicesA[device], devicesB[device])
         }
         textChanges = texts
+        verdictsWorsened = devicesA.keys.sorted().compactMap { device in
+            guard let before = devicesA[device].flatMap(MemoryVerdict.init(rawValue:)),
+                let after = devicesB[device].flatMap(MemoryVerdict.init(rawValue:)),
+                ManifestDiff.severity(after) > ManifestDiff.severity(before)
+            else { return nil }
+            return (device, before, after)
+        }
 
         let precisionA = ComputePrecision(rawValue: ma.computePrecision) ?? .float16
         let precisionB = ComputePrecision(rawValue: mb.computePrecision) ?? .float16
@@ -172,23 +212,28 @@ public struct ManifestDiff: Sendable {
         tensorChanges = changes
     }
 
-    /// The release-gate failures: the size on disk grew by more than `maxSizeGrowthPercent`,
-    /// or a tensor's SQNR fell by more than `maxSQNRDrop` dB. Empty when both hold (or are nil).
-    public func regressions(maxSizeGrowthPercent: Double?, maxSQNRDrop: Double?) -> [String] {
+    /// The release-gate failures: the size on disk or the memory grew by more than their limits,
+    /// a tensor's SQNR fell by more than its limit, a device's verdict got worse. Empty when
+    /// everything holds.
+    public func regressions(_ gate: ReleaseGate) -> [String] {
         var result: [String] = []
-        if let limit = maxSizeGrowthPercent, let size = quantities.first(where: { $0.field == "size on disk" }),
-            let before = size.before, let after = size.after
-        {
-            let growth = size.percent ?? (after > before ? Double.infinity : 0)
+        for (field, limit, option) in [
+            ("size on disk", gate.maxSizeGrowthPercent, "--max-size-growth"),
+            ("memory", gate.maxMemoryGrowthPercent, "--max-memory-growth"),
+        ] {
+            guard let limit, let quantity = quantities.first(where: { $0.field == field }),
+                let before = quantity.before, let after = quantity.after
+            else { continue }
+            let growth = quantity.percent ?? (after > before ? Double.infinity : 0)
             // Multiplied out rather than divided, so that growing by exactly the limit passes.
             let exceeds = before > 0 ? (after - before) * 100 > limit * before : after > before
             if exceeds {
                 result.append(
-                    "size on disk grew by \(ManifestDiff.percent(growth, above: limit))% (\(String(format: "%.0f", before)) → \(String(format: "%.0f", after)) bytes), "
-                        + "more than --max-size-growth \(ManifestDiff.plain(limit))%")
+                    "\(field) grew by \(ManifestDiff.percent(growth, above: limit))% (\(String(format: "%.0f", before)) → "
+                        + "\(String(format: "%.0f", after)) bytes), more than \(option) \(ManifestDiff.plain(limit))%")
             }
         }
-        if let limit = maxSQNRDrop {
+        if let limit = gate.maxSQNRDrop {
             for change in tensorChanges {
                 guard let drop = change.sqnrDrop, drop > limit else { continue }
                 result.append(
@@ -197,7 +242,29 @@ public struct ManifestDiff: Sendable {
                 )
             }
         }
+        if gate.verdictsMustHold {
+            for (device, before, after) in verdictsWorsened {
+                result.append(
+                    "verdict of \(device): \(before.rawValue) → \(after.rawValue), against --no-verdict-regression")
+            }
+        }
         return result
+    }
+
+    /// Each device verdict of a summary by `<id> <platform>`.
+    static func verdictsByDevice(_ summary: InspectionSummary) -> [String: String] {
+        Dictionary(
+            (summary.deviceVerdicts ?? []).map { ("\($0.device) \($0.platform)", $0.verdict) },
+            uniquingKeysWith: { first, _ in first })
+    }
+
+    /// How far a memory verdict is from fitting: fits, then needs-entitlement, then does-not-fit.
+    static func severity(_ verdict: MemoryVerdict) -> Int {
+        switch verdict {
+        case .fits: return 0
+        case .needsEntitlement: return 1
+        case .doesNotFit: return 2
+        }
     }
 
     /// `12.34 dB`, `exact` for infinity, `—` for unknown.

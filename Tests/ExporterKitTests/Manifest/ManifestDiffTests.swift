@@ -13,13 +13,53 @@ struct ManifestDiffTests {
             .manifest
     }
 
-    private func regressions(_ before: Manifest, _ after: Manifest, growth: Double? = nil, drop: Double? = nil)
-        -> [String]
-    {
+    private func regressions(
+        _ before: Manifest, _ after: Manifest, growth: Double? = nil, memory: Double? = nil, drop: Double? = nil,
+        verdicts: Bool = false
+    ) -> [String] {
         ManifestDiff(
             before: InspectionSummary(manifest: before), after: InspectionSummary(manifest: after), beforeName: "a",
             afterName: "b"
-        ).regressions(maxSizeGrowthPercent: growth, maxSQNRDrop: drop)
+        ).regressions(
+            ManifestDiff.ReleaseGate(
+                maxSizeGrowthPercent: growth, maxMemoryGrowthPercent: memory, maxSQNRDrop: drop,
+                verdictsMustHold: verdicts))
+    }
+
+    @Test("memory growth and a worse verdict fail their gates; one id on two platforms is two devices")
+    func memoryAndVerdictGates() throws {
+        var before = try manifest()
+        before.kind = "plan"
+        before.memory.totalBytes = 1_000
+        let verdict = Manifest.Verdict(
+            architecture: "h14g", platform: "macOS", chip: "M2", memory: .fits, totalBytes: 1_000,
+            appMemoryLimitBytes: 1_000, increasedMemoryLimitBytes: 2_000, entitlements: [],
+            neuralEngine: .allRegionsWithinBudget, regionBudgetBytes: 10, regions: 1, regionsOverBudget: [])
+        var vision = verdict
+        vision.platform = "visionOS"
+        before.verdicts = [verdict, vision]
+        var after = before
+        after.memory.totalBytes = 1_100
+        #expect(regressions(before, after, memory: 10) == [])
+        after.memory.totalBytes = 1_101
+        #expect(
+            regressions(before, after, memory: 10) == [
+                "memory grew by 10.10% (1000 → 1101 bytes), more than --max-memory-growth 10%"
+            ])
+        #expect(regressions(before, after, growth: 0) == [])
+        after.verdicts[1].memory = .needsEntitlement
+        #expect(regressions(before, after) == [])
+        #expect(
+            regressions(before, after, verdicts: true) == [
+                "verdict of h14g visionOS: fits → needs-entitlement, against --no-verdict-regression"
+            ])
+        let diff = ManifestDiff(
+            before: InspectionSummary(manifest: before), after: InspectionSummary(manifest: after), beforeName: "a",
+            afterName: "b")
+        #expect(
+            diff.textChanges == [.init(field: "verdict: h14g visionOS", before: "fits", after: "needs-entitlement")])
+        // Better is no regression.
+        #expect(regressions(after, before, verdicts: true) == [])
     }
 
     @Test(
