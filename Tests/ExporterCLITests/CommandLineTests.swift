@@ -306,9 +306,10 @@ struct CommandLineTests {
         // Before, a config passing the activation and window checks (silu written out, every layer
         // of one type) planned and exported as a Llama-like decoder.
         let message =
-            "Error: model type 'gemma3_text' is registered but graph.json cannot describe it: its gelu_pytorch_tanh "
-            + "mlp, a rotary base per layer type (rope_local_base_freq), (1 + weight) norms, embeddings scaled by "
-            + "√hidden_size and scores by query_pre_attn_scalar\n"
+            "Error: model type 'gemma3_text' is registered but graph.json cannot describe it: its MLP activated by "
+            + "hidden_activation (gelu_pytorch_tanh when absent; hidden_act is not read), a rotary base per layer type "
+            + "(rope_local_base_freq), (1 + weight) norms, embeddings scaled by √hidden_size and scores by "
+            + "query_pre_attn_scalar\n"
         for modelType in ["gemma3", "gemma3_text"] {
             let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: modelType))
             let output = try Fixtures.temporaryDirectory()

@@ -91,6 +91,18 @@ struct CompileCommandTests {
             runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p", "--overwrite"]).status
                 == 0)
         _ = try CompiledArtifactReader(url: output.appendingPathComponent("Tiny.h17p.aimodelc"))
+        // --json: each artifact's path and manifest, as an export's "compiled" list.
+        let json = runExporter([
+            "compile", bundleURL.path, "--output", output.path, "--device", "h17p", "--overwrite", "--json",
+        ])
+        #expect(json.status == 0, "\(json.error)")
+        let listed = try #require(try JSONParser.parse(Array(json.output.utf8)).arrayValue)
+        let artifact = output.appendingPathComponent("Tiny.h17p.aimodelc")
+        #expect(listed.count == 1)
+        #expect(listed.first?.objectValue?["artifact"]?.stringValue == artifact.path)
+        let written = try CompiledArtifactReader(url: artifact).manifest
+        let printed = try #require(listed.first?.objectValue?["manifest"])
+        #expect(JSONWriter.string(printed) == JSONWriter.string(try JSONParser.parse(try written.canonicalJSON())))
 
         // An interrupted compile left h16p only: refused before writing anything, with the
         // command that compiles the rest.

@@ -27,7 +27,7 @@ enum CompileCommand {
                 help: "An architecture id such as h17p; repeatable (default: every eligible one)."),
             .option("devices", valueName: "file", help: "A device table that extends Presets/devices.json."),
             .flag("overwrite", help: "Replace existing artifacts."),
-            .flag("json", help: "Print each artifact's compiled section as JSON."),
+            .flag("json", help: "Print each artifact's path and manifest as JSON (an export's 'compiled' list)."),
         ])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
@@ -55,7 +55,7 @@ enum CompileCommand {
         return .success
     }
 
-    /// Compiles and prints each artifact's summary, or their compiled sections as JSON, or
+    /// Compiles and prints each artifact's summary, or their paths and manifests as JSON, or
     /// nothing (`.none`: `exporter <model> --compile --json` prints them in its own report).
     @discardableResult
     static func compile(_ bundleURL: URL, request: CompileRequest, output: OutputStyle, context: CommandContext) throws
@@ -64,7 +64,10 @@ enum CompileCommand {
         let results = try Compiler.compile(
             bundleURL: bundleURL, request: request, progress: ProgressBar(context: context).update)
         switch output {
-        case .json: context.writeOutput(try CanonicalJSON.string(results.compactMap(\.manifest.compiled)))
+        case .json:
+            context.writeOutput(
+                try CanonicalJSON.string(
+                    results.map { ExportSummary.Report.Compiled(artifact: $0.url.path, manifest: $0.manifest) }))
         case .text: for result in results { context.print(lines: VerdictPrinter.compiledLines(result)) }
         case .none: break
         }

@@ -17,7 +17,9 @@ enum EvalCommand {
                 "against", valueName: "checkpoint", isRequired: true,
                 help: "The checkpoint the artifact was exported from: a folder, or an 'org/model' id in the local "
                     + "Hugging Face cache."),
-            .option("tokens-file", valueName: "file", help: "Token ids, separated by commas or white space."),
+            .option(
+                "tokens-file", valueName: "file",
+                help: "Token ids, separated by commas, white space or brackets (a JSON list works)."),
             .option("tokens", valueName: "ids", help: "Comma-separated token ids (instead of --tokens-file)."),
             .flag("json", help: "Print the result as JSON."),
         ])

@@ -26,7 +26,9 @@ enum VerifyCommand {
             .option("min-sqnr", valueName: "dB", help: "Fail any compressed tensor below this SQNR (needs --against)."),
             .flag("run", help: "Compare the logits of the checkpoint and the artifact (needs --against)."),
             .option("tokens", valueName: "ids", help: "Comma-separated token ids for --run (default: 8 fixed ids)."),
-            .option("tokens-file", valueName: "file", help: "Token ids for --run, separated by commas or white space."),
+            .option(
+                "tokens-file", valueName: "file",
+                help: "Token ids for --run, separated by commas, white space or brackets (a JSON list works)."),
             .option(
                 "min-logit-snr", valueName: "dB", defaultValue: "3",
                 help: "Fail --run when the logits' SNR (each position centred) is lower."),

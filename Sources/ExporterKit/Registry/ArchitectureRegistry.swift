@@ -208,7 +208,7 @@ public enum ArchitectureRegistry {
     /// gelu_pytorch_tanh when absent), sliding and full layers rotating by different bases,
     /// `(1 + weight)` norms, embeddings scaled by √hidden_size, scores by `query_pre_attn_scalar`.
     private static let gemma3Refusal =
-        "its gelu_pytorch_tanh mlp, a rotary base per layer type (rope_local_base_freq), (1 + weight) norms, "
+        "its MLP activated by hidden_activation (gelu_pytorch_tanh when absent; hidden_act is not read), a rotary base per layer type (rope_local_base_freq), (1 + weight) norms, "
         + "embeddings scaled by √hidden_size and scores by query_pre_attn_scalar"
 
     // MARK: Config readings (the defaults of transformers' configuration classes, 4.45 to 5.x)
