@@ -31,7 +31,10 @@ struct CompileCommandTests {
         let run = runExporter(["plan", "qwen2.5-1.5b", "--json"])
         #expect(run.status == 0)
         let all = try verdicts(run)
-        #expect(all.map { $0["architecture"]?.stringValue ?? "" } == ["h16p", "h17p", "h14g"])
+        #expect(all.map { $0["architecture"]?.stringValue ?? "" } == ["h14p", "h15p", "h16p", "h17p", "h14g"])
+        #expect(all.map { $0["ahead_of_time"]?.boolValue } == [false, false, true, true, true])
+        // The 1.5B fits the A15's 2.1 GB limit too, as the portable bundle specialised there.
+        #expect(all.first?["memory"]?.stringValue == "fits")
         let h17p = try #require(all.first { $0["architecture"]?.stringValue == "h17p" })
         #expect(h17p["memory"]?.stringValue == "fits")
         #expect(h17p["neural_engine"]?.stringValue == "all-regions-within-budget")

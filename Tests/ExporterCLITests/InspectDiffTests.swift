@@ -47,6 +47,8 @@ struct InspectDiffTests {
         #expect(root["groups"]?.arrayValue?.count == 4)
         #expect(human.output.contains("  h17p iOS       fits "), "\(human.output)")
         #expect(human.output.contains("  h14g visionOS  fits "))
+        // A device offered no ahead-of-time compilation: the portable bundle's verdict, said so.
+        #expect(human.output.contains("  h14p iOS       fits     no AOT; 1.2 GiB of 2.0 GiB (2.2 GiB entitled)\n"))
         #expect(verdicts.compactMap { $0.objectValue?["platform"]?.stringValue }.last == "visionOS")
         #expect(human.output.contains("\n  tokenizer      not recorded in a plan\n"))
 

@@ -249,6 +249,7 @@ VERDICT_SCHEMA = {
     "entitlements": [STR], "neural_engine": enum("all-regions-within-budget",
                                                  "regions-over-budget"),
     "region_budget_bytes": INT, "regions": INT, "regions_over_budget": [INT],
+    "ahead_of_time": BOOL,
 }
 
 REGION_SCHEMA = {
@@ -1809,6 +1810,7 @@ def check_compiled_manifest(manifest, bundle_manifest, bundle_raw, bundle_folder
         "neural_engine": "regions-over-budget" if over else "all-regions-within-budget",
         "region_budget_bytes": device["ane_region_budget_bytes"],
         "regions": len(compiled["regions"]), "regions_over_budget": over,
+        "ahead_of_time": True,
     }
     P.check(compiled["verdict"] == expected, f"{where}.verdict",
             f"{ {k: v for k, v in compiled['verdict'].items() if expected.get(k) != v} }, "

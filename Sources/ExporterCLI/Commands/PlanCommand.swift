@@ -44,8 +44,9 @@ enum PlanCommand {
         let warnings =
             checkpoint.warnings + (tokenizer.map { ExportRunner.tokenizerWarnings(plan, tokenizer: $0) } ?? [])
         let calibration = checked.calibrationTokens.map(Manifest.CalibrationRecord.init(tokens:))
-        // Said after the verdict table, in the manifest's warnings with the rest.
-        let verdictWarnings = verdicts.flatMap(\.warnings)
+        // Said after the verdict tables, in their order (compiled devices first), and in the
+        // manifest's warnings with the rest.
+        let verdictWarnings = (verdicts.filter(\.aheadOfTime) + verdicts.filter { !$0.aheadOfTime }).flatMap(\.warnings)
         let json = arguments.flag("json")
         let listTensors = arguments.flag("tensors")
         if json {

@@ -70,9 +70,25 @@ enum VerdictPrinter {
                 ], indent: "  ")
     }
 
-    /// The verdict table of `exporter plan`.
+    /// The verdict tables of `exporter plan`: devices offered ahead-of-time compilation, then
+    /// those that specialise the portable bundle at first launch.
     static func planLines(_ verdicts: [Manifest.Verdict]) -> [String] {
-        guard !verdicts.isEmpty else { return [] }
+        let compiled = verdicts.filter(\.aheadOfTime)
+        let portable = verdicts.filter { !$0.aheadOfTime }
+        var lines: [String] = []
+        if !compiled.isEmpty {
+            lines +=
+                ["", "  compiled for each device (exporter compile; estimates: docs/DEVICES.md)"] + table(compiled)
+        }
+        if !portable.isEmpty {
+            lines +=
+                ["", "  the portable bundle, specialised at first launch (no ahead-of-time compilation)"]
+                + table(portable)
+        }
+        return lines
+    }
+
+    private static func table(_ verdicts: [Manifest.Verdict]) -> [String] {
         var rows = [["device", "chip", "memory", "limit", "verdict", "Neural Engine"]]
         for verdict in verdicts {
             let limit =
@@ -88,7 +104,6 @@ enum VerdictPrinter {
                 verdict.memory.rawValue, engine,
             ])
         }
-        return ["", "  compiled for each device (exporter compile; estimates: docs/DEVICES.md)"]
-            + Format.table(rows, rightAligned: [2], indent: "  ")
+        return Format.table(rows, rightAligned: [2], indent: "  ")
     }
 }

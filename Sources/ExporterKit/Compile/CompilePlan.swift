@@ -236,7 +236,8 @@ public struct CompilePlan: Sendable {
             increasedMemoryLimitBytes: device.increasedMemoryLimitBytes,
             entitlements: memoryVerdict == .needsEntitlement ? device.entitlements : [],
             neuralEngine: over.isEmpty ? .allRegionsWithinBudget : .regionsOverBudget,
-            regionBudgetBytes: device.regionBudgetBytes, regions: regions.count, regionsOverBudget: over)
+            regionBudgetBytes: device.regionBudgetBytes, regions: regions.count, regionsOverBudget: over,
+            aheadOfTime: device.aheadOfTime)
     }
 
     /// The compiled weights header: magic `EXREGION`, version, page size, part alignment, region
@@ -264,11 +265,13 @@ public struct CompilePlan: Sendable {
 }
 
 extension CompilePlan {
-    /// The verdicts of `subject` on every eligible architecture of every platform its bundle compiles for
-    /// (iOS bundles: iOS and visionOS; macOS bundles: macOS), in table order.
+    /// The verdicts of `subject` on every architecture of every platform whose devices load its
+    /// bundle (iOS bundles: iOS and visionOS; macOS bundles: macOS), in table order: those
+    /// offered ahead-of-time compilation as compiled, the others as they specialise the portable
+    /// bundle at first launch, to the same regions and memory.
     public static func verdicts(for subject: CompileSubject, table: DeviceTable) -> [Manifest.Verdict] {
         DevicePlatform.allCases.filter { $0.bundlePlatform == subject.platform }.flatMap { platform in
-            table.eligible(for: platform).map { CompilePlan(subject: subject, device: $0).verdict }
+            table.devices.filter { $0.platform == platform }.map { CompilePlan(subject: subject, device: $0).verdict }
         }
     }
 }

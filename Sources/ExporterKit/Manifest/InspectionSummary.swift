@@ -154,7 +154,8 @@ public struct InspectionSummary: Sendable {
         let list = manifest.compiled.map { [$0.verdict] } ?? manifest.verdicts
         guard !list.isEmpty else { return nil }
         return list.map { verdict in
-            var detail = "\(Format.mebibytes(verdict.totalBytes)) of \(Format.mebibytes(verdict.appMemoryLimitBytes))"
+            var detail = verdict.aheadOfTime ? "" : "no AOT; "
+            detail += "\(Format.mebibytes(verdict.totalBytes)) of \(Format.mebibytes(verdict.appMemoryLimitBytes))"
             if let raised = verdict.increasedMemoryLimitBytes { detail += " (\(Format.mebibytes(raised)) entitled)" }
             if !verdict.regionsOverBudget.isEmpty {
                 detail +=

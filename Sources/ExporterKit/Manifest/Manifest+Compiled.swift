@@ -54,6 +54,9 @@ extension Manifest {
         public var regions: Int
         /// Indices of the regions over budget (they fall back to a slower compute unit on device).
         public var regionsOverBudget: [Int]
+        /// Whether the device is offered ahead-of-time compilation; false for one that loads the
+        /// portable bundle only, specialised on it at first launch (the A15 and A16).
+        public var aheadOfTime: Bool = true
 
         enum CodingKeys: String, CodingKey {
             case architecture, platform, chip, memory, entitlements, regions
@@ -63,6 +66,7 @@ extension Manifest {
             case neuralEngine = "neural_engine"
             case regionBudgetBytes = "region_budget_bytes"
             case regionsOverBudget = "regions_over_budget"
+            case aheadOfTime = "ahead_of_time"
         }
     }
 
@@ -244,5 +248,26 @@ extension Manifest.Verdict {
                     + "generation can be many times slower")
         }
         return warnings
+    }
+}
+
+extension Manifest.Verdict {
+    /// Decodes a verdict; one written before `ahead_of_time` existed (0.7.4 and earlier, when
+    /// verdicts covered eligible devices only) is of an ahead-of-time device.
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        architecture = try container.decode(String.self, forKey: .architecture)
+        platform = try container.decode(String.self, forKey: .platform)
+        chip = try container.decode(String.self, forKey: .chip)
+        memory = try container.decode(MemoryVerdict.self, forKey: .memory)
+        totalBytes = try container.decode(Int.self, forKey: .totalBytes)
+        appMemoryLimitBytes = try container.decode(Int.self, forKey: .appMemoryLimitBytes)
+        _increasedMemoryLimitBytes = try container.decode(NullEncoded<Int>.self, forKey: .increasedMemoryLimitBytes)
+        entitlements = try container.decode([String].self, forKey: .entitlements)
+        neuralEngine = try container.decode(NeuralEngineVerdict.self, forKey: .neuralEngine)
+        regionBudgetBytes = try container.decode(Int.self, forKey: .regionBudgetBytes)
+        regions = try container.decode(Int.self, forKey: .regions)
+        regionsOverBudget = try container.decode([Int].self, forKey: .regionsOverBudget)
+        aheadOfTime = try container.decodeIfPresent(Bool.self, forKey: .aheadOfTime) ?? true
     }
 }

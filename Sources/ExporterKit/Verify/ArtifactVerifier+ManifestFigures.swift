@@ -291,6 +291,7 @@ extension ArtifactVerifier {
         compare("verdict.neural_engine", recorded.neuralEngine.rawValue, verdict.neuralEngine.rawValue)
         compare("verdict.regions", recorded.regions, verdict.regions)
         compare("verdict.regions_over_budget", recorded.regionsOverBudget, verdict.regionsOverBudget)
+        compare("verdict.ahead_of_time", recorded.aheadOfTime, verdict.aheadOfTime)
         return problems
     }
 }

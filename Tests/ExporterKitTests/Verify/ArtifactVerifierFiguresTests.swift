@@ -177,6 +177,17 @@ struct ArtifactVerifierFiguresTests {
                     + "at load"
             ])
         #expect(lost.contradiction == nil)
+        // A verdict written before `ahead_of_time` existed was of an ahead-of-time device.
+        let written = String(decoding: try JSONEncoder().encode(fitting), as: UTF8.self)
+        #expect(written.contains(#""ahead_of_time":true"#))
+        let older = written.replacingOccurrences(of: #","ahead_of_time":true"#, with: "")
+            .replacingOccurrences(of: #""ahead_of_time":true,"#, with: "")
+        #expect(!older.contains("ahead_of_time"))
+        #expect(try JSONDecoder().decode(Manifest.Verdict.self, from: Data(older.utf8)) == fitting)
+        var portable = fitting
+        portable.aheadOfTime = false
+        let decoded = try JSONDecoder().decode(Manifest.Verdict.self, from: try JSONEncoder().encode(portable))
+        #expect(decoded.aheadOfTime == false && decoded == portable)
     }
 
     @Test("the platform against the iOS embedding's int8 and rules; experimental against the preset")
@@ -315,5 +326,9 @@ struct ArtifactVerifierFiguresTests {
                     + CompileError.deploymentVersionTooLow(given: "26.0", minimum: "27.0").description
             ])
         #expect(try failures(artifact) { $0.compiled?.minDeploymentVersion = "28.1" } == [])
+        #expect(
+            try failures(artifact) { $0.compiled?.verdict.aheadOfTime = false } == [
+                "'manifest.json': compiled.verdict.ahead_of_time is false, the compiler's plan of the artifact gives true"
+            ])
     }
 }
