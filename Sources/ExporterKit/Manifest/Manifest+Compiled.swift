@@ -254,6 +254,7 @@ extension Manifest.Verdict {
 extension Manifest.Verdict {
     /// Decodes a verdict; one written before `ahead_of_time` existed (0.7.4 and earlier, when
     /// verdicts covered eligible devices only) is of an ahead-of-time device.
+    /// - Throws: `DecodingError` for a key missing or of the wrong type.
     public init(from decoder: Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         architecture = try container.decode(String.self, forKey: .architecture)
