@@ -42,12 +42,17 @@ public struct BundleReader {
             }
         }
         let graphURL = url.appendingPathComponent(BundleWriter.graphName)
+        // A graph the manifest lists and that is gone or unreadable is a damaged bundle: said as
+        // its file check says it (missing, another size or CRC-32), not as no bundle at all.
+        let listedGraph = manifest.files.first { $0.path == BundleWriter.graphName }
         guard let graphData = try BundleReader.readDocument(graphURL) else {
+            if let listedGraph { try BundleReader.verify(listedGraph, in: url) }
             throw BundleError.notABundle(path: url.path, reason: "no readable \(BundleWriter.graphName)")
         }
         do {
             graph = try JSONDecoder().decode(GraphDescription.self, from: graphData)
         } catch {
+            if let listedGraph { try BundleReader.verify(listedGraph, in: url) }
             throw BundleError.notABundle(path: graphURL.path, reason: "invalid graph description")
         }
         try checkWeightsHeader()

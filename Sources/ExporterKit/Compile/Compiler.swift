@@ -364,18 +364,13 @@ enum CompiledArtifactWriter {
         let bytes = files.reduce(0) { $0 + $1.bytes }
         manifest.sizes.bundleBytes = bytes
         let verdict = plan.verdict
+        // As a plan warns of its verdicts, then each region over budget with its footprint.
+        if let warning = verdict.memoryWarning { manifest.warnings.append(warning) }
         for region in plan.regionsOverBudget {
             manifest.warnings.append(
-                "\(plan.device.id): region \(region.index) (\(region.label)) needs \(region.footprintBytes) bytes, over the "
-                    + "Neural Engine budget of \(region.budgetBytes); it will run on a slower compute unit")
-        }
-        if verdict.memory != .fits {
-            manifest.warnings.append(
-                "\(plan.device.id): \(verdict.totalBytes) bytes exceed the app memory limit of "
-                    + "\(plan.device.appMemoryLimitBytes)"
-                    + (verdict.memory == .needsEntitlement
-                        ? "; add the entitlements \(verdict.entitlements.joined(separator: ", "))"
-                        : " and every raised limit"))
+                "\(plan.device.id) (\(plan.device.platform.rawValue)): region \(region.index) (\(region.label)) needs "
+                    + "\(region.footprintBytes) bytes, over the Neural Engine budget of \(region.budgetBytes); it will run "
+                    + "on a slower compute unit")
         }
         manifest.verdicts = []
         manifest.buildKey = bundle.buildKey.map {

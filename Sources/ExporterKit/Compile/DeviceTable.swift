@@ -90,6 +90,11 @@ public struct DeviceTable: Equatable, Sendable {
         let document: JSONValue
         do { document = try JSONParser.parse([UInt8](data)) } catch { throw invalid("\(error)") }
         guard let root = document.objectValue else { throw invalid("the document is not an object") }
+        // A misspelt key (`rule` for `rules`) would otherwise leave what it gives out, unsaid.
+        let rootKeys: Set<String> = ["schema", "about", "rules", "devices"]
+        if let unknown = root.keys.sorted().first(where: { !rootKeys.contains($0) }) {
+            throw invalid("unknown key '\(unknown)'; expected \(rootKeys.sorted().joined(separator: ", "))")
+        }
         let schema = root["schema"]?.stringValue ?? ""
         guard schema == DeviceTable.schema else {
             throw CompileError.unsupportedDeviceTableSchema(
@@ -233,7 +238,10 @@ public struct DeviceTable: Equatable, Sendable {
         // Entries are named by number until their id is read, then by both.
         var label = "device \(number)"
         if let unknown = object.keys.sorted().first(where: { !entryKeys.contains($0) }) {
-            throw invalid("\(label): unknown key '\(unknown)'; expected \(entryKeys.sorted().joined(separator: ", "))")
+            let id = object["id"].flatMap { $0.stringValue ?? $0.objectValue?["value"]?.stringValue }
+            throw invalid(
+                "\(label)\(id.map { " ('\($0)')" } ?? ""): unknown key '\(unknown)'; expected "
+                    + entryKeys.sorted().joined(separator: ", "))
         }
         var estimates: [String] = []
         // A field is a plain value or {"value", "estimate", "source"}.
@@ -241,6 +249,10 @@ public struct DeviceTable: Equatable, Sendable {
             guard let raw = object[key] else { throw invalid("\(label) has no '\(key)'") }
             if let wrapped = raw.objectValue {
                 guard let value = wrapped["value"] else { throw invalid("\(label): '\(key)' has no 'value'") }
+                if let unknown = wrapped.keys.sorted().first(where: { !["value", "estimate", "source"].contains($0) }) {
+                    throw invalid(
+                        "\(label): '\(key)' has an unknown key '\(unknown)'; expected estimate, source, value")
+                }
                 if wrapped["estimate"]?.boolValue == true { estimates.append(key) }
                 return value.isNull ? nil : value
             }
@@ -298,6 +310,9 @@ public struct DeviceTable: Equatable, Sendable {
         }
         guard let entitlements = object["entitlements"]?.arrayValue?.compactMap(\.stringValue) else {
             throw invalid("\(label): 'entitlements' must be a list of names")
+        }
+        guard !entitlements.contains(where: { $0.isEmpty }), Set(entitlements).count == entitlements.count else {
+            throw invalid("\(label): 'entitlements' must name each entitlement once, none empty")
         }
         // A verdict of needs-entitlement must say what to add.
         guard increased == nil || !entitlements.isEmpty else {

@@ -226,29 +226,39 @@ extension Manifest.Verdict {
 
     /// What a plan tells the user of this verdict: the entitlements to add, a model that cannot
     /// load, regions that will not run on the Neural Engine. A compiled artifact says the same of
-    /// its regions with their footprints.
+    /// its memory, and of its regions with their footprints.
     public var warnings: [String] {
-        let device = "\(architecture) (\(platform))"
-        var warnings: [String] = []
-        switch memory {
-        case .fits: break
-        case .needsEntitlement:
-            warnings.append(
-                "\(device): \(totalBytes) bytes exceed the app memory limit of \(appMemoryLimitBytes); add the "
-                    + "entitlements \(entitlements.joined(separator: ", ")), or the app is killed at load")
-        case .doesNotFit:
-            warnings.append(
-                "\(device): \(totalBytes) bytes exceed the app memory limit of \(appMemoryLimitBytes) and every raised "
-                    + "limit: the app is killed at load")
-        }
+        var warnings = memoryWarning.map { [$0] } ?? []
         if !regionsOverBudget.isEmpty {
             warnings.append(
-                "\(device): regions \(regionsOverBudget.map(String.init).joined(separator: ", ")) of \(regions) are over the "
-                    + "Neural Engine budget of \(regionBudgetBytes) bytes; they will run on a slower compute unit, and "
+                "\(device): regions \(regionsOverBudget.map(String.init).joined(separator: ", ")) of \(regions) are over "
+                    + "the Neural Engine budget of \(regionBudgetBytes) bytes; they will run on a slower compute unit, and "
                     + "generation can be many times slower")
         }
         return warnings
     }
+
+    /// What the memory verdict means on its platform, unless the model fits: an iPhone, iPad or
+    /// Vision Pro kills an app over its limit; a Mac has no such limit, but swaps past it.
+    public var memoryWarning: String? {
+        let over = "\(device): \(totalBytes) bytes exceed"
+        switch memory {
+        case .fits: return nil
+        case .needsEntitlement:
+            return "\(over) the app memory limit of \(appMemoryLimitBytes); add the entitlements "
+                + "\(entitlements.joined(separator: ", ")), or the app is killed at load"
+        case .doesNotFit where platform == DevicePlatform.macOS.rawValue:
+            return "\(over) the \(appMemoryLimitBytes) a model should stay within on this Mac (about the recommended "
+                + "working set, 75% of its RAM): the system will swap, and generation slow down"
+        case .doesNotFit:
+            let raised =
+                increasedMemoryLimitBytes.map { " and the raised limit of \($0)" } ?? ", which no entitlement raises"
+            return "\(over) the app memory limit of \(appMemoryLimitBytes)\(raised): the app is killed at load"
+        }
+    }
+
+    /// The device as warnings name it: one id (`h14g`) names both a Mac and Apple Vision Pro.
+    private var device: String { "\(architecture) (\(platform))" }
 }
 
 extension Manifest.Verdict {
@@ -269,6 +279,7 @@ extension Manifest.Verdict {
         regionBudgetBytes = try container.decode(Int.self, forKey: .regionBudgetBytes)
         regions = try container.decode(Int.self, forKey: .regions)
         regionsOverBudget = try container.decode([Int].self, forKey: .regionsOverBudget)
-        aheadOfTime = try container.decodeIfPresent(Bool.self, forKey: .aheadOfTime) ?? true
+        // Absent is an older manifest; null is not a bool.
+        aheadOfTime = container.contains(.aheadOfTime) ? try container.decode(Bool.self, forKey: .aheadOfTime) : true
     }
 }

@@ -239,13 +239,7 @@ public enum ArtifactVerifier {
             for (concerned, problem) in ArtifactVerifier.implicationProblems(manifest, subject: "'\(subject)'") {
                 fail(concerned, problem)
             }
-            // The device table behind a plan's verdict is not here, but its words must follow from
-            // its numbers (a compiled artifact's verdict is planned again in full).
-            for verdict in manifest.verdicts {
-                if let contradiction = verdict.contradiction {
-                    failFile(subject, "the verdict of \(verdict.architecture) (\(verdict.platform)): \(contradiction)")
-                }
-            }
+            for problem in ArtifactVerifier.verdictProblems(manifest) { failFile(subject, problem) }
             guard manifest.kind != "plan" else { return }
             for (concerned, problem) in ArtifactVerifier.tokenizerProblems(
                 manifest, folder: artifact.folder, subject: "'\(subject)'")
@@ -916,5 +910,46 @@ private final class FileReaders {
             }
             return try reader.bytes(at: offset, count: count)
         }
+    }
+}
+
+extension ArtifactVerifier {
+    /// What is wrong with a manifest's `verdicts`: only a plan has them, one per device of a
+    /// platform that loads its bundle, with sizes that can be, and words that follow from its
+    /// numbers. The device table behind them is not here to check; a compiled artifact's own
+    /// verdict is planned again in full.
+    static func verdictProblems(_ manifest: Manifest) -> [String] {
+        guard manifest.kind == "plan" else {
+            return manifest.verdicts.isEmpty
+                ? [] : ["verdicts lists \(manifest.verdicts.count), but only a plan has them"]
+        }
+        var problems: [String] = []
+        var seen: Set<String> = []
+        for verdict in manifest.verdicts {
+            let name = "the verdict of \(verdict.architecture) (\(verdict.platform))"
+            guard let platform = DevicePlatform(rawValue: verdict.platform),
+                platform.bundlePlatform.rawValue == manifest.platform
+            else {
+                problems.append("\(name): a \(manifest.platform) bundle does not load on that platform")
+                continue
+            }
+            if !seen.insert("\(verdict.architecture.lowercased()) \(verdict.platform)").inserted {
+                problems.append("\(name): given twice")
+            }
+            let positive = [
+                ("total_bytes", verdict.totalBytes), ("app_memory_limit_bytes", verdict.appMemoryLimitBytes),
+                ("region_budget_bytes", verdict.regionBudgetBytes), ("regions", verdict.regions),
+            ]
+            if let (key, value) = positive.first(where: { $0.1 <= 0 }) {
+                problems.append("\(name): \(key) is \(value), not positive")
+            } else if let raised = verdict.increasedMemoryLimitBytes, raised < verdict.appMemoryLimitBytes {
+                problems.append(
+                    "\(name): increased_memory_limit_bytes is \(raised), below app_memory_limit_bytes "
+                        + "\(verdict.appMemoryLimitBytes)")
+            } else if let contradiction = verdict.contradiction {
+                problems.append("\(name): \(contradiction)")
+            }
+        }
+        return problems
     }
 }

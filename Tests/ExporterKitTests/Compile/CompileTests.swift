@@ -570,7 +570,22 @@ struct CompileTests {
                 + "raises the limit: name it (com.apple.developer.kernel.increased-memory-limit), or make the limit null"
         )
         #expect(try refusal(["entitlements": "[]", "increased_memory_limit_bytes": "null"]) == nil)
-        #expect(try refusal(["ram": "1"])?.hasPrefix("device 1: unknown key 'ram'; expected ahead_of_time, ") == true)
+        #expect(
+            try refusal(["ram": "1"])?.hasPrefix("device 1 ('h99p'): unknown key 'ram'; expected ahead_of_time, ")
+                == true)
+        #expect(
+            try refusal(["page_size": #"{"value": 16384, "estimat": true}"#])
+                == "device 1 ('h99p'): 'page_size' has an unknown key 'estimat'; expected estimate, source, value")
+        for names in [#"[""]"#, #"["e", "e"]"#] {
+            #expect(
+                try refusal(["entitlements": names])
+                    == "device 1 ('h99p'): 'entitlements' must name each entitlement once, none empty")
+        }
+        try Data(#"{"schema": "exporter.devices/1", "rule": {"iOS": "ours"}, "devices": []}"#.utf8).write(to: file)
+        #expect(
+            throws: CompileError.invalidDeviceTable(
+                path: file.path, reason: "unknown key 'rule'; expected about, devices, rules, schema")
+        ) { try DeviceTable(contentsOf: file) }
         // A shipped chip offered no ahead-of-time compilation stays so; its numbers may change.
         #expect(
             try refusal(["id": #""H15P""#, "chip": #""A16 Bionic""#])

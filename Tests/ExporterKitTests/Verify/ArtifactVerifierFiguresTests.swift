@@ -117,16 +117,36 @@ struct ArtifactVerifierFiguresTests {
             architecture: "h99p", platform: "iOS", chip: "A99", memory: .needsEntitlement, totalBytes: 3_000,
             appMemoryLimitBytes: 2_000, increasedMemoryLimitBytes: 3_000, entitlements: ["e1", "e2"],
             neuralEngine: .regionsOverBudget, regionBudgetBytes: 500, regions: 4, regionsOverBudget: [0, 3])
-        func failures(_ change: (inout Manifest.Verdict) -> Void) throws -> [String] {
+        func failures(twice: Bool = false, _ change: (inout Manifest.Verdict) -> Void) throws -> [String] {
             var manifest = Manifest(plan: plan)
             var verdict = fitting
             change(&verdict)
-            manifest.verdicts = [verdict]
+            manifest.verdicts = twice ? [fitting, verdict] : [verdict]
             try Data(try manifest.canonicalJSON()).write(to: file)
             return ArtifactVerifier.verify(try LoadedArtifact(url: file)).failures.map(\.description)
         }
         #expect(try failures { _ in } == [])
         let prefix = "'plan.json': the verdict of h99p (iOS): "
+        // Sizes that cannot be, a platform that does not load the bundle, a device given twice.
+        #expect(try failures { $0.totalBytes = -5 } == [prefix + "total_bytes is -5, not positive"])
+        #expect(try failures { $0.regions = 0 } == [prefix + "regions is 0, not positive"])
+        #expect(
+            try failures { $0.increasedMemoryLimitBytes = 1_000 } == [
+                prefix + "increased_memory_limit_bytes is 1000, below app_memory_limit_bytes 2000"
+            ])
+        #expect(
+            try failures { $0.platform = "watchOS" } == [
+                "'plan.json': the verdict of h99p (watchOS): a iOS bundle does not load on that platform"
+            ])
+        #expect(
+            try failures { $0.platform = "macOS" } == [
+                "'plan.json': the verdict of h99p (macOS): a iOS bundle does not load on that platform"
+            ])
+        #expect(
+            try failures(twice: true) { $0.architecture = "H99P" } == [
+                "'plan.json': the verdict of H99P (iOS): given twice"
+            ])
+        #expect(try failures(twice: true) { $0.platform = "visionOS" } == [])
         #expect(
             try failures { $0.memory = .fits } == [
                 prefix + "memory is fits, but 3000 bytes against limits of 2000 and 3000 with the entitlements is "
@@ -173,10 +193,21 @@ struct ArtifactVerifierFiguresTests {
         lost.neuralEngine = .allRegionsWithinBudget
         #expect(
             lost.warnings == [
-                "h99p (iOS): 3001 bytes exceed the app memory limit of 2000 and every raised limit: the app is killed "
-                    + "at load"
+                "h99p (iOS): 3001 bytes exceed the app memory limit of 2000 and the raised limit of 3000: the app is "
+                    + "killed at load"
             ])
         #expect(lost.contradiction == nil)
+        lost.increasedMemoryLimitBytes = nil
+        #expect(
+            lost.memoryWarning
+                == "h99p (iOS): 3001 bytes exceed the app memory limit of 2000, which no entitlement raises: the app is "
+                + "killed at load")
+        // A Mac kills no app: past the working set it swaps.
+        lost.platform = "macOS"
+        #expect(
+            lost.memoryWarning
+                == "h99p (macOS): 3001 bytes exceed the 2000 a model should stay within on this Mac (about the "
+                + "recommended working set, 75% of its RAM): the system will swap, and generation slow down")
         // A verdict written before `ahead_of_time` existed was of an ahead-of-time device.
         let written = String(decoding: try JSONEncoder().encode(fitting), as: UTF8.self)
         #expect(written.contains(#""ahead_of_time":true"#))
@@ -184,6 +215,8 @@ struct ArtifactVerifierFiguresTests {
             .replacingOccurrences(of: #""ahead_of_time":true,"#, with: "")
         #expect(!older.contains("ahead_of_time"))
         #expect(try JSONDecoder().decode(Manifest.Verdict.self, from: Data(older.utf8)) == fitting)
+        let null = written.replacingOccurrences(of: #""ahead_of_time":true"#, with: #""ahead_of_time":null"#)
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(Manifest.Verdict.self, from: Data(null.utf8)) }
         var portable = fitting
         portable.aheadOfTime = false
         let decoded = try JSONDecoder().decode(Manifest.Verdict.self, from: try JSONEncoder().encode(portable))
@@ -326,6 +359,10 @@ struct ArtifactVerifierFiguresTests {
                     + CompileError.deploymentVersionTooLow(given: "26.0", minimum: "27.0").description
             ])
         #expect(try failures(artifact) { $0.compiled?.minDeploymentVersion = "28.1" } == [])
+        #expect(
+            try failures(artifact) { $0.verdicts = $0.compiled.map { [$0.verdict] } ?? [] } == [
+                "'manifest.json': verdicts lists 1, but only a plan has them"
+            ])
         #expect(
             try failures(artifact) { $0.compiled?.verdict.aheadOfTime = false } == [
                 "'manifest.json': compiled.verdict.ahead_of_time is false, the compiler's plan of the artifact gives true"
