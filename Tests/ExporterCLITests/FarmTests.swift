@@ -430,6 +430,120 @@ struct FarmTests {
         #expect(!FileManager.default.fileExists(atPath: report.path))
     }
 
+    @Test("a collect refuses a shard report of another run, or of the farm as it was before an edit, naming it")
+    func staleShardReports() throws {
+        let (farm, folder) = try makeFarm(count: 3)
+        let output = folder.appendingPathComponent("out")
+        func shard(_ shard: String, run: String) throws {
+            let result = try BuiltExporter.run([
+                "batch", farm.path, "--output", output.path, "--shard", shard, "--run-id", run,
+            ])
+            #expect(result.status == 0, "\(result.error)")
+        }
+        func collect(_ extra: [String] = []) throws -> BuiltExporter.Outcome {
+            try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--collect"] + extra)
+        }
+        let collected = output.appendingPathComponent("farm-report.json")
+        try shard("1/2", run: "night-1")
+        try shard("2/2", run: "night-1")
+        #expect(try collect(["--run-id", "night-1"]).status == 0)
+        let first = try report(folder)
+        #expect(first.runID == "night-1")
+        #expect(first.farmDigest.count == 64)
+        #expect(first.jobs.map(\.name) == ["job0", "job1", "job2"])
+        // The next night, shard 1/2's machine does not run: its report is last night's.
+        try shard("2/2", run: "night-2")
+        var failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-1-of-2.json' is a report of run 'night-1', "
+                + "'farm-report-shard-2-of-2.json' of run 'night-2'; collect one run's reports (--run-id)\n")
+        #expect(!FileManager.default.fileExists(atPath: collected.path))
+        failed = try collect(["--run-id", "night-2"])
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-1-of-2.json' is a report of run 'night-1', "
+                + "not of run 'night-2': shard 1/2 has not run in this one; run it\n")
+        try shard("1/2", run: "night-2")
+        #expect(try collect(["--run-id", "night-2"]).status == 0)
+        // The farm file edited since the shards ran (one job's context): no report is of this farm.
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        try Data(
+            text.replacingOccurrences(of: #""output_name": "M1""#, with: #""output_name": "M1", "context": 64"#).utf8
+        )
+        .write(to: farm)
+        failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-1-of-2.json' was written for another "
+                + "version of the farm (its farm file, a file its jobs name, the presets or exporter changed since); "
+                + "run shard 1/2 again\n")
+        #expect(!FileManager.default.fileExists(atPath: collected.path))
+        try Data(text.utf8).write(to: farm)
+        #expect(try collect().status == 0)
+        // A report of a job the farm does not list (seconds included) is refused, never half merged.
+        let shardURL = output.appendingPathComponent("farm-report-shard-2-of-2.json")
+        var foreign = try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: shardURL))
+        foreign.jobs.append(
+            FarmJobResult(
+                name: "dropped", status: "built", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil,
+                exitStatus: 0))
+        foreign.seconds["dropped"] = 1
+        try Data(try foreign.canonicalJSON()).write(to: shardURL)
+        failed = try collect()
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-2-of-2.json' reports job 'dropped', "
+                + "which the farm file does not list\n")
+        // A report of the schema before digests.
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: shardURL)) as? [String: Any])
+        object["schema"] = "exporter.farm-report/1"
+        object.removeValue(forKey: "farm_digest")
+        try JSONSerialization.data(withJSONObject: object).write(to: shardURL)
+        failed = try collect()
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-2-of-2.json' is a report of schema "
+                + "'exporter.farm-report/1'; this version collects 'exporter.farm-report/2': run its shard again\n")
+    }
+
+    @Test("the farm digest follows the farm file, the files its jobs name and the presets, not the output")
+    func farmDigest() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let presets = folder.appendingPathComponent("Presets")
+        try FileManager.default.copyItem(at: Fixtures.presetsDirectory, to: presets)
+        let url = folder.appendingPathComponent("farm.json")
+        let config = folder.appendingPathComponent("cfg.json")
+        try Data(#"{"a": 1}"#.utf8).write(to: config)
+        func digest(_ text: String) throws -> String {
+            try Data(text.utf8).write(to: url)
+            let settings = FarmSettings(
+                outputDirectory: folder.appendingPathComponent("out"), concurrentJobs: 1,
+                executable: URL(fileURLWithPath: "/nonexistent"), environment: [:])
+            let resolver = ModelResolver(
+                catalog: try PresetCatalog(directory: presets), locateInCache: { _ in nil },
+                cacheDescription: { $0 })
+            return FarmRunner(farm: try FarmFile(contentsOf: url), resolver: resolver, settings: settings).farmDigest()
+        }
+        let text =
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b", "compression_config": "cfg.json"}]}"#
+        let base = try digest(text)
+        #expect(try digest(text) == base)
+        #expect(try digest(text + "\n") != base)
+        try Data(#"{"a": 2}"#.utf8).write(to: config)
+        let edited = try digest(text)
+        #expect(edited != base)
+        try FileManager.default.removeItem(at: config)
+        #expect(try digest(text) != edited)
+        try Data(#"{"a": 2}"#.utf8).write(to: config)
+        #expect(try digest(text) == edited)
+        let devices = presets.appendingPathComponent("devices.json")
+        try Data((try String(contentsOf: devices, encoding: .utf8) + " ").utf8).write(to: devices)
+        #expect(try digest(text) != edited)
+    }
+
     @Test("batch options that conflict or would do nothing are usage errors")
     func strayOptions() throws {
         let (farm, folder) = try makeFarm(count: 1)
@@ -455,6 +569,14 @@ struct FarmTests {
                 "--output does not apply to --matrix, which only prints the shard list"
             ),
             (["--matrix", "--jobs", "2"], "--jobs does not apply to --matrix, which only prints the shard list"),
+            (
+                ["--matrix", "--run-id", "7"],
+                "--run-id does not apply to --matrix, which only prints the shard list"
+            ),
+            (
+                ["--output", output, "--run-id", "a\u{1B}b"],
+                "--run-id expects 1 to 128 bytes without control characters, got 'a\\u{1B}b'"
+            ),
         ]
         for (options, message) in cases {
             let run = try BuiltExporter.run(["batch", farm.path] + options)
@@ -496,7 +618,7 @@ struct FarmTests {
                 devices: devices.enumerated().map { FarmDeviceResult(device: "d\($0.offset)", status: $0.element) })
         }
         let report = FarmReport(
-            schema: FarmReport.currentSchema, farm: "farm.json", shard: nil,
+            farm: "farm.json", farmDigest: "", runID: nil, shard: nil,
             jobs: [
                 job("a", "built", devices: ["built", "failed"]), job("b", "skipped", devices: ["skipped", "built"]),
                 job("c", "failed", devices: []), job("d", "built", devices: ["failed", "failed"]),

@@ -27,6 +27,10 @@ enum BatchCommand {
             .flag(
                 "collect",
                 help: "Merge the shard reports in the output folder into farm-report.json (removed when this fails)."),
+            .option(
+                "run-id", valueName: "id",
+                help: "Name this run in its report (a CI run's id, for every shard); --collect merges only that "
+                    + "run's shard reports."),
             .flag("wait", help: "Wait for another farm run on the same output folder instead of giving up."),
             .flag("json", help: "Print the report as JSON."),
         ])
@@ -42,7 +46,7 @@ enum BatchCommand {
             if arguments.flag("collect") {
                 throw UsageError.validation("--matrix and --collect cannot be used together")
             }
-            for option in runOptions + ["output", "json"] where arguments.isGiven(option) {
+            for option in runOptions + ["output", "json", "run-id"] where arguments.isGiven(option) {
                 throw UsageError.validation("--\(option) does not apply to --matrix, which only prints the shard list")
             }
         } else if arguments.isGiven("shards") {
@@ -74,6 +78,14 @@ enum BatchCommand {
         settings.force = arguments.flag("force")
         settings.reverify = arguments.flag("reverify")
         settings.waitForLock = arguments.flag("wait")
+        if let id = arguments.value("run-id") {
+            // It is printed in messages and compared across machines: printable, and short.
+            guard !id.isEmpty, id.utf8.count <= 128, !id.unicodeScalars.contains(where: \.isControlCharacter) else {
+                throw UsageError.invalidValue(
+                    value: id, option: "--run-id", expected: "1 to 128 bytes without control characters")
+            }
+            settings.runID = id
+        }
         if let text = arguments.value("shard") {
             // Digits only on either side of one '/': Int() alone takes "+1", split() skips "1//2".
             let parts = text.split(separator: "/", omittingEmptySubsequences: false)

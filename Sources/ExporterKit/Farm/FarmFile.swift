@@ -143,6 +143,8 @@ public struct FarmFile: Equatable, Sendable {
     public let path: URL
     /// The jobs, defaults applied, in file order.
     public let jobs: [FarmJob]
+    /// SHA-256 of the file's bytes, as hexadecimal digits.
+    public let contentDigest: String
 
     /// Parses a farm file.
     /// - Throws: `FarmError` naming the job and key for unknown keys and invalid values,
@@ -156,6 +158,9 @@ public struct FarmFile: Equatable, Sendable {
     /// - Throws: `FarmError` naming the job and key for unknown keys and invalid values.
     public init(bytes: [UInt8], path: URL) throws {
         self.path = path
+        var hash = SHA256()
+        hash.update(bytes)
+        contentDigest = hash.hexDigest()
         let file = path.path
         let document: JSONValue
         do { document = try JSONParser.parse(bytes) } catch { throw FarmError.invalid(path: file, reason: "\(error)") }

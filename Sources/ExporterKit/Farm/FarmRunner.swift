@@ -6,82 +6,6 @@ import Foundation
     import Darwin
 #endif
 
-/// One compiled artifact of a job.
-public struct FarmDeviceResult: Codable, Equatable, Sendable {
-    /// The architecture id.
-    public var device: String
-    /// `built`, `skipped` or `failed`.
-    public var status: String
-    /// The artifact, relative to the output folder (null when failed).
-    @NullEncoded public var artifact: String?
-    /// `fits`, `needs-entitlement` or `does-not-fit` (null when failed).
-    @NullEncoded public var memory: String?
-    /// `all-regions-within-budget` or `regions-over-budget` (null when failed).
-    @NullEncoded public var neuralEngine: String?
-    /// Why it failed (null otherwise).
-    @NullEncoded public var error: String?
-
-    enum CodingKeys: String, CodingKey {
-        case device, status, artifact, memory, error
-        case neuralEngine = "neural_engine"
-    }
-}
-
-/// One job's outcome, as the farm report records it.
-public struct FarmJobResult: Codable, Equatable, Sendable {
-    /// The job's name.
-    public var name: String
-    /// `built`, `skipped` (its key and artifact were unchanged) or `failed`.
-    public var status: String
-    /// The bundle, relative to the output folder (null when failed).
-    @NullEncoded public var bundle: String?
-    /// The bundle's bytes (null when failed).
-    @NullEncoded public var bundleBytes: Int?
-    /// The bundle's build key (null when failed before planning).
-    @NullEncoded public var buildKey: String?
-    /// Why it failed (null otherwise).
-    @NullEncoded public var error: String?
-    /// The export's exit status (0 unless failed).
-    public var exitStatus: Int32
-    /// The job's compiled artifacts, one per device asked for.
-    public var devices: [FarmDeviceResult] = []
-
-    enum CodingKeys: String, CodingKey {
-        case name, status, bundle, error, devices
-        case bundleBytes = "bundle_bytes"
-        case buildKey = "build_key"
-        case exitStatus = "exit_status"
-    }
-}
-
-/// `farm-report.json`: what a farm run (or a shard of one) did.
-public struct FarmReport: Codable, Equatable, Sendable {
-    /// The schema this version writes.
-    public static let currentSchema = "exporter.farm-report/1"
-
-    /// `exporter.farm-report/1`.
-    public var schema: String
-    /// The farm file's name.
-    public var farm: String
-    /// `I/N` for a shard's report, null for a whole run or a collected report.
-    @NullEncoded public var shard: String?
-    /// Jobs in farm-file order (a shard's report holds its own jobs only).
-    public var jobs: [FarmJobResult]
-    /// Seconds each job took, by name (kept apart from `jobs` so reports of equal work compare equal).
-    public var seconds: [String: Double]
-
-    /// How many jobs failed.
-    public var failedCount: Int {
-        jobs.filter { $0.status == "failed" || $0.devices.contains { $0.status == "failed" } }.count
-    }
-
-    enum CodingKeys: String, CodingKey { case schema, farm, shard, jobs, seconds }
-
-    /// Canonical JSON: sorted keys, pretty, final newline.
-    /// - Throws: an `EncodingError` only for non-finite numbers.
-    public func canonicalJSON() throws -> [UInt8] { try CanonicalJSON.encode(self) }
-}
-
 /// How a farm runs.
 public struct FarmSettings: Sendable {
     /// Where every job's artifacts and the report go.
@@ -97,6 +21,9 @@ public struct FarmSettings: Sendable {
     public var shard: (index: Int, count: Int)?
     /// Wait for another farm run holding the output folder instead of giving up.
     public var waitForLock = false
+    /// The run this is part of (`--run-id`), recorded in the report; a collect merges only the
+    /// reports of this run.
+    public var runID: String?
     /// The `exporter` executable each job runs as a child process (isolation: a job that
     /// crashes or runs out of memory takes nothing else down).
     public var executable: URL
@@ -245,7 +172,7 @@ public struct FarmRunner {
             log("warning: \(error)")
         }
         let report = FarmReport(
-            schema: FarmReport.currentSchema, farm: farm.path.lastPathComponent,
+            farm: farm.path.lastPathComponent, farmDigest: farmDigest(), runID: settings.runID,
             shard: settings.shard.map { "\($0.index)/\($0.count)" }, jobs: collected.results.compactMap { $0 },
             seconds: collected.seconds)
         try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
@@ -548,86 +475,6 @@ public struct FarmRunner {
             if let error = error as? BundleError { throw error }
             throw BundleError.writeFailed(path: url.path, reason: fileSystemFailureReason(error))
         }
-    }
-
-    /// Merges the shard reports in the output folder into `farm-report.json`, jobs in farm order.
-    /// The earlier `farm-report.json` is removed first, so a collect that fails leaves none that
-    /// could pass for its result (a CI step uploading the output folder would upload it).
-    /// - Throws: `FarmError.collect` when reports are missing, foreign or overlapping,
-    ///   `FarmError.locked` when a run holds the folder (without `--wait`);
-    ///   `BundleError.writeFailed` when the earlier report cannot be removed or the new one written.
-    public func collect(log: (String) -> Void = { _ in }) throws -> FarmReport {
-        let manager = FileManager.default
-        // A shard still running in this folder writes its report last: its lock is waited for
-        // (`--wait`) or refused, as a run's is.
-        let lock =
-            manager.fileExists(atPath: settings.outputDirectory.path)
-            ? try FarmLock(directory: settings.outputDirectory, wait: settings.waitForLock, log: log) : nil
-        defer { lock?.release() }
-        let reportURL = settings.outputDirectory.appendingPathComponent("farm-report.json")
-        if unlink(reportURL.path) != 0, errno != ENOENT {
-            throw BundleError.writeFailed(path: reportURL.path, reason: OutputFile.errnoText())
-        }
-        let names = ((try? manager.contentsOfDirectory(atPath: settings.outputDirectory.path)) ?? [])
-            .filter { $0.hasPrefix("farm-report-shard-") && $0.hasSuffix(".json") }.sorted()
-        guard !names.isEmpty else {
-            throw FarmError.collect(reason: "no farm-report-shard-*.json in '\(settings.outputDirectory.path)'")
-        }
-        var byName: [String: FarmJobResult] = [:]
-        var seconds: [String: Double] = [:]
-        // The shards found, by count (N of "I/N"), each shard's index with its report's file name.
-        var splits: [Int: [Int: String]] = [:]
-        for name in names {
-            let url = settings.outputDirectory.appendingPathComponent(name)
-            guard let data = try? Data(contentsOf: url),
-                let report = try? JSONDecoder().decode(FarmReport.self, from: data)
-            else {
-                throw FarmError.collect(reason: "'\(name)' is not a farm report")
-            }
-            guard report.farm == farm.path.lastPathComponent else {
-                throw FarmError.collect(reason: "'\(name)' is a report of farm '\(report.farm)'")
-            }
-            let parts = (report.shard ?? "").split(separator: "/", omittingEmptySubsequences: false).map { Int($0) }
-            guard parts.count == 2, let index = parts[0], let count = parts[1], count >= 1, (1...count).contains(index)
-            else {
-                throw FarmError.collect(reason: "'\(name)' is not the report of a shard")
-            }
-            if let other = splits[count]?[index] {
-                throw FarmError.collect(reason: "'\(other)' and '\(name)' are both reports of shard \(index)/\(count)")
-            }
-            splits[count, default: [:]][index] = name
-            for job in report.jobs {
-                guard byName[job.name] == nil else {
-                    throw FarmError.collect(reason: "job '\(job.name)' is in two shard reports")
-                }
-                byName[job.name] = job
-            }
-            seconds.merge(report.seconds) { first, _ in first }
-        }
-        guard splits.count == 1, let (count, found) = splits.first else {
-            let counts = splits.keys.sorted().map(String.init)
-            throw FarmError.collect(
-                reason: "the shard reports are of splits into \(counts.dropLast().joined(separator: ", ")) and "
-                    + "\(counts.last ?? "") shards; keep one split's reports")
-        }
-        let missing = (1...count).filter { found[$0] == nil }
-        guard missing.isEmpty else {
-            let shards = missing.map { "\($0)/\(count)" }
-            let files = missing.map { "'farm-report-shard-\($0)-of-\(count).json'" }
-            throw FarmError.collect(
-                reason: missing.count == 1
-                    ? "shard \(shards[0]) has no report (\(files[0]))"
-                    : "shards \(shards.joined(separator: ", ")) have no report (\(files.joined(separator: ", ")))")
-        }
-        let missingJobs = farm.jobs.map(\.name).filter { byName[$0] == nil }
-        guard missingJobs.isEmpty else {
-            throw FarmError.collect(reason: "no result for job(s) \(missingJobs.joined(separator: ", "))")
-        }
-        let report = FarmReport(
-            schema: FarmReport.currentSchema, farm: farm.path.lastPathComponent, shard: nil,
-            jobs: farm.jobs.compactMap { byName[$0.name] }, seconds: seconds)
-        try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
-        return report
     }
 }
 

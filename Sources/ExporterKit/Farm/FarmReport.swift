@@ -1,0 +1,100 @@
+import Foundation
+
+/// One compiled artifact of a job.
+public struct FarmDeviceResult: Codable, Equatable, Sendable {
+    /// The architecture id.
+    public var device: String
+    /// `built`, `skipped` or `failed`.
+    public var status: String
+    /// The artifact, relative to the output folder (null when failed).
+    @NullEncoded public var artifact: String?
+    /// `fits`, `needs-entitlement` or `does-not-fit` (null when failed).
+    @NullEncoded public var memory: String?
+    /// `all-regions-within-budget` or `regions-over-budget` (null when failed).
+    @NullEncoded public var neuralEngine: String?
+    /// Why it failed (null otherwise).
+    @NullEncoded public var error: String?
+
+    enum CodingKeys: String, CodingKey {
+        case device, status, artifact, memory, error
+        case neuralEngine = "neural_engine"
+    }
+}
+
+/// One job's outcome, as the farm report records it.
+public struct FarmJobResult: Codable, Equatable, Sendable {
+    /// The job's name.
+    public var name: String
+    /// `built`, `skipped` (its key and artifact were unchanged) or `failed`.
+    public var status: String
+    /// The bundle, relative to the output folder (null when failed).
+    @NullEncoded public var bundle: String?
+    /// The bundle's bytes (null when failed).
+    @NullEncoded public var bundleBytes: Int?
+    /// The bundle's build key (null when failed before planning).
+    @NullEncoded public var buildKey: String?
+    /// Why it failed (null otherwise).
+    @NullEncoded public var error: String?
+    /// The export's exit status (0 unless failed).
+    public var exitStatus: Int32
+    /// The job's compiled artifacts, one per device asked for.
+    public var devices: [FarmDeviceResult] = []
+
+    enum CodingKeys: String, CodingKey {
+        case name, status, bundle, error, devices
+        case bundleBytes = "bundle_bytes"
+        case buildKey = "build_key"
+        case exitStatus = "exit_status"
+    }
+}
+
+/// `farm-report.json`: what a farm run (or a shard of one) did.
+public struct FarmReport: Codable, Equatable, Sendable {
+    /// The schema this version writes and collects.
+    public static let currentSchema = "exporter.farm-report/2"
+
+    /// `exporter.farm-report/2`.
+    public var schema: String
+    /// The farm file's name.
+    public var farm: String
+    /// What defined the jobs this report is of (``FarmRunner/farmDigest()``): `--collect` merges
+    /// only reports of the farm as it is now.
+    public var farmDigest: String
+    /// The `--run-id` the run was given (null without): `--collect` merges only reports of one run.
+    @NullEncoded public var runID: String?
+    /// `I/N` for a shard's report, null for a whole run or a collected report.
+    @NullEncoded public var shard: String?
+    /// Jobs in farm-file order (a shard's report holds its own jobs only).
+    public var jobs: [FarmJobResult]
+    /// Seconds each job took, by name (kept apart from `jobs` so reports of equal work compare equal).
+    public var seconds: [String: Double]
+
+    /// A report of `jobs`.
+    public init(
+        farm: String, farmDigest: String, runID: String?, shard: String?, jobs: [FarmJobResult],
+        seconds: [String: Double]
+    ) {
+        schema = FarmReport.currentSchema
+        self.farm = farm
+        self.farmDigest = farmDigest
+        self.runID = runID
+        self.shard = shard
+        self.jobs = jobs
+        self.seconds = seconds
+    }
+
+    /// How many jobs failed.
+    public var failedCount: Int {
+        jobs.filter { $0.status == "failed" || $0.devices.contains { $0.status == "failed" } }.count
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case schema, farm, shard, jobs, seconds
+        case farmDigest = "farm_digest"
+        case runID = "run_id"
+    }
+
+    /// Canonical JSON: sorted keys, pretty, final newline.
+    /// - Throws: an `EncodingError` only for non-finite numbers.
+    public func canonicalJSON() throws -> [UInt8] { try CanonicalJSON.encode(self) }
+}
