@@ -106,7 +106,9 @@ struct FarmTests {
         .write(to: farm)
         _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
         job = try #require(try report(folder).jobs.first)
-        #expect(job.status == "skipped")
+        // Something was built: the job's status says so, its bundle's own outcome is kept apart.
+        #expect(job.status == "built")
+        #expect(job.bundleStatus == "skipped")
         #expect(job.devices.map(\.status) == ["skipped", "built"])
         let compiled = try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.h16p.aimodelc"))
         #expect(compiled.manifest.buildKey != nil)
@@ -180,7 +182,8 @@ struct FarmTests {
         // New numbers for the device: its artifact compiles again, the others are current.
         try writeTable(appMemoryLimit: 6_000_000_000)
         job = try run()
-        #expect(job.status == "skipped")
+        #expect(job.status == "built")
+        #expect(job.bundleStatus == "skipped")
         #expect(job.devices.map(\.status) == ["built", "skipped"])
         #expect(job.devices.first?.memory == "fits")
         // Without the table the device is unknown, and a table that is not there is named: both
@@ -242,13 +245,30 @@ struct FarmTests {
                 of: #""output_name": "M0""#, with: #""output_name": "M0", "platform": "macOS", "devices": ["h14g"]"#
             ).utf8
         ).write(to: farm)
-        #expect(try BuiltExporter.run(["batch", farm.path, "--output", output]).status == 1)
-        job = try #require(try report(folder).jobs.first)
-        #expect(job.devices.map(\.status) == ["failed"])
-        #expect(
-            job.devices.first?.error
-                == "'m0/M0.h14g.aimodelc' is a visionOS artifact of the same architecture id, from another job or an "
-                + "earlier platform of this one: give this job another 'output_name'")
+        let message =
+            "'m0/M0.h14g.aimodelc' is a visionOS artifact of the same architecture id, from another job or an "
+            + "earlier platform of this one: give this job another 'output_name'"
+        // The job failed, as the run's count says: its device's error and exit status are its own,
+        // its bundle's outcome is kept apart, and the device has no artifact of this run.
+        for bundleStatus in ["built", "skipped"] {
+            let run = try BuiltExporter.run(["batch", farm.path, "--output", output])
+            #expect(run.status == 1)
+            #expect(run.error == "Error: 1 of 1 jobs failed\n")
+            #expect(run.output.hasPrefix("job   status  "))
+            #expect(run.output.contains("\njob0  failed  "))
+            job = try #require(try report(folder).jobs.first)
+            #expect(job.status == "failed")
+            #expect(job.bundleStatus == bundleStatus)
+            #expect(job.bundle == "m0/M0.aimodel")
+            #expect(job.exitStatus == 73)
+            #expect(job.error == "device h14g: " + message)
+            #expect(
+                job.devices == [
+                    FarmDeviceResult(
+                        device: "h14g", status: "failed", artifact: nil, memory: nil, neuralEngine: nil, error: message,
+                        exitStatus: 73)
+                ])
+        }
         #expect(
             try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.h14g.aimodelc")).compiled
                 .platform == "visionOS")
@@ -613,17 +633,76 @@ struct FarmTests {
     @Test("a job counts as failed when its export or any of its devices failed, once however many devices did")
     func failedCount() {
         func job(_ name: String, _ status: String, devices: [String]) -> FarmJobResult {
-            FarmJobResult(
-                name: name, status: status, bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0,
-                devices: devices.enumerated().map { FarmDeviceResult(device: "d\($0.offset)", status: $0.element) })
+            var result = FarmJobResult(
+                name: name, status: status, bundleStatus: status, bundle: nil, bundleBytes: nil, buildKey: nil,
+                error: status == "failed" ? "its export failed" : nil, exitStatus: status == "failed" ? 65 : 0,
+                devices: devices.enumerated().map {
+                    $0.element == "failed"
+                        ? FarmDeviceResult(
+                            device: "d\($0.offset)", status: "failed", error: "d\($0.offset) failed",
+                            exitStatus: Int32(70 + $0.offset))
+                        : FarmDeviceResult(device: "d\($0.offset)", status: $0.element)
+                })
+            result.includeDeviceFailures()
+            return result
         }
-        let report = FarmReport(
-            farm: "farm.json", farmDigest: "", runID: nil, shard: nil,
-            jobs: [
-                job("a", "built", devices: ["built", "failed"]), job("b", "skipped", devices: ["skipped", "built"]),
-                job("c", "failed", devices: []), job("d", "built", devices: ["failed", "failed"]),
-            ], seconds: [:])
+        let jobs = [
+            job("a", "built", devices: ["built", "failed"]), job("b", "skipped", devices: ["skipped", "built"]),
+            job("c", "failed", devices: []), job("d", "skipped", devices: ["failed", "failed"]),
+        ]
+        #expect(jobs.map(\.status) == ["failed", "skipped", "failed", "failed"])
+        #expect(jobs.map(\.bundleStatus) == ["built", "skipped", "failed", "skipped"])
+        #expect(jobs.map(\.exitStatus) == [71, 0, 65, 70])
+        #expect(
+            jobs.map(\.error) == [
+                "device d1: d1 failed", nil, "its export failed", "device d0: d0 failed\ndevice d1: d1 failed",
+            ])
+        let report = FarmReport(farm: "farm.json", farmDigest: "", runID: nil, shard: nil, jobs: jobs, seconds: [:])
         #expect(report.failedCount == 3)
+    }
+
+    @Test("a device whose compile fails fails its job with the compile's exit status, and has no artifact")
+    func failedCompile() throws {
+        let (farmURL, folder) = try makeFarm(count: 1)
+        let text = try String(contentsOf: farmURL, encoding: .utf8)
+        try Data(
+            text.replacingOccurrences(
+                of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p", "h16p"]"#
+            ).utf8
+        ).write(to: farmURL)
+        // An exporter whose compiles fail as on a full disk, after writing part of the artifact.
+        let wrapper = folder.appendingPathComponent("exporter-full-disk")
+        try Data(
+            """
+            #!/bin/sh
+            if [ "$1" = compile ]; then
+              mkdir -p "$8/M0.h17p.aimodelc" && echo "Error: cannot write '$8/M0.h17p.aimodelc': no space left on device" >&2
+              exit 74
+            fi
+            exec '\(BuiltExporter.url.path)' "$@"
+
+            """.utf8
+        ).write(to: wrapper)
+        #expect(chmod(wrapper.path, 0o755) == 0)
+        let settings = FarmSettings(
+            outputDirectory: folder.appendingPathComponent("out"), concurrentJobs: 1, executable: wrapper,
+            environment: BuiltExporter.cleanEnvironment)
+        let runner = FarmRunner(
+            farm: try FarmFile(contentsOf: farmURL), resolver: try Fixtures.resolver(), settings: settings)
+        let job = try #require(try runner.run().jobs.first)
+        let output = folder.appendingPathComponent("out").path
+        let error = "cannot write '\(output)/m0/M0.h17p.aimodelc': no space left on device"
+        #expect(job.status == "failed")
+        #expect(job.bundleStatus == "built")
+        #expect(job.exitStatus == 74)
+        #expect(job.error == "device h17p: \(error)\ndevice h16p: \(error)")
+        #expect(
+            job.devices
+                == ["h17p", "h16p"].map {
+                    FarmDeviceResult(
+                        device: $0, status: "failed", artifact: nil, memory: nil, neuralEngine: nil, error: error,
+                        exitStatus: 74)
+                })
     }
 
     @Test("a farm killed mid-run leaves no report, and finishes on the next run, every artifact whole, no staging left")

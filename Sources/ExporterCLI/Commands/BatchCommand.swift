@@ -129,9 +129,7 @@ enum BatchCommand {
         } else {
             var rows = [["job", "status", "time", "bundle", "verdicts or error"]]
             for job in report.jobs {
-                let detail =
-                    firstLine(job.error) ?? firstLine(job.devices.compactMap(\.error).first)
-                    ?? job.devices.map(verdictText).joined(separator: ", ")
+                let detail = firstLine(job.error) ?? job.devices.map(verdictText).joined(separator: ", ")
                 rows.append([
                     job.name, job.status, report.seconds[job.name].map { Format.decimal($0, places: 1) + " s" } ?? "-",
                     job.bundleBytes.map(Format.megabytes) ?? "-", detail,

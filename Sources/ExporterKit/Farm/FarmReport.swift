@@ -6,7 +6,7 @@ public struct FarmDeviceResult: Codable, Equatable, Sendable {
     public var device: String
     /// `built`, `skipped` or `failed`.
     public var status: String
-    /// The artifact, relative to the output folder (null when failed).
+    /// The artifact, relative to the output folder (null when failed: none of this run's is there).
     @NullEncoded public var artifact: String?
     /// `fits`, `needs-entitlement` or `does-not-fit` (null when failed).
     @NullEncoded public var memory: String?
@@ -14,10 +14,14 @@ public struct FarmDeviceResult: Codable, Equatable, Sendable {
     @NullEncoded public var neuralEngine: String?
     /// Why it failed (null otherwise).
     @NullEncoded public var error: String?
+    /// The compile's exit status (0 unless failed; a refusal before it, the status the compile
+    /// would end with).
+    public var exitStatus: Int32 = 0
 
     enum CodingKeys: String, CodingKey {
         case device, status, artifact, memory, error
         case neuralEngine = "neural_engine"
+        case exitStatus = "exit_status"
     }
 }
 
@@ -25,26 +29,42 @@ public struct FarmDeviceResult: Codable, Equatable, Sendable {
 public struct FarmJobResult: Codable, Equatable, Sendable {
     /// The job's name.
     public var name: String
-    /// `built`, `skipped` (its key and artifact were unchanged) or `failed`.
+    /// `built` (its bundle or a device was built), `skipped` (its key and artifacts were
+    /// unchanged) or `failed` (its export, or any of its devices, failed).
     public var status: String
-    /// The bundle, relative to the output folder (null when failed).
+    /// The bundle's own outcome: `built`, `skipped` or `failed` (then `status` is `failed` too);
+    /// a job whose devices failed after its bundle was built or skipped has its bundle's here.
+    public var bundleStatus: String = "failed"
+    /// The bundle, relative to the output folder (null when the export failed).
     @NullEncoded public var bundle: String?
-    /// The bundle's bytes (null when failed).
+    /// The bundle's bytes (null when the export failed).
     @NullEncoded public var bundleBytes: Int?
     /// The bundle's build key (null when failed before planning).
     @NullEncoded public var buildKey: String?
-    /// Why it failed (null otherwise).
+    /// Why it failed (null otherwise): the export's error, or each failed device's
+    /// (`device h17p: …`), a line each.
     @NullEncoded public var error: String?
-    /// The export's exit status (0 unless failed).
+    /// The export's exit status, or the first failed device's (0 unless failed).
     public var exitStatus: Int32
     /// The job's compiled artifacts, one per device asked for.
     public var devices: [FarmDeviceResult] = []
 
     enum CodingKeys: String, CodingKey {
         case name, status, bundle, error, devices
+        case bundleStatus = "bundle_status"
         case bundleBytes = "bundle_bytes"
         case buildKey = "build_key"
         case exitStatus = "exit_status"
+    }
+
+    /// Marks the job failed when a device failed: its status, error and exit status are then
+    /// the failed devices', its bundle's own outcome stays in ``bundleStatus``.
+    mutating func includeDeviceFailures() {
+        let failed = devices.filter { $0.status == "failed" }
+        guard let first = failed.first, status != "failed" else { return }
+        status = "failed"
+        exitStatus = first.exitStatus
+        error = failed.map { "device \($0.device): " + ($0.error ?? "failed") }.joined(separator: "\n")
     }
 }
 
@@ -83,10 +103,8 @@ public struct FarmReport: Codable, Equatable, Sendable {
         self.seconds = seconds
     }
 
-    /// How many jobs failed.
-    public var failedCount: Int {
-        jobs.filter { $0.status == "failed" || $0.devices.contains { $0.status == "failed" } }.count
-    }
+    /// How many jobs failed (their export or a device).
+    public var failedCount: Int { jobs.filter { $0.status == "failed" }.count }
 
     enum CodingKeys: String, CodingKey {
         case schema, farm, shard, jobs, seconds

@@ -293,9 +293,12 @@ public struct FarmRunner {
             reader.manifest.buildKey == result.buildKey
         {
             result.status = "skipped"
+            result.bundleStatus = "skipped"
             result.bundle = relative
             result.bundleBytes = reader.manifest.sizes.bundleBytes
             result.devices = compile(job, bundle: bundle, manifest: reader.manifest, verified: verified)
+            if result.devices.contains(where: { $0.status == "built" }) { result.status = "built" }
+            result.includeDeviceFailures()
             return result
         }
         let arguments =
@@ -323,55 +326,65 @@ public struct FarmRunner {
             return result
         }
         result.status = "built"
+        result.bundleStatus = "built"
         result.bundle = relative
         result.bundleBytes = reader.manifest.sizes.bundleBytes
         result.buildKey = reader.manifest.buildKey
         result.devices = compile(job, bundle: bundle, manifest: reader.manifest, verified: verified)
+        result.includeDeviceFailures()
         return result
     }
 
     /// Compiles the job's bundle for each of its devices whose artifact is missing, invalid or
     /// built from other inputs (another bundle, another device entry): a new device compiles,
-    /// nothing is re-exported.
+    /// nothing is re-exported. A failed device has no artifact, its error and the exit status
+    /// of its compile (or the one a compile would refuse it with).
     func compile(_ job: FarmJob, bundle: URL, manifest: Manifest, verified: VerifiedFiles? = nil) -> [FarmDeviceResult]
     {
         guard !job.devices.isEmpty else { return [] }
+        func failed(_ id: String, _ error: Error) -> FarmDeviceResult {
+            FarmDeviceResult(
+                device: id, status: "failed", error: "\(error)",
+                exitStatus: (error as? ExporterError)?.exitStatus.rawValue ?? ExitStatus.internalError.rawValue)
+        }
         let table: DeviceTable
         do {
             table = try deviceTable(of: job)
         } catch {
-            return job.devices.map { FarmDeviceResult(device: $0, status: "failed", error: "\(error)") }
+            return job.devices.map { failed($0, error) }
         }
         let folder = bundle.deletingLastPathComponent()
         let name = bundle.deletingPathExtension().lastPathComponent
         return job.devices.map { id in
-            var result = FarmDeviceResult(device: id, status: "failed")
             let device: DeviceArchitecture
             do {
-                guard let found = try FarmRunner.devices([id], of: job.platform, in: table).first else { return result }
+                guard let found = try FarmRunner.devices([id], of: job.platform, in: table).first else {
+                    throw CompileError.unknownArchitecture(
+                        id: id, platform: job.platform == .macOS ? .macOS : .iOS, known: table.devices.map(\.id))
+                }
                 device = found
             } catch {
-                result.error = "\(error)"
-                return result
+                return failed(id, error)
             }
             // The table's spelling: the artifact's name and the report's agree whatever the farm file's case.
-            result.device = device.id
+            var result = FarmDeviceResult(device: device.id, status: "failed")
             let artifact = Compiler.artifactURL(name: name, device: device, in: folder)
-            result.artifact = String(artifact.path.dropFirst(settings.outputDirectory.path.count + 1))
+            let relative = String(artifact.path.dropFirst(settings.outputDirectory.path.count + 1))
             // The M2's id names a Mac and the Vision Pro: a job's folder holds one platform's.
             do {
                 try Compiler.refuseOtherPlatform(artifact, platform: device.platform)
-            } catch CompileError
-                .artifactOfOtherPlatform(_, let found, _)
-            {
+            } catch let error as CompileError {
+                result.exitStatus = error.exitStatus.rawValue
+                guard case .artifactOfOtherPlatform(_, let found, _) = error else {
+                    result.error = "\(error)"
+                    return result
+                }
                 result.error =
-                    "'\(result.artifact ?? "")' is a \(found) artifact of the same architecture id, from another job or an "
+                    "'\(relative)' is a \(found) artifact of the same architecture id, from another job or an "
                     + "earlier platform of this one: give this job another 'output_name'"
-                result.artifact = nil
                 return result
             } catch {
-                result.error = "\(error)"
-                return result
+                return failed(device.id, error)
             }
             let expected = manifest.buildKey.map {
                 BuildKey.compiled(
@@ -382,6 +395,7 @@ public struct FarmRunner {
                 expected != nil, reader.manifest.buildKey == expected, let verdict = reader.manifest.compiled?.verdict
             {
                 result.status = "skipped"
+                result.artifact = relative
                 result.memory = verdict.memory.rawValue
                 result.neuralEngine = verdict.neuralEngine.rawValue
                 return result
@@ -392,13 +406,20 @@ public struct FarmRunner {
                     "compile", bundle.path, "--platform", device.platform.rawValue, "--device", device.id, "--output",
                     folder.path, "--overwrite",
                 ] + table, step: "compile")
-            guard status == 0, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
-                let verdict = reader.manifest.compiled?.verdict
-            else {
+            guard status == 0 else {
+                result.exitStatus = status
                 result.error = errorText.isEmpty ? "the compile exited with status \(status)" : errorText
                 return result
             }
+            guard let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
+                let verdict = reader.manifest.compiled?.verdict
+            else {
+                result.exitStatus = ExitStatus.internalError.rawValue
+                result.error = "the compile succeeded but '\(relative)' cannot be read"
+                return result
+            }
             result.status = "built"
+            result.artifact = relative
             result.memory = verdict.memory.rawValue
             result.neuralEngine = verdict.neuralEngine.rawValue
             return result
