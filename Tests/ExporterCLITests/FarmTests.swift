@@ -374,6 +374,61 @@ struct FarmTests {
         _ = try BundleReader(url: output.appendingPathComponent("m0/M0.aimodel"))
     }
 
+    @Test(
+        "a skip needs the manifest the farm wrote and a folder holding only its files, --reverify or not; else it rebuilds"
+    )
+    func skipChecksManifest() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out")
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        try Data(
+            text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#)
+                .utf8
+        )
+        .write(to: farm)
+        func run(_ extra: [String] = []) throws -> [String] {
+            let result = try BuiltExporter.run(["batch", farm.path, "--output", output.path] + extra)
+            #expect(result.status == 0, "\(result.error)")
+            let job = try #require(try report(folder).jobs.first)
+            return [job.bundleStatus] + job.devices.map(\.status)
+        }
+        let bundle = output.appendingPathComponent("m0/M0.aimodel")
+        let compiled = output.appendingPathComponent("m0/M0.h17p.aimodelc")
+        let bundleManifest = bundle.appendingPathComponent("manifest.json")
+        let compiledManifest = compiled.appendingPathComponent("manifest.json")
+        #expect(try run() == ["built", "built"])
+        let original = try Data(contentsOf: bundleManifest)
+        let originalCompiled = try Data(contentsOf: compiledManifest)
+        #expect(try run() == ["skipped", "skipped"])
+        // One figure edited in the bundle's manifest (no checksum covers it), with or without --reverify.
+        for extra in [[], ["--reverify"]] {
+            let edited = try #require(String(data: original, encoding: .utf8))
+                .replacingOccurrences(of: #""context_length" : 512"#, with: #""context_length" : 511"#)
+            #expect(edited.utf8.count == original.count)
+            try Data(edited.utf8).write(to: bundleManifest)
+            // Built again to the same bytes, which the compiled artifact was made from: it stays.
+            #expect(try run(extra) == ["built", "skipped"])
+            #expect(try Data(contentsOf: bundleManifest) == original)
+        }
+        // The compiled artifact's manifest, and a file that neither manifest lists.
+        try Data(originalCompiled + Data(" ".utf8)).write(to: compiledManifest)
+        #expect(try run() == ["skipped", "built"])
+        #expect(try Data(contentsOf: compiledManifest) == originalCompiled)
+        for stray in [bundle.appendingPathComponent("extra.txt"), compiled.appendingPathComponent("tables/extra.bin")] {
+            try FileManager.default.createDirectory(
+                at: stray.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data("x".utf8).write(to: stray)
+        }
+        #expect(try run() == ["built", "built"])
+        #expect(ArtifactVerifier.filesBelow(bundle).allSatisfy { $0 != "extra.txt" })
+        #expect(ArtifactVerifier.filesBelow(compiled).allSatisfy { $0 != "tables/extra.bin" })
+        #expect(try run() == ["skipped", "skipped"])
+        // Without the record, no manifest is known to be the farm's: everything is built again.
+        try FileManager.default.removeItem(at: output.appendingPathComponent(".farm-verified.json"))
+        #expect(try run() == ["built", "built"])
+        #expect(try Data(contentsOf: bundleManifest) == original)
+    }
+
     @Test("shards cover every job once, and their collected report equals an unsharded run's")
     func shards() throws {
         let (farm, folder) = try makeFarm(count: 5)

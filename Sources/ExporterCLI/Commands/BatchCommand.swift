@@ -7,8 +7,8 @@ enum BatchCommand {
         name: "batch",
         abstract: "Run a farm file's jobs: incremental, isolated, shardable across machines.",
         discussion: "Each job runs as its own 'exporter' process, N at a time. A job whose inputs are unchanged "
-            + "(same build key) and whose artifact still verifies (its files read in full once, then trusted while "
-            + "unchanged) is skipped. The run ends with a table and <output>/farm-report.json; the exit status is "
+            + "(same build key) and whose artifacts are as the farm wrote them (the same manifest.json, no file it "
+            + "does not list, its files read in full once, then trusted while unchanged) is skipped. The run ends with a table and <output>/farm-report.json; the exit status is "
             + "non-zero if any job failed. See docs/FARM.md.",
         arguments: [
             .positional("farm", help: "The farm file (JSON, schema exporter.farm/1)."),

@@ -271,17 +271,19 @@ public struct FarmRunner {
     /// Plans the job, skips it when its artifact is current (checked against its files, or
     /// `verified`'s record of them), else exports it in a child process once its conversion
     /// forecast fits in ``memory`` beside the running exports'.
-    func run(_ job: FarmJob, verified: VerifiedFiles? = nil, log: (String) -> Void = { _ in }) -> FarmJobResult {
+    func run(_ job: FarmJob, verified: VerifiedFiles, log: (String) -> Void = { _ in }) -> FarmJobResult {
         var result = FarmJobResult(
             name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
         let plan: ExportPlan
         let synthetic: Bool
+        let buildKey: String
         do {
             plan = try self.plan(of: job)
             synthetic =
                 job.synthetic == .always
                 || (job.synthetic == .ifMissing && plan.model.source.checkpointDirectory == nil)
-            result.buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
+            buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
+            result.buildKey = buildKey
         } catch {
             result.error = "\(error)"
             result.exitStatus = (error as? ExporterError)?.exitStatus.rawValue ?? ExitStatus.internalError.rawValue
@@ -289,14 +291,14 @@ public struct FarmRunner {
         }
         let bundle = ExportRunner.bundleURL(for: plan, in: settings.outputDirectory)
         let relative = String(bundle.path.dropFirst(settings.outputDirectory.path.count + 1))
-        if !settings.force, let reader = try? BundleReader(url: bundle, verifyFiles: true, verified: verified),
-            reader.manifest.buildKey == result.buildKey
-        {
+        if !settings.force, let reader = currentBundle(at: bundle, buildKey: buildKey, verified: verified) {
             result.status = "skipped"
             result.bundleStatus = "skipped"
             result.bundle = relative
             result.bundleBytes = reader.manifest.sizes.bundleBytes
-            result.devices = compile(job, bundle: bundle, manifest: reader.manifest, verified: verified)
+            result.devices = compile(
+                job, bundle: bundle, manifest: reader.manifest,
+                manifestCRC32: VerifiedFiles.ManifestStamp(reader.manifestData).crc32, verified: verified)
             if result.devices.contains(where: { $0.status == "built" }) { result.status = "built" }
             result.includeDeviceFailures()
             return result
@@ -325,12 +327,15 @@ public struct FarmRunner {
             result.error = "the export succeeded but '\(relative)' cannot be read"
             return result
         }
+        verified.record(manifest: reader.manifestData, of: bundle)
         result.status = "built"
         result.bundleStatus = "built"
         result.bundle = relative
         result.bundleBytes = reader.manifest.sizes.bundleBytes
         result.buildKey = reader.manifest.buildKey
-        result.devices = compile(job, bundle: bundle, manifest: reader.manifest, verified: verified)
+        result.devices = compile(
+            job, bundle: bundle, manifest: reader.manifest,
+            manifestCRC32: VerifiedFiles.ManifestStamp(reader.manifestData).crc32, verified: verified)
         result.includeDeviceFailures()
         return result
     }
@@ -339,8 +344,11 @@ public struct FarmRunner {
     /// built from other inputs (another bundle, another device entry): a new device compiles,
     /// nothing is re-exported. A failed device has no artifact, its error and the exit status
     /// of its compile (or the one a compile would refuse it with).
-    func compile(_ job: FarmJob, bundle: URL, manifest: Manifest, verified: VerifiedFiles? = nil) -> [FarmDeviceResult]
-    {
+    /// - Parameter manifestCRC32: the CRC-32 of the bundle's `manifest.json`, which its compiled
+    ///   artifacts record.
+    func compile(
+        _ job: FarmJob, bundle: URL, manifest: Manifest, manifestCRC32: String, verified: VerifiedFiles
+    ) -> [FarmDeviceResult] {
         guard !job.devices.isEmpty else { return [] }
         func failed(_ id: String, _ error: Error) -> FarmDeviceResult {
             FarmDeviceResult(
@@ -390,9 +398,10 @@ public struct FarmRunner {
                 BuildKey.compiled(
                     bundleKey: $0, device: device, minimumDeploymentVersion: DeploymentVersion.minimum.description)
             }
-            if !settings.force,
-                let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: true, verified: verified),
-                expected != nil, reader.manifest.buildKey == expected, let verdict = reader.manifest.compiled?.verdict
+            if !settings.force, let expected,
+                let reader = currentCompiled(
+                    at: artifact, buildKey: expected, bundleManifestCRC32: manifestCRC32, verified: verified),
+                let verdict = reader.manifest.compiled?.verdict
             {
                 result.status = "skipped"
                 result.artifact = relative
@@ -412,7 +421,8 @@ public struct FarmRunner {
                 return result
             }
             guard let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
-                let verdict = reader.manifest.compiled?.verdict
+                let verdict = reader.manifest.compiled?.verdict,
+                FarmRunner.recordManifest(of: artifact, in: verified)
             else {
                 result.exitStatus = ExitStatus.internalError.rawValue
                 result.error = "the compile succeeded but '\(relative)' cannot be read"
