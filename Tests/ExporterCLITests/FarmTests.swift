@@ -38,8 +38,10 @@ struct FarmTests {
         return (farm, folder)
     }
 
-    private func report(_ folder: URL, _ name: String = "farm-report.json") throws -> FarmReport {
-        try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: folder.appendingPathComponent("out/\(name)")))
+    private func report(_ folder: URL, _ name: String = "farm-report.json", output: String = "out") throws -> FarmReport
+    {
+        try JSONDecoder().decode(
+            FarmReport.self, from: Data(contentsOf: folder.appendingPathComponent("\(output)/\(name)")))
     }
 
     @Test("a failing job fails alone; the re-run skips the good ones; a touched input rebuilds its job only")
@@ -202,6 +204,78 @@ struct FarmTests {
         try writeFarm(#""devices": ["lab1"], "device_table": "loop.json""#)
         job = try run()
         #expect(job.error == "device_table: cannot read '\(loop.path)': too many levels of symbolic links")
+    }
+
+    @Test(
+        "whatever the artifacts record is in their keys: a renamed compression config or product rebuilds to a clean build's bytes"
+    )
+    func keysCoverRecordedInputs() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let table = folder.appendingPathComponent("lab-devices.json")
+        let config = folder.appendingPathComponent("cfg.json")
+        func write(product: String, configName: String) throws {
+            try Data(
+                """
+                {"schema": "exporter.devices/1", "devices": [
+                  {"id": "lab1", "platform": "iOS", "chip": "Lab chip", "products": ["\(product)"], "ahead_of_time": true,
+                   "ram_bytes": 8589934592, "app_memory_limit_bytes": 6000000000,
+                   "increased_memory_limit_bytes": null, "entitlements": [], "ane_region_budget_bytes": 1000000000,
+                   "page_size": 4096}
+                ]}
+                """.utf8
+            ).write(to: table)
+            try Data(
+                """
+                {"schema": "exporter.compression/1", "name": "\(configName)", "rules": [{"match": "*norm.weight", "mode": "keep"}],
+                 "default": {"mode": "palettize", "bits": 4, "granularity": "per_grouped_channel", "group_size": 8}}
+                """.utf8
+            ).write(to: config)
+        }
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        try Data(
+            text.replacingOccurrences(
+                of: #""output_name": "M0""#,
+                with:
+                    #""output_name": "M0", "compression_config": "cfg.json", "devices": ["lab1"], "device_table": "lab-devices.json""#
+            ).utf8
+        ).write(to: farm)
+        func run(_ output: String) throws -> [String] {
+            let result = try BuiltExporter.run([
+                "batch", farm.path, "--output", folder.appendingPathComponent(output).path,
+            ])
+            #expect(result.status == 0, "\(result.error)")
+            let job = try #require(try report(folder, output: output).jobs.first)
+            return [job.bundleStatus] + job.devices.map(\.status)
+        }
+        /// Every file of the job's folder, by relative path.
+        func contents(_ output: String) throws -> [String: Data] {
+            let root = folder.appendingPathComponent("\(output)/m0")
+            var files: [String: Data] = [:]
+            for path in ArtifactVerifier.filesBelow(root) {
+                files[path] = try Data(contentsOf: root.appendingPathComponent(path))
+            }
+            return files
+        }
+        try write(product: "Lab board", configName: "cfg")
+        #expect(try run("out") == ["built", "built"])
+        // The product's name only: the compiled artifact records it, so it is compiled again.
+        try write(product: "Lab board (rev. B)", configName: "cfg")
+        #expect(try run("out") == ["skipped", "built"])
+        #expect(try run("clean1") == ["built", "built"])
+        #expect(try contents("out") == contents("clean1"))
+        #expect(
+            try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.lab1.aimodelc")).compiled.products
+                == ["Lab board (rev. B)"])
+        // The compression config's name only (the same rules): the bundle records it.
+        try write(product: "Lab board (rev. B)", configName: "cfg2")
+        #expect(try run("out") == ["built", "built"])
+        #expect(try run("clean2") == ["built", "built"])
+        let incremental = try contents("out")
+        #expect(incremental == (try contents("clean2")))
+        #expect(incremental != (try contents("clean1")))
+        #expect(
+            try BundleReader(url: folder.appendingPathComponent("out/m0/M0.aimodel")).manifest.compression.config
+                == "cfg2")
     }
 
     @Test("an iOS job compiles Apple Vision Pro's h14g from its iOS bundle; a device of the other platform is refused")
