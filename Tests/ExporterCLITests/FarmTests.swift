@@ -737,26 +737,73 @@ struct FarmTests {
         #expect(!FileManager.default.fileExists(atPath: output))
     }
 
-    @Test("shards take jobs by estimated cost, largest first, each to the least loaded shard, ties to the lower")
-    func shardBalance() throws {
-        let folder = try Fixtures.temporaryDirectory("farm")
-        let text =
-            #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b"}, "#
-            + #"{"name": "b", "model": "qwen2.5-1.5b-instruct"}, {"name": "c", "model": "qwen3-4b"}, "#
-            + #"{"name": "d", "model": "qwen3-0.6b"}]}"#
+    /// A runner of the farm file `text` (in `folder`), resolving models with `resolver`.
+    private func shardRunner(_ text: String, in folder: URL, resolver: ModelResolver? = nil) throws -> FarmRunner {
         let farm = try FarmFile(bytes: Array(text.utf8), path: folder.appendingPathComponent("farm.json"))
         let settings = FarmSettings(
             outputDirectory: folder, concurrentJobs: 1, executable: URL(fileURLWithPath: "/nonexistent"),
             environment: [:])
-        let runner = FarmRunner(farm: farm, resolver: try Fixtures.resolver(), settings: settings)
+        return FarmRunner(farm: farm, resolver: try resolver ?? Fixtures.resolver(), settings: settings)
+    }
+
+    /// Each shard's job names, of a split into `count`.
+    private func split(_ runner: FarmRunner, _ count: Int) -> [[String]] {
+        (1...count).map { runner.shardJobs(index: $0, count: count).map(\.name) }
+    }
+
+    @Test("shards take jobs by estimated cost, largest first, each to the least loaded shard, ties to the lower")
+    func shardBalance() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let jobs = [
+            #"{"name": "a", "model": "qwen3-0.6b"}"#, #"{"name": "b", "model": "qwen2.5-1.5b-instruct"}"#,
+            #"{"name": "c", "model": "qwen3-4b"}"#, #"{"name": "d", "model": "qwen3-0.6b"}"#,
+        ]
+        func farm(_ jobs: [String]) -> String {
+            #"{"schema": "exporter.farm/1", "jobs": ["# + jobs.joined(separator: ", ") + "]}"
+        }
+        let runner = try shardRunner(farm(jobs), in: folder)
         // Parameters: c 4.02 B, b 1.54 B, a and d 0.60 B each. c alone outweighs the rest: shard 1
         // takes it, and b, a and d go one after the other to shard 2, still the lighter.
-        #expect(runner.shardJobs(index: 1, count: 2).map(\.name) == ["c"])
-        #expect(runner.shardJobs(index: 2, count: 2).map(\.name) == ["a", "b", "d"])
+        #expect(split(runner, 2) == [["c"], ["a", "b", "d"]])
         // Three shards: c, then b, then a to the empty third; d joins a, lighter than b.
-        #expect(runner.shardJobs(index: 1, count: 3).map(\.name) == ["c"])
-        #expect(runner.shardJobs(index: 2, count: 3).map(\.name) == ["b"])
-        #expect(runner.shardJobs(index: 3, count: 3).map(\.name) == ["a", "d"])
+        #expect(split(runner, 3) == [["c"], ["b"], ["a", "d"]])
+        // Four: a and d cost the same, and go by name, whatever their order in the file.
+        #expect(split(runner, 4) == [["c"], ["b"], ["a"], ["d"]])
+        let reversed = try shardRunner(farm(jobs.reversed()), in: folder)
+        for count in 1...4 {
+            #expect(split(reversed, count).map { $0.sorted() } == split(runner, count), "\(count) shards")
+        }
+    }
+
+    @Test(
+        "the split does not depend on weights being here: a model's config, never the Hugging Face cache, sets its cost"
+    )
+    func shardSplitWithoutWeights() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        // A checkpoint folder holding its config.json only (its weights are fetched on the shard's
+        // machine), and an org/model id with a snapshot of Qwen3-4B's config in one cache only.
+        let bare = folder.appendingPathComponent("bare")
+        try FileManager.default.createDirectory(at: bare, withIntermediateDirectories: true)
+        let qwen3 = Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-4B/config.json")
+        try FileManager.default.copyItem(at: qwen3, to: bare.appendingPathComponent("config.json"))
+        let snapshot = folder.appendingPathComponent("snapshot")
+        try FileManager.default.createDirectory(at: snapshot, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: qwen3, to: snapshot.appendingPathComponent("config.json"))
+        let text =
+            #"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "#
+            + #""jobs": [{"name": "a", "model": "qwen3-4b"}, {"name": "b", "model": "org/big"}, "#
+            + #"{"name": "c", "model": "qwen2.5-1.5b-instruct"}, {"name": "d", "model": "qwen3-0.6b"}, "#
+            + #"{"name": "e", "model": "bare"}]}"#
+        let cached = try shardRunner(
+            text, in: folder, resolver: try Fixtures.resolver(cache: ["org/big": (snapshot, "main")]))
+        let bareMachine = try shardRunner(text, in: folder)
+        // a and e are Qwen3-4B (e from its folder's config), b costs 1 wherever the cache holds it.
+        #expect(cached.splitCost(of: cached.farm.jobs[1]) == 1)
+        #expect(cached.splitCost(of: cached.farm.jobs[4]) == cached.splitCost(of: cached.farm.jobs[0]))
+        for count in 1...5 {
+            #expect(split(cached, count) == split(bareMachine, count), "\(count) shards")
+        }
+        #expect(split(cached, 2) == [["a", "c"], ["b", "d", "e"]])
     }
 
     @Test("a job counts as failed when its export or any of its devices failed, once however many devices did")

@@ -95,24 +95,6 @@ public struct FarmRunner {
         try plans.plan(named: job.name) { try ExportPlan.make(options: options(of: job), resolver: resolver) }
     }
 
-    /// The jobs of shard `index` of `count`: jobs sorted by estimated cost (parameters),
-    /// each given to the shard with the least work so far (ties to the lower shard), so every
-    /// job is in exactly one shard and shards are balanced. The same on every machine.
-    public func shardJobs(index: Int, count: Int) -> [FarmJob] {
-        let costs = farm.jobs.map { job in
-            (try? plan(of: job))?.parameters ?? 1
-        }
-        let order = farm.jobs.indices.sorted { costs[$0] != costs[$1] ? costs[$0] > costs[$1] : $0 < $1 }
-        var load = [Int](repeating: 0, count: count)
-        var assigned = [Int](repeating: 0, count: farm.jobs.count)
-        for job in order {
-            let target = load.indices.min { load[$0] != load[$1] ? load[$0] < load[$1] : $0 < $1 } ?? 0
-            assigned[job] = target
-            load[target] += costs[job]
-        }
-        return farm.jobs.indices.filter { assigned[$0] == index - 1 }.map { farm.jobs[$0] }
-    }
-
     /// The report file of this run: `farm-report.json`, or `farm-report-shard-I-of-N.json`.
     public var reportURL: URL {
         guard let shard = settings.shard else {
