@@ -1079,6 +1079,54 @@ struct FarmTests {
         #expect(bundle.manifest.contextLength == 64)
     }
 
+    @Test("text from the farm file is escaped in the table and the report; an error of several lines keeps them all")
+    func escapedErrors() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let farm = folder.appendingPathComponent("farm.json")
+        try Data(
+            (#"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "#
+                + #""jobs": [{"name": "x", "model": "bad\u001b[31mred\nline"}, {"name": "w", "model": "org/missing"}]}"#)
+                .utf8
+        ).write(to: farm)
+        let output = folder.appendingPathComponent("out")
+        let run = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
+        #expect(run.status == 1)
+        let named =
+            #"'bad\u{1B}[31mred\u{A}line' is not a registered short-name and doesn't look like a HuggingFace ID "#
+            + "(expected 'org/model'). Run --list-models to see options."
+        let tried = [
+            "'org/missing' was not found; tried:", "  - a local directory 'org/missing': none",
+            "  - a preset named 'org/missing': none (run 'exporter list')",
+            "  - the Hugging Face cache: /nonexistent-hf-home/hub/models--org--missing is absent",
+        ]
+        let jobs = try report(folder).jobs
+        #expect(jobs.map(\.error) == [named, tried.joined(separator: "\n")])
+        #expect(jobs.map(\.exitStatus) == [66, 66])
+        // One row a job, every line of the error in it.
+        let lines = run.output.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == 5, "\(run.output)")
+        #expect(lines[1].hasPrefix("x    failed  ") && lines[1].hasSuffix("  " + named))
+        #expect(
+            lines[2].hasPrefix("w    failed  ")
+                && lines[2].hasSuffix(
+                    "  'org/missing' was not found; tried: - a local directory 'org/missing': none - a preset named "
+                        + "'org/missing': none (run 'exporter list') - the Hugging Face cache: "
+                        + "/nonexistent-hf-home/hub/models--org--missing is absent")
+        )
+        #expect(!run.output.unicodeScalars.contains { $0.value == 0x1B })
+    }
+
+    @Test("a child's usage error reaches the report without the usage lines, its own lines escaped")
+    func childMessages() {
+        let usage =
+            Array(
+                "warning: ignored\nError: --x expects y, got 'a\u{1B}'\nUsage: exporter [<model>] [<options>]\n"
+                    .utf8) + Array("  See 'exporter --help' for more information.\n".utf8)
+        #expect(FarmRunner.childMessage(usage) == #"--x expects y, got 'a\u{1B}'"#)
+        let listed = Array("Error: cannot proceed; either:\n  - one\n  - two\n".utf8)
+        #expect(FarmRunner.childMessage(listed) == "cannot proceed; either:\n  - one\n  - two")
+    }
+
     @Test("an output that is a file, and a malformed shard, are refused in plain words")
     func badOutputAndShard() throws {
         let (farm, folder) = try makeFarm(count: 1)

@@ -129,7 +129,7 @@ enum BatchCommand {
         } else {
             var rows = [["job", "status", "time", "bundle", "verdicts or error"]]
             for job in report.jobs {
-                let detail = firstLine(job.error) ?? job.devices.map(verdictText).joined(separator: ", ")
+                let detail = job.error.map(oneLine) ?? job.devices.map(verdictText).joined(separator: ", ")
                 rows.append([
                     job.name, job.status, report.seconds[job.name].map { Format.decimal($0, places: 1) + " s" } ?? "-",
                     job.bundleBytes.map(Format.megabytes) ?? "-", detail,
@@ -152,7 +152,10 @@ enum BatchCommand {
         return device.device + " " + memory + (overBudget ? " (ANE over budget)" : "")
     }
 
-    static func firstLine(_ text: String?) -> String? {
-        text.map { String($0.split(separator: "\n").first ?? "") }
+    /// A report's error on the one line of a table row: its lines (a refusal's list of what was
+    /// tried, of what to do) each trimmed, joined by spaces, so that none is lost.
+    static func oneLine(_ text: String) -> String {
+        text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            .joined(separator: " ")
     }
 }

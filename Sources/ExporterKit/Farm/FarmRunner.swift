@@ -187,11 +187,11 @@ public struct FarmRunner {
                 // A table that cannot be read is the job's device_table's fault; a device it lacks, its devices'.
                 let table: DeviceTable
                 do { table = try deviceTable(of: job) } catch {
-                    collisions[job.name] = "device_table: \(error)"
+                    collisions[job.name] = "device_table: " + FarmRunner.reportText(error)
                     continue
                 }
                 do { _ = try FarmRunner.devices(job.devices, of: job.platform, in: table) } catch {
-                    collisions[job.name] = "devices: \(error)"
+                    collisions[job.name] = "devices: " + FarmRunner.reportText(error)
                     continue
                 }
             }
@@ -267,7 +267,7 @@ public struct FarmRunner {
             buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
             result.buildKey = buildKey
         } catch {
-            result.error = "\(error)"
+            result.error = FarmRunner.reportText(error)
             result.exitStatus = (error as? ExporterError)?.exitStatus.rawValue ?? ExitStatus.internalError.rawValue
             return result
         }
@@ -334,7 +334,7 @@ public struct FarmRunner {
         guard !job.devices.isEmpty else { return [] }
         func failed(_ id: String, _ error: Error) -> FarmDeviceResult {
             FarmDeviceResult(
-                device: id, status: "failed", error: "\(error)",
+                device: id, status: "failed", error: FarmRunner.reportText(error),
                 exitStatus: (error as? ExporterError)?.exitStatus.rawValue ?? ExitStatus.internalError.rawValue)
         }
         let table: DeviceTable
@@ -366,12 +366,13 @@ public struct FarmRunner {
             } catch let error as CompileError {
                 result.exitStatus = error.exitStatus.rawValue
                 guard case .artifactOfOtherPlatform(_, let found, _) = error else {
-                    result.error = "\(error)"
+                    result.error = FarmRunner.reportText(error)
                     return result
                 }
-                result.error =
+                // The platform is read from the manifest found there: escaped as any text of an input.
+                result.error = FarmRunner.escaped(
                     "'\(relative)' is a \(found) artifact of the same architecture id, from another job or an "
-                    + "earlier platform of this one: give this job another 'output_name'"
+                        + "earlier platform of this one: give this job another 'output_name'")
                 return result
             } catch {
                 return failed(device.id, error)
@@ -442,14 +443,14 @@ public struct FarmRunner {
         do {
             child = try ChildProcess.start(settings.executable, arguments: arguments, environment: environment)
         } catch {
-            return (ExitStatus.internalError.rawValue, "cannot start '\(settings.executable.path)': \(error)")
+            return (
+                ExitStatus.internalError.rawValue,
+                FarmRunner.escaped("cannot start '\(settings.executable.path)': \(error)")
+            )
         }
         let (status, signal, errorBytes) = child.finish()
         if let signal { return (status, "the \(step) was killed by signal \(signal)") }
-        let text = String(decoding: errorBytes, as: UTF8.self).split(separator: "\n")
-            .filter { !$0.hasPrefix("warning: ") }.joined(separator: "\n")
-        let message = text.hasPrefix("Error: ") ? String(text.dropFirst("Error: ".count)) : text
-        return (status, message)
+        return (status, FarmRunner.childMessage(errorBytes))
     }
 
     /// Staging folders of killed runs (`.partial-*` beside artifacts) that no process holds
