@@ -1116,6 +1116,33 @@ struct FarmTests {
         #expect(!run.output.unicodeScalars.contains { $0.value == 0x1B })
     }
 
+    @Test("a value found wrong only when its job runs is named by its farm key, with what the farm file can do")
+    func jobTimeErrors() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        try Data(
+            (#"{"schema": "exporter.farm/1", "jobs": ["#
+                + #"{"name": "a", "model": "m0", "experimental": true, "compute_precision": "float16", "context": 100000}, "#
+                + #"{"name": "b", "model": "m0"}, {"name": "c", "model": "qwen3-0.6b"}, "#
+                + #"{"name": "d", "model": "m0", "experimental": true}]}"#).utf8
+        ).write(to: farm)
+        let run = try BuiltExporter.run(["batch", farm.path, "--output", folder.appendingPathComponent("out").path])
+        #expect(run.status == 1)
+        let checkpoint = folder.appendingPathComponent("m0").path
+        let jobs = try report(folder).jobs
+        #expect(
+            jobs.map(\.error) == [
+                "'context' (100000) exceeds the model's max_position_embeddings (512)",
+                "'\(checkpoint)' has no registry preset. Set \"experimental\": true to try exporting it anyway (with "
+                    + "'compute_precision').\nSupported models: run 'exporter list' (docs in README.md).\n"
+                    + "This model may not be suitable for iOS application due to its memory requirements.",
+                "no weights for 'qwen3-0.6b' on this machine (looked in "
+                    + "/nonexistent-hf-home/hub/models--Qwen--Qwen3-0.6B); download them (huggingface-cli download "
+                    + #"Qwen/Qwen3-0.6B), or set "synthetic" to "if-missing" or true to export generated weights"#,
+                "'compute_precision' is required for '\(checkpoint)' (no registry preset found)",
+            ])
+        #expect(jobs.map(\.exitStatus) == [65, 69, 66, 65])
+    }
+
     @Test("a child's usage error reaches the report without the usage lines, its own lines escaped")
     func childMessages() {
         let usage =
@@ -1231,6 +1258,39 @@ struct FarmTests {
             (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "device_table": "d.json"}]}"#,
                 "job 'a': 'device_table' applies to 'devices'; list the architectures to compile for too"
+            ),
+            // What the farm file and the presets decide, before anything runs (each job failed with
+            // the export's usage error, 64, and its usage lines in the report).
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "compression": "nope"}]}"#,
+                "job 'a': 'compression' is 'nope'; expected one of: 4bit_quality, 4bit_weight_palettized_group32, "
+                    + "4bit_weight_palettized_group8, qwen3-0.6b_mixed_4bit_8bit, qwen3-4b_mixed_4bit_8bit, none"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "b", "model": "x", "preset": "nope"}]}"#,
+                "job 'b': 'preset' is 'nope'; expected one of: qwen3-0.6b, qwen2.5-1.5b-instruct, qwen3-4b"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b", "context": 100000}]}"#,
+                "job 'a': 'context' is 100000, more than the max_position_embeddings of preset 'qwen3-0.6b' (40960)"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "output_name": "a/b"}]}"#,
+                "job 'a': 'output_name' must be a plain file name (no '/', not starting with '.'), got 'a/b'"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "output_name": ".."}]}"#,
+                "job 'a': 'output_name' must be a plain file name (no '/', not starting with '.'), got '..'"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "output_name": "a\u001bb"}]}"#,
+                #"job 'a': 'output_name' must not contain control characters, got 'a\u{1B}b'"#
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "output_name": ""#
+                    + String(repeating: "é", count: 65) + #""}]}"#,
+                "job 'a': 'output_name' '" + String(repeating: "é", count: 40) + "…' is 130 bytes long; an artifact's "
+                    + "name is at most 128 bytes (its files and their staging folders must fit 255-byte file names)"
             ),
         ]
         // `null` is no value of any key: it used to stand for the default, and a job whose

@@ -97,6 +97,8 @@ enum BatchCommand {
             settings.shard = (index, count)
         }
         let runner = FarmRunner(farm: farm, resolver: try context.resolver(), settings: settings)
+        // What the farm file and the presets decide is refused before anything runs, as the farm file's own errors.
+        try farm.check(against: runner.resolver.catalog)
         if arguments.flag("matrix") {
             // At most one shard per job, so that no CI machine starts for nothing: the split of
             // N jobs into more shards would leave the extra ones empty.

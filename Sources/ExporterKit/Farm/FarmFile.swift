@@ -259,6 +259,22 @@ public struct FarmFile: Equatable, Sendable {
             throw bad("'disable_embedding_quantization_ios' applies to platform iOS, not \(job.platform)")
         }
         job.outputName = try string("output_name")
+        if let name = job.outputName {
+            // As the export refuses its --output-name, and before anything runs.
+            guard !name.contains("/"), !name.hasPrefix(".") else {
+                throw bad("'output_name' must be a plain file name (no '/', not starting with '.'), got '\(name)'")
+            }
+            guard !name.unicodeScalars.contains(where: \.isControlCharacter) else {
+                throw bad("'output_name' must not contain control characters, got '\(name)'")
+            }
+            guard name.utf8.count <= ExportPlan.longestName else {
+                let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
+                throw bad(
+                    "'output_name' '\(shown)' is \(name.utf8.count) bytes long; an artifact's name is at most "
+                        + "\(ExportPlan.longestName) bytes (its files and their staging folders must fit 255-byte file names)"
+                )
+            }
+        }
         if let value = object["devices"] {
             guard let items = value.arrayValue, items.allSatisfy({ $0.stringValue?.isEmpty == false }) else {
                 throw bad("'devices' must be an array of architecture ids")

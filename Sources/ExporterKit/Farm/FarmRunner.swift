@@ -267,8 +267,19 @@ public struct FarmRunner {
             buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
             result.buildKey = buildKey
         } catch {
-            result.error = FarmRunner.reportText(error)
-            result.exitStatus = (error as? ExporterError)?.exitStatus.rawValue ?? ExitStatus.internalError.rawValue
+            let (message, status) = FarmRunner.planningFailure(error)
+            result.error = message
+            result.exitStatus = status
+            return result
+        }
+        // A preset whose weights are not here: what the export would refuse, with what the farm file can do.
+        if !synthetic, case .presetConfigOnly(let repoID) = plan.model.source {
+            result.error = FarmRunner.reportText(lines: [
+                "no weights for '\(job.model)' on this machine (looked in \(resolver.cacheDescription(repoID))); "
+                    + "download them (huggingface-cli download \(repoID)), or set \"synthetic\" to \"if-missing\" "
+                    + "or true to export generated weights"
+            ])
+            result.exitStatus = ExitStatus.notFound.rawValue
             return result
         }
         let bundle = ExportRunner.bundleURL(for: plan, in: settings.outputDirectory)
