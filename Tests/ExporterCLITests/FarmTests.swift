@@ -719,6 +719,10 @@ struct FarmTests {
             ),
             (["--matrix", "--jobs", "2"], "--jobs does not apply to --matrix, which only prints the shard list"),
             (
+                ["--output", output, "--jobs", "99999999999999999999"],
+                "--jobs expects an integer from 1 to 1000000, got '99999999999999999999'"
+            ),
+            (
                 ["--matrix", "--run-id", "7"],
                 "--run-id does not apply to --matrix, which only prints the shard list"
             ),
@@ -1034,7 +1038,7 @@ struct FarmTests {
         #expect(serial.memory.peakHolders == 1)
         for line in lines.value where line.contains("waiting") {
             #expect(line.contains(": waiting for memory: its export needs about "))
-            #expect(line.contains(", 1 running hold ") && line.hasSuffix(" of \(Format.mebibytes(capacity))"))
+            #expect(line.contains(", 1 running holds ") && line.hasSuffix(" of \(Format.mebibytes(capacity))"))
         }
         // The same bundles as a run without a limit.
         let free = try runner(capacity: nil, output: "free")
@@ -1069,11 +1073,11 @@ struct FarmTests {
                     == "writes the same bundle as job 'short' ('m0/m0.aimodel'); give one of them another 'output_name'"
             )
             #expect(jobs[1].exitStatus == 65)
-            // The same folder on a case-insensitive file system.
+            // The same folder on a case-insensitive file system, named as the earlier job writes it.
             #expect(
                 jobs[2].error
-                    == "writes the same bundle as job 'short' ('m0/M0.aimodel'); give one of them another 'output_name'"
-            )
+                    == "writes the same bundle as job 'short' ('m0/m0.aimodel'; this job's 'm0/M0.aimodel' is that "
+                    + "folder where file names ignore case); give one of them another 'output_name'")
         }
         let bundle = try BundleReader(url: folder.appendingPathComponent("out/m0/m0.aimodel"))
         #expect(bundle.manifest.contextLength == 64)
@@ -1259,6 +1263,25 @@ struct FarmTests {
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "device_table": "d.json"}]}"#,
                 "job 'a': 'device_table' applies to 'devices'; list the architectures to compile for too"
             ),
+            // Keys that would do nothing, whatever their value; numbers not written as integers.
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "platform": "macOS", "#
+                    + #""disable_embedding_quantization_ios": false}]}"#,
+                "job 'a': 'disable_embedding_quantization_ios' applies to platform iOS, not macOS"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "defaults": {"palette_search": "exact"}, "#
+                    + #""jobs": [{"name": "a", "model": "x", "compression": "none"}]}"#,
+                "job 'a': 'palette_search' applies to palettised weights; 'compression' 'none' palettises none"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "context": 128.0}]}"#,
+                "job 'a': 'context' must be a positive integer"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "synthetic": true, "seed": 1e1}]}"#,
+                "job 'a': 'seed' must be a non-negative integer"
+            ),
             // What the farm file and the presets decide, before anything runs (each job failed with
             // the export's usage error, 64, and its usage lines in the report).
             (
@@ -1357,6 +1380,16 @@ struct FarmTests {
         let arguments = farm.jobs.map { $0.exportArguments(outputDirectory: output, farmDirectory: folder) }
         #expect(arguments[0].suffix(2) == ["--palette-search", "exact"])
         #expect(arguments[1].suffix(2) == ["--palette-search", "standard"])
+    }
+
+    @Test("a job's paths are resolved against the farm file's folder, without '.' components")
+    func resolvedPaths() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        var job = FarmJob(name: "a", model: "./models/./nope")
+        job.compressionConfig = "./cfg.json"
+        let arguments = job.exportArguments(outputDirectory: folder, farmDirectory: folder)
+        #expect(arguments[0] == folder.path + "/models/nope")
+        #expect(arguments.contains(folder.path + "/cfg.json"))
     }
 
     @Test("a job's seed may be 0, the first of the non-negative integers; -1 is refused, naming the job")

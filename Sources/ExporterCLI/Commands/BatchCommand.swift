@@ -35,6 +35,10 @@ enum BatchCommand {
             .flag("json", help: "Print the report as JSON."),
         ])
 
+    /// The most `--jobs` and `--shards` take: far beyond any farm, and said in the message of a
+    /// larger number (which "a positive integer" would not explain).
+    static let largestCount = 1_000_000
+
     /// Options of a run that `--matrix` (which prints the split and exits) and `--collect` (which
     /// merges reports) would ignore.
     static let runOptions = ["shard", "jobs", "force", "reverify", "wait"]
@@ -72,7 +76,8 @@ enum BatchCommand {
         .absoluteURL.standardizedFileURL
         var settings = FarmSettings(
             outputDirectory: output,
-            concurrentJobs: try arguments.int("jobs", range: 1...) ?? FarmSettings.defaultConcurrentJobs(),
+            concurrentJobs: try arguments.int("jobs", range: 1...BatchCommand.largestCount)
+                ?? FarmSettings.defaultConcurrentJobs(),
             executable: context.executable, environment: context.environment)
         settings.availableMemoryBytes = context.availableMemoryBytes()
         settings.force = arguments.flag("force")
@@ -102,7 +107,7 @@ enum BatchCommand {
         if arguments.flag("matrix") {
             // At most one shard per job, so that no CI machine starts for nothing: the split of
             // N jobs into more shards would leave the extra ones empty.
-            let total = min(try arguments.int("shards", range: 1...) ?? 4, farm.jobs.count)
+            let total = min(try arguments.int("shards", range: 1...BatchCommand.largestCount) ?? 4, farm.jobs.count)
             let shards = (1...total).map { index -> JSONValue in
                 .object(
                     JSONObject([

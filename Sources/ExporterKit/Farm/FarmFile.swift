@@ -105,7 +105,9 @@ public struct FarmJob: Equatable, Sendable {
     /// - Parameter synthetic: whether this run uses generated weights (the policy, resolved).
     public func exportArguments(outputDirectory: URL, farmDirectory: URL, synthetic: Bool = false) -> [String] {
         func resolved(_ path: String) -> String {
-            path.hasPrefix("/") ? path : farmDirectory.appendingPathComponent(path).path
+            let full = path.hasPrefix("/") ? path : farmDirectory.appendingPathComponent(path).path
+            // `./x` is `x`: a message naming the path shows no `.` (`..` stays: a link's parent is not lexical).
+            return "/" + full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
         }
         var modelArgument = model
         if model.hasPrefix(".") || model.hasPrefix("/") || FileManager.default.fileExists(atPath: resolved(model)) {
@@ -243,7 +245,10 @@ public struct FarmFile: Equatable, Sendable {
         var job = FarmJob(name: name, model: model)
         job.platform = try choice("platform", Platform.allCases) ?? .iOS
         if let value = object["context"] {
-            guard let context = value.intValue, context > 0 else { throw bad("'context' must be a positive integer") }
+            // Written as an integer: `128.0` or `1.28e2` is not one, as safetensors' integers are not.
+            guard let context = value.integerLiteralValue, context > 0 else {
+                throw bad("'context' must be a positive integer")
+            }
             job.context = context
         }
         job.compression = try string("compression")
@@ -255,7 +260,8 @@ public struct FarmFile: Equatable, Sendable {
         job.experimental = try flag("experimental")
         job.preset = try string("preset")
         job.disableEmbeddingQuantizationIOS = try flag("disable_embedding_quantization_ios")
-        if job.disableEmbeddingQuantizationIOS, job.platform != .iOS {
+        // Given at all, `false` too: a key that can do nothing for the job is refused, as `seed` is.
+        if object["disable_embedding_quantization_ios"] != nil, job.platform != .iOS {
             throw bad("'disable_embedding_quantization_ios' applies to platform iOS, not \(job.platform)")
         }
         job.outputName = try string("output_name")
@@ -304,7 +310,9 @@ public struct FarmFile: Equatable, Sendable {
             }
         }
         if let value = object["seed"] {
-            guard let seed = value.intValue, seed >= 0 else { throw bad("'seed' must be a non-negative integer") }
+            guard let seed = value.integerLiteralValue, seed >= 0 else {
+                throw bad("'seed' must be a non-negative integer")
+            }
             // As the export refuses `--seed` without `--synthetic`: a seed that seeds nothing is a mistake.
             guard job.synthetic != .never else {
                 throw bad("'seed' applies to synthetic weights; set 'synthetic' too")
@@ -313,6 +321,9 @@ public struct FarmFile: Equatable, Sendable {
         }
         job.allowClamp = try flag("allow_clamp")
         job.paletteSearch = try choice("palette_search", CompressionScheme.Search.allCases)
+        if job.paletteSearch != nil, job.compression == "none" {
+            throw bad("'palette_search' applies to palettised weights; 'compression' 'none' palettises none")
+        }
         return job
     }
 }

@@ -180,7 +180,7 @@ public struct FarmRunner {
     /// an earlier job of the farm file (in any shard) already writes, where both would report
     /// `built` while one overwrote the other.
     func refusalsBeforeRunning() -> [String: String] {
-        var owners: [String: String] = [:]
+        var owners: [String: (job: String, bundle: String)] = [:]
         var collisions: [String: String] = [:]
         for job in farm.jobs {
             if !job.devices.isEmpty {
@@ -202,10 +202,15 @@ public struct FarmRunner {
             // Case-insensitively: on macOS's usual file system `M.aimodel` and `m.aimodel` are one folder.
             let key = FileSystemName.key(relative)
             if let owner = owners[key] {
+                // Named as the earlier job writes it, which is the folder on disk.
+                let spelling =
+                    owner.bundle == relative
+                    ? "" : "; this job's '\(relative)' is that folder where file names ignore case"
                 collisions[job.name] =
-                    "writes the same bundle as job '\(owner)' ('\(relative)'); give one of them another 'output_name'"
+                    "writes the same bundle as job '\(owner.job)' ('\(owner.bundle)'\(spelling)); give one of them "
+                    + "another 'output_name'"
             } else {
-                owners[key] = job.name
+                owners[key] = (job.name, relative)
             }
         }
         return collisions
@@ -306,7 +311,8 @@ public struct FarmRunner {
         memory.hold(forecast) { held, holders in
             log(
                 "\(job.name): waiting for memory: its export needs about \(Format.mebibytes(forecast)), "
-                    + "\(holders) running hold \(Format.mebibytes(held)) of \(Format.mebibytes(memory.capacity ?? 0))")
+                    + "\(holders) running \(holders == 1 ? "holds" : "hold") \(Format.mebibytes(held)) of "
+                    + Format.mebibytes(memory.capacity ?? 0))
         }
         let (status, errorText) = runChild(arguments)
         memory.release(forecast)
