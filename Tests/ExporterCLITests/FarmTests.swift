@@ -658,6 +658,44 @@ struct FarmTests {
                 + "'exporter.farm-report/1'; this version collects 'exporter.farm-report/2': run its shard again\n")
     }
 
+    @Test("without run ids, a collect refuses a report it merged before beside reports of shards that ran since")
+    func collectedShardReports() throws {
+        let (farm, folder) = try makeFarm(count: 3)
+        let output = folder.appendingPathComponent("out")
+        func shard(_ shard: String) throws {
+            let result = try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--shard", shard])
+            #expect(result.status == 0, "\(result.error)")
+        }
+        func collect() throws -> BuiltExporter.Outcome {
+            try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--collect"])
+        }
+        try shard("1/2")
+        try shard("2/2")
+        #expect(try collect().status == 0)
+        let first = try report(folder)
+        let shardReports = ["1", "2"].map { output.appendingPathComponent("farm-report-shard-\($0)-of-2.json") }
+        let marks = try shardReports.map {
+            try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: $0)).collected
+        }
+        #expect(marks[0] != nil && marks[0]?.count == 64 && marks[0] == marks[1])
+        // The same reports again: the same result.
+        #expect(try collect().status == 0)
+        #expect(try report(folder).jobs == first.jobs)
+        // Shard 2/2 runs again, 1/2 does not (as on a night its machine was down): its report is the one merged before.
+        try shard("2/2")
+        let failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-1-of-2.json' was merged by an earlier "
+                + "collect and its shard (1/2) has not run since, while others have; run it again, or give every shard "
+                + "and the collect one --run-id\n")
+        #expect(!FileManager.default.fileExists(atPath: output.appendingPathComponent("farm-report.json").path))
+        try shard("1/2")
+        #expect(try collect().status == 0)
+        #expect(try report(folder).jobs.map(\.status) == ["skipped", "skipped", "skipped"])
+    }
+
     @Test("the farm digest follows the farm file, the files its jobs name and the presets, not the output")
     func farmDigest() throws {
         let folder = try Fixtures.temporaryDirectory("farm")

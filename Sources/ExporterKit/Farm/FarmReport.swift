@@ -88,8 +88,14 @@ public struct FarmReport: Codable, Equatable, Sendable {
     public var jobs: [FarmJobResult]
     /// Seconds each job took, by name (kept apart from `jobs` so reports of equal work compare equal).
     public var seconds: [String: Double]
+    /// A random id of this report, new every time one is written: two runs' reports differ even
+    /// when their work was the same, so a collect tells which reports it has merged before.
+    public var reportID: String
+    /// In a shard report a collect merged: that collect's mark (a digest of the `report_id`s it
+    /// merged); null until then. A later collect refuses a report marked by another set of reports.
+    @NullEncoded public var collected: String?
 
-    /// A report of `jobs`.
+    /// A report of `jobs`, with a new `report_id`.
     public init(
         farm: String, farmDigest: String, runID: String?, shard: String?, jobs: [FarmJobResult],
         seconds: [String: Double]
@@ -101,6 +107,7 @@ public struct FarmReport: Codable, Equatable, Sendable {
         self.shard = shard
         self.jobs = jobs
         self.seconds = seconds
+        reportID = UUID().uuidString.lowercased()
     }
 
     /// How many jobs failed (their export or a device).
@@ -110,6 +117,8 @@ public struct FarmReport: Codable, Equatable, Sendable {
         case schema, farm, shard, jobs, seconds
         case farmDigest = "farm_digest"
         case runID = "run_id"
+        case reportID = "report_id"
+        case collected
     }
 
     /// Canonical JSON: sorted keys, pretty, final newline.

@@ -41,8 +41,10 @@ extension FarmRunner {
         var splits: [Int: [Int: String]] = [:]
         // The first report of each run id, by file name.
         var runs: [(id: String?, report: String)] = []
+        var reports: [(name: String, report: FarmReport)] = []
         for name in names {
             let report = try FarmRunner.shardReport(named: name, in: settings.outputDirectory)
+            reports.append((name, report))
             guard report.farm == farm.path.lastPathComponent else {
                 throw FarmError.collect(reason: "'\(name)' is a report of farm '\(report.farm)'")
             }
@@ -102,11 +104,40 @@ extension FarmRunner {
         guard missingJobs.isEmpty else {
             throw FarmError.collect(reason: "no result for job(s) \(missingJobs.joined(separator: ", "))")
         }
+        try markCollected(reports)
         let report = FarmReport(
             farm: farm.path.lastPathComponent, farmDigest: digest, runID: runs.first?.id ?? nil, shard: nil,
             jobs: farm.jobs.compactMap { byName[$0.name] }, seconds: seconds)
         try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
         return report
+    }
+
+    /// Marks `reports` (shard reports by file name) as merged by this collect, whose mark is a
+    /// digest of their `report_id`s, after refusing (without `--run-id`) a report an earlier
+    /// collect merged with other reports: its shard has not run since, while others have (in an
+    /// output folder kept from run to run, its report is a former run's). Collecting the same
+    /// reports again finds them marked alike, and merges them as before.
+    /// - Throws: `FarmError.collect` naming the report; `BundleError.writeFailed` when one
+    ///   cannot be marked.
+    private func markCollected(_ reports: [(name: String, report: FarmReport)]) throws {
+        var hash = SHA256()
+        hash.update(field: "exporter.farm-collect/1")
+        for (_, report) in reports { hash.update(field: report.reportID) }
+        let mark = hash.hexDigest()
+        if settings.runID == nil,
+            let stale = reports.first(where: { $0.report.collected.map { $0 != mark } ?? false })
+        {
+            throw FarmError.collect(
+                reason: "'\(stale.name)' was merged by an earlier collect and its shard (\(stale.report.shard ?? "")) "
+                    + "has not run since, while others have; run it again, or give every shard and the collect one "
+                    + "--run-id")
+        }
+        for (name, report) in reports where report.collected != mark {
+            var marked = report
+            marked.collected = mark
+            try FarmRunner.writeAtomically(
+                try marked.canonicalJSON(), to: settings.outputDirectory.appendingPathComponent(name))
+        }
     }
 
     /// The shard report `name` of `folder`, of this version's schema.
