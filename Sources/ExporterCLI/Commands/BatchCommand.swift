@@ -26,7 +26,8 @@ enum BatchCommand {
                 help: "Shards in --matrix (at most one per job: a farm of fewer jobs gets one shard per job)."),
             .flag(
                 "collect",
-                help: "Merge the shard reports in the output folder into farm-report.json (removed when this fails)."),
+                help: "Merge the shard reports in the output folder into farm-report.json (removed when this fails): "
+                    + "only reports of the farm as it is now and of one run, every shard's."),
             .option(
                 "run-id", valueName: "id",
                 help: "Name this run in its report (a CI run's id, for every shard); --collect merges only that "
