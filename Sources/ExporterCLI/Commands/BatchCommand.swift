@@ -8,8 +8,9 @@ enum BatchCommand {
         abstract: "Run a farm file's jobs: incremental, isolated, shardable across machines.",
         discussion: "Each job runs as its own 'exporter' process, N at a time. A job whose inputs are unchanged "
             + "(same build key) and whose artifacts are as the farm wrote them (the same manifest.json, no file it "
-            + "does not list, its files read in full once, then trusted while unchanged) is skipped. The run ends with a table and <output>/farm-report.json; the exit status is "
-            + "non-zero if any job failed. See docs/FARM.md.",
+            + "does not list, its files read in full once, then trusted while unchanged) is skipped. The run ends "
+            + "with a table and <output>/farm-report.json; the exit status is non-zero if any job failed, its "
+            + "export or a device. See docs/FARM.md.",
         arguments: [
             .positional("farm", help: "The farm file (JSON, schema exporter.farm/1)."),
             .option("jobs", valueName: "n", help: "Jobs at once (default: cores; exports wait while memory is short)."),

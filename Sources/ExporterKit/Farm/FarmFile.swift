@@ -107,7 +107,8 @@ public struct FarmJob: Equatable, Sendable {
         func resolved(_ path: String) -> String {
             let full = path.hasPrefix("/") ? path : farmDirectory.appendingPathComponent(path).path
             // `./x` is `x`: a message naming the path shows no `.` (`..` stays: a link's parent is not lexical).
-            return "/" + full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
+            let parts = full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
+            return full.hasPrefix("/") ? "/" + parts : parts
         }
         var modelArgument = model
         if model.hasPrefix(".") || model.hasPrefix("/") || FileManager.default.fileExists(atPath: resolved(model)) {

@@ -255,9 +255,9 @@ public struct FarmRunner {
         }
     }
 
-    /// Plans the job, skips it when its artifact is current (checked against its files, or
-    /// `verified`'s record of them), else exports it in a child process once its conversion
-    /// forecast fits in ``memory`` beside the running exports'.
+    /// Plans the job, skips its export when its bundle is current and as the farm wrote it
+    /// (``currentBundle(at:buildKey:verified:)``), else exports it in a child process once its
+    /// conversion forecast fits in ``memory`` beside the running exports'; then its devices.
     func run(_ job: FarmJob, verified: VerifiedFiles, log: (String) -> Void = { _ in }) -> FarmJobResult {
         var result = FarmJobResult(
             name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
