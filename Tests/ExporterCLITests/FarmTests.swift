@@ -38,8 +38,10 @@ struct FarmTests {
         return (farm, folder)
     }
 
-    private func report(_ folder: URL, _ name: String = "farm-report.json") throws -> FarmReport {
-        try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: folder.appendingPathComponent("out/\(name)")))
+    private func report(_ folder: URL, _ name: String = "farm-report.json", output: String = "out") throws -> FarmReport
+    {
+        try JSONDecoder().decode(
+            FarmReport.self, from: Data(contentsOf: folder.appendingPathComponent("\(output)/\(name)")))
     }
 
     @Test("a failing job fails alone; the re-run skips the good ones; a touched input rebuilds its job only")
@@ -106,7 +108,9 @@ struct FarmTests {
         .write(to: farm)
         _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
         job = try #require(try report(folder).jobs.first)
-        #expect(job.status == "skipped")
+        // Something was built: the job's status says so, its bundle's own outcome is kept apart.
+        #expect(job.status == "built")
+        #expect(job.bundleStatus == "skipped")
         #expect(job.devices.map(\.status) == ["skipped", "built"])
         let compiled = try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.h16p.aimodelc"))
         #expect(compiled.manifest.buildKey != nil)
@@ -180,7 +184,8 @@ struct FarmTests {
         // New numbers for the device: its artifact compiles again, the others are current.
         try writeTable(appMemoryLimit: 6_000_000_000)
         job = try run()
-        #expect(job.status == "skipped")
+        #expect(job.status == "built")
+        #expect(job.bundleStatus == "skipped")
         #expect(job.devices.map(\.status) == ["built", "skipped"])
         #expect(job.devices.first?.memory == "fits")
         // Without the table the device is unknown, and a table that is not there is named: both
@@ -199,6 +204,78 @@ struct FarmTests {
         try writeFarm(#""devices": ["lab1"], "device_table": "loop.json""#)
         job = try run()
         #expect(job.error == "device_table: cannot read '\(loop.path)': too many levels of symbolic links")
+    }
+
+    @Test(
+        "whatever the artifacts record is in their keys: a renamed compression config or product rebuilds to a clean build's bytes"
+    )
+    func keysCoverRecordedInputs() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let table = folder.appendingPathComponent("lab-devices.json")
+        let config = folder.appendingPathComponent("cfg.json")
+        func write(product: String, configName: String) throws {
+            try Data(
+                """
+                {"schema": "exporter.devices/1", "devices": [
+                  {"id": "lab1", "platform": "iOS", "chip": "Lab chip", "products": ["\(product)"], "ahead_of_time": true,
+                   "ram_bytes": 8589934592, "app_memory_limit_bytes": 6000000000,
+                   "increased_memory_limit_bytes": null, "entitlements": [], "ane_region_budget_bytes": 1000000000,
+                   "page_size": 4096}
+                ]}
+                """.utf8
+            ).write(to: table)
+            try Data(
+                """
+                {"schema": "exporter.compression/1", "name": "\(configName)", "rules": [{"match": "*norm.weight", "mode": "keep"}],
+                 "default": {"mode": "palettize", "bits": 4, "granularity": "per_grouped_channel", "group_size": 8}}
+                """.utf8
+            ).write(to: config)
+        }
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        try Data(
+            text.replacingOccurrences(
+                of: #""output_name": "M0""#,
+                with:
+                    #""output_name": "M0", "compression_config": "cfg.json", "devices": ["lab1"], "device_table": "lab-devices.json""#
+            ).utf8
+        ).write(to: farm)
+        func run(_ output: String) throws -> [String] {
+            let result = try BuiltExporter.run([
+                "batch", farm.path, "--output", folder.appendingPathComponent(output).path,
+            ])
+            #expect(result.status == 0, "\(result.error)")
+            let job = try #require(try report(folder, output: output).jobs.first)
+            return [job.bundleStatus] + job.devices.map(\.status)
+        }
+        /// Every file of the job's folder, by relative path.
+        func contents(_ output: String) throws -> [String: Data] {
+            let root = folder.appendingPathComponent("\(output)/m0")
+            var files: [String: Data] = [:]
+            for path in ArtifactVerifier.filesBelow(root) {
+                files[path] = try Data(contentsOf: root.appendingPathComponent(path))
+            }
+            return files
+        }
+        try write(product: "Lab board", configName: "cfg")
+        #expect(try run("out") == ["built", "built"])
+        // The product's name only: the compiled artifact records it, so it is compiled again.
+        try write(product: "Lab board (rev. B)", configName: "cfg")
+        #expect(try run("out") == ["skipped", "built"])
+        #expect(try run("clean1") == ["built", "built"])
+        #expect(try contents("out") == contents("clean1"))
+        #expect(
+            try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.lab1.aimodelc")).compiled.products
+                == ["Lab board (rev. B)"])
+        // The compression config's name only (the same rules): the bundle records it.
+        try write(product: "Lab board (rev. B)", configName: "cfg2")
+        #expect(try run("out") == ["built", "built"])
+        #expect(try run("clean2") == ["built", "built"])
+        let incremental = try contents("out")
+        #expect(incremental == (try contents("clean2")))
+        #expect(incremental != (try contents("clean1")))
+        #expect(
+            try BundleReader(url: folder.appendingPathComponent("out/m0/M0.aimodel")).manifest.compression.config
+                == "cfg2")
     }
 
     @Test("an iOS job compiles Apple Vision Pro's h14g from its iOS bundle; a device of the other platform is refused")
@@ -242,13 +319,30 @@ struct FarmTests {
                 of: #""output_name": "M0""#, with: #""output_name": "M0", "platform": "macOS", "devices": ["h14g"]"#
             ).utf8
         ).write(to: farm)
-        #expect(try BuiltExporter.run(["batch", farm.path, "--output", output]).status == 1)
-        job = try #require(try report(folder).jobs.first)
-        #expect(job.devices.map(\.status) == ["failed"])
-        #expect(
-            job.devices.first?.error
-                == "'m0/M0.h14g.aimodelc' is a visionOS artifact of the same architecture id, from another job or an "
-                + "earlier platform of this one: give this job another 'output_name'")
+        let message =
+            "'m0/M0.h14g.aimodelc' is a visionOS artifact of the same architecture id, from another job or an "
+            + "earlier platform of this one: give this job another 'output_name'"
+        // The job failed, as the run's count says: its device's error and exit status are its own,
+        // its bundle's outcome is kept apart, and the device has no artifact of this run.
+        for bundleStatus in ["built", "skipped"] {
+            let run = try BuiltExporter.run(["batch", farm.path, "--output", output])
+            #expect(run.status == 1)
+            #expect(run.error == "Error: 1 of 1 jobs failed\n")
+            #expect(run.output.hasPrefix("job   status  "))
+            #expect(run.output.contains("\njob0  failed  "))
+            job = try #require(try report(folder).jobs.first)
+            #expect(job.status == "failed")
+            #expect(job.bundleStatus == bundleStatus)
+            #expect(job.bundle == "m0/M0.aimodel")
+            #expect(job.exitStatus == 73)
+            #expect(job.error == "device h14g: " + message)
+            #expect(
+                job.devices == [
+                    FarmDeviceResult(
+                        device: "h14g", status: "failed", artifact: nil, memory: nil, neuralEngine: nil, error: message,
+                        exitStatus: 73)
+                ])
+        }
         #expect(
             try CompiledArtifactReader(url: folder.appendingPathComponent("out/m0/M0.h14g.aimodelc")).compiled
                 .platform == "visionOS")
@@ -354,6 +448,61 @@ struct FarmTests {
         _ = try BundleReader(url: output.appendingPathComponent("m0/M0.aimodel"))
     }
 
+    @Test(
+        "a skip needs the manifest the farm wrote and a folder holding only its files, --reverify or not; else it rebuilds"
+    )
+    func skipChecksManifest() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out")
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        try Data(
+            text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#)
+                .utf8
+        )
+        .write(to: farm)
+        func run(_ extra: [String] = []) throws -> [String] {
+            let result = try BuiltExporter.run(["batch", farm.path, "--output", output.path] + extra)
+            #expect(result.status == 0, "\(result.error)")
+            let job = try #require(try report(folder).jobs.first)
+            return [job.bundleStatus] + job.devices.map(\.status)
+        }
+        let bundle = output.appendingPathComponent("m0/M0.aimodel")
+        let compiled = output.appendingPathComponent("m0/M0.h17p.aimodelc")
+        let bundleManifest = bundle.appendingPathComponent("manifest.json")
+        let compiledManifest = compiled.appendingPathComponent("manifest.json")
+        #expect(try run() == ["built", "built"])
+        let original = try Data(contentsOf: bundleManifest)
+        let originalCompiled = try Data(contentsOf: compiledManifest)
+        #expect(try run() == ["skipped", "skipped"])
+        // One figure edited in the bundle's manifest (no checksum covers it), with or without --reverify.
+        for extra in [[], ["--reverify"]] {
+            let edited = try #require(String(data: original, encoding: .utf8))
+                .replacingOccurrences(of: #""context_length" : 512"#, with: #""context_length" : 511"#)
+            #expect(edited.utf8.count == original.count)
+            try Data(edited.utf8).write(to: bundleManifest)
+            // Built again to the same bytes, which the compiled artifact was made from: it stays.
+            #expect(try run(extra) == ["built", "skipped"])
+            #expect(try Data(contentsOf: bundleManifest) == original)
+        }
+        // The compiled artifact's manifest, and a file that neither manifest lists.
+        try Data(originalCompiled + Data(" ".utf8)).write(to: compiledManifest)
+        #expect(try run() == ["skipped", "built"])
+        #expect(try Data(contentsOf: compiledManifest) == originalCompiled)
+        for stray in [bundle.appendingPathComponent("extra.txt"), compiled.appendingPathComponent("tables/extra.bin")] {
+            try FileManager.default.createDirectory(
+                at: stray.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data("x".utf8).write(to: stray)
+        }
+        #expect(try run() == ["built", "built"])
+        #expect(ArtifactVerifier.filesBelow(bundle).allSatisfy { $0 != "extra.txt" })
+        #expect(ArtifactVerifier.filesBelow(compiled).allSatisfy { $0 != "tables/extra.bin" })
+        #expect(try run() == ["skipped", "skipped"])
+        // Without the record, no manifest is known to be the farm's: everything is built again.
+        try FileManager.default.removeItem(at: output.appendingPathComponent(".farm-verified.json"))
+        #expect(try run() == ["built", "built"])
+        #expect(try Data(contentsOf: bundleManifest) == original)
+    }
+
     @Test("shards cover every job once, and their collected report equals an unsharded run's")
     func shards() throws {
         let (farm, folder) = try makeFarm(count: 5)
@@ -430,6 +579,158 @@ struct FarmTests {
         #expect(!FileManager.default.fileExists(atPath: report.path))
     }
 
+    @Test("a collect refuses a shard report of another run, or of the farm as it was before an edit, naming it")
+    func staleShardReports() throws {
+        let (farm, folder) = try makeFarm(count: 3)
+        let output = folder.appendingPathComponent("out")
+        func shard(_ shard: String, run: String) throws {
+            let result = try BuiltExporter.run([
+                "batch", farm.path, "--output", output.path, "--shard", shard, "--run-id", run,
+            ])
+            #expect(result.status == 0, "\(result.error)")
+        }
+        func collect(_ extra: [String] = []) throws -> BuiltExporter.Outcome {
+            try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--collect"] + extra)
+        }
+        let collected = output.appendingPathComponent("farm-report.json")
+        try shard("1/2", run: "night-1")
+        try shard("2/2", run: "night-1")
+        #expect(try collect(["--run-id", "night-1"]).status == 0)
+        let first = try report(folder)
+        #expect(first.runID == "night-1")
+        #expect(first.farmDigest.count == 64)
+        #expect(first.jobs.map(\.name) == ["job0", "job1", "job2"])
+        // The next night, shard 1/2's machine does not run: its report is last night's.
+        try shard("2/2", run: "night-2")
+        var failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-1-of-2.json' is a report of run 'night-1', "
+                + "'farm-report-shard-2-of-2.json' of run 'night-2'; collect one run's reports (--run-id)\n")
+        #expect(!FileManager.default.fileExists(atPath: collected.path))
+        failed = try collect(["--run-id", "night-2"])
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-1-of-2.json' is a report of run 'night-1', "
+                + "not of run 'night-2': shard 1/2 has not run in this one; run it\n")
+        try shard("1/2", run: "night-2")
+        #expect(try collect(["--run-id", "night-2"]).status == 0)
+        // The farm file edited since the shards ran (one job's context): no report is of this farm.
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        try Data(
+            text.replacingOccurrences(of: #""output_name": "M1""#, with: #""output_name": "M1", "context": 64"#).utf8
+        )
+        .write(to: farm)
+        failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-1-of-2.json' was written for another "
+                + "version of the farm (its farm file, a file its jobs name, the presets or exporter changed since); "
+                + "run shard 1/2 again\n")
+        #expect(!FileManager.default.fileExists(atPath: collected.path))
+        try Data(text.utf8).write(to: farm)
+        #expect(try collect().status == 0)
+        // A report of a job the farm does not list (seconds included) is refused, never half merged.
+        let shardURL = output.appendingPathComponent("farm-report-shard-2-of-2.json")
+        var foreign = try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: shardURL))
+        foreign.jobs.append(
+            FarmJobResult(
+                name: "dropped", status: "built", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil,
+                exitStatus: 0))
+        foreign.seconds["dropped"] = 1
+        try Data(try foreign.canonicalJSON()).write(to: shardURL)
+        failed = try collect()
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-2-of-2.json' reports job 'dropped', "
+                + "which the farm file does not list\n")
+        // A report of the schema before digests.
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: shardURL)) as? [String: Any])
+        object["schema"] = "exporter.farm-report/1"
+        object.removeValue(forKey: "farm_digest")
+        try JSONSerialization.data(withJSONObject: object).write(to: shardURL)
+        failed = try collect()
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-2-of-2.json' is a report of schema "
+                + "'exporter.farm-report/1'; this version collects 'exporter.farm-report/2': run its shard again\n")
+    }
+
+    @Test("without run ids, a collect refuses a report it merged before beside reports of shards that ran since")
+    func collectedShardReports() throws {
+        let (farm, folder) = try makeFarm(count: 3)
+        let output = folder.appendingPathComponent("out")
+        func shard(_ shard: String) throws {
+            let result = try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--shard", shard])
+            #expect(result.status == 0, "\(result.error)")
+        }
+        func collect() throws -> BuiltExporter.Outcome {
+            try BuiltExporter.run(["batch", farm.path, "--output", output.path, "--collect"])
+        }
+        try shard("1/2")
+        try shard("2/2")
+        #expect(try collect().status == 0)
+        let first = try report(folder)
+        let shardReports = ["1", "2"].map { output.appendingPathComponent("farm-report-shard-\($0)-of-2.json") }
+        let marks = try shardReports.map {
+            try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: $0)).collected
+        }
+        #expect(marks[0] != nil && marks[0]?.count == 64 && marks[0] == marks[1])
+        // The same reports again: the same result.
+        #expect(try collect().status == 0)
+        #expect(try report(folder).jobs == first.jobs)
+        // Shard 2/2 runs again, 1/2 does not (as on a night its machine was down): its report is the one merged before.
+        try shard("2/2")
+        let failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: 'farm-report-shard-1-of-2.json' was merged by an earlier "
+                + "collect and its shard (1/2) has not run since, while others have; run it again, or give every shard "
+                + "and the collect one --run-id\n")
+        #expect(!FileManager.default.fileExists(atPath: output.appendingPathComponent("farm-report.json").path))
+        try shard("1/2")
+        #expect(try collect().status == 0)
+        #expect(try report(folder).jobs.map(\.status) == ["skipped", "skipped", "skipped"])
+    }
+
+    @Test("the farm digest follows the farm file, the files its jobs name and the presets, not the output")
+    func farmDigest() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let presets = folder.appendingPathComponent("Presets")
+        try FileManager.default.copyItem(at: Fixtures.presetsDirectory, to: presets)
+        let url = folder.appendingPathComponent("farm.json")
+        let config = folder.appendingPathComponent("cfg.json")
+        try Data(#"{"a": 1}"#.utf8).write(to: config)
+        func digest(_ text: String) throws -> String {
+            try Data(text.utf8).write(to: url)
+            let settings = FarmSettings(
+                outputDirectory: folder.appendingPathComponent("out"), concurrentJobs: 1,
+                executable: URL(fileURLWithPath: "/nonexistent"), environment: [:])
+            let resolver = ModelResolver(
+                catalog: try PresetCatalog(directory: presets), locateInCache: { _ in nil },
+                cacheDescription: { $0 })
+            return FarmRunner(farm: try FarmFile(contentsOf: url), resolver: resolver, settings: settings).farmDigest()
+        }
+        let text =
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b", "compression_config": "cfg.json"}]}"#
+        let base = try digest(text)
+        #expect(try digest(text) == base)
+        #expect(try digest(text + "\n") != base)
+        try Data(#"{"a": 2}"#.utf8).write(to: config)
+        let edited = try digest(text)
+        #expect(edited != base)
+        try FileManager.default.removeItem(at: config)
+        #expect(try digest(text) != edited)
+        try Data(#"{"a": 2}"#.utf8).write(to: config)
+        #expect(try digest(text) == edited)
+        let devices = presets.appendingPathComponent("devices.json")
+        try Data((try String(contentsOf: devices, encoding: .utf8) + " ").utf8).write(to: devices)
+        #expect(try digest(text) != edited)
+    }
+
     @Test("batch options that conflict or would do nothing are usage errors")
     func strayOptions() throws {
         let (farm, folder) = try makeFarm(count: 1)
@@ -455,6 +756,18 @@ struct FarmTests {
                 "--output does not apply to --matrix, which only prints the shard list"
             ),
             (["--matrix", "--jobs", "2"], "--jobs does not apply to --matrix, which only prints the shard list"),
+            (
+                ["--output", output, "--jobs", "99999999999999999999"],
+                "--jobs expects an integer from 1 to 1000000, got '99999999999999999999'"
+            ),
+            (
+                ["--matrix", "--run-id", "7"],
+                "--run-id does not apply to --matrix, which only prints the shard list"
+            ),
+            (
+                ["--output", output, "--run-id", "a\u{1B}b"],
+                "--run-id expects 1 to 128 bytes without control characters, got 'a\\u{1B}b'"
+            ),
         ]
         for (options, message) in cases {
             let run = try BuiltExporter.run(["batch", farm.path] + options)
@@ -466,42 +779,148 @@ struct FarmTests {
         #expect(!FileManager.default.fileExists(atPath: output))
     }
 
-    @Test("shards take jobs by estimated cost, largest first, each to the least loaded shard, ties to the lower")
-    func shardBalance() throws {
-        let folder = try Fixtures.temporaryDirectory("farm")
-        let text =
-            #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b"}, "#
-            + #"{"name": "b", "model": "qwen2.5-1.5b-instruct"}, {"name": "c", "model": "qwen3-4b"}, "#
-            + #"{"name": "d", "model": "qwen3-0.6b"}]}"#
+    /// A runner of the farm file `text` (in `folder`), resolving models with `resolver`.
+    private func shardRunner(_ text: String, in folder: URL, resolver: ModelResolver? = nil) throws -> FarmRunner {
         let farm = try FarmFile(bytes: Array(text.utf8), path: folder.appendingPathComponent("farm.json"))
         let settings = FarmSettings(
             outputDirectory: folder, concurrentJobs: 1, executable: URL(fileURLWithPath: "/nonexistent"),
             environment: [:])
-        let runner = FarmRunner(farm: farm, resolver: try Fixtures.resolver(), settings: settings)
+        return FarmRunner(farm: farm, resolver: try resolver ?? Fixtures.resolver(), settings: settings)
+    }
+
+    /// Each shard's job names, of a split into `count`.
+    private func split(_ runner: FarmRunner, _ count: Int) -> [[String]] {
+        (1...count).map { runner.shardJobs(index: $0, count: count).map(\.name) }
+    }
+
+    @Test("shards take jobs by estimated cost, largest first, each to the least loaded shard, ties to the lower")
+    func shardBalance() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let jobs = [
+            #"{"name": "a", "model": "qwen3-0.6b"}"#, #"{"name": "b", "model": "qwen2.5-1.5b-instruct"}"#,
+            #"{"name": "c", "model": "qwen3-4b"}"#, #"{"name": "d", "model": "qwen3-0.6b"}"#,
+        ]
+        func farm(_ jobs: [String]) -> String {
+            #"{"schema": "exporter.farm/1", "jobs": ["# + jobs.joined(separator: ", ") + "]}"
+        }
+        let runner = try shardRunner(farm(jobs), in: folder)
         // Parameters: c 4.02 B, b 1.54 B, a and d 0.60 B each. c alone outweighs the rest: shard 1
         // takes it, and b, a and d go one after the other to shard 2, still the lighter.
-        #expect(runner.shardJobs(index: 1, count: 2).map(\.name) == ["c"])
-        #expect(runner.shardJobs(index: 2, count: 2).map(\.name) == ["a", "b", "d"])
+        #expect(split(runner, 2) == [["c"], ["a", "b", "d"]])
         // Three shards: c, then b, then a to the empty third; d joins a, lighter than b.
-        #expect(runner.shardJobs(index: 1, count: 3).map(\.name) == ["c"])
-        #expect(runner.shardJobs(index: 2, count: 3).map(\.name) == ["b"])
-        #expect(runner.shardJobs(index: 3, count: 3).map(\.name) == ["a", "d"])
+        #expect(split(runner, 3) == [["c"], ["b"], ["a", "d"]])
+        // Four: a and d cost the same, and go by name, whatever their order in the file.
+        #expect(split(runner, 4) == [["c"], ["b"], ["a"], ["d"]])
+        let reversed = try shardRunner(farm(jobs.reversed()), in: folder)
+        for count in 1...4 {
+            #expect(split(reversed, count).map { $0.sorted() } == split(runner, count), "\(count) shards")
+        }
+    }
+
+    @Test(
+        "the split does not depend on weights being here: a model's config, never the Hugging Face cache, sets its cost"
+    )
+    func shardSplitWithoutWeights() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        // A checkpoint folder holding its config.json only (its weights are fetched on the shard's
+        // machine), and an org/model id with a snapshot of Qwen3-4B's config in one cache only.
+        let bare = folder.appendingPathComponent("bare")
+        try FileManager.default.createDirectory(at: bare, withIntermediateDirectories: true)
+        let qwen3 = Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-4B/config.json")
+        try FileManager.default.copyItem(at: qwen3, to: bare.appendingPathComponent("config.json"))
+        let snapshot = folder.appendingPathComponent("snapshot")
+        try FileManager.default.createDirectory(at: snapshot, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: qwen3, to: snapshot.appendingPathComponent("config.json"))
+        let text =
+            #"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "#
+            + #""jobs": [{"name": "a", "model": "qwen3-4b"}, {"name": "b", "model": "org/big"}, "#
+            + #"{"name": "c", "model": "qwen2.5-1.5b-instruct"}, {"name": "d", "model": "qwen3-0.6b"}, "#
+            + #"{"name": "e", "model": "bare"}]}"#
+        let cached = try shardRunner(
+            text, in: folder, resolver: try Fixtures.resolver(cache: ["org/big": (snapshot, "main")]))
+        let bareMachine = try shardRunner(text, in: folder)
+        // a and e are Qwen3-4B (e from its folder's config), b costs 1 wherever the cache holds it.
+        #expect(cached.splitCost(of: cached.farm.jobs[1]) == 1)
+        #expect(cached.splitCost(of: cached.farm.jobs[4]) == cached.splitCost(of: cached.farm.jobs[0]))
+        for count in 1...5 {
+            #expect(split(cached, count) == split(bareMachine, count), "\(count) shards")
+        }
+        #expect(split(cached, 2) == [["a", "c"], ["b", "d", "e"]])
     }
 
     @Test("a job counts as failed when its export or any of its devices failed, once however many devices did")
     func failedCount() {
         func job(_ name: String, _ status: String, devices: [String]) -> FarmJobResult {
-            FarmJobResult(
-                name: name, status: status, bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0,
-                devices: devices.enumerated().map { FarmDeviceResult(device: "d\($0.offset)", status: $0.element) })
+            var result = FarmJobResult(
+                name: name, status: status, bundleStatus: status, bundle: nil, bundleBytes: nil, buildKey: nil,
+                error: status == "failed" ? "its export failed" : nil, exitStatus: status == "failed" ? 65 : 0,
+                devices: devices.enumerated().map {
+                    $0.element == "failed"
+                        ? FarmDeviceResult(
+                            device: "d\($0.offset)", status: "failed", error: "d\($0.offset) failed",
+                            exitStatus: Int32(70 + $0.offset))
+                        : FarmDeviceResult(device: "d\($0.offset)", status: $0.element)
+                })
+            result.includeDeviceFailures()
+            return result
         }
-        let report = FarmReport(
-            schema: FarmReport.currentSchema, farm: "farm.json", shard: nil,
-            jobs: [
-                job("a", "built", devices: ["built", "failed"]), job("b", "skipped", devices: ["skipped", "built"]),
-                job("c", "failed", devices: []), job("d", "built", devices: ["failed", "failed"]),
-            ], seconds: [:])
+        let jobs = [
+            job("a", "built", devices: ["built", "failed"]), job("b", "skipped", devices: ["skipped", "built"]),
+            job("c", "failed", devices: []), job("d", "skipped", devices: ["failed", "failed"]),
+        ]
+        #expect(jobs.map(\.status) == ["failed", "skipped", "failed", "failed"])
+        #expect(jobs.map(\.bundleStatus) == ["built", "skipped", "failed", "skipped"])
+        #expect(jobs.map(\.exitStatus) == [71, 0, 65, 70])
+        #expect(
+            jobs.map(\.error) == [
+                "device d1: d1 failed", nil, "its export failed", "device d0: d0 failed\ndevice d1: d1 failed",
+            ])
+        let report = FarmReport(farm: "farm.json", farmDigest: "", runID: nil, shard: nil, jobs: jobs, seconds: [:])
         #expect(report.failedCount == 3)
+    }
+
+    @Test("a device whose compile fails fails its job with the compile's exit status, and has no artifact")
+    func failedCompile() throws {
+        let (farmURL, folder) = try makeFarm(count: 1)
+        let text = try String(contentsOf: farmURL, encoding: .utf8)
+        try Data(
+            text.replacingOccurrences(
+                of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p", "h16p"]"#
+            ).utf8
+        ).write(to: farmURL)
+        // An exporter whose compiles fail as on a full disk, after writing part of the artifact.
+        let wrapper = folder.appendingPathComponent("exporter-full-disk")
+        try Data(
+            """
+            #!/bin/sh
+            if [ "$1" = compile ]; then
+              mkdir -p "$8/M0.h17p.aimodelc" && echo "Error: cannot write '$8/M0.h17p.aimodelc': no space left on device" >&2
+              exit 74
+            fi
+            exec '\(BuiltExporter.url.path)' "$@"
+
+            """.utf8
+        ).write(to: wrapper)
+        #expect(chmod(wrapper.path, 0o755) == 0)
+        let settings = FarmSettings(
+            outputDirectory: folder.appendingPathComponent("out"), concurrentJobs: 1, executable: wrapper,
+            environment: BuiltExporter.cleanEnvironment)
+        let runner = FarmRunner(
+            farm: try FarmFile(contentsOf: farmURL), resolver: try Fixtures.resolver(), settings: settings)
+        let job = try #require(try runner.run().jobs.first)
+        let output = folder.appendingPathComponent("out").path
+        let error = "cannot write '\(output)/m0/M0.h17p.aimodelc': no space left on device"
+        #expect(job.status == "failed")
+        #expect(job.bundleStatus == "built")
+        #expect(job.exitStatus == 74)
+        #expect(job.error == "device h17p: \(error)\ndevice h16p: \(error)")
+        #expect(
+            job.devices
+                == ["h17p", "h16p"].map {
+                    FarmDeviceResult(
+                        device: $0, status: "failed", artifact: nil, memory: nil, neuralEngine: nil, error: error,
+                        exitStatus: 74)
+                })
     }
 
     @Test("a farm killed mid-run leaves no report, and finishes on the next run, every artifact whole, no staging left")
@@ -657,7 +1076,7 @@ struct FarmTests {
         #expect(serial.memory.peakHolders == 1)
         for line in lines.value where line.contains("waiting") {
             #expect(line.contains(": waiting for memory: its export needs about "))
-            #expect(line.contains(", 1 running hold ") && line.hasSuffix(" of \(Format.mebibytes(capacity))"))
+            #expect(line.contains(", 1 running holds ") && line.hasSuffix(" of \(Format.mebibytes(capacity))"))
         }
         // The same bundles as a run without a limit.
         let free = try runner(capacity: nil, output: "free")
@@ -692,14 +1111,89 @@ struct FarmTests {
                     == "writes the same bundle as job 'short' ('m0/m0.aimodel'); give one of them another 'output_name'"
             )
             #expect(jobs[1].exitStatus == 65)
-            // The same folder on a case-insensitive file system.
+            // The same folder on a case-insensitive file system, named as the earlier job writes it.
             #expect(
                 jobs[2].error
-                    == "writes the same bundle as job 'short' ('m0/M0.aimodel'); give one of them another 'output_name'"
-            )
+                    == "writes the same bundle as job 'short' ('m0/m0.aimodel'; this job's 'm0/M0.aimodel' is that "
+                    + "folder where file names ignore case); give one of them another 'output_name'")
         }
         let bundle = try BundleReader(url: folder.appendingPathComponent("out/m0/m0.aimodel"))
         #expect(bundle.manifest.contextLength == 64)
+    }
+
+    @Test("text from the farm file is escaped in the table and the report; an error of several lines keeps them all")
+    func escapedErrors() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let farm = folder.appendingPathComponent("farm.json")
+        try Data(
+            (#"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "#
+                + #""jobs": [{"name": "x", "model": "bad\u001b[31mred\nline"}, {"name": "w", "model": "org/missing"}]}"#)
+                .utf8
+        ).write(to: farm)
+        let output = folder.appendingPathComponent("out")
+        let run = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
+        #expect(run.status == 1)
+        let named =
+            #"'bad\u{1B}[31mred\u{A}line' is not a registered short-name and doesn't look like a HuggingFace ID "#
+            + "(expected 'org/model'). Run --list-models to see options."
+        let tried = [
+            "'org/missing' was not found; tried:", "  - a local directory 'org/missing': none",
+            "  - a preset named 'org/missing': none (run 'exporter list')",
+            "  - the Hugging Face cache: /nonexistent-hf-home/hub/models--org--missing is absent",
+        ]
+        let jobs = try report(folder).jobs
+        #expect(jobs.map(\.error) == [named, tried.joined(separator: "\n")])
+        #expect(jobs.map(\.exitStatus) == [66, 66])
+        // One row a job, every line of the error in it.
+        let lines = run.output.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == 5, "\(run.output)")
+        #expect(lines[1].hasPrefix("x    failed  ") && lines[1].hasSuffix("  " + named))
+        #expect(
+            lines[2].hasPrefix("w    failed  ")
+                && lines[2].hasSuffix(
+                    "  'org/missing' was not found; tried: - a local directory 'org/missing': none - a preset named "
+                        + "'org/missing': none (run 'exporter list') - the Hugging Face cache: "
+                        + "/nonexistent-hf-home/hub/models--org--missing is absent")
+        )
+        #expect(!run.output.unicodeScalars.contains { $0.value == 0x1B })
+    }
+
+    @Test("a value found wrong only when its job runs is named by its farm key, with what the farm file can do")
+    func jobTimeErrors() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        try Data(
+            (#"{"schema": "exporter.farm/1", "jobs": ["#
+                + #"{"name": "a", "model": "m0", "experimental": true, "compute_precision": "float16", "context": 100000}, "#
+                + #"{"name": "b", "model": "m0"}, {"name": "c", "model": "qwen3-0.6b"}, "#
+                + #"{"name": "d", "model": "m0", "experimental": true}]}"#).utf8
+        ).write(to: farm)
+        let run = try BuiltExporter.run(["batch", farm.path, "--output", folder.appendingPathComponent("out").path])
+        #expect(run.status == 1)
+        let checkpoint = folder.appendingPathComponent("m0").path
+        let jobs = try report(folder).jobs
+        #expect(
+            jobs.map(\.error) == [
+                "'context' (100000) exceeds the model's max_position_embeddings (512)",
+                "'\(checkpoint)' has no registry preset. Set \"experimental\": true to try exporting it anyway (with "
+                    + "'compute_precision').\nSupported models: run 'exporter list' (docs in README.md).\n"
+                    + "This model may not be suitable for iOS application due to its memory requirements.",
+                "no weights for 'qwen3-0.6b' on this machine (looked in "
+                    + "/nonexistent-hf-home/hub/models--Qwen--Qwen3-0.6B); download them (huggingface-cli download "
+                    + #"Qwen/Qwen3-0.6B), or set "synthetic" to "if-missing" or true to export generated weights"#,
+                "'compute_precision' is required for '\(checkpoint)' (no registry preset found)",
+            ])
+        #expect(jobs.map(\.exitStatus) == [65, 69, 66, 65])
+    }
+
+    @Test("a child's usage error reaches the report without the usage lines, its own lines escaped")
+    func childMessages() {
+        let usage =
+            Array(
+                "warning: ignored\nError: --x expects y, got 'a\u{1B}'\nUsage: exporter [<model>] [<options>]\n"
+                    .utf8) + Array("  See 'exporter --help' for more information.\n".utf8)
+        #expect(FarmRunner.childMessage(usage) == #"--x expects y, got 'a\u{1B}'"#)
+        let listed = Array("Error: cannot proceed; either:\n  - one\n  - two\n".utf8)
+        #expect(FarmRunner.childMessage(listed) == "cannot proceed; either:\n  - one\n  - two")
     }
 
     @Test("an output that is a file, and a malformed shard, are refused in plain words")
@@ -807,6 +1301,58 @@ struct FarmTests {
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "device_table": "d.json"}]}"#,
                 "job 'a': 'device_table' applies to 'devices'; list the architectures to compile for too"
             ),
+            // Keys that would do nothing, whatever their value; numbers not written as integers.
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "platform": "macOS", "#
+                    + #""disable_embedding_quantization_ios": false}]}"#,
+                "job 'a': 'disable_embedding_quantization_ios' applies to platform iOS, not macOS"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "defaults": {"palette_search": "exact"}, "#
+                    + #""jobs": [{"name": "a", "model": "x", "compression": "none"}]}"#,
+                "job 'a': 'palette_search' applies to palettised weights; 'compression' 'none' palettises none"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "context": 128.0}]}"#,
+                "job 'a': 'context' must be a positive integer"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "synthetic": true, "seed": 1e1}]}"#,
+                "job 'a': 'seed' must be a non-negative integer"
+            ),
+            // What the farm file and the presets decide, before anything runs (each job failed with
+            // the export's usage error, 64, and its usage lines in the report).
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "compression": "nope"}]}"#,
+                "job 'a': 'compression' is 'nope'; expected one of: 4bit_quality, 4bit_weight_palettized_group32, "
+                    + "4bit_weight_palettized_group8, qwen3-0.6b_mixed_4bit_8bit, qwen3-4b_mixed_4bit_8bit, none"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "b", "model": "x", "preset": "nope"}]}"#,
+                "job 'b': 'preset' is 'nope'; expected one of: qwen3-0.6b, qwen2.5-1.5b-instruct, qwen3-4b"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b", "context": 100000}]}"#,
+                "job 'a': 'context' is 100000, more than the max_position_embeddings of preset 'qwen3-0.6b' (40960)"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "output_name": "a/b"}]}"#,
+                "job 'a': 'output_name' must be a plain file name (no '/', not starting with '.'), got 'a/b'"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "output_name": ".."}]}"#,
+                "job 'a': 'output_name' must be a plain file name (no '/', not starting with '.'), got '..'"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "output_name": "a\u001bb"}]}"#,
+                #"job 'a': 'output_name' must not contain control characters, got 'a\u{1B}b'"#
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x", "output_name": ""#
+                    + String(repeating: "é", count: 65) + #""}]}"#,
+                "job 'a': 'output_name' '" + String(repeating: "é", count: 40) + "…' is 130 bytes long; an artifact's "
+                    + "name is at most 128 bytes (its files and their staging folders must fit 255-byte file names)"
+            ),
         ]
         // `null` is no value of any key: it used to stand for the default, and a job whose
         // compute precision it emptied failed its export with 64.
@@ -872,6 +1418,16 @@ struct FarmTests {
         let arguments = farm.jobs.map { $0.exportArguments(outputDirectory: output, farmDirectory: folder) }
         #expect(arguments[0].suffix(2) == ["--palette-search", "exact"])
         #expect(arguments[1].suffix(2) == ["--palette-search", "standard"])
+    }
+
+    @Test("a job's paths are resolved against the farm file's folder, without '.' components")
+    func resolvedPaths() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        var job = FarmJob(name: "a", model: "./models/./nope")
+        job.compressionConfig = "./cfg.json"
+        let arguments = job.exportArguments(outputDirectory: folder, farmDirectory: folder)
+        #expect(arguments[0] == folder.path + "/models/nope")
+        #expect(arguments.contains(folder.path + "/cfg.json"))
     }
 
     @Test("a job's seed may be 0, the first of the non-negative integers; -1 is refused, naming the job")

@@ -7,9 +7,10 @@ enum BatchCommand {
         name: "batch",
         abstract: "Run a farm file's jobs: incremental, isolated, shardable across machines.",
         discussion: "Each job runs as its own 'exporter' process, N at a time. A job whose inputs are unchanged "
-            + "(same build key) and whose artifact still verifies (its files read in full once, then trusted while "
-            + "unchanged) is skipped. The run ends with a table and <output>/farm-report.json; the exit status is "
-            + "non-zero if any job failed. See docs/FARM.md.",
+            + "(same build key) and whose artifacts are as the farm wrote them (the same manifest.json, no file it "
+            + "does not list, its files read in full once, then trusted while unchanged) is skipped. The run ends "
+            + "with a table and <output>/farm-report.json; the exit status is non-zero if any job failed, its "
+            + "export or a device. See docs/FARM.md.",
         arguments: [
             .positional("farm", help: "The farm file (JSON, schema exporter.farm/1)."),
             .option("jobs", valueName: "n", help: "Jobs at once (default: cores; exports wait while memory is short)."),
@@ -26,10 +27,19 @@ enum BatchCommand {
                 help: "Shards in --matrix (at most one per job: a farm of fewer jobs gets one shard per job)."),
             .flag(
                 "collect",
-                help: "Merge the shard reports in the output folder into farm-report.json (removed when this fails)."),
+                help: "Merge the shard reports in the output folder into farm-report.json (removed when this fails): "
+                    + "only reports of the farm as it is now and of one run, every shard's."),
+            .option(
+                "run-id", valueName: "id",
+                help: "Name this run in its report (a CI run's id, for every shard); --collect merges only that "
+                    + "run's shard reports."),
             .flag("wait", help: "Wait for another farm run on the same output folder instead of giving up."),
             .flag("json", help: "Print the report as JSON."),
         ])
+
+    /// The most `--jobs` and `--shards` take: far beyond any farm, and said in the message of a
+    /// larger number (which "a positive integer" would not explain).
+    static let largestCount = 1_000_000
 
     /// Options of a run that `--matrix` (which prints the split and exits) and `--collect` (which
     /// merges reports) would ignore.
@@ -42,7 +52,7 @@ enum BatchCommand {
             if arguments.flag("collect") {
                 throw UsageError.validation("--matrix and --collect cannot be used together")
             }
-            for option in runOptions + ["output", "json"] where arguments.isGiven(option) {
+            for option in runOptions + ["output", "json", "run-id"] where arguments.isGiven(option) {
                 throw UsageError.validation("--\(option) does not apply to --matrix, which only prints the shard list")
             }
         } else if arguments.isGiven("shards") {
@@ -68,12 +78,21 @@ enum BatchCommand {
         .absoluteURL.standardizedFileURL
         var settings = FarmSettings(
             outputDirectory: output,
-            concurrentJobs: try arguments.int("jobs", range: 1...) ?? FarmSettings.defaultConcurrentJobs(),
+            concurrentJobs: try arguments.int("jobs", range: 1...BatchCommand.largestCount)
+                ?? FarmSettings.defaultConcurrentJobs(),
             executable: context.executable, environment: context.environment)
         settings.availableMemoryBytes = context.availableMemoryBytes()
         settings.force = arguments.flag("force")
         settings.reverify = arguments.flag("reverify")
         settings.waitForLock = arguments.flag("wait")
+        if let id = arguments.value("run-id") {
+            // It is printed in messages and compared across machines: printable, and short.
+            guard !id.isEmpty, id.utf8.count <= 128, !id.unicodeScalars.contains(where: \.isControlCharacter) else {
+                throw UsageError.invalidValue(
+                    value: id, option: "--run-id", expected: "1 to 128 bytes without control characters")
+            }
+            settings.runID = id
+        }
         if let text = arguments.value("shard") {
             // Digits only on either side of one '/': Int() alone takes "+1", split() skips "1//2".
             let parts = text.split(separator: "/", omittingEmptySubsequences: false)
@@ -85,10 +104,12 @@ enum BatchCommand {
             settings.shard = (index, count)
         }
         let runner = FarmRunner(farm: farm, resolver: try context.resolver(), settings: settings)
+        // What the farm file and the presets decide is refused before anything runs, as the farm file's own errors.
+        try farm.check(against: runner.resolver.catalog)
         if arguments.flag("matrix") {
             // At most one shard per job, so that no CI machine starts for nothing: the split of
             // N jobs into more shards would leave the extra ones empty.
-            let total = min(try arguments.int("shards", range: 1...) ?? 4, farm.jobs.count)
+            let total = min(try arguments.int("shards", range: 1...BatchCommand.largestCount) ?? 4, farm.jobs.count)
             let shards = (1...total).map { index -> JSONValue in
                 .object(
                     JSONObject([
@@ -117,9 +138,7 @@ enum BatchCommand {
         } else {
             var rows = [["job", "status", "time", "bundle", "verdicts or error"]]
             for job in report.jobs {
-                let detail =
-                    firstLine(job.error) ?? firstLine(job.devices.compactMap(\.error).first)
-                    ?? job.devices.map(verdictText).joined(separator: ", ")
+                let detail = job.error.map(oneLine) ?? job.devices.map(verdictText).joined(separator: ", ")
                 rows.append([
                     job.name, job.status, report.seconds[job.name].map { Format.decimal($0, places: 1) + " s" } ?? "-",
                     job.bundleBytes.map(Format.megabytes) ?? "-", detail,
@@ -142,7 +161,10 @@ enum BatchCommand {
         return device.device + " " + memory + (overBudget ? " (ANE over budget)" : "")
     }
 
-    static func firstLine(_ text: String?) -> String? {
-        text.map { String($0.split(separator: "\n").first ?? "") }
+    /// A report's error on the one line of a table row: its lines (a refusal's list of what was
+    /// tried, of what to do) each trimmed, joined by spaces, so that none is lost.
+    static func oneLine(_ text: String) -> String {
+        text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            .joined(separator: " ")
     }
 }

@@ -105,7 +105,10 @@ public struct FarmJob: Equatable, Sendable {
     /// - Parameter synthetic: whether this run uses generated weights (the policy, resolved).
     public func exportArguments(outputDirectory: URL, farmDirectory: URL, synthetic: Bool = false) -> [String] {
         func resolved(_ path: String) -> String {
-            path.hasPrefix("/") ? path : farmDirectory.appendingPathComponent(path).path
+            let full = path.hasPrefix("/") ? path : farmDirectory.appendingPathComponent(path).path
+            // `./x` is `x`: a message naming the path shows no `.` (`..` stays: a link's parent is not lexical).
+            let parts = full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
+            return full.hasPrefix("/") ? "/" + parts : parts
         }
         var modelArgument = model
         if model.hasPrefix(".") || model.hasPrefix("/") || FileManager.default.fileExists(atPath: resolved(model)) {
@@ -143,6 +146,8 @@ public struct FarmFile: Equatable, Sendable {
     public let path: URL
     /// The jobs, defaults applied, in file order.
     public let jobs: [FarmJob]
+    /// SHA-256 of the file's bytes, as hexadecimal digits.
+    public let contentDigest: String
 
     /// Parses a farm file.
     /// - Throws: `FarmError` naming the job and key for unknown keys and invalid values,
@@ -156,6 +161,9 @@ public struct FarmFile: Equatable, Sendable {
     /// - Throws: `FarmError` naming the job and key for unknown keys and invalid values.
     public init(bytes: [UInt8], path: URL) throws {
         self.path = path
+        var hash = SHA256()
+        hash.update(bytes)
+        contentDigest = hash.hexDigest()
         let file = path.path
         let document: JSONValue
         do { document = try JSONParser.parse(bytes) } catch { throw FarmError.invalid(path: file, reason: "\(error)") }
@@ -238,7 +246,10 @@ public struct FarmFile: Equatable, Sendable {
         var job = FarmJob(name: name, model: model)
         job.platform = try choice("platform", Platform.allCases) ?? .iOS
         if let value = object["context"] {
-            guard let context = value.intValue, context > 0 else { throw bad("'context' must be a positive integer") }
+            // Written as an integer: `128.0` or `1.28e2` is not one, as safetensors' integers are not.
+            guard let context = value.integerLiteralValue, context > 0 else {
+                throw bad("'context' must be a positive integer")
+            }
             job.context = context
         }
         job.compression = try string("compression")
@@ -250,10 +261,27 @@ public struct FarmFile: Equatable, Sendable {
         job.experimental = try flag("experimental")
         job.preset = try string("preset")
         job.disableEmbeddingQuantizationIOS = try flag("disable_embedding_quantization_ios")
-        if job.disableEmbeddingQuantizationIOS, job.platform != .iOS {
+        // Given at all, `false` too: a key that can do nothing for the job is refused, as `seed` is.
+        if object["disable_embedding_quantization_ios"] != nil, job.platform != .iOS {
             throw bad("'disable_embedding_quantization_ios' applies to platform iOS, not \(job.platform)")
         }
         job.outputName = try string("output_name")
+        if let name = job.outputName {
+            // As the export refuses its --output-name, and before anything runs.
+            guard !name.contains("/"), !name.hasPrefix(".") else {
+                throw bad("'output_name' must be a plain file name (no '/', not starting with '.'), got '\(name)'")
+            }
+            guard !name.unicodeScalars.contains(where: \.isControlCharacter) else {
+                throw bad("'output_name' must not contain control characters, got '\(name)'")
+            }
+            guard name.utf8.count <= ExportPlan.longestName else {
+                let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
+                throw bad(
+                    "'output_name' '\(shown)' is \(name.utf8.count) bytes long; an artifact's name is at most "
+                        + "\(ExportPlan.longestName) bytes (its files and their staging folders must fit 255-byte file names)"
+                )
+            }
+        }
         if let value = object["devices"] {
             guard let items = value.arrayValue, items.allSatisfy({ $0.stringValue?.isEmpty == false }) else {
                 throw bad("'devices' must be an array of architecture ids")
@@ -283,7 +311,9 @@ public struct FarmFile: Equatable, Sendable {
             }
         }
         if let value = object["seed"] {
-            guard let seed = value.intValue, seed >= 0 else { throw bad("'seed' must be a non-negative integer") }
+            guard let seed = value.integerLiteralValue, seed >= 0 else {
+                throw bad("'seed' must be a non-negative integer")
+            }
             // As the export refuses `--seed` without `--synthetic`: a seed that seeds nothing is a mistake.
             guard job.synthetic != .never else {
                 throw bad("'seed' applies to synthetic weights; set 'synthetic' too")
@@ -292,6 +322,9 @@ public struct FarmFile: Equatable, Sendable {
         }
         job.allowClamp = try flag("allow_clamp")
         job.paletteSearch = try choice("palette_search", CompressionScheme.Search.allCases)
+        if job.paletteSearch != nil, job.compression == "none" {
+            throw bad("'palette_search' applies to palettised weights; 'compression' 'none' palettises none")
+        }
         return job
     }
 }

@@ -6,82 +6,6 @@ import Foundation
     import Darwin
 #endif
 
-/// One compiled artifact of a job.
-public struct FarmDeviceResult: Codable, Equatable, Sendable {
-    /// The architecture id.
-    public var device: String
-    /// `built`, `skipped` or `failed`.
-    public var status: String
-    /// The artifact, relative to the output folder (null when failed).
-    @NullEncoded public var artifact: String?
-    /// `fits`, `needs-entitlement` or `does-not-fit` (null when failed).
-    @NullEncoded public var memory: String?
-    /// `all-regions-within-budget` or `regions-over-budget` (null when failed).
-    @NullEncoded public var neuralEngine: String?
-    /// Why it failed (null otherwise).
-    @NullEncoded public var error: String?
-
-    enum CodingKeys: String, CodingKey {
-        case device, status, artifact, memory, error
-        case neuralEngine = "neural_engine"
-    }
-}
-
-/// One job's outcome, as the farm report records it.
-public struct FarmJobResult: Codable, Equatable, Sendable {
-    /// The job's name.
-    public var name: String
-    /// `built`, `skipped` (its key and artifact were unchanged) or `failed`.
-    public var status: String
-    /// The bundle, relative to the output folder (null when failed).
-    @NullEncoded public var bundle: String?
-    /// The bundle's bytes (null when failed).
-    @NullEncoded public var bundleBytes: Int?
-    /// The bundle's build key (null when failed before planning).
-    @NullEncoded public var buildKey: String?
-    /// Why it failed (null otherwise).
-    @NullEncoded public var error: String?
-    /// The export's exit status (0 unless failed).
-    public var exitStatus: Int32
-    /// The job's compiled artifacts, one per device asked for.
-    public var devices: [FarmDeviceResult] = []
-
-    enum CodingKeys: String, CodingKey {
-        case name, status, bundle, error, devices
-        case bundleBytes = "bundle_bytes"
-        case buildKey = "build_key"
-        case exitStatus = "exit_status"
-    }
-}
-
-/// `farm-report.json`: what a farm run (or a shard of one) did.
-public struct FarmReport: Codable, Equatable, Sendable {
-    /// The schema this version writes.
-    public static let currentSchema = "exporter.farm-report/1"
-
-    /// `exporter.farm-report/1`.
-    public var schema: String
-    /// The farm file's name.
-    public var farm: String
-    /// `I/N` for a shard's report, null for a whole run or a collected report.
-    @NullEncoded public var shard: String?
-    /// Jobs in farm-file order (a shard's report holds its own jobs only).
-    public var jobs: [FarmJobResult]
-    /// Seconds each job took, by name (kept apart from `jobs` so reports of equal work compare equal).
-    public var seconds: [String: Double]
-
-    /// How many jobs failed.
-    public var failedCount: Int {
-        jobs.filter { $0.status == "failed" || $0.devices.contains { $0.status == "failed" } }.count
-    }
-
-    enum CodingKeys: String, CodingKey { case schema, farm, shard, jobs, seconds }
-
-    /// Canonical JSON: sorted keys, pretty, final newline.
-    /// - Throws: an `EncodingError` only for non-finite numbers.
-    public func canonicalJSON() throws -> [UInt8] { try CanonicalJSON.encode(self) }
-}
-
 /// How a farm runs.
 public struct FarmSettings: Sendable {
     /// Where every job's artifacts and the report go.
@@ -97,6 +21,9 @@ public struct FarmSettings: Sendable {
     public var shard: (index: Int, count: Int)?
     /// Wait for another farm run holding the output folder instead of giving up.
     public var waitForLock = false
+    /// The run this is part of (`--run-id`), recorded in the report; a collect merges only the
+    /// reports of this run.
+    public var runID: String?
     /// The `exporter` executable each job runs as a child process (isolation: a job that
     /// crashes or runs out of memory takes nothing else down).
     public var executable: URL
@@ -168,24 +95,6 @@ public struct FarmRunner {
         try plans.plan(named: job.name) { try ExportPlan.make(options: options(of: job), resolver: resolver) }
     }
 
-    /// The jobs of shard `index` of `count`: jobs sorted by estimated cost (parameters),
-    /// each given to the shard with the least work so far (ties to the lower shard), so every
-    /// job is in exactly one shard and shards are balanced. The same on every machine.
-    public func shardJobs(index: Int, count: Int) -> [FarmJob] {
-        let costs = farm.jobs.map { job in
-            (try? plan(of: job))?.parameters ?? 1
-        }
-        let order = farm.jobs.indices.sorted { costs[$0] != costs[$1] ? costs[$0] > costs[$1] : $0 < $1 }
-        var load = [Int](repeating: 0, count: count)
-        var assigned = [Int](repeating: 0, count: farm.jobs.count)
-        for job in order {
-            let target = load.indices.min { load[$0] != load[$1] ? load[$0] < load[$1] : $0 < $1 } ?? 0
-            assigned[job] = target
-            load[target] += costs[job]
-        }
-        return farm.jobs.indices.filter { assigned[$0] == index - 1 }.map { farm.jobs[$0] }
-    }
-
     /// The report file of this run: `farm-report.json`, or `farm-report-shard-I-of-N.json`.
     public var reportURL: URL {
         guard let shard = settings.shard else {
@@ -245,7 +154,7 @@ public struct FarmRunner {
             log("warning: \(error)")
         }
         let report = FarmReport(
-            schema: FarmReport.currentSchema, farm: farm.path.lastPathComponent,
+            farm: farm.path.lastPathComponent, farmDigest: farmDigest(), runID: settings.runID,
             shard: settings.shard.map { "\($0.index)/\($0.count)" }, jobs: collected.results.compactMap { $0 },
             seconds: collected.seconds)
         try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
@@ -271,18 +180,18 @@ public struct FarmRunner {
     /// an earlier job of the farm file (in any shard) already writes, where both would report
     /// `built` while one overwrote the other.
     func refusalsBeforeRunning() -> [String: String] {
-        var owners: [String: String] = [:]
+        var owners: [String: (job: String, bundle: String)] = [:]
         var collisions: [String: String] = [:]
         for job in farm.jobs {
             if !job.devices.isEmpty {
                 // A table that cannot be read is the job's device_table's fault; a device it lacks, its devices'.
                 let table: DeviceTable
                 do { table = try deviceTable(of: job) } catch {
-                    collisions[job.name] = "device_table: \(error)"
+                    collisions[job.name] = "device_table: " + FarmRunner.reportText(error)
                     continue
                 }
                 do { _ = try FarmRunner.devices(job.devices, of: job.platform, in: table) } catch {
-                    collisions[job.name] = "devices: \(error)"
+                    collisions[job.name] = "devices: " + FarmRunner.reportText(error)
                     continue
                 }
             }
@@ -293,10 +202,15 @@ public struct FarmRunner {
             // Case-insensitively: on macOS's usual file system `M.aimodel` and `m.aimodel` are one folder.
             let key = FileSystemName.key(relative)
             if let owner = owners[key] {
+                // Named as the earlier job writes it, which is the folder on disk.
+                let spelling =
+                    owner.bundle == relative
+                    ? "" : "; this job's '\(relative)' is that folder where file names ignore case"
                 collisions[job.name] =
-                    "writes the same bundle as job '\(owner)' ('\(relative)'); give one of them another 'output_name'"
+                    "writes the same bundle as job '\(owner.job)' ('\(owner.bundle)'\(spelling)); give one of them "
+                    + "another 'output_name'"
             } else {
-                owners[key] = job.name
+                owners[key] = (job.name, relative)
             }
         }
         return collisions
@@ -341,34 +255,50 @@ public struct FarmRunner {
         }
     }
 
-    /// Plans the job, skips it when its artifact is current (checked against its files, or
-    /// `verified`'s record of them), else exports it in a child process once its conversion
-    /// forecast fits in ``memory`` beside the running exports'.
-    func run(_ job: FarmJob, verified: VerifiedFiles? = nil, log: (String) -> Void = { _ in }) -> FarmJobResult {
+    /// Plans the job, skips its export when its bundle is current and as the farm wrote it
+    /// (``currentBundle(at:buildKey:verified:)``), else exports it in a child process once its
+    /// conversion forecast fits in ``memory`` beside the running exports'; then its devices.
+    func run(_ job: FarmJob, verified: VerifiedFiles, log: (String) -> Void = { _ in }) -> FarmJobResult {
         var result = FarmJobResult(
             name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
         let plan: ExportPlan
         let synthetic: Bool
+        let buildKey: String
         do {
             plan = try self.plan(of: job)
             synthetic =
                 job.synthetic == .always
                 || (job.synthetic == .ifMissing && plan.model.source.checkpointDirectory == nil)
-            result.buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
+            buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
+            result.buildKey = buildKey
         } catch {
-            result.error = "\(error)"
-            result.exitStatus = (error as? ExporterError)?.exitStatus.rawValue ?? ExitStatus.internalError.rawValue
+            let (message, status) = FarmRunner.planningFailure(error)
+            result.error = message
+            result.exitStatus = status
+            return result
+        }
+        // A preset whose weights are not here: what the export would refuse, with what the farm file can do.
+        if !synthetic, case .presetConfigOnly(let repoID) = plan.model.source {
+            result.error = FarmRunner.reportText(lines: [
+                "no weights for '\(job.model)' on this machine (looked in \(resolver.cacheDescription(repoID))); "
+                    + "download them (huggingface-cli download \(repoID)), or set \"synthetic\" to \"if-missing\" "
+                    + "or true to export generated weights"
+            ])
+            result.exitStatus = ExitStatus.notFound.rawValue
             return result
         }
         let bundle = ExportRunner.bundleURL(for: plan, in: settings.outputDirectory)
         let relative = String(bundle.path.dropFirst(settings.outputDirectory.path.count + 1))
-        if !settings.force, let reader = try? BundleReader(url: bundle, verifyFiles: true, verified: verified),
-            reader.manifest.buildKey == result.buildKey
-        {
+        if !settings.force, let reader = currentBundle(at: bundle, buildKey: buildKey, verified: verified) {
             result.status = "skipped"
+            result.bundleStatus = "skipped"
             result.bundle = relative
             result.bundleBytes = reader.manifest.sizes.bundleBytes
-            result.devices = compile(job, bundle: bundle, manifest: reader.manifest, verified: verified)
+            result.devices = compile(
+                job, bundle: bundle, manifest: reader.manifest,
+                manifestCRC32: VerifiedFiles.ManifestStamp(reader.manifestData).crc32, verified: verified)
+            if result.devices.contains(where: { $0.status == "built" }) { result.status = "built" }
+            result.includeDeviceFailures()
             return result
         }
         let arguments =
@@ -381,7 +311,8 @@ public struct FarmRunner {
         memory.hold(forecast) { held, holders in
             log(
                 "\(job.name): waiting for memory: its export needs about \(Format.mebibytes(forecast)), "
-                    + "\(holders) running hold \(Format.mebibytes(held)) of \(Format.mebibytes(memory.capacity ?? 0))")
+                    + "\(holders) running \(holders == 1 ? "holds" : "hold") \(Format.mebibytes(held)) of "
+                    + Format.mebibytes(memory.capacity ?? 0))
         }
         let (status, errorText) = runChild(arguments)
         memory.release(forecast)
@@ -395,66 +326,85 @@ public struct FarmRunner {
             result.error = "the export succeeded but '\(relative)' cannot be read"
             return result
         }
+        verified.record(manifest: reader.manifestData, of: bundle)
         result.status = "built"
+        result.bundleStatus = "built"
         result.bundle = relative
         result.bundleBytes = reader.manifest.sizes.bundleBytes
         result.buildKey = reader.manifest.buildKey
-        result.devices = compile(job, bundle: bundle, manifest: reader.manifest, verified: verified)
+        result.devices = compile(
+            job, bundle: bundle, manifest: reader.manifest,
+            manifestCRC32: VerifiedFiles.ManifestStamp(reader.manifestData).crc32, verified: verified)
+        result.includeDeviceFailures()
         return result
     }
 
     /// Compiles the job's bundle for each of its devices whose artifact is missing, invalid or
     /// built from other inputs (another bundle, another device entry): a new device compiles,
-    /// nothing is re-exported.
-    func compile(_ job: FarmJob, bundle: URL, manifest: Manifest, verified: VerifiedFiles? = nil) -> [FarmDeviceResult]
-    {
+    /// nothing is re-exported. A failed device has no artifact, its error and the exit status
+    /// of its compile (or the one a compile would refuse it with).
+    /// - Parameter manifestCRC32: the CRC-32 of the bundle's `manifest.json`, which its compiled
+    ///   artifacts record.
+    func compile(
+        _ job: FarmJob, bundle: URL, manifest: Manifest, manifestCRC32: String, verified: VerifiedFiles
+    ) -> [FarmDeviceResult] {
         guard !job.devices.isEmpty else { return [] }
+        func failed(_ id: String, _ error: Error) -> FarmDeviceResult {
+            FarmDeviceResult(
+                device: id, status: "failed", error: FarmRunner.reportText(error),
+                exitStatus: (error as? ExporterError)?.exitStatus.rawValue ?? ExitStatus.internalError.rawValue)
+        }
         let table: DeviceTable
         do {
             table = try deviceTable(of: job)
         } catch {
-            return job.devices.map { FarmDeviceResult(device: $0, status: "failed", error: "\(error)") }
+            return job.devices.map { failed($0, error) }
         }
         let folder = bundle.deletingLastPathComponent()
         let name = bundle.deletingPathExtension().lastPathComponent
         return job.devices.map { id in
-            var result = FarmDeviceResult(device: id, status: "failed")
             let device: DeviceArchitecture
             do {
-                guard let found = try FarmRunner.devices([id], of: job.platform, in: table).first else { return result }
+                guard let found = try FarmRunner.devices([id], of: job.platform, in: table).first else {
+                    throw CompileError.unknownArchitecture(
+                        id: id, platform: job.platform == .macOS ? .macOS : .iOS, known: table.devices.map(\.id))
+                }
                 device = found
             } catch {
-                result.error = "\(error)"
-                return result
+                return failed(id, error)
             }
             // The table's spelling: the artifact's name and the report's agree whatever the farm file's case.
-            result.device = device.id
+            var result = FarmDeviceResult(device: device.id, status: "failed")
             let artifact = Compiler.artifactURL(name: name, device: device, in: folder)
-            result.artifact = String(artifact.path.dropFirst(settings.outputDirectory.path.count + 1))
+            let relative = String(artifact.path.dropFirst(settings.outputDirectory.path.count + 1))
             // The M2's id names a Mac and the Vision Pro: a job's folder holds one platform's.
             do {
                 try Compiler.refuseOtherPlatform(artifact, platform: device.platform)
-            } catch CompileError
-                .artifactOfOtherPlatform(_, let found, _)
-            {
-                result.error =
-                    "'\(result.artifact ?? "")' is a \(found) artifact of the same architecture id, from another job or an "
-                    + "earlier platform of this one: give this job another 'output_name'"
-                result.artifact = nil
+            } catch let error as CompileError {
+                result.exitStatus = error.exitStatus.rawValue
+                guard case .artifactOfOtherPlatform(_, let found, _) = error else {
+                    result.error = FarmRunner.reportText(error)
+                    return result
+                }
+                // The platform is read from the manifest found there: escaped as any text of an input.
+                result.error = FarmRunner.escaped(
+                    "'\(relative)' is a \(found) artifact of the same architecture id, from another job or an "
+                        + "earlier platform of this one: give this job another 'output_name'")
                 return result
             } catch {
-                result.error = "\(error)"
-                return result
+                return failed(device.id, error)
             }
             let expected = manifest.buildKey.map {
                 BuildKey.compiled(
                     bundleKey: $0, device: device, minimumDeploymentVersion: DeploymentVersion.minimum.description)
             }
-            if !settings.force,
-                let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: true, verified: verified),
-                expected != nil, reader.manifest.buildKey == expected, let verdict = reader.manifest.compiled?.verdict
+            if !settings.force, let expected,
+                let reader = currentCompiled(
+                    at: artifact, buildKey: expected, bundleManifestCRC32: manifestCRC32, verified: verified),
+                let verdict = reader.manifest.compiled?.verdict
             {
                 result.status = "skipped"
+                result.artifact = relative
                 result.memory = verdict.memory.rawValue
                 result.neuralEngine = verdict.neuralEngine.rawValue
                 return result
@@ -465,13 +415,21 @@ public struct FarmRunner {
                     "compile", bundle.path, "--platform", device.platform.rawValue, "--device", device.id, "--output",
                     folder.path, "--overwrite",
                 ] + table, step: "compile")
-            guard status == 0, let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
-                let verdict = reader.manifest.compiled?.verdict
-            else {
+            guard status == 0 else {
+                result.exitStatus = status
                 result.error = errorText.isEmpty ? "the compile exited with status \(status)" : errorText
                 return result
             }
+            guard let reader = try? CompiledArtifactReader(url: artifact, verifyFiles: false),
+                let verdict = reader.manifest.compiled?.verdict,
+                FarmRunner.recordManifest(of: artifact, in: verified)
+            else {
+                result.exitStatus = ExitStatus.internalError.rawValue
+                result.error = "the compile succeeded but '\(relative)' cannot be read"
+                return result
+            }
             result.status = "built"
+            result.artifact = relative
             result.memory = verdict.memory.rawValue
             result.neuralEngine = verdict.neuralEngine.rawValue
             return result
@@ -502,14 +460,14 @@ public struct FarmRunner {
         do {
             child = try ChildProcess.start(settings.executable, arguments: arguments, environment: environment)
         } catch {
-            return (ExitStatus.internalError.rawValue, "cannot start '\(settings.executable.path)': \(error)")
+            return (
+                ExitStatus.internalError.rawValue,
+                FarmRunner.escaped("cannot start '\(settings.executable.path)': \(error)")
+            )
         }
         let (status, signal, errorBytes) = child.finish()
         if let signal { return (status, "the \(step) was killed by signal \(signal)") }
-        let text = String(decoding: errorBytes, as: UTF8.self).split(separator: "\n")
-            .filter { !$0.hasPrefix("warning: ") }.joined(separator: "\n")
-        let message = text.hasPrefix("Error: ") ? String(text.dropFirst("Error: ".count)) : text
-        return (status, message)
+        return (status, FarmRunner.childMessage(errorBytes))
     }
 
     /// Staging folders of killed runs (`.partial-*` beside artifacts) that no process holds
@@ -548,86 +506,6 @@ public struct FarmRunner {
             if let error = error as? BundleError { throw error }
             throw BundleError.writeFailed(path: url.path, reason: fileSystemFailureReason(error))
         }
-    }
-
-    /// Merges the shard reports in the output folder into `farm-report.json`, jobs in farm order.
-    /// The earlier `farm-report.json` is removed first, so a collect that fails leaves none that
-    /// could pass for its result (a CI step uploading the output folder would upload it).
-    /// - Throws: `FarmError.collect` when reports are missing, foreign or overlapping,
-    ///   `FarmError.locked` when a run holds the folder (without `--wait`);
-    ///   `BundleError.writeFailed` when the earlier report cannot be removed or the new one written.
-    public func collect(log: (String) -> Void = { _ in }) throws -> FarmReport {
-        let manager = FileManager.default
-        // A shard still running in this folder writes its report last: its lock is waited for
-        // (`--wait`) or refused, as a run's is.
-        let lock =
-            manager.fileExists(atPath: settings.outputDirectory.path)
-            ? try FarmLock(directory: settings.outputDirectory, wait: settings.waitForLock, log: log) : nil
-        defer { lock?.release() }
-        let reportURL = settings.outputDirectory.appendingPathComponent("farm-report.json")
-        if unlink(reportURL.path) != 0, errno != ENOENT {
-            throw BundleError.writeFailed(path: reportURL.path, reason: OutputFile.errnoText())
-        }
-        let names = ((try? manager.contentsOfDirectory(atPath: settings.outputDirectory.path)) ?? [])
-            .filter { $0.hasPrefix("farm-report-shard-") && $0.hasSuffix(".json") }.sorted()
-        guard !names.isEmpty else {
-            throw FarmError.collect(reason: "no farm-report-shard-*.json in '\(settings.outputDirectory.path)'")
-        }
-        var byName: [String: FarmJobResult] = [:]
-        var seconds: [String: Double] = [:]
-        // The shards found, by count (N of "I/N"), each shard's index with its report's file name.
-        var splits: [Int: [Int: String]] = [:]
-        for name in names {
-            let url = settings.outputDirectory.appendingPathComponent(name)
-            guard let data = try? Data(contentsOf: url),
-                let report = try? JSONDecoder().decode(FarmReport.self, from: data)
-            else {
-                throw FarmError.collect(reason: "'\(name)' is not a farm report")
-            }
-            guard report.farm == farm.path.lastPathComponent else {
-                throw FarmError.collect(reason: "'\(name)' is a report of farm '\(report.farm)'")
-            }
-            let parts = (report.shard ?? "").split(separator: "/", omittingEmptySubsequences: false).map { Int($0) }
-            guard parts.count == 2, let index = parts[0], let count = parts[1], count >= 1, (1...count).contains(index)
-            else {
-                throw FarmError.collect(reason: "'\(name)' is not the report of a shard")
-            }
-            if let other = splits[count]?[index] {
-                throw FarmError.collect(reason: "'\(other)' and '\(name)' are both reports of shard \(index)/\(count)")
-            }
-            splits[count, default: [:]][index] = name
-            for job in report.jobs {
-                guard byName[job.name] == nil else {
-                    throw FarmError.collect(reason: "job '\(job.name)' is in two shard reports")
-                }
-                byName[job.name] = job
-            }
-            seconds.merge(report.seconds) { first, _ in first }
-        }
-        guard splits.count == 1, let (count, found) = splits.first else {
-            let counts = splits.keys.sorted().map(String.init)
-            throw FarmError.collect(
-                reason: "the shard reports are of splits into \(counts.dropLast().joined(separator: ", ")) and "
-                    + "\(counts.last ?? "") shards; keep one split's reports")
-        }
-        let missing = (1...count).filter { found[$0] == nil }
-        guard missing.isEmpty else {
-            let shards = missing.map { "\($0)/\(count)" }
-            let files = missing.map { "'farm-report-shard-\($0)-of-\(count).json'" }
-            throw FarmError.collect(
-                reason: missing.count == 1
-                    ? "shard \(shards[0]) has no report (\(files[0]))"
-                    : "shards \(shards.joined(separator: ", ")) have no report (\(files.joined(separator: ", ")))")
-        }
-        let missingJobs = farm.jobs.map(\.name).filter { byName[$0] == nil }
-        guard missingJobs.isEmpty else {
-            throw FarmError.collect(reason: "no result for job(s) \(missingJobs.joined(separator: ", "))")
-        }
-        let report = FarmReport(
-            schema: FarmReport.currentSchema, farm: farm.path.lastPathComponent, shard: nil,
-            jobs: farm.jobs.compactMap { byName[$0.name] }, seconds: seconds)
-        try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
-        return report
     }
 }
 

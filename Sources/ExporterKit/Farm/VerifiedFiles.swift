@@ -8,7 +8,13 @@ import Foundation
 
 /// What a farm run remembers of the artifact files it read in full and found as their
 /// manifests say: `<output>/.farm-verified.json`, each file's size, CRC-32 and the file
-/// system's identity of that state (modification and change times, inode, device).
+/// system's identity of that state (modification and change times, inode, device); and the
+/// size and CRC-32 of each artifact's `manifest.json` as the farm wrote it.
+///
+/// No checksum covers a manifest: an edited or bit-rotted one would pass every file check.
+/// The farm skips an artifact only while its manifest is the one it wrote (or skipped before,
+/// unchanged), byte for byte: a manifest is small and read anyway, so it is compared every
+/// time, with or without `--reverify`.
 ///
 /// Why: deciding to skip a job re-read every byte of its artifacts (9.7 GB for the example
 /// farm, 6.6 s), so a no-op run grew with everything the farm had built. A file whose size,
@@ -23,7 +29,7 @@ public final class VerifiedFiles: @unchecked Sendable {
     /// The record's file name in the farm's output folder.
     public static let fileName = ".farm-verified.json"
     /// The record's schema.
-    static let schema = "exporter.farm-verified/1"
+    static let schema = "exporter.farm-verified/2"
 
     /// A file as it was when read in full.
     struct Stamp: Codable, Equatable {
@@ -36,10 +42,23 @@ public final class VerifiedFiles: @unchecked Sendable {
         var device: UInt64
     }
 
+    /// A manifest as the farm wrote it.
+    struct ManifestStamp: Codable, Equatable {
+        var bytes: Int
+        var crc32: String
+
+        init(_ data: Data) {
+            bytes = data.count
+            crc32 = BundleWriter.hex(data.withUnsafeBytes { CRC32.checksum($0) })
+        }
+    }
+
     private struct Record: Codable {
         var schema: String
         /// By path relative to the output folder.
         var files: [String: Stamp]
+        /// By the manifest's path relative to the output folder.
+        var manifests: [String: ManifestStamp]
     }
 
     /// The output folder; recorded paths are relative to it.
@@ -55,6 +74,12 @@ public final class VerifiedFiles: @unchecked Sendable {
     private var current: [String: Stamp] = [:]
     /// Every file this run checked, whatever the outcome.
     private var checked: Set<String> = []
+    /// The manifests of the record as loaded.
+    private let previousManifests: [String: ManifestStamp]
+    /// The manifests this run wrote, or found as recorded.
+    private var currentManifests: [String: ManifestStamp] = [:]
+    /// Every manifest this run checked or wrote.
+    private var checkedManifests: Set<String> = []
 
     /// The record of `root`; with `trusting` false (`--reverify`), nothing recorded is believed.
     /// A missing or unreadable record is an empty one: every file is read in full again.
@@ -67,8 +92,32 @@ public final class VerifiedFiles: @unchecked Sendable {
             record.schema == Self.schema
         {
             previous = record.files
+            previousManifests = record.manifests
         } else {
             previous = [:]
+            previousManifests = [:]
+        }
+    }
+
+    /// Whether `data`, the `manifest.json` of the artifact at `artifact`, is the one the farm
+    /// wrote there (or found there before and kept), byte for byte; whatever `trusting` says.
+    func knows(manifest data: Data, of artifact: URL) -> Bool {
+        guard let key = key(for: artifact.appendingPathComponent(BundleWriter.manifestName)) else { return false }
+        let stamp = ManifestStamp(data)
+        return lock.withLock {
+            checkedManifests.insert(key)
+            guard previousManifests[key] == stamp else { return false }
+            currentManifests[key] = stamp
+            return true
+        }
+    }
+
+    /// Records `data` as the `manifest.json` the farm just wrote for the artifact at `artifact`.
+    func record(manifest data: Data, of artifact: URL) {
+        guard let key = key(for: artifact.appendingPathComponent(BundleWriter.manifestName)) else { return }
+        lock.withLock {
+            checkedManifests.insert(key)
+            currentManifests[key] = ManifestStamp(data)
         }
     }
 
@@ -101,18 +150,23 @@ public final class VerifiedFiles: @unchecked Sendable {
         }
     }
 
-    /// Writes the next record, atomically: what this run read or found unchanged, and what
-    /// it did not check (another shard's artifacts) while the file is still there. Sorted
+    /// Writes the next record, atomically: what this run read, wrote or found unchanged, and
+    /// what it did not check (another shard's artifacts) while the file is still there. Sorted
     /// keys: the same state gives the same bytes.
     /// - Throws: `BundleError.writeFailed`.
     public func save() throws {
-        let files = lock.withLock {
-            previous.filter { key, _ in
-                !checked.contains(key) && FileManager.default.fileExists(atPath: root.appendingPathComponent(key).path)
-            }.merging(current) { _, new in new }
+        func exists(_ key: String) -> Bool {
+            FileManager.default.fileExists(atPath: root.appendingPathComponent(key).path)
+        }
+        let (files, manifests) = lock.withLock {
+            (
+                previous.filter { key, _ in !checked.contains(key) && exists(key) }.merging(current) { _, new in new },
+                previousManifests.filter { key, _ in !checkedManifests.contains(key) && exists(key) }
+                    .merging(currentManifests) { _, new in new }
+            )
         }
         try FarmRunner.writeAtomically(
-            try CanonicalJSON.encode(Record(schema: Self.schema, files: files)),
+            try CanonicalJSON.encode(Record(schema: Self.schema, files: files, manifests: manifests)),
             to: root.appendingPathComponent(Self.fileName))
     }
 

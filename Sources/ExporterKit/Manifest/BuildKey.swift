@@ -54,13 +54,17 @@ public enum BuildKey {
     }
 
     /// The key of an export of `plan` from files with the given fingerprints
-    /// (name → fingerprint), or from synthetic weights with `syntheticSeed`.
+    /// (name → fingerprint), or from synthetic weights with `syntheticSeed`. Besides the
+    /// options, it digests the manifest the plan determines (``Manifest/init(plan:kind:weights:)``:
+    /// every figure and name an export writes before reading a weight, such as the compression
+    /// config's name and its rules as each tensor's `rule`), so that an input written into the
+    /// artifact cannot change without its key: equal keys, equal bytes.
     public static func export(
         plan: ExportPlan, fileFingerprints: [(name: String, fingerprint: String)], syntheticSeed: UInt64?,
         allowClamp: Bool, calibration: String? = nil
     ) -> String {
         var hash = SHA256()
-        hash.update(field: "exporter.build-key/1")
+        hash.update(field: "exporter.build-key/2")
         hash.update(field: ToolVersion.current)
         hash.update(field: plan.platform.rawValue)
         hash.update(field: plan.precision.rawValue)
@@ -87,23 +91,32 @@ public enum BuildKey {
         for file in fileFingerprints.sorted(by: { $0.name < $1.name }) {
             hash.update(field: "\(file.name)=\(file.fingerprint)")
         }
+        hash.update(field: "planned manifest")
+        // Canonical JSON: sorted keys, so the same plan gives the same bytes on any machine.
+        hash.update((try? CanonicalJSON.encode(Manifest(plan: plan, kind: "bundle"))) ?? [])
         return hash.hexDigest()
     }
 
-    /// The key of a compiled artifact: its bundle's key, every number of the device entry the
-    /// compiler reads, and the minimum deployment version. A changed device entry recompiles
-    /// that device only; a changed bundle recompiles every device.
+    /// The key of a compiled artifact: its bundle's key, the whole device entry (every number
+    /// the compiler reads, and its products and estimates, which the manifest records or
+    /// `docs/DEVICES.md` explains), and the minimum deployment version. A changed device entry
+    /// recompiles that device only; a changed bundle recompiles every device.
     public static func compiled(bundleKey: String, device: DeviceArchitecture, minimumDeploymentVersion: String)
         -> String
     {
         var hash = SHA256()
-        hash.update(field: "exporter.compiled-key/1")
+        hash.update(field: "exporter.compiled-key/2")
         hash.update(field: bundleKey)
         hash.update(field: minimumDeploymentVersion)
         hash.update(
             field: "\(device.id)|\(device.platform.rawValue)|\(device.chip)|\(device.aheadOfTime)|\(device.ramBytes)|"
                 + "\(device.appMemoryLimitBytes)|\(device.increasedMemoryLimitBytes ?? -1)|"
                 + "\(device.entitlements.joined(separator: ","))|\(device.regionBudgetBytes)|\(device.pageSize)")
+        // A field each, so that no name can run into the next.
+        hash.update(field: "products \(device.products.count)")
+        for product in device.products { hash.update(field: product) }
+        hash.update(field: "estimates \(device.estimates.count)")
+        for estimate in device.estimates { hash.update(field: estimate) }
         return hash.hexDigest()
     }
 }

@@ -84,6 +84,44 @@ struct VerifiedFilesTests {
         record.record(outside, before: VerifiedFiles.stamp(of: outside, crc32: "0badc0de"), bytes: 4, crc32: "0badc0de")
         try record.save()
         let text = try String(contentsOf: root.appendingPathComponent(".farm-verified.json"), encoding: .utf8)
-        #expect(text == "{\n  \"files\" : {\n\n  },\n  \"schema\" : \"exporter.farm-verified/1\"\n}\n", "\(text)")
+        #expect(
+            text
+                == "{\n  \"files\" : {\n\n  },\n  \"manifests\" : {\n\n  },\n  \"schema\" : \"exporter.farm-verified/2\"\n}\n",
+            "\(text)")
+    }
+
+    @Test("a manifest is known while its bytes are those the farm wrote, with or without --reverify")
+    func manifests() throws {
+        let (root, _) = try makeRoot()
+        let artifact = root.appendingPathComponent("sub/M.aimodel")
+        try FileManager.default.createDirectory(at: artifact, withIntermediateDirectories: true)
+        let written = Data(#"{"context_length": 512}"#.utf8)
+        try written.write(to: artifact.appendingPathComponent("manifest.json"))
+        let record = VerifiedFiles(root: root)
+        #expect(!record.knows(manifest: written, of: artifact), "nothing recorded yet")
+        record.record(manifest: written, of: artifact)
+        try record.save()
+        let saved = try String(contentsOf: root.appendingPathComponent(".farm-verified.json"), encoding: .utf8)
+        #expect(saved.contains(#""sub/M.aimodel/manifest.json" : {"#))
+        #expect(saved.contains(#""crc32" : "\#(BundleWriter.hex(written.withUnsafeBytes { CRC32.checksum($0) }))""#))
+
+        let edited = Data(#"{"context_length": 511}"#.utf8)
+        #expect(VerifiedFiles(root: root).knows(manifest: written, of: artifact))
+        #expect(VerifiedFiles(root: root, trusting: false).knows(manifest: written, of: artifact))
+        #expect(!VerifiedFiles(root: root).knows(manifest: edited, of: artifact))
+        #expect(!VerifiedFiles(root: root).knows(manifest: written, of: root.appendingPathComponent("sub/N.aimodel")))
+        // Found different, it leaves the record; not checked (another shard's), it stays.
+        let next = VerifiedFiles(root: root)
+        #expect(!next.knows(manifest: edited, of: artifact))
+        try next.save()
+        #expect(!VerifiedFiles(root: root).knows(manifest: written, of: artifact))
+        record.record(manifest: written, of: artifact)
+        try record.save()
+        try VerifiedFiles(root: root).save()
+        #expect(VerifiedFiles(root: root).knows(manifest: written, of: artifact))
+        // Gone with its artifact.
+        try FileManager.default.removeItem(at: artifact)
+        try VerifiedFiles(root: root).save()
+        #expect(!VerifiedFiles(root: root).knows(manifest: written, of: artifact))
     }
 }

@@ -118,7 +118,19 @@ struct BuildKeyTests {
              "default": {"mode": "palettize", "bits": 6, "granularity": "per_grouped_channel", "group_size": 32}}
             """#.utf8
         ).write(to: compression)
+        // The shipped config under another name: the same schemes, but the manifest records the name.
+        let renamed = compression.deletingLastPathComponent().appendingPathComponent("renamed.json")
+        let shipped = try String(
+            contentsOf: Fixtures.presetsDirectory.appendingPathComponent(
+                "compression/4bit_weight_palettized_group32.json"),
+            encoding: .utf8)
+        try Data(
+            shipped.replacingOccurrences(
+                of: #""name": "4bit_weight_palettized_group32""#, with: #""name": "renamed""#
+            ).utf8
+        ).write(to: renamed)
         let variants: [(String, String)] = [
+            ("config name", key(try tinyPlan { $0.compression = .file(renamed) })),
             ("context", key(try tinyPlan { $0.contextLength = 256 })),
             ("precision", key(try tinyPlan { $0.computePrecision = .float32 })),
             ("platform", key(try tinyPlan { $0.platform = .macOS })),
@@ -136,7 +148,7 @@ struct BuildKeyTests {
         #expect(Set(variants.map(\.1)).count == variants.count)
     }
 
-    @Test("every number of the device entry and the deployment version change the compiled key")
+    @Test("every field of the device entry and the deployment version change the compiled key")
     func compiledKeyInputs() throws {
         let device = CompileFixture.wide
         func key(_ edit: (inout DeviceArchitecture) -> Void = { _ in }, bundle: String = "k", version: String = "18.0")
@@ -148,7 +160,6 @@ struct BuildKeyTests {
         }
         let base = key()
         #expect(key() == base)
-        #expect(key { $0.products = ["Another phone"] } == base)
         let variants: [(String, String)] = [
             ("bundle", key(bundle: "other")),
             ("version", key(version: "18.1")),
@@ -162,6 +173,9 @@ struct BuildKeyTests {
             ("entitlements", key { $0.entitlements = [] }),
             ("region budget", key { $0.regionBudgetBytes = 1_600_001 }),
             ("page size", key { $0.pageSize = 16_384 }),
+            // Not read by the compiler, but recorded in the artifact's manifest.
+            ("products", key { $0.products = ["Another phone"] }),
+            ("estimates", key { $0.estimates = ["page_size"] }),
         ]
         for (input, changed) in variants { #expect(changed != base, "\(input) leaves the key unchanged") }
         #expect(Set(variants.map(\.1)).count == variants.count)

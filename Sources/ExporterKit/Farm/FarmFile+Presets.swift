@@ -1,0 +1,31 @@
+import Foundation
+
+extension FarmFile {
+    /// Checks what the farm file and the presets alone decide, before any job runs: every
+    /// `compression` names a shipped config (or `none`), every `preset` a preset, and a
+    /// `context` is within the `max_position_embeddings` of the preset a job's model names.
+    /// - Throws: `FarmError.invalidJob` naming the job and the key.
+    public func check(against catalog: PresetCatalog) throws {
+        let compressions = catalog.compressionConfigNames() + ["none"]
+        let folder = path.deletingLastPathComponent()
+        for job in jobs {
+            func bad(_ reason: String) -> FarmError { .invalidJob(path: path.path, job: job.name, reason: reason) }
+            if let name = job.compression, !compressions.contains(name) {
+                throw bad("'compression' is '\(name)'; expected one of: \(compressions.joined(separator: ", "))")
+            }
+            if let name = job.preset, catalog.preset(named: name) == nil {
+                throw bad(
+                    "'preset' is '\(name)'; expected one of: \(catalog.presets.map(\.id).joined(separator: ", "))")
+            }
+            // A model that names a preset, not a folder (which the export would take first).
+            guard let context = job.context, job.preset == nil, let preset = catalog.preset(named: job.model),
+                !job.model.hasPrefix("/"),
+                !FileManager.default.fileExists(atPath: folder.appendingPathComponent(job.model).path),
+                let maximum = (try? ModelConfig(contentsOf: preset.configURL))?.maxPositionEmbeddings,
+                context > maximum
+            else { continue }
+            throw bad(
+                "'context' is \(context), more than the max_position_embeddings of preset '\(preset.id)' (\(maximum))")
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+
+extension FarmRunner {
+    /// `error` as a report records it: its lines (``ExporterError/descriptionLines``, one for
+    /// another error), each with its control characters escaped as `\u{XX}`, a newline too, then
+    /// joined by newlines. Text taken from inputs (a model's name, a path) can neither forge a
+    /// line nor drive a terminal, as in every message of the tool; a message meant to span lines
+    /// keeps them.
+    static func reportText(_ error: Error) -> String {
+        reportText(lines: (error as? ExporterError)?.descriptionLines ?? ["\(error)"])
+    }
+
+    /// A job's planning failure as its report records it: the message naming the farm file's key
+    /// where the export's would name its flag (`'context'`, not `--max-context-length`), and
+    /// exit status 65 where the export's would be a usage error (64): a value of the farm file
+    /// is wrong, and there is no command line to fix.
+    static func planningFailure(_ error: Error) -> (error: String, exitStatus: Int32) {
+        let status = (error as? ExporterError)?.exitStatus ?? .internalError
+        let farmStatus = (status == .usage ? ExitStatus.badInput : status).rawValue
+        guard let resolution = error as? ResolutionError else { return (reportText(error), farmStatus) }
+        switch resolution {
+        case .contextTooLong(let requested, let maximum):
+            return ("'context' (\(requested)) exceeds the model's max_position_embeddings (\(maximum))", farmStatus)
+        case .precisionRequired(let model):
+            return (
+                reportText(lines: ["'compute_precision' is required for '\(model)' (no registry preset found)"]),
+                farmStatus
+            )
+        case .noPreset(let model, _, _):
+            var lines = resolution.descriptionLines
+            lines[0] =
+                "'\(model)' has no registry preset. Set \"experimental\": true to try exporting it anyway "
+                + "(with 'compute_precision')."
+            // The hint of a checkpoint of a preset's shape names the flag that applies it.
+            lines = lines.map { $0.replacingOccurrences(of: ": pass --preset ", with: ": set \"preset\" to ") }
+            return (reportText(lines: lines), farmStatus)
+        case .unusableName(let name):
+            return (
+                reportText(lines: [
+                    "the model's name '\(name)' cannot name its artifact (control characters, or a leading '.'); "
+                        + "set 'output_name'"
+                ]), farmStatus
+            )
+        case .nameTooLong(let name, let bytes, false, let limit):
+            let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
+            return (
+                reportText(lines: [
+                    "the model's name '\(shown)' is \(bytes) bytes long; an artifact's name is at most \(limit) bytes "
+                        + "(its files and their staging folders must fit 255-byte file names); set 'output_name'"
+                ]), farmStatus
+            )
+        default:
+            return (reportText(error), farmStatus)
+        }
+    }
+
+    /// `lines`, each escaped as ``reportText(_:)`` escapes them, joined by newlines.
+    static func reportText(lines: [String]) -> String {
+        lines.map(escaped).joined(separator: "\n")
+    }
+
+    /// The message a child `exporter` printed on standard error, as a report records it: its
+    /// lines but warnings, without the first one's `Error: ` and without the usage lines a
+    /// usage error ends with (a farm job has no command line to fix), each escaped (the child
+    /// escapes its messages already: this is for what it did not write itself).
+    static func childMessage(_ errorBytes: [UInt8]) -> String {
+        var lines = String(decoding: errorBytes, as: UTF8.self).split(separator: "\n").map(String.init)
+            .filter { !$0.hasPrefix("warning: ") }
+        if lines.count >= 2, lines[lines.count - 2].hasPrefix("Usage: exporter"),
+            lines[lines.count - 1].hasPrefix("  See 'exporter")
+        {
+            lines.removeLast(2)
+        }
+        if let first = lines.first, first.hasPrefix("Error: ") { lines[0] = String(first.dropFirst("Error: ".count)) }
+        return reportText(lines: lines)
+    }
+
+    /// `text` on one line: every control character (newline and tab too, DEL, C1) as `\u{XX}`.
+    static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: \.isControlCharacter) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if scalar.isControlCharacter { result += scalar.shownEscaped } else { result.unicodeScalars.append(scalar) }
+        }
+        return result
+    }
+}
