@@ -8,7 +8,8 @@ import Testing
 struct FarmTests {
     /// A farm folder with `count` tiny checkpoints and a farm file; job `failing` (if any) has a
     /// checkpoint whose config disagrees with its weights.
-    private func makeFarm(count: Int, failing: Int? = nil) throws -> (farm: URL, folder: URL) {
+    /// A farm of `count` tiny jobs (`failing` refused by its config), each compiling `devices` when given.
+    private func makeFarm(count: Int, failing: Int? = nil, devices: [String] = []) throws -> (farm: URL, folder: URL) {
         let folder = try Fixtures.temporaryDirectory("farm")
         var jobs: [String] = []
         for index in 0..<count {
@@ -23,7 +24,9 @@ struct FarmTests {
                 try JSONSerialization.data(withJSONObject: config).write(
                     to: destination.appendingPathComponent("config.json"))
             }
-            jobs.append(#"{ "name": "job\#(index)", "model": "m\#(index)", "output_name": "M\#(index)" }"#)
+            let compiled =
+                devices.isEmpty ? "" : #", "devices": [\#(devices.map { "\"\($0)\"" }.joined(separator: ", "))]"#
+            jobs.append(#"{ "name": "job\#(index)", "model": "m\#(index)", "output_name": "M\#(index)"\#(compiled) }"#)
         }
         let farm = folder.appendingPathComponent("farm.json")
         try Data(
@@ -81,14 +84,8 @@ struct FarmTests {
 
     @Test("a job's devices compile after its export; a new device compiles without re-exporting")
     func devices() throws {
-        let (farm, folder) = try makeFarm(count: 1)
+        let (farm, folder) = try makeFarm(count: 1, devices: ["h17p"])
         let output = folder.appendingPathComponent("out").path
-        let text = try String(contentsOf: farm, encoding: .utf8)
-        try Data(
-            text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#)
-                .utf8
-        )
-        .write(to: farm)
         let first = try BuiltExporter.run(["batch", farm.path, "--output", output])
         #expect(first.status == 0, "\(first.error)")
         #expect(first.output.contains("h17p fits"))
@@ -100,12 +97,8 @@ struct FarmTests {
                     device: "h17p", status: "built", artifact: "m0/M0.h17p.aimodelc", memory: "fits",
                     neuralEngine: "all-regions-within-budget", error: nil)
             ])
-        try Data(
-            text.replacingOccurrences(
-                of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p", "h16p"]"#
-            ).utf8
-        )
-        .write(to: farm)
+        let text = try String(contentsOf: farm, encoding: .utf8)
+        try Data(text.replacingOccurrences(of: #"["h17p"]"#, with: #"["h17p", "h16p"]"#).utf8).write(to: farm)
         _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
         job = try #require(try report(folder).jobs.first)
         // Something was built: the job's status says so, its bundle's own outcome is kept apart.
@@ -385,14 +378,8 @@ struct FarmTests {
         "a no-op run reads each artifact in full once it has settled, then trusts it while unchanged; damage still rebuilds"
     )
     func verifiedRecord() throws {
-        let (farm, folder) = try makeFarm(count: 1)
+        let (farm, folder) = try makeFarm(count: 1, devices: ["h17p"])
         let output = folder.appendingPathComponent("out")
-        let text = try String(contentsOf: farm, encoding: .utf8)
-        try Data(
-            text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#)
-                .utf8
-        )
-        .write(to: farm)
         let recordURL = output.appendingPathComponent(".farm-verified.json")
         func recorded() throws -> [String] {
             let record = try JSONSerialization.jsonObject(with: Data(contentsOf: recordURL)) as? [String: Any]
@@ -452,14 +439,8 @@ struct FarmTests {
         "a skip needs the manifest the farm wrote and a folder holding only its files, --reverify or not; else it rebuilds"
     )
     func skipChecksManifest() throws {
-        let (farm, folder) = try makeFarm(count: 1)
+        let (farm, folder) = try makeFarm(count: 1, devices: ["h17p"])
         let output = folder.appendingPathComponent("out")
-        let text = try String(contentsOf: farm, encoding: .utf8)
-        try Data(
-            text.replacingOccurrences(of: #""output_name": "M0""#, with: #""output_name": "M0", "devices": ["h17p"]"#)
-                .utf8
-        )
-        .write(to: farm)
         func run(_ extra: [String] = []) throws -> [String] {
             let result = try BuiltExporter.run(["batch", farm.path, "--output", output.path] + extra)
             #expect(result.status == 0, "\(result.error)")
