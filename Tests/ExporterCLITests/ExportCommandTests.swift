@@ -537,6 +537,20 @@ struct ExportCommandTests {
         }
     }
 
+    @Test("the summary's lowest SQNR lists the three lowest, lowest first, ties by name, tensors without one left out")
+    func lowestSQNR() throws {
+        var manifest = Manifest(plan: try Fixtures.plan(try Fixtures.syntheticCheckpoint()))
+        let names = manifest.tensors.map(\.name)
+        #expect(names.count > 5)
+        let measured: [String: Double] = [names[0]: 30, names[1]: 12.5, names[2]: 40, names[3]: 12.5, names[4]: 20]
+        for index in manifest.tensors.indices { manifest.tensors[index].sqnrDB = measured[names[index]] }
+        let tied = [names[1], names[3]].sorted()
+        #expect(
+            ExportSummary.worstSQNR(manifest, count: 3).map { "\($0.name) \($0.sqnr)" } == [
+                "\(tied[0]) 12.5", "\(tied[1]) 12.5", "\(names[4]) 20.0",
+            ])
+    }
+
     @Test("progress sizes: the unit keeps the total under 1,000, one decimal below 100")
     func progressBytes() {
         #expect(ProgressBar.bytes(412_000_000, of: 891_594_527) == "412/892 MB")

@@ -110,6 +110,24 @@ struct ArgumentParsingTests {
             usageMessage { _ = try notANumber.int("context") } == "--max-context-length expects an integer, got 'abc'")
     }
 
+    @Test("reads finite numbers only: inf and nan are refused, with or without a minimum")
+    func numbers() throws {
+        #expect(try parsed(["m", "--context", "2.5"]).number("context") == 2.5)
+        #expect(try parsed(["m", "--context", "-1e3"]).number("context") == -1000)
+        for value in ["inf", "-inf", "nan", "infinity", "1e999"] {
+            let arguments = try parsed(["m", "--context", value])
+            #expect(
+                usageMessage { _ = try arguments.number("context") } == "--context expects a number, got '\(value)'")
+            #expect(
+                usageMessage { _ = try arguments.number("context", minimum: 0) }
+                    == "--context expects a non-negative number, got '\(value)'")
+        }
+        let high = try parsed(["m", "--context=1.5"])
+        #expect(
+            usageMessage { _ = try high.number("context", minimum: 0, maximum: 1) }
+                == "--context expects a number from 0 to 1, got '1.5'")
+    }
+
     @Test("fills positionals in order: required, optional and a repeating last one")
     func positionals() throws {
         let plan = try parsed(["--overwrite", "Qwen2.5-1.5B"])
@@ -169,6 +187,9 @@ struct ArgumentParsingTests {
         #expect(usageMessage(["m", "--platfrom=iOS"]) == "unknown option '--platfrom'; did you mean '--platform'?")
         #expect(usageMessage(["m", "-context", "1"]) == "unknown option '-context'; did you mean '--context'?")
         #expect(usageMessage(["m", "--verbose"]) == "unknown option '--verbose'")
+        // Two edits from '--help' but not less than half its length: no suggestion.
+        #expect(usageMessage(["m", "--he"]) == "unknown option '--he'")
+        #expect(usageMessage(["m", "--hep"]) == "unknown option '--hep'; did you mean '--help'?")
         #expect(usageMessage(["m", "-x"]) == "unknown option '-x'")
         #expect(usageMessage(["m", "-fh"]) == "unknown option '-fh'")
         #expect(usageMessage(["m", "--context"]) == "missing value for '--context'")

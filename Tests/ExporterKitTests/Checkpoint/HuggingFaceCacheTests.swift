@@ -81,6 +81,13 @@ struct CheckpointHuggingFaceCacheTests {
         #expect(try cache.snapshot(of: "Org/Tiny-Model", revision: commit).revision == commit)
     }
 
+    @Test("without refs/main, hidden entries of snapshots/ (a download's temporary folder) are not snapshots")
+    func hiddenSnapshotEntries() throws {
+        let (hub, _) = try makeCache(writeRef: false, extraSnapshots: [".incomplete"])
+        defer { try? FileManager.default.removeItem(at: hub) }
+        #expect(try HuggingFaceCache(hubDirectory: hub).snapshot(of: "Org/Tiny-Model").revision == commit)
+    }
+
     @Test("a snapshot file linking outside the repository's cache folder is refused")
     func linkOutsideRepository() throws {
         let (hub, repository) = try makeCache()
@@ -138,5 +145,11 @@ struct CheckpointHuggingFaceCacheTests {
         #expect(
             CheckpointError.snapshotMissing(repository: "O/N", revision: "abc", path: "p").description
                 == "'O/N': revision 'abc' has no snapshot folder 'p'")
+        // What is not there is not found (66); what is there but unusable is bad input (65).
+        #expect(CheckpointError.repositoryNotCached(repository: "O/N", path: "p").exitStatus == .notFound)
+        #expect(CheckpointError.snapshotMissing(repository: "O/N", revision: "abc", path: "p").exitStatus == .notFound)
+        #expect(CheckpointError.invalidRepositoryID("x").exitStatus == .badInput)
+        #expect(
+            CheckpointError.invalidRevision(repository: "O/N", revision: "..", refPath: "r").exitStatus == .badInput)
     }
 }

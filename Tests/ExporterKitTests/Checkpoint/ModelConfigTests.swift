@@ -58,6 +58,13 @@ struct ModelConfigTests {
         #expect(error?.exitStatus == .badInput)
     }
 
+    @Test("an rms_norm_eps of zero, below zero or beyond a double is refused", arguments: ["0", "-1e-6", "1e999"])
+    func badEpsilon(_ value: String) throws {
+        let error = #expect(throws: ConfigError.self) { try config(json: #""rms_norm_eps": "# + value) }
+        #expect(error?.description == "config 'config.json': 'rms_norm_eps' must be a positive number")
+        #expect(error?.exitStatus == .badInput)
+    }
+
     @Test("transformers 5's rope_parameters gives the base frequency and scaling rope_theta and rope_scaling give")
     func ropeParameters() throws {
         // A checkpoint saved by transformers 5 may leave rope_theta out or null: read before,

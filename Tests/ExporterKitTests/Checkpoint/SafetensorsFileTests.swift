@@ -345,6 +345,26 @@ struct CheckpointMalformedFileTests {
         }
     }
 
+    @Test("each dtype's element size is the format's: sub-byte ones packed, F6 in 6 bits")
+    func dtypeSizes() throws {
+        let bits = Dictionary(uniqueKeysWithValues: TensorDType.allCases.map { ($0.rawValue, $0.bitsPerElement) })
+        #expect(
+            bits == [
+                "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
+                "F8_E8M0": 8,
+                "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64,
+                "I64": 64, "U64": 64,
+            ])
+        // Four F6 elements fill 3 bytes exactly; as 8-bit elements they would need 4.
+        #expect(TensorDType.f6E2M3.byteCount(elementCount: 4) == 3)
+        #expect(TensorDType.f6E3M2.byteCount(elementCount: 2) == nil)
+        let (_, message) = try openingError(
+            SafetensorsFixture.bytes(
+                header: #"{"t":{"dtype":"F6_E3M2","shape":[2,4],"data_offsets":[0,6]}}"#,
+                data: [UInt8](repeating: 0, count: 6)))
+        #expect(message == nil)
+    }
+
     @Test("every dtype of the format parses")
     func everyDType() throws {
         for dtype in TensorDType.allCases {

@@ -244,6 +244,20 @@ struct CheckpointSyntheticCheckpointTests {
         }
     }
 
+    @Test("a shard holds tensors up to exactly the shard size; the next tensor starts a new one")
+    func shardBoundary() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Three bf16 tensors of 8 bytes in shards of 16: a and b fill the first exactly.
+        let result = try SyntheticCheckpoint.write(
+            tensors: [("a", [4]), ("b", [4]), ("c", [4])], seed: 1, to: directory, shardBytes: 16)
+        #expect(
+            result.files.map(\.lastPathComponent)
+                == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"])
+        #expect(try SafetensorsFile(url: result.files[0]).tensorNames == ["a", "b"])
+        #expect(try SafetensorsFile(url: result.files[1]).tensorNames == ["c"])
+    }
+
     @Test("writes F16 and F32 too, and refuses other dtypes, bad shard sizes and earlier weights")
     func options() throws {
         let directory = try Fixtures.temporaryDirectory()

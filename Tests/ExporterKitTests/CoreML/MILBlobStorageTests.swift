@@ -62,4 +62,42 @@ struct MILBlobStorageTests {
             #expect(throws: CoreMLError.self, "\(label)") { try MILBlobFile(url: url) }
         }
     }
+
+    @Test(
+        "a metadata record with an unknown type, padding bits on a whole-byte type or data away from it is refused, named"
+    )
+    func recordRefusals() throws {
+        var layout = MILBlobStorage.Layout()
+        _ = layout.append(
+            MILBlobStorage.Blob(dataType: .int8, elementCount: 100, source: .bytes([UInt8](repeating: 3, count: 100))))
+        let url = try Fixtures.temporaryDirectory().appendingPathComponent("weight.bin")
+        let file = try OutputFile(url: url)
+        try MILBlobStorage.write(layout, to: file)
+        try file.finish()
+        let good = try Data(contentsOf: url)
+        // The record at 64: type at 68, data offset at 80, padding bits at 88.
+        for (edit, reason) in [
+            ({ (data: inout Data) in data[68] = 5 }, "blob 0 at 64: unknown data type 5"),
+            ({ (data: inout Data) in data[88] = 3 }, "blob 0 at 64: 3 padding bits"),
+            ({ (data: inout Data) in data[80] = 64 }, "blob 0 at 64: data offset 64 does not follow its metadata"),
+        ] {
+            var bad = good
+            edit(&bad)
+            try bad.write(to: url)
+            #expect(throws: CoreMLError.invalidPackage(path: url.path, reason: reason)) { try MILBlobFile(url: url) }
+        }
+        // Sub-byte data may leave high bits of its last byte unused, fewer than 8.
+        var layoutOfBits = MILBlobStorage.Layout()
+        _ = layoutOfBits.append(MILBlobStorage.Blob(dataType: .uint3, elementCount: 5, source: .bytes([7, 0])))
+        let bits = try OutputFile(url: url)
+        try MILBlobStorage.write(layoutOfBits, to: bits)
+        try bits.finish()
+        #expect(try MILBlobFile(url: url).entries.map(\.paddingBits) == [1])
+        var eight = try Data(contentsOf: url)
+        eight[88] = 8
+        try eight.write(to: url)
+        #expect(throws: CoreMLError.invalidPackage(path: url.path, reason: "blob 0 at 64: 8 padding bits")) {
+            try MILBlobFile(url: url)
+        }
+    }
 }

@@ -194,6 +194,66 @@ struct MLPackageTests {
         #expect(!FileManager.default.fileExists(atPath: MLPackageWriter.defaultDestination(forBundle: bundle).path))
     }
 
+    @Test("the RoPE tables hold cos and sin of position / factor × inv_freq, each half of a row repeating the other")
+    func ropeTables() throws {
+        let (bundle, package, manifest) = try package(
+            modelType: "qwen2", overrides: ["rope_scaling": ["type": "linear", "factor": 2]])
+        let graph = try BundleReader(url: bundle).graph
+        #expect(graph.rope.scalingType == "linear" && graph.rope.scalingFactor == 2)
+        let file = try MILBlobFile(url: package.appendingPathComponent(MLPackageWriter.weightsPath))
+        let constants = try #require(manifest.constants)
+        let dimension = 16
+        // transformers in float32: inv_freq[i] = 1 / θ^(2i/d), angle t · inv_freq[i mod d/2], t = position / factor.
+        let inverse = (0..<(dimension / 2)).map {
+            1 / Float(pow(Double(Float(graph.rope.theta)), Double(Float(2 * $0) / Float(dimension))))
+        }
+        for (kind, function) in [("rope_cos", cos), ("rope_sin", sin)] as [(String, (Double) -> Double)] {
+            let table = try #require(constants.first { $0.kind == kind })
+            #expect(table.shape == [graph.contextLength, dimension])
+            let rows = 4
+            let bytes = try file.bytes(
+                of: file.entry(atMetadataOffset: table.offset), range: 0..<(rows * dimension * 2))
+            let expected = (0..<rows).flatMap { position in
+                (0..<dimension).flatMap { column -> [UInt8] in
+                    let angle = Float(position) / 2 * inverse[column % (dimension / 2)]
+                    let bits = Float16(Float(function(Double(angle)))).bitPattern
+                    return [UInt8(truncatingIfNeeded: bits), UInt8(truncatingIfNeeded: bits >> 8)]
+                }
+            }
+            #expect(bytes == expected, "\(kind)")
+        }
+    }
+
+    @Test("every RMSNorm's rsqrt takes the config's rms_norm_eps")
+    func normEpsilon() throws {
+        let (bundle, _, _) = try package(modelType: "mistral", overrides: ["rms_norm_eps": 1e-5])
+        let program = try LanguageModelProgram.build(bundle: try BundleReader(url: bundle))
+        let epsilons = program.model.program.operations.filter {
+            $0.type == "const" && $0.outputs.first?.name.hasSuffix("_rsqrt_epsilon") == true
+        }
+        // Two norms in each of the two layers, and the final one.
+        #expect(epsilons.count == 5)
+        for op in epsilons {
+            #expect(op.attributes.first { $0.key == "val" }?.value.contents == .immediate(.floats([Float(1e-5)])))
+        }
+    }
+
+    @Test("a package manifest naming a file outside the package is refused before that file is read")
+    func fileOutsidePackage() throws {
+        let (bundle, package, manifest) = try package()
+        // The bundle's manifest beside the package, listed with its true size and CRC-32.
+        let outside = "../\(bundle.lastPathComponent)/manifest.json"
+        let data = try Data(contentsOf: bundle.appendingPathComponent("manifest.json"))
+        var crc = CRC32()
+        data.withUnsafeBytes { crc.update($0) }
+        var edited = manifest
+        edited.files.append(Manifest.File(path: outside, bytes: data.count, crc32: BundleWriter.hex(crc.value)))
+        try Data(try CanonicalJSON.encode(edited)).write(to: package.appendingPathComponent(MLPackageManifest.path))
+        #expect(
+            throws: CoreMLError.invalidPackage(path: outside, reason: "the manifest names a file outside the package")
+        ) { try MLPackageVerifier.verify(package: package) }
+    }
+
     @Test("an existing package is refused without overwrite")
     func overwrite() throws {
         let (bundle, package, _) = try package()

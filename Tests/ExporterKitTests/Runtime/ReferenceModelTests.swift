@@ -151,4 +151,139 @@ struct ReferenceModelTests {
         let skewed = ForwardComparison(tokens: [0], source: [[0, 0]], artifact: [[0, Float(log(3.0))]])
         #expect(abs(skewed.positions[0].klDivergence - 0.5 * log(4.0 / 3.0)) < 1e-6)
     }
+
+    @Test("the logit SNR centres each side on its own mean: a common shift of the artifact's logits is no noise")
+    func logitSNRIgnoresShift() {
+        // Source (0, 2) centred is (-1, 1), signal 2; artifact (1, 2) centred is (-0.5, 0.5),
+        // noise 0.25 + 0.25: 10·log10(4).
+        let close = ForwardComparison(tokens: [0], source: [[0, 2]], artifact: [[1, 2]])
+        #expect(abs(close.logitSNR - 10 * log10(4.0)) < 1e-12)
+        #expect(ForwardComparison(tokens: [0], source: [[0, 2]], artifact: [[11, 12]]).logitSNR == close.logitSNR)
+        #expect(ForwardComparison(tokens: [0], source: [[0, 2]], artifact: [[10, 12]]).logitSNR == .infinity)
+    }
+
+    @Test("top-5 breaks ties by the lower token id")
+    func topFiveTies() {
+        #expect(ForwardComparison.top([1, 3, 3, 0, 3, 3, 3], 5).map(\.token) == [1, 2, 4, 5, 6])
+        let comparison = ForwardComparison(
+            tokens: [0], source: [[2, 5, 5, 1, 5, 0, 5]], artifact: [[2, 5, 5, 1, 5, 0, 5]])
+        #expect(comparison.positions[0].source.top5.map(\.token) == [1, 2, 4, 6, 0])
+    }
+
+    @Test("the comparison's JSON has every key, in order, at each level")
+    func comparisonJSONKeys() throws {
+        let source: [[Float]] = [[0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0]]
+        let json = try #require(ForwardComparison(tokens: [1, 2], source: source, artifact: source).json.objectValue)
+        #expect(
+            json.keys == [
+                "tokens", "top1_agreement", "max_logit_difference", "mean_kl", "max_kl", "logit_snr_db",
+                "source_perplexity", "artifact_perplexity", "positions",
+            ])
+        #expect(json["max_kl"] == .number("0.0"))
+        #expect(json["logit_snr_db"] == .null)  // infinite: no JSON number
+        let position = try #require(json["positions"]?.arrayValue?.first?.objectValue)
+        #expect(
+            position.keys == [
+                "index", "token", "next_token", "kl", "max_logit_difference", "top1_agrees", "source", "artifact",
+            ])
+        #expect(position["artifact"]?.objectValue?.keys == ["top5", "next_token_logprob"])
+        #expect(position["source"]?.objectValue?["top5"]?.arrayValue?.first?.objectValue?.keys == ["token", "logit"])
+    }
+
+    @Test("linear rotary scaling divides the positions by the factor")
+    func linearRotaryScaling() throws {
+        let (architecture, _) = try #require(try Self.knownAnswers().models["qwen2"])
+        var scaled = architecture
+        scaled.ropeLinearFactor = 2
+        let half = architecture.headDim / 2
+        let plain = RotaryTable(architecture: architecture, positions: 3)
+        let halved = RotaryTable(architecture: scaled, positions: 5)
+        // Position 2p at factor 2 turns as far as position p unscaled.
+        #expect(Array(halved.cosines[(2 * half)..<(3 * half)]) == Array(plain.cosines[half..<(2 * half)]))
+        #expect(Array(halved.sines[(4 * half)..<(5 * half)]) == Array(plain.sines[(2 * half)..<(3 * half)]))
+        // inv_freq[0] is 1: position 1 turns by one radian.
+        #expect(plain.cosines[half] == Float(cos(1.0)) && plain.sines[half] == Float(sin(1.0)))
+    }
+
+    /// The tiny qwen2 config with `overrides`, parsed.
+    static func tinyConfig(_ overrides: [String: Any?]) throws -> ModelConfig {
+        let object = Fixtures.tinyConfig(overrides: overrides)
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        return try ModelConfig(bytes: [UInt8](data), path: "config.json")
+    }
+
+    @Test("a config's linear rope_scaling, by its rope_type or its older type key, gives the rotary factor")
+    func ropeScalingFromConfig() throws {
+        let cases: [([String: Any], Double)] = [
+            (["type": "linear", "factor": 2], 2), (["rope_type": "linear", "factor": 3], 3),
+            (["rope_type": "default"], 1),
+        ]
+        for (scaling, factor) in cases {
+            let config = try Self.tinyConfig(["rope_scaling": scaling])
+            #expect(
+                try ReferenceArchitecture(config: config, contextLength: 16).ropeLinearFactor == factor, "\(scaling)")
+        }
+        #expect(try ReferenceArchitecture(config: Self.tinyConfig([:]), contextLength: 16).ropeLinearFactor == 1)
+    }
+
+    @Test("an odd head dimension, which rotate_half cannot split, is an invalid architecture (65)")
+    func oddHeadDimension() throws {
+        let config = try Self.tinyConfig(["head_dim": 15])
+        let error = #expect(throws: ReferenceModelError.self) {
+            try ReferenceArchitecture(config: config, contextLength: 16)
+        }
+        #expect(error == .invalidArchitecture("4 heads, 2 KV heads, head dimension 15, rotary factor 1.0"))
+        #expect(error?.exitStatus == .badInput)
+    }
+
+    @Test("differences name every field on which two architectures disagree, the context length aside")
+    func architectureDifferences() {
+        let a = ReferenceArchitecture(
+            family: "qwen2", layers: 2, hiddenSize: 32, intermediateSize: 48, vocabularySize: 64, heads: 4, kvHeads: 2,
+            headDim: 8, contextLength: 16, ropeTheta: 10000, rmsNormEpsilon: 1e-6, qkvBias: true, qkNorm: false,
+            tiedEmbeddings: false)
+        let b = ReferenceArchitecture(
+            family: "qwen3", layers: 3, hiddenSize: 64, intermediateSize: 40, vocabularySize: 128, heads: 8, kvHeads: 1,
+            headDim: 16, contextLength: 512, ropeTheta: 1e6, ropeLinearFactor: 2, rmsNormEpsilon: 1e-5, qkvBias: false,
+            qkNorm: true, tiedEmbeddings: true, slidingWindow: 4)
+        #expect(
+            a.differences(from: b) == [
+                "architecture: qwen2 vs qwen3", "layers: 2 vs 3", "hidden_size: 32 vs 64",
+                "intermediate_size: 48 vs 40",
+                "vocab_size: 64 vs 128", "heads: 4 vs 8", "kv_heads: 2 vs 1", "head_dim: 8 vs 16",
+                "rope_theta: 10000.0 vs 1000000.0", "rope scaling factor: 1.0 vs 2.0", "rms_norm_eps: 1e-06 vs 1e-05",
+                "qkv_bias: true vs false", "qk_norm: false vs true", "tie_word_embeddings: false vs true",
+                "sliding_window: none vs 4",
+            ])
+        var longer = a
+        longer.contextLength = 4096
+        #expect(a.differences(from: longer) == [])
+    }
+
+    @Test("calibration energies are the mean over the positions of each linear layer's squared inputs")
+    func calibrationEnergies() throws {
+        let (architecture, _) = try #require(try Self.knownAnswers().models["qwen2"])
+        let weights = FormulaWeights()
+        let tokens = [3, 17, 42]
+        let calibration = try Calibration(architecture: architecture, weights: weights, tokens: tokens)
+        #expect(calibration.tokenCount == 3)
+        #expect(calibration.energy.count == 2 * 7)
+        // The q, k and v projections of layer 0 read the normed embeddings.
+        let hidden = architecture.hiddenSize
+        let embedding = try weights.referenceTensor("model.embed_tokens.weight", shape: [64, hidden])
+        let x = tokens.flatMap { embedding[($0 * hidden)..<(($0 + 1) * hidden)] }
+        let normed = ReferenceKernels.rmsNorm(
+            x, rows: 3, width: hidden,
+            weight: try weights.referenceTensor("model.layers.0.input_layernorm.weight", shape: [hidden]),
+            epsilon: architecture.rmsNormEpsilon)
+        let expected = (0..<hidden).map { column in
+            Float(
+                (0..<3).reduce(0.0) { $0 + Double(normed[$1 * hidden + column]) * Double(normed[$1 * hidden + column]) }
+                    / 3)
+        }
+        for projection in ["q_proj", "k_proj", "v_proj"] {
+            #expect(calibration.energy["model.layers.0.self_attn.\(projection).weight"] == expected, "\(projection)")
+        }
+        #expect(calibration.energy["model.layers.1.mlp.down_proj.weight"]?.count == architecture.intermediateSize)
+    }
 }
