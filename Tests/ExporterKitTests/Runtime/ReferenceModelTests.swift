@@ -266,7 +266,7 @@ struct ReferenceModelTests {
         let weights = FormulaWeights()
         let tokens = [3, 17, 42]
         let calibration = try Calibration(architecture: architecture, weights: weights, tokens: tokens)
-        #expect(calibration.tokenCount == 3)
+        #expect(calibration.record.tokens == 3)
         #expect(calibration.energy.count == 2 * 7)
         // The q, k and v projections of layer 0 read the normed embeddings.
         let hidden = architecture.hiddenSize
