@@ -510,7 +510,8 @@ struct CompileCommandTests {
         let inspectJSON = try #require(
             try JSONParser.parse(Array(runExporter(["inspect", compiled.path, "--json"]).output.utf8)).objectValue)
         #expect(inspectJSON["memory_total_bytes"]?.intValue == memory.totalBytes)
-        // diff compares what each side's device reserves: the compiled plan for the compiled side.
+        // diff of a bundle and its compiled artifact compares them as portable bundles (the
+        // compiled one records its bundle's size and memory): compiling alone changes nothing.
         let diff = try #require(
             try JSONParser.parse(
                 Array(
@@ -520,8 +521,22 @@ struct CompileCommandTests {
             .objectValue)
         let memoryRow = try #require(
             diff["quantities"]?.arrayValue?.compactMap(\.objectValue).first { $0["field"]?.stringValue == "memory" })
-        #expect(memoryRow["b"]?.intValue == memory.totalBytes)
+        #expect(memoryRow["b"]?.intValue == reader.manifest.memory.totalBytes)
         #expect(memoryRow["a"]?.intValue == reader.manifest.memory.totalBytes)
+        #expect(memory.totalBytes != reader.manifest.memory.totalBytes)
+        let sizeRow = try #require(
+            diff["quantities"]?.arrayValue?.compactMap(\.objectValue).first {
+                $0["field"]?.stringValue == "size on disk"
+            })
+        #expect(sizeRow["a"]?.intValue == reader.compiled.portable.bytes)
+        #expect(sizeRow["b"]?.intValue == reader.compiled.portable.bytes)
+        // Two compiled artifacts: what each device reserves, their own plans.
+        let both = try #require(
+            try JSONParser.parse(Array(runExporter(["diff", compiled.path, compiled.path, "--json"]).output.utf8))
+                .objectValue)
+        let compiledMemory = try #require(
+            both["quantities"]?.arrayValue?.compactMap(\.objectValue).first { $0["field"]?.stringValue == "memory" })
+        #expect(compiledMemory["a"]?.intValue == memory.totalBytes)
         // A plan has no weights to evaluate.
         let planFile = folder.appendingPathComponent("plan.json")
         try Data(

@@ -17,6 +17,13 @@ struct EvalCommandTests {
         #expect(run.status == 0, "\(run.error)")
         #expect(run.output.hasPrefix("eval \(bundle.path)\n  compression      test_4bit\n"))
         #expect(run.output.contains("  tokens           6\n"))
+        // Bits per weight with two decimals, as every other view prints them.
+        let manifest = try TinyArtifacts.manifestOf(bundle)
+        let linear = Format.decimal(FidelityEvaluation.linearBitsPerWeight(manifest))
+        #expect(
+            run.output.contains(
+                "  bits/weight      \(linear) linear layers, \(Format.decimal(manifest.sizes.bitsPerWeight)) overall\n"),
+            "\(run.output)")
         #expect(run.output.contains(" checkpoint → "))
         #expect(run.output.contains("  top-1 agreement  "))
         let json = runExporter([
@@ -90,6 +97,14 @@ struct EvalCommandTests {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)
         let bundle = try TinyArtifacts.copy(
             try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "TinyDamaged"))
+        // A compiled artifact without its weights: named once, by the file checks.
+        let compiledFolder = try Fixtures.temporaryDirectory()
+        #expect(runExporter(["compile", bundle.path, "--output", compiledFolder.path, "--device", "h17p"]).status == 0)
+        let compiledArtifact = compiledFolder.appendingPathComponent("TinyDamaged.h17p.aimodelc")
+        try FileManager.default.removeItem(at: compiledArtifact.appendingPathComponent("weights.bin"))
+        let noWeights = runExporter(["verify", compiledArtifact.path])
+        #expect(noWeights.status == 1)
+        #expect(noWeights.error == "Error: 'weights.bin': missing\n", "\(noWeights.error)")
         let weights = bundle.appendingPathComponent("weights.bin")
         var bytes = try Data(contentsOf: weights)
         let crc = BundleWriter.hex(bytes.withUnsafeBytes { CRC32.checksum($0) })

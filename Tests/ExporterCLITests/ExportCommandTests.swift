@@ -659,6 +659,17 @@ struct HuggingFaceCacheCommandTests {
             [link.path, "--experimental", "--compute-precision", "float16", "--output-dir", byLink.path])
         #expect(run3.status == 0, "\(run3.error)")
         #expect(try files(byLink) == viaID)
+        // Refused as its id is refused: by the id, in the reference tool's words.
+        let refused = runExporter([snapshot.path, "--output-dir", byPath.path])
+        #expect(refused.status == 69)
+        #expect(
+            refused.error.hasPrefix(
+                "Error: 'Acme/Tiny-Qwen3' has no registry preset. Pass --experimental to try exporting it anyway "
+                    + "(requires --compute-precision).\n"), "\(refused.error)")
+        let noPrecision = runExporter([snapshot.path, "--experimental", "--output-dir", byPath.path])
+        #expect(
+            noPrecision.error.hasPrefix(
+                "Error: --compute-precision is required for 'Acme/Tiny-Qwen3' (no registry preset found).\n"))
     }
 
     @Test("a preset's repo in the cache exports with the preset")

@@ -395,13 +395,13 @@ struct VerifyCommandTests {
         // A folder is there but cannot be read as a file: 74, as for every file an option names.
         let folder = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", "/tmp"])
         #expect(folder.status == 74)
-        #expect(folder.error == "Error: cannot read '/tmp': a folder, not a file\n")
+        #expect(folder.error == "Error: cannot read '/tmp': a folder, not a regular file\n")
         let calibrationFolder = runExporter([
             checkpoint.path, "--experimental", "--compute-precision", "float16", "--calibration", "/tmp",
             "--output-dir", try Fixtures.temporaryDirectory().path,
         ])
         #expect(calibrationFolder.status == 74)
-        #expect(calibrationFolder.error == "Error: cannot read '/tmp': a folder, not a file\n")
+        #expect(calibrationFolder.error == "Error: cannot read '/tmp': a folder, not a regular file\n")
     }
 }
 

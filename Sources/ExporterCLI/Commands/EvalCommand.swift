@@ -62,7 +62,7 @@ enum EvalCommand {
             ["compression", result.compression],
             [
                 "bits/weight",
-                "\(number(result.linearBitsPerWeight, "%.3f")) linear layers, \(number(result.bitsPerWeight, "%.2f")) overall",
+                "\(Format.decimal(result.linearBitsPerWeight)) linear layers, \(Format.decimal(result.bitsPerWeight)) overall",
             ],
             ["tokens", "\(result.tokenCount)"],
             [

@@ -6,7 +6,9 @@ extension ParsedArguments {
     /// - Throws: `UsageError.invalidValue` ("--min-sqnr expects a number, got 'x'").
     func number(_ name: String, minimum: Double? = nil, maximum: Double? = nil) throws -> Double? {
         guard let text = value(name) else { return nil }
-        guard let number = Double(text), number.isFinite, minimum.map({ number >= $0 }) ?? true,
+        // Decimal only: Double("0x10") is 16, a reading nobody typing a threshold means.
+        let decimal = text.allSatisfy { $0.isASCII && ($0.isNumber || "+-.eE".contains($0)) }
+        guard decimal, let number = Double(text), number.isFinite, minimum.map({ number >= $0 }) ?? true,
             maximum.map({ number <= $0 }) ?? true
         else {
             let expected: String

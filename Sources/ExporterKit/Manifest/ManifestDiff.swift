@@ -128,7 +128,16 @@ public struct ManifestDiff: Sendable {
             quantities.append(
                 Quantity(field: field, before: x.map(Double.init), after: y.map(Double.init), isBytes: bytes))
         }
-        add("size on disk", a.sizeOnDisk, b.sizeOnDisk, bytes: true)
+        // A compiled artifact beside a portable bundle or a plan: both as portable bundles (the
+        // compiled one records its bundle's size and memory), or compiling alone would "grow" them.
+        let mixedKinds = (ma.compiled == nil) != (mb.compiled == nil)
+        func size(_ summary: InspectionSummary) -> Int {
+            mixedKinds ? summary.manifest.compiled?.portable.bytes ?? summary.sizeOnDisk : summary.sizeOnDisk
+        }
+        func memory(_ manifest: Manifest) -> Int {
+            mixedKinds ? manifest.memory.totalBytes : manifest.compiled?.memory.totalBytes ?? manifest.memory.totalBytes
+        }
+        add("size on disk", size(a), size(b), bytes: true)
         quantities.append(
             Quantity(
                 field: "bits per weight", before: ma.sizes.bitsPerWeight, after: mb.sizes.bitsPerWeight, isBytes: false,
@@ -136,10 +145,8 @@ public struct ManifestDiff: Sendable {
         add("parameters", ma.parameters, mb.parameters, bytes: false)
         add("context length", ma.contextLength, mb.contextLength, bytes: false)
         add("KV cache", ma.kvCache.bytes, mb.kvCache.bytes, bytes: true)
-        // A compiled artifact's own plan, as inspect shows it: what its device reserves.
-        add(
-            "memory", ma.compiled?.memory.totalBytes ?? ma.memory.totalBytes,
-            mb.compiled?.memory.totalBytes ?? mb.memory.totalBytes, bytes: true)
+        // Two compiled artifacts: their own plans, as inspect shows them (what each device reserves).
+        add("memory", memory(ma), memory(mb), bytes: true)
         for role in TensorRole.allCases.map(\.rawValue) {
             let x = a.groups.first { $0.role == role }
             let y = b.groups.first { $0.role == role }

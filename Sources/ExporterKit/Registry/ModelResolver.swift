@@ -190,10 +190,11 @@ public struct ModelResolver {
             {
                 let preset = presetOverride == nil ? catalog.preset(named: repoID) : nil
                 if let preset, !preset.platforms.contains(platform) {
-                    throw ResolutionError.notAvailable(model: argument, platform: platform)
+                    throw ResolutionError.notAvailable(model: repoID, platform: platform)
                 }
+                // Refusals name it by its id too, as the reference tool names an id.
                 return try finish(
-                    argument: argument, name: preset?.modelName ?? String(repoID.split(separator: "/")[1]),
+                    argument: repoID, name: preset?.modelName ?? String(repoID.split(separator: "/")[1]),
                     source: .huggingFaceCache(repoID: repoID, snapshot: snapshot, revision: snapshot.lastPathComponent),
                     configURL: snapshot.appendingPathComponent("config.json"), preset: nil, platform: platform,
                     experimental: experimental, precisionGiven: precisionGiven,

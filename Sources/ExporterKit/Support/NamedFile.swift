@@ -11,7 +11,7 @@ public func readNamedFile(_ url: URL) throws -> Data? {
     } catch CheckpointError.readFailed(_, let reason) {
         throw BundleError.readFailed(path: url.path, reason: reason)
     } catch CheckpointError.notARegularFile(_, let kind) {
-        throw BundleError.readFailed(path: url.path, reason: "\(kind), not a file")
+        throw BundleError.readFailed(path: url.path, reason: "\(kind), not a regular file")
     }
     return Data(try BundleError.readingFile(url.path) { try file.bytes(at: 0, count: file.byteCount) })
 }

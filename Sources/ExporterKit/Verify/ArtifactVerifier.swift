@@ -304,7 +304,10 @@ public enum ArtifactVerifier {
             do {
                 reader = try CompiledArtifactReader(url: artifact.folder, verifyFiles: false)
             } catch let error as BundleError {
-                if case .fileMismatch(let path, let reason) = error { return failFile(path, reason) }
+                if case .fileMismatch(let path, let reason) = error {
+                    // A file the file checks found missing is reported there, once.
+                    return unusableFiles.contains(path) ? () : failFile(path, reason)
+                }
                 return fail("compiled artifact", error.description)
             } catch let error as CompileError {
                 if case .notACompiledArtifact(_, let reason) = error { return fail("compiled artifact", reason) }

@@ -114,7 +114,7 @@ struct ArgumentParsingTests {
     func numbers() throws {
         #expect(try parsed(["m", "--context", "2.5"]).number("context") == 2.5)
         #expect(try parsed(["m", "--context", "-1e3"]).number("context") == -1000)
-        for value in ["inf", "-inf", "nan", "infinity", "1e999"] {
+        for value in ["inf", "-inf", "nan", "infinity", "1e999", "0x10", "0x1p3", "١٢"] {
             let arguments = try parsed(["m", "--context", value])
             #expect(
                 usageMessage { _ = try arguments.number("context") } == "--context expects a number, got '\(value)'")

@@ -112,7 +112,9 @@ struct ManifestDiffTests {
         #expect(last.sqnrAfter == nil)
     }
 
-    @Test("a compiled artifact's memory is its device plan's total, not the portable estimate it carries along")
+    @Test(
+        "two compiled artifacts compare their device plans' totals; beside a bundle, a compiled one counts as its bundle"
+    )
     func compiledMemory() throws {
         let plan = try Fixtures.plan(try Fixtures.syntheticCheckpoint())
         let bundle = try ExportRunner.run(
@@ -124,12 +126,23 @@ struct ManifestDiffTests {
         let compiled = try #require(try Compiler.compile(bundleURL: bundle.bundleURL, request: request).first).manifest
         let deviceTotal = try #require(compiled.compiled?.memory.totalBytes)
         #expect(deviceTotal != compiled.memory.totalBytes)
-        let diff = ManifestDiff(
-            before: InspectionSummary(manifest: compiled), after: InspectionSummary(manifest: bundle.manifest),
-            beforeName: "a", afterName: "b")
-        let memory = try #require(diff.quantities.first { $0.field == "memory" })
-        #expect(memory.before == Double(deviceTotal))
-        #expect(memory.after == Double(bundle.manifest.memory.totalBytes))
+        func quantity(_ field: String, _ a: Manifest, _ b: Manifest) throws -> ManifestDiff.Quantity {
+            let diff = ManifestDiff(
+                before: InspectionSummary(manifest: a), after: InspectionSummary(manifest: b), beforeName: "a",
+                afterName: "b")
+            return try #require(diff.quantities.first { $0.field == field })
+        }
+        let mixed = try quantity("memory", compiled, bundle.manifest)
+        #expect(mixed.before == Double(bundle.manifest.memory.totalBytes))
+        #expect(mixed.after == Double(bundle.manifest.memory.totalBytes))
+        let size = try quantity("size on disk", bundle.manifest, compiled)
+        #expect(size.before == Double(try #require(bundle.manifest.sizes.bundleBytes)))
+        #expect(!size.changed)
+        var larger = compiled
+        larger.compiled?.memory.totalBytes += 10
+        let both = try quantity("memory", compiled, larger)
+        #expect(both.before == Double(deviceTotal))
+        #expect(both.after == Double(deviceTotal + 10))
     }
 
     @Test("a plan knows no SQNR yet: against its bundle no SQNR falls; a bundle's tensor without SQNR is exact")
