@@ -67,6 +67,59 @@ struct CompileCommandTests {
         )
     }
 
+    @Test("--require-fit fails plan, export and compile (1, after writing) when a named device cannot load the model")
+    func requireFit() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 3])
+        // t1 kills the tiny model at load (1,000,000 bytes, nothing raises it); t2 takes it with the entitlement.
+        let table = try Fixtures.temporaryDirectory().appendingPathComponent("devices.json")
+        func entry(_ id: String, raised: String) -> String {
+            #"{"id": "\#(id)", "platform": "iOS", "chip": "T", "products": ["T"], "ahead_of_time": true, "#
+                + #""ram_bytes": 8589934592, "app_memory_limit_bytes": 1000000, "#
+                + #""increased_memory_limit_bytes": \#(raised), "entitlements": ["e"], "#
+                + #""ane_region_budget_bytes": 1073741824, "page_size": 16384}"#
+        }
+        try Data(
+            (#"{"schema": "exporter.devices/1", "devices": ["#
+                + entry("t1", raised: "null").replacingOccurrences(
+                    of: #"["e"]"#, with: "[]") + ", " + entry("t2", raised: "4000000000") + "]}").utf8
+        ).write(to: table)
+        let output = try Fixtures.temporaryDirectory()
+        let export = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--devices", table.path,
+            "--output-dir", output.path,
+        ]
+        let plan = runExporter(["plan"] + export + ["--require-fit", "T1", "--require-fit", "t2"])
+        #expect(plan.status == 1)
+        let failure =
+            "Error: t1 (iOS): does-not-fit: 1.6 MiB is over 976.6 KiB, against --require-fit T1\n"
+        #expect(plan.error == failure, "\(plan.error)")
+        #expect(plan.output.contains("  t1 iOS  "))
+        #expect(runExporter(["plan"] + export + ["--require-fit", "t2"]).status == 0)
+        let unknown = runExporter(["plan"] + export + ["--require-fit", "t9"])
+        #expect(unknown.status == 64)
+        #expect(unknown.error.hasPrefix("Error: --require-fit: no device 't9' in the device table; known: h14p, "))
+        #expect(
+            runExporter(["plan"] + export + ["--require-fit", "h13g"]).error
+                == "Error: --require-fit h13g: no verdict for it, a device of a platform that does not load this bundle\n"
+        )
+        // The export writes everything, then fails the gate.
+        let exported = runExporter(export + ["--require-fit", "t1"])
+        #expect(exported.status == 1)
+        #expect(
+            exported.error.hasSuffix(
+                "Error: t1 (iOS): does-not-fit: 1.6 MiB is over 976.6 KiB, against --require-fit t1\n"))
+        let bundleURL = output.appendingPathComponent("tiny/Tiny.aimodel")
+        _ = try BundleReader(url: bundleURL)
+        // compile: the devices it compiles or not, as the plan gives them.
+        let compiled = runExporter([
+            "compile", bundleURL.path, "--devices", table.path, "--device", "t2", "--require-fit", "t1",
+        ])
+        #expect(compiled.status == 1)
+        #expect(FileManager.default.fileExists(atPath: output.appendingPathComponent("tiny/Tiny.t2.aimodelc").path))
+        #expect(
+            compiled.error == "Error: t1 (iOS): does-not-fit: 1.6 MiB is over 976.6 KiB, against --require-fit t1\n")
+    }
+
     @Test("compile writes one artifact per eligible architecture and prints each verdict")
     func compileAll() throws {
         let bundleURL = try bundle()

@@ -28,12 +28,14 @@ enum CompileCommand {
             .option("devices", valueName: "file", help: "A device table that extends Presets/devices.json."),
             .flag("overwrite", help: "Replace existing artifacts."),
             .flag("json", help: "Print each artifact's path and manifest as JSON (an export's 'compiled' list)."),
+            FitGate.spec,
         ])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let path = arguments.positional(0) else { throw UsageError.missingArgument("bundle") }
         let version = try deploymentVersion(arguments)
         let table = try deviceTable(arguments, context: context)
+        let required = try FitGate.required(arguments, table: table)
         let bundleURL = URL(fileURLWithPath: path, relativeTo: context.currentDirectory).standardizedFileURL
         let bundle = try Compiler.openBundle(bundleURL)
         let platform =
@@ -52,7 +54,10 @@ enum CompileCommand {
         request.deviceTable = deviceTableURL(arguments, context: context)
         request.availableDiskBytes = context.availableDiskBytes(at: output)
         try compile(bundleURL, request: request, output: arguments.flag("json") ? .json : .text, context: context)
-        return .success
+        // Every device that loads the bundle, compiled here or not: as a plan of it gives them.
+        let verdicts =
+            required.isEmpty ? [] : CompilePlan.verdicts(for: try CompileSubject(bundle: bundle), table: table)
+        return FitGate.status(FitGate.failures(verdicts, required: required), context: context)
     }
 
     /// Compiles and prints each artifact's summary, or their paths and manifests as JSON, or

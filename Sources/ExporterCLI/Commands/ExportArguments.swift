@@ -30,6 +30,7 @@ enum ExportArguments {
                 + "to the least squared error for about a quarter more time, exact reaches it at 10-20 times the time."),
         .option("output-name", valueName: "name", help: "The artifact's name (default: the model's)."),
         .option("devices", valueName: "file", help: "A device table that extends Presets/devices.json."),
+        FitGate.spec,
     ]
 
     /// The export options the arguments describe.

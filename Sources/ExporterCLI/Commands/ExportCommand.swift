@@ -44,6 +44,7 @@ enum ExportCommand {
         try refuseStrayDeploymentVersion(arguments)
         let options = try ExportArguments.options(from: arguments, model: model)
         let devices = try CompileCommand.deviceTable(arguments, context: context)
+        let required = try FitGate.required(arguments, table: devices)
         let version = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
         let checked = try checkedBeforeExport(plan, arguments, devices: devices, context: context)
@@ -110,7 +111,9 @@ enum ExportCommand {
                 mlpackage: package)
             context.writeOutput(try CanonicalJSON.string(report))
         }
-        return .success
+        // The plan's verdicts: a compiled artifact's is the same (the same code plans both).
+        let verdicts = required.isEmpty ? [] : CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
+        return FitGate.status(FitGate.failures(verdicts, required: required), context: context)
     }
 
     /// The bundle is there already: the refusal, then the commands that do the rest of this

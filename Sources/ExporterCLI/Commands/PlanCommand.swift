@@ -28,6 +28,7 @@ enum PlanCommand {
         try ExportCommand.refuseStrayDeploymentVersion(arguments)
         let options = try ExportArguments.options(from: arguments, model: model)
         let devices = try CompileCommand.deviceTable(arguments, context: context)
+        let required = try FitGate.required(arguments, table: devices)
         // As the export: a --min-deployment-version below 27.0, or not a version, is refused.
         _ = try CompileCommand.deploymentVersion(arguments)
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
@@ -69,6 +70,6 @@ enum PlanCommand {
         try ExportCommand.checkDisk(
             plan, checked, tokenizer: tokenizer, mlpackage: arguments.value("format") == "mlpackage",
             available: context.availableDiskBytes(at: checked.outputDirectory))
-        return .success
+        return FitGate.status(FitGate.failures(verdicts, required: required), context: context)
     }
 }
