@@ -57,7 +57,9 @@ enum CompileCommand {
         // Every device that loads the bundle, compiled here or not: as a plan of it gives them.
         let verdicts =
             required.isEmpty ? [] : CompilePlan.verdicts(for: try CompileSubject(bundle: bundle), table: table)
-        return FitGate.status(FitGate.failures(verdicts, required: required), context: context)
+        return FitGate.status(
+            FitGate.failures(verdicts, required: required),
+            notes: FitGate.entitlementNotes(verdicts, required: required), context: context)
     }
 
     /// Compiles and prints each artifact's summary, or their paths and manifests as JSON, or

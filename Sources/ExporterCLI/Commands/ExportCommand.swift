@@ -113,7 +113,9 @@ enum ExportCommand {
         }
         // The plan's verdicts: a compiled artifact's is the same (the same code plans both).
         let verdicts = required.isEmpty ? [] : CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
-        return FitGate.status(FitGate.failures(verdicts, required: required), context: context)
+        return FitGate.status(
+            FitGate.failures(verdicts, required: required),
+            notes: FitGate.entitlementNotes(verdicts, required: required), context: context)
     }
 
     /// The bundle is there already: the refusal, then the commands that do the rest of this

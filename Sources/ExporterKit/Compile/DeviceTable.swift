@@ -302,6 +302,11 @@ public struct DeviceTable: Equatable, Sendable {
                 throw invalid(
                     "\(label): 'increased_memory_limit_bytes' must be null or at least the default limit")
             }
+            // A Mac kills no app: its limit is where it starts to swap, and nothing raises that.
+            guard platform != .macOS else {
+                throw invalid(
+                    "\(label): 'increased_memory_limit_bytes' must be null for a Mac: no entitlement raises its limit")
+            }
             guard raised <= ram else {
                 throw invalid(
                     "\(label): 'increased_memory_limit_bytes' (\(raised)) is more than 'ram_bytes' (\(ram))")

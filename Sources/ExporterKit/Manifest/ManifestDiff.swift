@@ -258,10 +258,11 @@ public struct ManifestDiff: Sendable {
         return result
     }
 
-    /// Each device verdict of a summary by `<id> <platform>`.
+    /// Each device verdict of a summary by `<id> <platform>`, the id in lower case: the device
+    /// table compares ids in any case (`H17P` is `h17p`).
     static func verdictsByDevice(_ summary: InspectionSummary) -> [String: String] {
         Dictionary(
-            (summary.deviceVerdicts ?? []).map { ("\($0.device) \($0.platform)", $0.verdict) },
+            (summary.deviceVerdicts ?? []).map { ("\($0.device.lowercased()) \($0.platform)", $0.verdict) },
             uniquingKeysWith: { first, _ in first })
     }
 

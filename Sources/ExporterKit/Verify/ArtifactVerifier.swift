@@ -933,8 +933,19 @@ extension ArtifactVerifier {
             guard let platform = DevicePlatform(rawValue: verdict.platform),
                 platform.bundlePlatform.rawValue == manifest.platform
             else {
-                problems.append("\(name): a \(manifest.platform) bundle does not load on that platform")
+                problems.append(
+                    "\(name): the bundle, exported for \(manifest.platform), does not load on that platform")
                 continue
+            }
+            guard !verdict.architecture.isEmpty,
+                !verdict.entitlements.contains(where: \.isEmpty),
+                Set(verdict.entitlements).count == verdict.entitlements.count
+            else {
+                problems.append("\(name): an empty architecture, or entitlements not each named once")
+                continue
+            }
+            if platform == .macOS, verdict.increasedMemoryLimitBytes != nil {
+                problems.append("\(name): increased_memory_limit_bytes must be null on a Mac: no entitlement raises it")
             }
             if !seen.insert("\(verdict.architecture.lowercased()) \(verdict.platform)").inserted {
                 problems.append("\(name): given twice")

@@ -571,6 +571,10 @@ struct CompileTests {
         )
         #expect(try refusal(["entitlements": "[]", "increased_memory_limit_bytes": "null"]) == nil)
         #expect(
+            try refusal(["platform": #""macOS""#, "id": #""m99""#])
+                == "device 1 ('m99'): 'increased_memory_limit_bytes' must be null for a Mac: no entitlement raises its "
+                + "limit")
+        #expect(
             try refusal(["ram": "1"])?.hasPrefix("device 1 ('h99p'): unknown key 'ram'; expected ahead_of_time, ")
                 == true)
         #expect(

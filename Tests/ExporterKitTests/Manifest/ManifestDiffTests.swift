@@ -60,6 +60,12 @@ struct ManifestDiffTests {
             diff.textChanges == [.init(field: "verdict: h14g visionOS", before: "fits", after: "needs-entitlement")])
         // Better is no regression.
         #expect(regressions(after, before, verdicts: true) == [])
+        // An id spelt in another case is the same device.
+        after.verdicts[1].architecture = "H14G"
+        #expect(
+            regressions(before, after, verdicts: true) == [
+                "verdict of h14g visionOS: fits → needs-entitlement, against --no-verdict-regression"
+            ])
     }
 
     @Test(

@@ -136,17 +136,21 @@ struct ArtifactVerifierFiguresTests {
             ])
         #expect(
             try failures { $0.platform = "watchOS" } == [
-                "'plan.json': the verdict of h99p (watchOS): a iOS bundle does not load on that platform"
+                "'plan.json': the verdict of h99p (watchOS): the bundle, exported for iOS, does not load on that platform"
             ])
         #expect(
             try failures { $0.platform = "macOS" } == [
-                "'plan.json': the verdict of h99p (macOS): a iOS bundle does not load on that platform"
+                "'plan.json': the verdict of h99p (macOS): the bundle, exported for iOS, does not load on that platform"
             ])
         #expect(
             try failures(twice: true) { $0.architecture = "H99P" } == [
                 "'plan.json': the verdict of H99P (iOS): given twice"
             ])
         #expect(try failures(twice: true) { $0.platform = "visionOS" } == [])
+        let unnamed = "an empty architecture, or entitlements not each named once"
+        #expect(try failures { $0.architecture = "" } == ["'plan.json': the verdict of  (iOS): " + unnamed])
+        #expect(try failures { $0.entitlements = ["e1", ""] } == [prefix + unnamed])
+        #expect(try failures { $0.entitlements = ["e1", "e1"] } == [prefix + unnamed])
         #expect(
             try failures { $0.memory = .fits } == [
                 prefix + "memory is fits, but 3000 bytes against limits of 2000 and 3000 with the entitlements is "
