@@ -593,10 +593,22 @@ struct FarmTests {
         failed = try collect(["--run-id", "night-2"])
         #expect(
             failed.error
-                == "Error: cannot collect shard reports: 'farm-report-shard-1-of-2.json' is a report of run 'night-1', "
-                + "not of run 'night-2': shard 1/2 has not run in this one; run it\n")
+                == "Error: cannot collect shard reports: shard 1/2 has no report ('farm-report-shard-1-of-2.json')\n")
+        #expect(
+            try collect(["--run-id", "night-9"]).error.hasPrefix(
+                "Error: cannot collect shard reports: no shard report of run 'night-9' in "))
         try shard("1/2", run: "night-2")
         #expect(try collect(["--run-id", "night-2"]).status == 0)
+        // Night 3 splits in 3: night 2's reports of the other split stay in the folder, left aside.
+        for index in 1...3 { try shard("\(index)/3", run: "night-3") }
+        #expect(try collect().status == 65)
+        let third = try collect(["--run-id", "night-3"])
+        #expect(third.status == 0, "\(third.error)")
+        #expect(try report(folder).jobs.map(\.name) == ["job0", "job1", "job2"])
+        for index in 1...3 {
+            try FileManager.default.removeItem(
+                at: output.appendingPathComponent("farm-report-shard-\(index)-of-3.json"))
+        }
         // The farm file edited since the shards ran (one job's context): no report is of this farm.
         let text = try String(contentsOf: farm, encoding: .utf8)
         try Data(
@@ -709,7 +721,14 @@ struct FarmTests {
         #expect(try digest(text) == edited)
         let devices = presets.appendingPathComponent("devices.json")
         try Data((try String(contentsOf: devices, encoding: .utf8) + " ").utf8).write(to: devices)
-        #expect(try digest(text) != edited)
+        let table = try digest(text)
+        #expect(table != edited)
+        // Hidden files are no presets: a Finder's .DS_Store on one machine changes nothing.
+        try Data("x".utf8).write(to: presets.appendingPathComponent(".DS_Store"))
+        try FileManager.default.createDirectory(
+            at: presets.appendingPathComponent(".git"), withIntermediateDirectories: true)
+        try Data("y".utf8).write(to: presets.appendingPathComponent(".git/HEAD"))
+        #expect(try digest(text) == table)
     }
 
     @Test("batch options that conflict or would do nothing are usage errors")
@@ -1105,7 +1124,8 @@ struct FarmTests {
     @Test("text from the farm file is escaped in the table and the report; an error of several lines keeps them all")
     func escapedErrors() throws {
         let folder = try Fixtures.temporaryDirectory("farm")
-        let farm = folder.appendingPathComponent("farm.json")
+        // The farm file's own name too, as the report records it.
+        let farm = folder.appendingPathComponent("farm\u{1B}[31m\n.json")
         try Data(
             (#"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "#
                 + #""jobs": [{"name": "x", "model": "bad\u001b[31mred\nline"}, {"name": "w", "model": "org/missing"}]}"#)
@@ -1122,7 +1142,9 @@ struct FarmTests {
             "  - a preset named 'org/missing': none (run 'exporter list')",
             "  - the Hugging Face cache: /nonexistent-hf-home/hub/models--org--missing is absent",
         ]
-        let jobs = try report(folder).jobs
+        let written = try report(folder)
+        #expect(written.farm == #"farm\u{1B}[31m\u{A}.json"#)
+        let jobs = written.jobs
         #expect(jobs.map(\.error) == [named, tried.joined(separator: "\n")])
         #expect(jobs.map(\.exitStatus) == [66, 66])
         // One row a job, every line of the error in it.

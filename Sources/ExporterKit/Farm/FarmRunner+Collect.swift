@@ -44,9 +44,17 @@ extension FarmRunner {
         var reports: [(name: String, report: FarmReport)] = []
         for name in names {
             let report = try FarmRunner.shardReport(named: name, in: settings.outputDirectory)
+            // With --run-id, another run's reports (of another split, another farm) are left aside:
+            // an output folder kept from night to night holds them.
+            if let wanted = settings.runID, report.runID != wanted {
+                log("left aside: '\(name)', a report of \(FarmRunner.runText(report.runID))")
+                continue
+            }
             reports.append((name, report))
-            guard report.farm == farm.path.lastPathComponent else {
-                throw FarmError.collect(reason: "'\(name)' is a report of farm '\(report.farm)'")
+            guard report.farm == reportedFarmName else {
+                throw FarmError.collect(
+                    reason: "'\(name)' is a report of farm '\(report.farm)', not of '\(reportedFarmName)': "
+                        + "collect with the farm file its shards ran")
             }
             let parts = (report.shard ?? "").split(separator: "/", omittingEmptySubsequences: false).map { Int($0) }
             guard parts.count == 2, let index = parts[0], let count = parts[1], count >= 1, (1...count).contains(index)
@@ -57,11 +65,6 @@ extension FarmRunner {
                 throw FarmError.collect(
                     reason: "'\(name)' was written for another version of the farm (its farm file, a file its jobs "
                         + "name, the presets or exporter changed since); run shard \(index)/\(count) again")
-            }
-            if let wanted = settings.runID, report.runID != wanted {
-                throw FarmError.collect(
-                    reason: "'\(name)' is a report of \(FarmRunner.runText(report.runID)), not of run '\(wanted)': "
-                        + "shard \(index)/\(count) has not run in this one; run it")
             }
             if !runs.contains(where: { $0.id == report.runID }) { runs.append((report.runID, name)) }
             if let other = splits[count]?[index] {
@@ -79,6 +82,9 @@ extension FarmRunner {
                 byName[job.name] = job
                 seconds[job.name] = report.seconds[job.name]
             }
+        }
+        if let wanted = settings.runID, reports.isEmpty {
+            throw FarmError.collect(reason: "no shard report of run '\(wanted)' in '\(settings.outputDirectory.path)'")
         }
         if runs.count > 1 {
             throw FarmError.collect(
@@ -106,7 +112,7 @@ extension FarmRunner {
         }
         try markCollected(reports)
         let report = FarmReport(
-            farm: farm.path.lastPathComponent, farmDigest: digest, runID: runs.first?.id ?? nil, shard: nil,
+            farm: reportedFarmName, farmDigest: digest, runID: runs.first?.id ?? nil, shard: nil,
             jobs: farm.jobs.compactMap { byName[$0.name] }, seconds: seconds)
         try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
         return report

@@ -4,7 +4,7 @@ extension FarmRunner {
     /// The digest of what defines the farm's jobs alike on every machine: this tool's version,
     /// the farm file's bytes, the bytes of the files its jobs name (`compression_config`,
     /// `device_table`; or that one is missing) and of every file of the presets folder (the
-    /// presets, their configs, the compression configs, the device table). Every report records
+    /// presets, their configs, the compression configs, the device table; hidden ones aside). Every report records
     /// it as `farm_digest`; `--collect` merges only the shard reports whose digest is the farm's
     /// now. Checkpoints are left out: their weights are only on the machines that export them,
     /// and each job's `build_key` covers them.
@@ -25,6 +25,11 @@ extension FarmRunner {
         let enumerator = FileManager.default.enumerator(atPath: presets.path)
         var files: [String] = []
         while let path = enumerator?.nextObject() as? String {
+            // Hidden files (a Finder's .DS_Store) are no presets: one machine's would fail the collect.
+            if (path as NSString).lastPathComponent.hasPrefix(".") {
+                enumerator?.skipDescendants()
+                continue
+            }
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(
                 atPath: presets.appendingPathComponent(path).path, isDirectory: &isDirectory),

@@ -85,3 +85,8 @@ extension FarmRunner {
         return result
     }
 }
+
+extension FarmRunner {
+    /// The farm file's name as reports record it: escaped as every text from input is.
+    var reportedFarmName: String { FarmRunner.escaped(farm.path.lastPathComponent) }
+}

@@ -154,7 +154,7 @@ public struct FarmRunner {
             log("warning: \(error)")
         }
         let report = FarmReport(
-            farm: farm.path.lastPathComponent, farmDigest: farmDigest(), runID: settings.runID,
+            farm: reportedFarmName, farmDigest: farmDigest(), runID: settings.runID,
             shard: settings.shard.map { "\($0.index)/\($0.count)" }, jobs: collected.results.compactMap { $0 },
             seconds: collected.seconds)
         try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
