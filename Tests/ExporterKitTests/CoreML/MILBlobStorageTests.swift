@@ -40,8 +40,8 @@ struct MILBlobStorageTests {
         #expect(try read.data(atMetadataOffset: 320).bytes == [7, 0])
     }
 
-    @Test("a broken sentinel, a truncated file and an unknown version are refused")
-    func refusals() throws {
+    /// A blob storage file of one int8 blob of 100 bytes: its path and bytes.
+    private func oneBlobFile() throws -> (URL, Data) {
         var layout = MILBlobStorage.Layout()
         _ = layout.append(
             MILBlobStorage.Blob(dataType: .int8, elementCount: 100, source: .bytes([UInt8](repeating: 3, count: 100))))
@@ -49,7 +49,12 @@ struct MILBlobStorageTests {
         let file = try OutputFile(url: url)
         try MILBlobStorage.write(layout, to: file)
         try file.finish()
-        let good = try Data(contentsOf: url)
+        return (url, try Data(contentsOf: url))
+    }
+
+    @Test("a broken sentinel, a truncated file and an unknown version are refused")
+    func refusals() throws {
+        let (url, good) = try oneBlobFile()
         for (label, edit) in [
             ("sentinel", { (data: inout Data) in data[64] = 0 }),
             ("truncated", { (data: inout Data) in data.removeLast(10) }),
@@ -67,14 +72,7 @@ struct MILBlobStorageTests {
         "a metadata record with an unknown type, padding bits on a whole-byte type or data away from it is refused, named"
     )
     func recordRefusals() throws {
-        var layout = MILBlobStorage.Layout()
-        _ = layout.append(
-            MILBlobStorage.Blob(dataType: .int8, elementCount: 100, source: .bytes([UInt8](repeating: 3, count: 100))))
-        let url = try Fixtures.temporaryDirectory().appendingPathComponent("weight.bin")
-        let file = try OutputFile(url: url)
-        try MILBlobStorage.write(layout, to: file)
-        try file.finish()
-        let good = try Data(contentsOf: url)
+        let (url, good) = try oneBlobFile()
         // The record at 64: type at 68, data offset at 80, padding bits at 88.
         for (edit, reason) in [
             ({ (data: inout Data) in data[68] = 5 }, "blob 0 at 64: unknown data type 5"),
