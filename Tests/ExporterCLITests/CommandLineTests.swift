@@ -630,6 +630,19 @@ struct CommandLineTests {
                 + planUsage)
     }
 
+    @Test("a hidden file among the shipped compression configs is none of them (a farm's digest leaves it out)")
+    func hiddenCompressionConfig() throws {
+        let presets = try Fixtures.temporaryDirectory().appendingPathComponent("Presets")
+        try FileManager.default.copyItem(at: Fixtures.presetsDirectory, to: presets)
+        try FileManager.default.copyItem(
+            at: presets.appendingPathComponent("compression/4bit_weight_palettized_group8.json"),
+            to: presets.appendingPathComponent("compression/.hid.json"))
+        let catalog = try PresetCatalog(directory: presets)
+        #expect(!catalog.compressionConfigNames().contains(".hid"))
+        #expect(catalog.compressionConfigNames().contains("4bit_weight_palettized_group8"))
+        #expect(throws: CompressionConfigError.self) { try catalog.compressionConfig(named: ".hid") }
+    }
+
     /// What follows a usage error of `exporter plan`.
     let planUsage = "Usage: exporter plan <model> [<options>]\n  See 'exporter plan --help' for more information.\n"
 

@@ -116,7 +116,12 @@ struct CompileCommandTests {
         // One platform's device where an id names two: the Vision Pro's M2, not the Mac's.
         #expect(runExporter(["plan"] + export + ["--require-fit", "h14g:visionOS"]).status == 0)
         #expect(runExporter(["plan"] + export + ["--require-fit", "h14g:macOS"]).status == 1)
-        #expect(runExporter(["plan"] + export + ["--require-fit", "t1:macOS"]).status == 64)
+        let otherPlatform = runExporter(["plan"] + export + ["--require-fit", "t1:macOS"])
+        #expect(otherPlatform.status == 64)
+        #expect(otherPlatform.error.hasPrefix("Error: --require-fit: no device 't1' of macOS in the device table; "))
+        // One device named two ways fails once.
+        #expect(
+            runExporter(["plan"] + export + ["--require-fit", "t1", "--require-fit", "t1:iOS"]).error == failure("t1"))
         let badPlatform = runExporter(["plan"] + export + ["--require-fit", "h14g:watchOS"])
         #expect(badPlatform.status == 64)
         #expect(

@@ -49,8 +49,9 @@ enum FitGate {
             else {
                 var known: [String] = []
                 for device in table.devices where !known.contains(device.id) { known.append(device.id) }
+                let device = platform.map { "'\(requirement.id)' of \($0.rawValue)" } ?? "'\(text)'"
                 throw UsageError.validation(
-                    "--require-fit: no device '\(text)' in the device table; known: \(known.joined(separator: ", "))")
+                    "--require-fit: no device \(device) in the device table; known: \(known.joined(separator: ", "))")
             }
             if !requirements.contains(where: {
                 $0.id.lowercased() == requirement.id.lowercased() && $0.platform == platform
@@ -64,7 +65,9 @@ enum FitGate {
     /// What fails the gate among `verdicts`: each required device that does not fit, or that no
     /// verdict covers (a device of a platform that does not load the bundle).
     static func failures(_ verdicts: [Manifest.Verdict], required: [Requirement]) -> [String] {
-        required.flatMap { requirement -> [String] in
+        // A device two requirements name (`h14g` and `h14g:visionOS`) fails once.
+        var failed: [Manifest.Verdict] = []
+        return required.flatMap { requirement -> [String] in
             let matching = verdicts.filter(requirement.matches)
             guard !matching.isEmpty else {
                 return [
@@ -73,7 +76,9 @@ enum FitGate {
                 ]
             }
             return matching.filter { $0.memory == .doesNotFit }.compactMap { verdict in
-                verdict.memoryWarning.map { "\($0) (--require-fit \(requirement.text))" }
+                guard !failed.contains(verdict) else { return nil }
+                failed.append(verdict)
+                return verdict.memoryWarning.map { "\($0) (--require-fit \(requirement.text))" }
             }
         }
     }

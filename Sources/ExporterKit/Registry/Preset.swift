@@ -129,10 +129,11 @@ public struct PresetCatalog: Sendable {
     /// The folder of shipped compression configs.
     public var compressionDirectory: URL { directory.appendingPathComponent("compression") }
 
-    /// Names of the shipped compression configs, sorted.
+    /// Names of the shipped compression configs, sorted; hidden files are none (a farm's digest
+    /// of the presets leaves them out).
     public func compressionConfigNames() -> [String] {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: compressionDirectory.path)) ?? []
-        return files.filter { $0.hasSuffix(".json") }.map { String($0.dropLast(5)) }.sorted()
+        return files.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.map { String($0.dropLast(5)) }.sorted()
     }
 
     /// The shipped compression config called `name` (`none` for no compression).

@@ -923,8 +923,12 @@ extension ArtifactVerifier {
     /// verdict is planned again in full.
     static func verdictProblems(_ manifest: Manifest) -> [String] {
         guard manifest.kind == "plan" else {
-            return manifest.verdicts.isEmpty
-                ? [] : ["verdicts lists \(manifest.verdicts.count), but only a plan has them"]
+            let own = manifest.compiled.map { compiled in
+                namingProblems(compiled.verdict).map { "compiled.verdict: \($0)" }
+            }
+            return
+                (manifest.verdicts.isEmpty
+                ? [] : ["verdicts lists \(manifest.verdicts.count), but only a plan has them"]) + (own ?? [])
         }
         var problems: [String] = []
         var seen: Set<String> = []
@@ -937,15 +941,10 @@ extension ArtifactVerifier {
                     "\(name): the bundle, exported for \(manifest.platform), does not load on that platform")
                 continue
             }
-            guard !verdict.architecture.isEmpty,
-                !verdict.entitlements.contains(where: \.isEmpty),
-                Set(verdict.entitlements).count == verdict.entitlements.count
-            else {
-                problems.append("\(name): an empty architecture, or entitlements not each named once")
+            let naming = namingProblems(verdict)
+            guard naming.isEmpty else {
+                problems += naming.map { "\(name): \($0)" }
                 continue
-            }
-            if platform == .macOS, verdict.increasedMemoryLimitBytes != nil {
-                problems.append("\(name): increased_memory_limit_bytes must be null on a Mac: no entitlement raises it")
             }
             if !seen.insert("\(verdict.architecture.lowercased()) \(verdict.platform)").inserted {
                 problems.append("\(name): given twice")
@@ -963,6 +962,24 @@ extension ArtifactVerifier {
             } else if let contradiction = verdict.contradiction {
                 problems.append("\(name): \(contradiction)")
             }
+        }
+        return problems
+    }
+
+    /// What a verdict says that a device table could not: an id the table refuses, an
+    /// entitlement name empty or given twice, a Mac's limit raised.
+    static func namingProblems(_ verdict: Manifest.Verdict) -> [String] {
+        var problems: [String] = []
+        let id = verdict.architecture
+        if id.isEmpty || !id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) {
+            problems.append("architecture '\(id)' is not an id (letters, digits, '-' or '_')")
+        }
+        if verdict.entitlements.contains(where: \.isEmpty) { problems.append("an entitlement name is empty") }
+        if Set(verdict.entitlements).count != verdict.entitlements.count {
+            problems.append("entitlements names one twice")
+        }
+        if verdict.platform == DevicePlatform.macOS.rawValue, verdict.increasedMemoryLimitBytes != nil {
+            problems.append("increased_memory_limit_bytes must be null on a Mac: no entitlement raises it")
         }
         return problems
     }

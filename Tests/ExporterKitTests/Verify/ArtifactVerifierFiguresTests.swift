@@ -147,10 +147,17 @@ struct ArtifactVerifierFiguresTests {
                 "'plan.json': the verdict of H99P (iOS): given twice"
             ])
         #expect(try failures(twice: true) { $0.platform = "visionOS" } == [])
-        let unnamed = "an empty architecture, or entitlements not each named once"
-        #expect(try failures { $0.architecture = "" } == ["'plan.json': the verdict of  (iOS): " + unnamed])
-        #expect(try failures { $0.entitlements = ["e1", ""] } == [prefix + unnamed])
-        #expect(try failures { $0.entitlements = ["e1", "e1"] } == [prefix + unnamed])
+        #expect(
+            try failures { $0.architecture = "" } == [
+                "'plan.json': the verdict of  (iOS): architecture '' is not an id (letters, digits, '-' or '_')"
+            ])
+        #expect(
+            try failures { $0.architecture = "h17p:iOS" } == [
+                "'plan.json': the verdict of h17p:iOS (iOS): architecture 'h17p:iOS' is not an id (letters, digits, "
+                    + "'-' or '_')"
+            ])
+        #expect(try failures { $0.entitlements = ["e1", ""] } == [prefix + "an entitlement name is empty"])
+        #expect(try failures { $0.entitlements = ["e1", "e1"] } == [prefix + "entitlements names one twice"])
         #expect(
             try failures { $0.memory = .fits } == [
                 prefix + "memory is fits, but 3000 bytes against limits of 2000 and 3000 with the entitlements is "
@@ -366,6 +373,15 @@ struct ArtifactVerifierFiguresTests {
         #expect(
             try failures(artifact) { $0.verdicts = $0.compiled.map { [$0.verdict] } ?? [] } == [
                 "'manifest.json': verdicts lists 1, but only a plan has them"
+            ])
+        // What a device table could not say, in a compiled artifact's own verdict too.
+        #expect(
+            try failures(artifact) {
+                $0.compiled?.verdict.entitlements = ["e", "e"]
+                $0.compiled?.verdict.architecture = ""
+            }.filter { $0.contains("compiled.verdict: ") } == [
+                "'manifest.json': compiled.verdict: architecture '' is not an id (letters, digits, '-' or '_')",
+                "'manifest.json': compiled.verdict: entitlements names one twice",
             ])
         #expect(
             try failures(artifact) { $0.compiled?.verdict.aheadOfTime = false } == [
