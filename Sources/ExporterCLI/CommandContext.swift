@@ -68,7 +68,7 @@ public struct CommandContext {
 
     /// Prints a line on standard output, its control characters escaped (newlines included:
     /// text from inputs cannot drive the terminal or forge a line).
-    func print(_ line: String = "") { writeOutput(TerminalText.escaped(line) + "\n") }
+    func print(_ line: String = "") { writeOutput(Format.escaped(line) + "\n") }
 
     /// Prints each line on standard output as `print(_:)` does.
     func print(lines: [String]) {
@@ -76,7 +76,7 @@ public struct CommandContext {
     }
 
     /// Prints a line on standard error, its control characters escaped as `print(_:)` does.
-    func printError(_ line: String) { writeError(TerminalText.escaped(line) + "\n") }
+    func printError(_ line: String) { writeError(Format.escaped(line) + "\n") }
 
     /// The shipped presets.
     /// - Throws: `PresetError` when no `Presets/` folder is found.

@@ -1,3 +1,5 @@
+import ExporterKit
+
 /// Help, usage line and usage-error text, wrapped to `CommandInvocation.lineWidth` columns.
 extension CommandInvocation {
     /// The terminal width help is wrapped to.
@@ -22,7 +24,7 @@ extension CommandInvocation {
     /// The text printed on stderr for `error`: the message, the usage line and where to
     /// find help.
     func usageErrorText(for error: UsageError) -> String {
-        "Error: \(TerminalText.escaped(error.description))\n" + usagePointer
+        "Error: \(Format.escaped(error.description))\n" + usagePointer
     }
 
     /// What follows the message of any usage error (exit status 64): the usage line and

@@ -41,6 +41,12 @@ public struct DeviceArchitecture: Equatable, Sendable {
     /// The fields whose values are estimates rather than published facts, by their `devices.json` keys.
     public var estimates: [String]
 
+    /// Whether `id` can name an architecture: letters, digits, `-` and `_` only (it names
+    /// artifact folders, `<Name>.<id>.aimodelc`), at least one.
+    public static func isValidID(_ id: String) -> Bool {
+        !id.isEmpty && id.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }
+    }
+
     /// An architecture; every field explicit.
     public init(
         id: String, platform: DevicePlatform, chip: String, products: [String], aheadOfTime: Bool, ramBytes: Int,
@@ -271,7 +277,7 @@ public struct DeviceTable: Equatable, Sendable {
             return bytes
         }
         let id = try string("id")
-        guard id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+        guard DeviceArchitecture.isValidID(id) else {
             throw invalid("\(label): id '\(id)' must be letters, digits, '-' or '_'")
         }
         label = "device \(number) ('\(id)')"

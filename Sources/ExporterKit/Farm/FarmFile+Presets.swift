@@ -18,9 +18,8 @@ extension FarmFile {
                     "'preset' is '\(name)'; expected one of: \(catalog.presets.map(\.id).joined(separator: ", "))")
             }
             // A model that names a preset, not a folder (which the export would take first).
-            guard let context = job.context, job.preset == nil, let preset = catalog.preset(named: job.model),
-                !job.model.hasPrefix("/"),
-                !FileManager.default.fileExists(atPath: folder.appendingPathComponent(job.model).path),
+            guard let context = job.context, job.preset == nil,
+                job.modelArgument(farmDirectory: folder) == job.model, let preset = catalog.preset(named: job.model),
                 let maximum = (try? ModelConfig(contentsOf: preset.configURL))?.maxPositionEmbeddings,
                 context > maximum
             else { continue }

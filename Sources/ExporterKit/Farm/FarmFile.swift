@@ -101,20 +101,32 @@ public struct FarmJob: Equatable, Sendable {
     /// `--palette-search` (nil: the compression config's).
     public var paletteSearch: CompressionScheme.Search?
 
+    /// `path` relative to the farm file's folder `farmDirectory`, as an absolute path (or one
+    /// relative as that folder is); `./x` is `x`, so a message naming it shows no `.` (`..`
+    /// stays: a link's parent is not lexical).
+    static func resolved(_ path: String, farmDirectory: URL) -> String {
+        let full = path.hasPrefix("/") ? path : farmDirectory.appendingPathComponent(path).path
+        let parts = full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
+        return full.hasPrefix("/") ? "/" + parts : parts
+    }
+
+    /// The model as the export takes it: a path (one that exists beside the farm file, or is
+    /// written as a path) resolved from the farm file's folder, else the preset name or
+    /// `org/model` id as written.
+    public func modelArgument(farmDirectory: URL) -> String {
+        let path = FarmJob.resolved(model, farmDirectory: farmDirectory)
+        let isPath = model.hasPrefix(".") || model.hasPrefix("/") || FileManager.default.fileExists(atPath: path)
+        return isPath ? path : model
+    }
+
     /// The command-line arguments of this job's export, for the child `exporter` process.
     /// - Parameter synthetic: whether this run uses generated weights (the policy, resolved).
     public func exportArguments(outputDirectory: URL, farmDirectory: URL, synthetic: Bool = false) -> [String] {
-        func resolved(_ path: String) -> String {
-            let full = path.hasPrefix("/") ? path : farmDirectory.appendingPathComponent(path).path
-            // `./x` is `x`: a message naming the path shows no `.` (`..` stays: a link's parent is not lexical).
-            let parts = full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
-            return full.hasPrefix("/") ? "/" + parts : parts
-        }
-        var modelArgument = model
-        if model.hasPrefix(".") || model.hasPrefix("/") || FileManager.default.fileExists(atPath: resolved(model)) {
-            modelArgument = resolved(model)
-        }
-        var arguments = [modelArgument, "--platform", platform.rawValue, "--output-dir", outputDirectory.path]
+        func resolved(_ path: String) -> String { FarmJob.resolved(path, farmDirectory: farmDirectory) }
+        var arguments = [
+            modelArgument(farmDirectory: farmDirectory), "--platform", platform.rawValue, "--output-dir",
+            outputDirectory.path,
+        ]
         if let context { arguments += ["--max-context-length", String(context)] }
         if let compression { arguments += ["--compression", compression] }
         if let compressionConfig { arguments += ["--compression-config", resolved(compressionConfig)] }

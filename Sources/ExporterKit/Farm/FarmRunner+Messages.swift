@@ -56,7 +56,7 @@ extension FarmRunner {
 
     /// `lines`, each escaped as ``reportText(_:)`` escapes them, joined by newlines.
     static func reportText(lines: [String]) -> String {
-        lines.map(escaped).joined(separator: "\n")
+        lines.map(Format.escaped).joined(separator: "\n")
     }
 
     /// The message a child `exporter` printed on standard error, as a report records it: its
@@ -75,18 +75,6 @@ extension FarmRunner {
         return reportText(lines: lines)
     }
 
-    /// `text` on one line: every control character (newline and tab too, DEL, C1) as `\u{XX}`.
-    static func escaped(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: \.isControlCharacter) else { return text }
-        var result = ""
-        for scalar in text.unicodeScalars {
-            if scalar.isControlCharacter { result += scalar.shownEscaped } else { result.unicodeScalars.append(scalar) }
-        }
-        return result
-    }
-}
-
-extension FarmRunner {
     /// The farm file's name as reports record it: escaped as every text from input is.
-    var reportedFarmName: String { FarmRunner.escaped(farm.path.lastPathComponent) }
+    var reportedFarmName: String { Format.escaped(farm.path.lastPathComponent) }
 }

@@ -40,13 +40,12 @@ extension FarmRunner {
         let catalog = resolver.catalog
         if let name = job.preset, let preset = catalog.preset(named: name) { return preset.configURL }
         // As the export resolves a model: a folder first (relative to the farm file), then a preset.
-        let folder =
-            job.model.hasPrefix("/")
-            ? URL(fileURLWithPath: job.model)
-            : farm.path.deletingLastPathComponent().appendingPathComponent(job.model)
+        let argument = job.modelArgument(farmDirectory: farm.path.deletingLastPathComponent())
         var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory), isDirectory.boolValue {
-            return folder.appendingPathComponent("config.json")
+        if argument != job.model || job.model.hasPrefix("/"),
+            FileManager.default.fileExists(atPath: argument, isDirectory: &isDirectory), isDirectory.boolValue
+        {
+            return URL(fileURLWithPath: argument).appendingPathComponent("config.json")
         }
         return catalog.preset(named: job.model)?.configURL
     }

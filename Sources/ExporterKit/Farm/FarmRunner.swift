@@ -387,7 +387,7 @@ public struct FarmRunner {
                     return result
                 }
                 // The platform is read from the manifest found there: escaped as any text of an input.
-                result.error = FarmRunner.escaped(
+                result.error = Format.escaped(
                     "'\(relative)' is a \(found) artifact of the same architecture id, from another job or an "
                         + "earlier platform of this one: give this job another 'output_name'")
                 return result
@@ -462,7 +462,7 @@ public struct FarmRunner {
         } catch {
             return (
                 ExitStatus.internalError.rawValue,
-                FarmRunner.escaped("cannot start '\(settings.executable.path)': \(error)")
+                Format.escaped("cannot start '\(settings.executable.path)': \(error)")
             )
         }
         let (status, signal, errorBytes) = child.finish()

@@ -65,6 +65,20 @@ public enum Format {
     }
 }
 
+extension Format {
+    /// Text from inputs made safe to print: `text` as one line, every control character (C0
+    /// including newline and tab, DEL, C1) shown as `\u{XX}`, so that a hostile config, manifest
+    /// or file name can neither drive a terminal nor forge a line of a message or a report.
+    public static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: \.isControlCharacter) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if scalar.isControlCharacter { result += scalar.shownEscaped } else { result.unicodeScalars.append(scalar) }
+        }
+        return result
+    }
+}
+
 extension Unicode.Scalar {
     /// Whether this is a control character (general category Cc: C0 with newline and tab, DEL,
     /// C1), which names and printed text must not carry raw.

@@ -971,7 +971,7 @@ extension ArtifactVerifier {
     static func namingProblems(_ verdict: Manifest.Verdict) -> [String] {
         var problems: [String] = []
         let id = verdict.architecture
-        if id.isEmpty || !id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) {
+        if !DeviceArchitecture.isValidID(id) {
             problems.append("architecture '\(id)' is not an id (letters, digits, '-' or '_')")
         }
         if verdict.entitlements.contains(where: \.isEmpty) { problems.append("an entitlement name is empty") }
