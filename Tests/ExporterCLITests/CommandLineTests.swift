@@ -847,4 +847,45 @@ struct ListDevicesTests {
         #expect(h17p["region_budget_bytes"]?.intValue == 268_435_456)
         #expect(h17p["page_size"]?.intValue == 16384)
     }
+
+    @Test("list --device-table shows the table as a --devices file extends it: new entries, replaced numbers")
+    func extendedTable() throws {
+        let folder = try Fixtures.temporaryDirectory()
+        func entry(_ id: String, limit: Int) -> String {
+            #"{"id": "\#(id)", "platform": "iOS", "chip": "Lab chip", "products": ["Lab phone"], "#
+                + #""ahead_of_time": true, "ram_bytes": 8589934592, "app_memory_limit_bytes": \#(limit), "#
+                + #""increased_memory_limit_bytes": 6000000000, "entitlements": ["e"], "#
+                + #""ane_region_budget_bytes": 268435456, "page_size": 16384}"#
+        }
+        try Data(
+            (#"{"schema": "exporter.devices/1", "devices": ["# + entry("lab1", limit: 2_000_000_000) + ", "
+                + entry("H17P", limit: 4_000_000_000) + "]}").utf8
+        ).write(to: folder.appendingPathComponent("lab.json"))
+        let text = runExporter(["list", "--device-table", "lab.json"], currentDirectory: folder)
+        #expect(text.status == 0, "\(text.error)")
+        #expect(
+            text.output.hasPrefix(
+                "Device architectures (Presets/devices.json extended by 'lab.json'; * = estimate, docs/DEVICES.md):\n"))
+        // The replaced entry keeps the shipped id, with the file's chip and numbers, no longer estimates.
+        #expect(text.output.contains("  h17p   iOS       Lab chip    yes  8.0 GiB   3.7 GiB    5.6 GiB    256.0 MiB\n"))
+        #expect(text.output.contains("  lab1   iOS       Lab chip    yes  8.0 GiB   1.9 GiB    5.6 GiB    256.0 MiB\n"))
+        #expect(!text.output.contains("Presets ("))
+        let json = runExporter(["list", "--json", "--device-table", "lab.json"], currentDirectory: folder)
+        let object = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
+        #expect(object.keys == ["devices"])
+        let devices = object["devices"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        let h17p = try #require(devices.first { $0["id"]?.stringValue == "h17p" })
+        #expect(h17p["app_memory_limit_bytes"]?.intValue == 4_000_000_000)
+        #expect(h17p["estimates"]?.arrayValue == [])
+        #expect(devices.contains { $0["id"]?.stringValue == "lab1" })
+        let shipped = try JSONParser.parse(Array(runExporter(["list", "--devices", "--json"]).output.utf8))
+        #expect(devices.count == (shipped.objectValue?["devices"]?.arrayValue?.count ?? 0) + 1)
+        // With another section, both are shown; a table that is not one is refused as compile refuses it.
+        let both = runExporter(["list", "--models", "--device-table", "lab.json"], currentDirectory: folder)
+        #expect(both.output.hasPrefix("Model families") && both.output.contains("  lab1 "))
+        let missing = runExporter(["list", "--device-table", "nope.json"], currentDirectory: folder)
+        #expect(missing.status == 66)
+        #expect(missing.error.contains("'\(folder.appendingPathComponent("nope.json").path)'"))
+        #expect(missing.output.isEmpty)
+    }
 }

@@ -590,13 +590,17 @@ struct FarmTests {
                 == "Error: cannot collect shard reports: 'farm-report-shard-1-of-2.json' is a report of run 'night-1', "
                 + "'farm-report-shard-2-of-2.json' of run 'night-2'; collect one run's reports (--run-id)\n")
         #expect(!FileManager.default.fileExists(atPath: collected.path))
+        // The report left aside is said on standard error, in a pipe too: a CI log shows why.
         failed = try collect(["--run-id", "night-2"])
         #expect(
             failed.error
-                == "Error: cannot collect shard reports: shard 1/2 has no report ('farm-report-shard-1-of-2.json')\n")
+                == "left aside: 'farm-report-shard-1-of-2.json', a report of run 'night-1'\n"
+                + "Error: cannot collect shard reports: shard 1/2 has no report ('farm-report-shard-1-of-2.json')\n")
         #expect(
-            try collect(["--run-id", "night-9"]).error.hasPrefix(
-                "Error: cannot collect shard reports: no shard report of run 'night-9' in "))
+            try collect(["--run-id", "night-9"]).error
+                == "left aside: 'farm-report-shard-1-of-2.json', a report of run 'night-1'\n"
+                + "left aside: 'farm-report-shard-2-of-2.json', a report of run 'night-2'\n"
+                + "Error: cannot collect shard reports: no shard report of run 'night-9' in '\(output.path)'\n")
         try shard("1/2", run: "night-2")
         #expect(try collect(["--run-id", "night-2"]).status == 0)
         // Night 3 splits in 3: night 2's reports of the other split stay in the folder, left aside.
@@ -604,6 +608,10 @@ struct FarmTests {
         #expect(try collect().status == 65)
         let third = try collect(["--run-id", "night-3"])
         #expect(third.status == 0, "\(third.error)")
+        #expect(
+            third.error
+                == "left aside: 'farm-report-shard-1-of-2.json', a report of run 'night-2'\n"
+                + "left aside: 'farm-report-shard-2-of-2.json', a report of run 'night-2'\n")
         #expect(try report(folder).jobs.map(\.name) == ["job0", "job1", "job2"])
         for index in 1...3 {
             try FileManager.default.removeItem(
@@ -1071,7 +1079,7 @@ struct FarmTests {
         let capacity = 2 * forecasts.min()! - 1
         let serial = try runner(capacity: capacity, output: "out")
         let lines = Locked<[String]>([])
-        let report = try serial.run { line in lines.mutate { $0.append(line) } }
+        let report = try serial.run { message in lines.mutate { $0.append(message.text) } }
         #expect(report.jobs.map(\.status) == ["built", "built", "built"])
         #expect(serial.memory.peakHolders == 1)
         for line in lines.value where line.contains("waiting") {
@@ -1236,6 +1244,35 @@ struct FarmTests {
                     == "Error: another farm run (pid \(getpid())) is using '\(output.path)'; wait for it to finish or pass --wait\n"
             )
         }
+    }
+
+    @Test("a collect with --wait says what it waits for, in a pipe too, then goes on")
+    func waitIsSaid() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out")
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        let lock = try FarmLock(directory: output, wait: false, log: { _ in })
+        let child = try BuiltExporter.start(["batch", farm.path, "--output", output.path, "--collect", "--wait"])
+        // Released once the child waits on it: a blocked flock shows in /proc/locks as `->`.
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            #if os(Linux)
+                let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+                let waiter = "-> FLOCK  ADVISORY  WRITE \(child.process.processIdentifier) "
+                if locks.split(separator: "\n").contains(where: { $0.contains(waiter) }) { break }
+                usleep(20_000)
+            #else
+                sleep(2)
+                break
+            #endif
+        }
+        lock.release()
+        let collect = child.finish()
+        #expect(collect.status == 65)
+        #expect(
+            collect.error
+                == "waiting for another farm run (pid \(getpid())) to release '\(output.path)'\n"
+                + "Error: cannot collect shard reports: no farm-report-shard-*.json in '\(output.path)'\n")
     }
 
     @Test("farm files: unknown keys and invalid values name the job")

@@ -120,19 +120,14 @@ enum BatchCommand {
             context.writeOutput(JSONWriter.string(.object(JSONObject([("include", .array(shards))]))))
             return .success
         }
-        let report: FarmReport
-        if arguments.flag("collect") {
-            report = try runner.collect { text in
-                if context.errorIsTerminal { context.printError(text) }
-            }
-        } else {
-            // A job's error may span lines (the child's message): each is printed, escaped, on its own.
-            report = try runner.run { text in
-                if context.errorIsTerminal {
-                    for line in text.split(separator: "\n") { context.printError(String(line)) }
-                }
-            }
+        // A job's end is progress, for a terminal only; a notice (a wait, a report left aside, a
+        // warning) is printed wherever standard error goes. A job's error may span lines (the
+        // child's message): each is printed, escaped, on its own.
+        let say = { (message: FarmMessage) in
+            if case .jobEnded = message, !context.errorIsTerminal { return }
+            for line in message.text.split(separator: "\n") { context.printError(String(line)) }
         }
+        let report = try arguments.flag("collect") ? runner.collect(log: say) : runner.run(log: say)
         if arguments.flag("json") {
             context.writeOutput(String(decoding: try report.canonicalJSON(), as: UTF8.self))
         } else {

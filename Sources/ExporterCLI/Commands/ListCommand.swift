@@ -1,4 +1,5 @@
 import ExporterKit
+import Foundation
 
 /// `exporter list`: families, presets and compression configs.
 enum ListCommand {
@@ -15,6 +16,10 @@ enum ListCommand {
                 "presets",
                 help: "Only the presets and compression configs (same as 'exporter --list-presets')."),
             .flag("devices", help: "Only the device architectures (Presets/devices.json)."),
+            .option(
+                "device-table", valueName: "file",
+                help: "Show the device architectures as a device table extends them (what --devices FILE gives "
+                    + "compile, plan and the export; a farm job's device_table); implies --devices."),
             .flag("json", help: "Print JSON."),
         ])
 
@@ -32,15 +37,26 @@ enum ListCommand {
         var sections: Sections = []
         if arguments.flag("models") { sections.formUnion([.families, .presets]) }
         if arguments.flag("presets") { sections.formUnion([.presets, .compression]) }
-        if arguments.flag("devices") { sections.insert(.devices) }
-        return try show(sections.isEmpty ? .all : sections, json: arguments.flag("json"), context: context)
+        let deviceTable = arguments.value("device-table")
+        if arguments.flag("devices") || deviceTable != nil { sections.insert(.devices) }
+        return try show(
+            sections.isEmpty ? .all : sections, json: arguments.flag("json"), deviceTable: deviceTable, context: context
+        )
     }
 
-    static func show(_ sections: Sections, json: Bool, context: CommandContext) throws -> ExitStatus {
+    /// Prints `sections`, the device architectures extended by the device table at `deviceTable`
+    /// (a path as the user gave it) when one is given.
+    static func show(_ sections: Sections, json: Bool, deviceTable: String? = nil, context: CommandContext) throws
+        -> ExitStatus
+    {
         let catalog = try context.catalog()
         let compressions = try catalog.compressionConfigNames().map { try catalog.compressionConfig(named: $0) }
+        let extra = deviceTable.map {
+            URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
+        }
         let devices =
-            sections.contains(.devices) ? try DeviceTable.load(presetsDirectory: catalog.directory).devices : []
+            sections.contains(.devices)
+            ? try DeviceTable.load(presetsDirectory: catalog.directory, extra: extra).devices : []
         if json {
             var root = JSONObject()
             if sections.contains(.families) {
@@ -139,7 +155,8 @@ enum ListCommand {
             lines.append("")
         }
         if sections.contains(.devices) {
-            lines.append("Device architectures (Presets/devices.json; * = estimate, docs/DEVICES.md):")
+            let source = deviceTable.map { "Presets/devices.json extended by '\($0)'" }
+            lines.append("Device architectures (\(source ?? "Presets/devices.json"); * = estimate, docs/DEVICES.md):")
             lines += Format.table(
                 [["id", "platform", "chip", "AOT", "RAM", "app limit", "entitled", "ANE region"]]
                     + devices.map { device in

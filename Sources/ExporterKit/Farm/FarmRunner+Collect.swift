@@ -16,7 +16,7 @@ extension FarmRunner {
     /// - Throws: `FarmError.collect` naming the report that is missing, foreign, stale or
     ///   overlapping, `FarmError.locked` when a run holds the folder (without `--wait`);
     ///   `BundleError.writeFailed` when the earlier report cannot be removed or the new one written.
-    public func collect(log: (String) -> Void = { _ in }) throws -> FarmReport {
+    public func collect(log: (FarmMessage) -> Void = { _ in }) throws -> FarmReport {
         let manager = FileManager.default
         // A shard still running in this folder writes its report last: its lock is waited for
         // (`--wait`) or refused, as a run's is.
@@ -47,7 +47,7 @@ extension FarmRunner {
             // With --run-id, another run's reports (of another split, another farm) are left aside:
             // an output folder kept from night to night holds them.
             if let wanted = settings.runID, report.runID != wanted {
-                log("left aside: '\(name)', a report of \(FarmRunner.runText(report.runID))")
+                log(.notice("left aside: '\(name)', a report of \(FarmRunner.runText(report.runID))"))
                 continue
             }
             reports.append((name, report))

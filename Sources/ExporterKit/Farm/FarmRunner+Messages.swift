@@ -1,5 +1,22 @@
 import Foundation
 
+/// A line a farm run or collect says as it works.
+public enum FarmMessage: Equatable, Sendable {
+    /// A job has ended (and how): progress, which a terminal shows and a log may leave out, as
+    /// the report and the final table say it again.
+    case jobEnded(String)
+    /// A wait (for the folder's lock, for memory), a report left aside, a warning: what a CI
+    /// log needs as much as a terminal, as nothing else says it.
+    case notice(String)
+
+    /// The line as printed.
+    public var text: String {
+        switch self {
+        case .jobEnded(let text), .notice(let text): return text
+        }
+    }
+}
+
 extension FarmRunner {
     /// `error` as a report records it: its lines (``ExporterError/descriptionLines``, one for
     /// another error), each with its control characters escaped as `\u{XX}`, a newline too, then

@@ -105,9 +105,9 @@ public struct FarmRunner {
     }
 
     /// Runs the farm (or its shard) and writes the report.
-    /// - Parameter log: a line per job as it ends.
+    /// - Parameter log: a line per job as it ends, and the run's notices (``FarmMessage``).
     /// - Throws: `FarmError.locked` when another run holds the folder; job failures are in the report.
-    public func run(log: @escaping (String) -> Void = { _ in }) throws -> FarmReport {
+    public func run(log: @escaping (FarmMessage) -> Void = { _ in }) throws -> FarmReport {
         // A failure removes the folders made before it, as an export's does.
         do {
             try ArtifactDirectory.makeDirectories(settings.outputDirectory, faults: nil)
@@ -141,7 +141,7 @@ public struct FarmRunner {
                     } ?? self.run(job, verified: verified, log: log)
                 let elapsed = (Date().timeIntervalSince(start) * 100).rounded() / 100
                 collected.record(index: index, name: job.name, result: result, seconds: elapsed)
-                log("\(job.name): \(result.status)" + (result.error.map { " — \($0)" } ?? ""))
+                log(.jobEnded("\(job.name): \(result.status)" + (result.error.map { " — \($0)" } ?? "")))
                 slots.signal()
                 group.leave()
             }
@@ -151,7 +151,7 @@ public struct FarmRunner {
             try verified.save()
         } catch {
             // Only the next run's speed depends on it: it reads the artifacts in full again.
-            log("warning: \(error)")
+            log(.notice("warning: \(error)"))
         }
         let report = FarmReport(
             farm: reportedFarmName, farmDigest: farmDigest(), runID: settings.runID,
@@ -258,7 +258,7 @@ public struct FarmRunner {
     /// Plans the job, skips its export when its bundle is current and as the farm wrote it
     /// (``currentBundle(at:buildKey:verified:)``), else exports it in a child process once its
     /// conversion forecast fits in ``memory`` beside the running exports'; then its devices.
-    func run(_ job: FarmJob, verified: VerifiedFiles, log: (String) -> Void = { _ in }) -> FarmJobResult {
+    func run(_ job: FarmJob, verified: VerifiedFiles, log: (FarmMessage) -> Void = { _ in }) -> FarmJobResult {
         var result = FarmJobResult(
             name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
         let plan: ExportPlan
@@ -310,9 +310,10 @@ public struct FarmRunner {
             .peakBytes
         memory.hold(forecast) { held, holders in
             log(
-                "\(job.name): waiting for memory: its export needs about \(Format.mebibytes(forecast)), "
-                    + "\(holders) running \(holders == 1 ? "holds" : "hold") \(Format.mebibytes(held)) of "
-                    + Format.mebibytes(memory.capacity ?? 0))
+                .notice(
+                    "\(job.name): waiting for memory: its export needs about \(Format.mebibytes(forecast)), "
+                        + "\(holders) running \(holders == 1 ? "holds" : "hold") \(Format.mebibytes(held)) of "
+                        + Format.mebibytes(memory.capacity ?? 0)))
         }
         let (status, errorText) = runChild(arguments)
         memory.release(forecast)
@@ -514,7 +515,7 @@ public struct FarmRunner {
 final class FarmLock {
     private let descriptor: Int32
 
-    init(directory: URL, wait: Bool, log: (String) -> Void) throws {
+    init(directory: URL, wait: Bool, log: (FarmMessage) -> Void) throws {
         let path = directory.appendingPathComponent(".farm.lock").path
         descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
         guard descriptor >= 0 else { throw BundleError.writeFailed(path: path, reason: OutputFile.errnoText()) }
@@ -526,7 +527,7 @@ final class FarmLock {
                 close(descriptor)
                 throw FarmError.locked(path: directory.path, holder: text)
             }
-            log("waiting for another farm run (\(text)) to release '\(directory.path)'")
+            log(.notice("waiting for another farm run (\(text)) to release '\(directory.path)'"))
             guard flock(descriptor, LOCK_EX) == 0 else {
                 close(descriptor)
                 throw FarmError.locked(path: directory.path, holder: text)
