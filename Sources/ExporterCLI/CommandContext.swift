@@ -44,7 +44,7 @@ public struct CommandContext {
             environment: ProcessInfo.processInfo.environment,
             currentDirectory: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true),
             executable: (Bundle.main.executableURL
-                ?? URL(fileURLWithPath: CommandLine.arguments.first ?? "exporter")).standardizedFileURL.absoluteURL,
+                ?? URL(fileURLWithPath: CommandLine.arguments.first ?? "exporter")).physicallyStandardized.absoluteURL,
             writeOutput: StandardStream.output.write, writeError: StandardStream.error.write,
             errorIsTerminal: isatty(2) == 1 && ProcessInfo.processInfo.environment["CI"] == nil)
         context.terminalColumns = {
@@ -78,6 +78,10 @@ public struct CommandContext {
     /// Prints a line on standard error, its control characters escaped as `print(_:)` does.
     func printError(_ line: String) { writeError(Format.escaped(line) + "\n") }
 
+    /// The file `path` names, a relative one from the current folder, `..` taken as the
+    /// kernel takes it (``URL/resolvingFilePath(_:from:)``).
+    func fileURL(_ path: String) -> URL { URL.resolvingFilePath(path, from: currentDirectory) }
+
     /// The shipped presets.
     /// - Throws: `PresetError` when no `Presets/` folder is found.
     func catalog() throws -> PresetCatalog {
@@ -90,7 +94,7 @@ public struct CommandContext {
     /// Hugging Face cache, as the export reads them (a folder that is not there is left for the
     /// reader to refuse).
     func checkpointFolder(_ argument: String) -> URL {
-        let folder = URL(fileURLWithPath: argument, relativeTo: currentDirectory).standardizedFileURL
+        let folder = fileURL(argument)
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory), isDirectory.boolValue {
             return folder

@@ -31,11 +31,11 @@ public enum BuiltExporter {
         public var exitedNormally: Bool { !signaled }
     }
 
-    /// Runs the binary with `arguments` and waits for it.
-    public static func run(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) throws
-        -> Outcome
-    {
-        let process = try start(arguments, environment: environment, directory: directory)
+    /// Runs the binary (or `executable`, a shell that starts it) with `arguments` and waits for it.
+    public static func run(
+        _ arguments: [String], environment: [String: String] = [:], directory: URL? = nil, executable: URL? = nil
+    ) throws -> Outcome {
+        let process = try start(arguments, environment: environment, directory: directory, executable: executable)
         return process.finish()
     }
 
@@ -93,11 +93,11 @@ public enum BuiltExporter {
 
     /// Starts the binary with `arguments` without waiting, in a clean environment (no real
     /// Hugging Face cache, the repository's presets, no terminal) plus `environment`.
-    public static func start(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) throws
-        -> Running
-    {
+    public static func start(
+        _ arguments: [String], environment: [String: String] = [:], directory: URL? = nil, executable: URL? = nil
+    ) throws -> Running {
         let process = Process()
-        process.executableURL = url
+        process.executableURL = executable ?? url
         process.arguments = arguments
         process.standardInput = FileHandle.nullDevice
         var full = cleanEnvironment

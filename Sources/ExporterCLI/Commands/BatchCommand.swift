@@ -71,11 +71,9 @@ enum BatchCommand {
         guard let farmPath = arguments.positional(0) else { throw UsageError.missingArgument("farm") }
         try validate(arguments)
         let farm = try FarmFile(
-            contentsOf: URL(fileURLWithPath: farmPath, relativeTo: context.currentDirectory).absoluteURL)
-        let output = URL(
-            fileURLWithPath: arguments.value("output") ?? "Artifacts", relativeTo: context.currentDirectory
-        )
-        .absoluteURL.standardizedFileURL
+            contentsOf: context.fileURL(farmPath))
+        let output = context.fileURL(arguments.value("output") ?? "Artifacts")
+            .absoluteURL.physicallyStandardized
         var settings = FarmSettings(
             outputDirectory: output,
             concurrentJobs: try arguments.int("jobs", range: 1...BatchCommand.largestCount)

@@ -36,7 +36,7 @@ enum CompileCommand {
         let version = try deploymentVersion(arguments)
         let table = try deviceTable(arguments, context: context)
         let required = try FitGate.required(arguments, table: table)
-        let bundleURL = URL(fileURLWithPath: path, relativeTo: context.currentDirectory).standardizedFileURL
+        let bundleURL = context.fileURL(path)
         let bundle = try Compiler.openBundle(bundleURL)
         let platform =
             try arguments.choice("platform", as: DevicePlatform.self)
@@ -46,7 +46,7 @@ enum CompileCommand {
             arguments.values("device"), from: table, platform: platform, manifest: bundle.manifest)
         let output =
             arguments.value("output").map {
-                URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
+                context.fileURL($0)
             } ?? bundleURL.deletingLastPathComponent()
         var request = CompileRequest(
             platform: platform, devices: devices, minimumDeploymentVersion: version, outputDirectory: output)
@@ -98,7 +98,7 @@ enum CompileCommand {
     /// The user's device table, `--devices`, when given.
     static func deviceTableURL(_ arguments: ParsedArguments, context: CommandContext) -> URL? {
         arguments.value("devices").map {
-            URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
+            context.fileURL($0)
         }
     }
 }

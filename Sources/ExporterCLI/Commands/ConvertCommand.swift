@@ -28,7 +28,7 @@ enum ConvertCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let path = arguments.positional(0) else { throw UsageError.missingArgument("bundle") }
         _ = try arguments.choice("to", as: Target.self)
-        let bundle = URL(fileURLWithPath: path, relativeTo: context.currentDirectory).standardizedFileURL
+        let bundle = context.fileURL(path)
         // `inspect` and `verify` know a package by its extension: one written without it would
         // be refused by them, so it is not written.
         if let output = arguments.value("output") {
@@ -45,7 +45,7 @@ enum ConvertCommand {
         }
         let destination =
             arguments.value("output").map {
-                URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
+                context.fileURL($0)
             } ?? MLPackageWriter.defaultDestination(forBundle: bundle)
         let json = arguments.flag("json")
         try write(

@@ -46,7 +46,7 @@ enum DiffCommand {
                 )
             }
             return try LoadedArtifact(
-                url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+                url: context.fileURL(path), displayPath: path)
         }
         let diff = ManifestDiff(before: try load(first), after: try load(second))
         let regressions = diff.regressions(gate)

@@ -37,7 +37,7 @@ enum EvalCommand {
                 expected: "at least 2 tokens (perplexity predicts each from those before it)")
         }
         let artifact = try LoadedArtifact(
-            url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+            url: context.fileURL(path), displayPath: path)
         let checkpoint = context.checkpointFolder(against)
         try VerifyCommand.warnIfNotExported(artifact.manifest, checkpoint: checkpoint, context: context)
         let bar = ProgressBar(context: context)

@@ -180,7 +180,8 @@ enum ExportCommand {
         }
         guard !there.isEmpty, !FileManager.default.fileExists(atPath: bundle.path) else { return }
         throw CompileError.artifactsExist(
-            paths: there.map(\.standardizedFileURL.path), bundle: bundle.standardizedFileURL.path, platform: platform,
+            paths: there.map(\.physicallyStandardized.path), bundle: bundle.physicallyStandardized.path,
+            platform: platform,
             missingDevices: [])
     }
 
@@ -246,18 +247,17 @@ enum ExportCommand {
                 value: String(outside), option: "--calibration",
                 expected: "token ids below the vocabulary size \(vocabulary)")
         }
-        let output = URL(
-            fileURLWithPath: arguments.value("output-dir") ?? "Artifacts", relativeTo: context.currentDirectory)
+        let output = context.fileURL(arguments.value("output-dir") ?? "Artifacts")
         // The model's folder, the output folder, or the nearest of their parents that exists,
         // must be a folder: a file there fails the export after its plan.
         let modelFolder = ExportRunner.bundleURL(for: plan, in: output).deletingLastPathComponent()
-        var folder = modelFolder.standardizedFileURL
-        var isDirectory: ObjCBool = false
-        while !FileManager.default.fileExists(atPath: folder.path, isDirectory: &isDirectory), folder.path != "/" {
-            folder.deleteLastPathComponent()
+        // None exists when the working folder of a relative path was removed.
+        let folder = modelFolder.physicallyStandardized
+        guard let existing = nearestExistingPath(folder.path) else {
+            throw BundleError.writeFailed(path: folder.path, reason: "no such file or directory")
         }
-        if !isDirectory.boolValue {
-            throw BundleError.writeFailed(path: folder.path, reason: "not a directory")
+        if !existing.isDirectory {
+            throw BundleError.writeFailed(path: existing.path, reason: "not a directory")
         }
         return Checked(platform: platform, devices: compiled, calibrationTokens: tokens, outputDirectory: output)
     }

@@ -24,14 +24,14 @@ enum InspectCommand {
                     "--\(option) applies to bundles, compiled artifacts and manifests, not a Core ML package")
             }
             return try MLPackageViews.inspect(
-                URL(fileURLWithPath: path, relativeTo: context.currentDirectory), json: arguments.flag("json"),
+                context.fileURL(path), json: arguments.flag("json"),
                 context: context)
         }
         let artifact = try LoadedArtifact(
-            url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+            url: context.fileURL(path), displayPath: path)
         let summary = InspectionSummary(artifact: artifact, worst: worst)
         if let html = arguments.value("html") {
-            let url = URL(fileURLWithPath: html, relativeTo: context.currentDirectory)
+            let url = context.fileURL(html)
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
                 throw BundleError.writeFailed(path: url.path, reason: "a folder is there, not a file")

@@ -52,7 +52,7 @@ enum ListCommand {
         let catalog = try context.catalog()
         let compressions = try catalog.compressionConfigNames().map { try catalog.compressionConfig(named: $0) }
         let extra = deviceTable.map {
-            URL(fileURLWithPath: $0, relativeTo: context.currentDirectory).standardizedFileURL
+            context.fileURL($0)
         }
         let devices =
             sections.contains(.devices)

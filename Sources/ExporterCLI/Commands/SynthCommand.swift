@@ -34,7 +34,7 @@ enum SynthCommand {
         let dtype = TensorDType(rawValue: arguments.value("dtype") ?? "BF16") ?? .bf16
         // Any family with a tensor layout can be synthesised: no platform or preset rules apply.
         let resolved = try context.resolver().resolve(model, platform: .macOS, experimental: true, precisionGiven: true)
-        let directory = URL(fileURLWithPath: out, relativeTo: context.currentDirectory).standardizedFileURL
+        let directory = context.fileURL(out)
         let result = try SyntheticCheckpoint.write(
             model: resolved, dtype: dtype, seed: seed, to: directory, shardBytes: shardBytes,
             replacingExisting: arguments.flag("overwrite"), progress: ProgressBar(context: context).update)

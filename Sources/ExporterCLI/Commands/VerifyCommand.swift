@@ -60,9 +60,9 @@ enum VerifyCommand {
                     "--\(option) does not apply to a Core ML package; verify the bundle it was converted from with it")
             }
             return try MLPackageViews.verify(
-                URL(fileURLWithPath: path, relativeTo: context.currentDirectory),
+                context.fileURL(path),
                 bundle: arguments.value("bundle").map {
-                    URL(fileURLWithPath: $0, relativeTo: context.currentDirectory)
+                    context.fileURL($0)
                 },
                 json: arguments.flag("json"), context: context)
         }
@@ -89,7 +89,7 @@ enum VerifyCommand {
         let tokens = try arguments.tokenIds(relativeTo: context.currentDirectory)
 
         let artifact = try LoadedArtifact(
-            url: URL(fileURLWithPath: path, relativeTo: context.currentDirectory), displayPath: path)
+            url: context.fileURL(path), displayPath: path)
         try artifact.checkReadable()
         var checkpointURL: URL?
         var checkpoint: CheckpointWeights?

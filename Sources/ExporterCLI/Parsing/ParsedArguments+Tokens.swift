@@ -22,7 +22,7 @@ extension ParsedArguments {
     ///   for bad ids.
     func tokenIds(inFileOf name: String, relativeTo directory: URL) throws -> [Int]? {
         guard let file = value(name) else { return nil }
-        let url = URL(fileURLWithPath: file, relativeTo: directory)
+        let url = URL.resolvingFilePath(file, from: directory)
         guard let data = try readNamedFile(url) else { throw InputFileError.notFound(option: "--\(name)", path: file) }
         guard let text = String(data: data, encoding: .utf8) else {
             throw InputFileError.unreadable(option: "--\(name)", path: file, reason: "not readable as UTF-8 text")

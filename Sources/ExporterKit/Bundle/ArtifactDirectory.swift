@@ -58,7 +58,7 @@ public final class ArtifactDirectory {
                 created += try ArtifactDirectory.makeDirectories(
                     candidate, faults: faults, reportedAs: { _ in destination.path }
                 )
-                .filter { $0 != candidate.standardizedFileURL.path }
+                .filter { $0 != candidate.physicallyStandardized.path }
             } catch {
                 // The model folder (and output folder) an earlier try made: a failed export leaves none.
                 for path in created.reversed() { _ = rmdir(path) }
@@ -263,7 +263,7 @@ public final class ArtifactDirectory {
         _ url: URL, faults: FaultInjector?, reportedAs: (String) -> String = { $0 }
     ) throws -> [String] {
         var missing: [String] = []
-        var current = url.standardizedFileURL.path
+        var current = url.physicallyStandardized.path
         var isDirectory: ObjCBool = false
         while !current.isEmpty, current != "/",
             !FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory)

@@ -78,6 +78,9 @@ public enum CheckpointError: Error, Equatable, Sendable {
     case tensorNotInIndex(indexPath: String, tensor: String, shard: String)
     /// The same tensor name appears in two weight files.
     case duplicateTensor(tensor: String, firstPath: String, secondPath: String)
+    /// Two weight files of the folder have one name in two Unicode forms (`é` composed and
+    /// decomposed): two files to Linux, one to this tool's string comparisons and to a Mac.
+    case equivalentFileNames(directory: String, first: String, second: String)
 
     // MARK: Hugging Face cache
 
@@ -155,6 +158,8 @@ extension CheckpointError: CustomStringConvertible {
                 + "\(CheckpointError.exactMagnitude(largestMagnitude))); pass --allow-clamp to clamp them"
         case .nonFiniteValues(let path, let tensor, let count):
             return "'\(path)': tensor '\(tensor)': \(count) \(count == 1 ? "value is" : "values are") NaN or infinite"
+        case .equivalentFileNames(let directory, let first, let second):
+            return "'\(directory)': \(CheckpointWeights.equivalentNamesReason(first, second))"
         case .noWeights(let directory):
             return "no model.safetensors, model.safetensors.index.json or other *.safetensors file in '\(directory)'"
         case .invalidIndex(let path, let reason):

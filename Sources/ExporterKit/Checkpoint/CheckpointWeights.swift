@@ -75,6 +75,12 @@ public final class CheckpointWeights: Sendable {
             let index = try CheckpointWeights.readIndex(indexURL, containmentRoot: resolvedRoot)
             declaredTotalSize = index.totalSize
             usedIndex = indexURL
+            if let (first, second) = FileSystemName.equivalentPair(
+                index.weightMap.values.sorted(by: FileSystemName.byteOrder))
+            {
+                throw CheckpointError.invalidIndex(
+                    path: indexURL.path, reason: CheckpointWeights.equivalentNamesReason(first, second))
+            }
             var tensorsByShard: [String: [String]] = [:]
             for (tensor, shard) in index.weightMap { tensorsByShard[shard, default: []].append(tensor) }
             // Every shard must exist before any is compared with the index: otherwise a tensor
@@ -101,8 +107,13 @@ public final class CheckpointWeights: Sendable {
                 for tensor in tensorsOfShard { fileByTensor[tensor] = file }
             }
         } else {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: directoryPath)) ?? []
-            for name in names.sorted() where name.hasSuffix(".safetensors") && !name.hasPrefix(".") {
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: directoryPath)) ?? []).filter {
+                $0.hasSuffix(".safetensors") && !$0.hasPrefix(".")
+            }
+            if let (first, second) = FileSystemName.equivalentPair(names.sorted(by: FileSystemName.byteOrder)) {
+                throw CheckpointError.equivalentFileNames(directory: directoryPath, first: first, second: second)
+            }
+            for name in names.sorted() {
                 let file = try openContained(directory.appendingPathComponent(name))
                 for tensor in file.tensorNames {
                     if let earlier = fileByTensor[tensor] {
@@ -125,6 +136,13 @@ public final class CheckpointWeights: Sendable {
         var tensors: [String: TensorDescriptor] = [:]
         for (name, file) in fileByTensor { tensors[name] = file.tensors[name] }
         self.tensors = tensors
+    }
+
+    /// Why two weight files whose names are one text in two Unicode forms are refused.
+    static func equivalentNamesReason(_ first: String, _ second: String) -> String {
+        "the weight files '\(FileSystemName.shownByScalars(first))' and '\(FileSystemName.shownByScalars(second))' "
+            + "have one name in two Unicode forms, which this tool (and a Mac's file system) takes as one file; "
+            + "rename one"
     }
 
     /// Refuses a file of the checkpoint in `directory` (its config, a tokenizer file) that

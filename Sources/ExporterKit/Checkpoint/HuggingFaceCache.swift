@@ -66,7 +66,7 @@ public struct HuggingFaceCache: Sendable {
     /// snapshots/<revision>`), whose files link into the repository's `blobs/`: the folder they
     /// must resolve inside. Nil for any other folder.
     public static func repositoryFolder(ofSnapshot folder: URL) -> URL? {
-        let snapshots = folder.standardizedFileURL.deletingLastPathComponent()
+        let snapshots = folder.physicallyStandardized.deletingLastPathComponent()
         let repository = snapshots.deletingLastPathComponent()
         guard snapshots.lastPathComponent == "snapshots", repository.lastPathComponent.hasPrefix("models--") else {
             return nil

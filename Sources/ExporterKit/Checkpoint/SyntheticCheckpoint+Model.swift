@@ -38,11 +38,8 @@ extension SyntheticCheckpoint {
             }
             return
         }
-        var ancestor = directory.deletingLastPathComponent()
-        while ancestor.path != "/", !FileManager.default.fileExists(atPath: ancestor.path) {
-            ancestor = ancestor.deletingLastPathComponent()
-        }
-        if FileManager.default.fileExists(atPath: ancestor.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+        // None exists when the working folder of a relative path was removed: making it fails.
+        if let ancestor = nearestExistingPath(directory.deletingLastPathComponent().path), !ancestor.isDirectory {
             throw CheckpointError.writeFailed(
                 path: directory.path, reason: "'\(ancestor.path)' is a file, not a folder")
         }

@@ -164,7 +164,7 @@ public enum Compiler {
             try refuseOtherPlatform(destination, platform: request.platform)
         }
         if !request.overwrite, present.contains(true) {
-            let output = request.outputDirectory.standardizedFileURL.path
+            let output = request.outputDirectory.physicallyStandardized.path
             let version = request.minimumDeploymentVersion
             // An artifact records the CRC-32 of the bundle manifest it was compiled from.
             let bundleCRC = BundleWriter.hex(bundle.manifestData.withUnsafeBytes { CRC32.checksum($0) })
@@ -177,8 +177,8 @@ public enum Compiler {
                 paths: destinations.indices.filter { present[$0] }.map { destinations[$0].path },
                 bundle: bundleURL.path, platform: request.platform,
                 missingDevices: plans.indices.filter { !present[$0] }.map { plans[$0].device.id },
-                output: output == bundleURL.standardizedFileURL.deletingLastPathComponent().path ? nil : output,
-                deviceTable: request.deviceTable?.standardizedFileURL.path,
+                output: output == bundleURL.physicallyStandardized.deletingLastPathComponent().path ? nil : output,
+                deviceTable: request.deviceTable?.physicallyStandardized.path,
                 minimumDeploymentVersion: version == .minimum ? nil : version.description,
                 fromOtherBundle: stale.map { destinations[$0].path })
         }
@@ -242,7 +242,7 @@ extension Compiler {
             .saturatingSum.saturatingAdding(besides)
         guard needed <= available else {
             throw ResourceError.notEnoughDisk(
-                directory: outputDirectory.standardizedFileURL.path, neededBytes: needed, availableBytes: available,
+                directory: outputDirectory.physicallyStandardized.path, neededBytes: needed, availableBytes: available,
                 what: what ?? (besides > 0 ? .bundleAndCompiledArtifacts : .compiledArtifacts))
         }
     }

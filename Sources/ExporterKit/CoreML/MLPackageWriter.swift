@@ -127,7 +127,7 @@ public enum MLPackageWriter {
             let needed = try packageBytes(program, modelBytes: modelBytes.count, description)
             guard needed <= available else {
                 throw ResourceError.notEnoughDisk(
-                    directory: destination.deletingLastPathComponent().standardizedFileURL.path, neededBytes: needed,
+                    directory: destination.deletingLastPathComponent().physicallyStandardized.path, neededBytes: needed,
                     availableBytes: available, what: .package)
             }
         }

@@ -18,7 +18,7 @@ extension FarmRunner {
             for (key, path) in [("compression_config", job.compressionConfig), ("device_table", job.deviceTable)] {
                 guard let path else { continue }
                 hash.update(field: "\(job.name)|\(key)|\(path)")
-                FarmRunner.updateDigest(&hash, withContentsOf: URL(fileURLWithPath: path, relativeTo: folder))
+                FarmRunner.updateDigest(&hash, withContentsOf: URL.resolvingFilePath(path, from: folder))
             }
         }
         let presets = resolver.catalog.directory

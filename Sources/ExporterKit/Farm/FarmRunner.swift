@@ -79,7 +79,7 @@ public struct FarmRunner {
         options.computePrecision = job.computePrecision
         if let name = job.compression { options.compression = .named(name) }
         if let file = job.compressionConfig {
-            options.compression = .file(URL(fileURLWithPath: file, relativeTo: folder))
+            options.compression = .file(URL.resolvingFilePath(file, from: folder))
         }
         options.experimental = job.experimental
         options.presetOverride = job.preset
@@ -171,7 +171,7 @@ public struct FarmRunner {
     /// The job's `device_table`, resolved against the farm file's folder.
     func deviceTableURL(of job: FarmJob) -> URL? {
         job.deviceTable.map {
-            URL(fileURLWithPath: $0, relativeTo: farm.path.deletingLastPathComponent()).absoluteURL.standardizedFileURL
+            URL.resolvingFilePath($0, from: farm.path.deletingLastPathComponent())
         }
     }
 

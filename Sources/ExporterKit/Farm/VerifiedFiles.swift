@@ -84,7 +84,7 @@ public final class VerifiedFiles: @unchecked Sendable {
     /// The record of `root`; with `trusting` false (`--reverify`), nothing recorded is believed.
     /// A missing or unreadable record is an empty one: every file is read in full again.
     public init(root: URL, trusting: Bool = true, settleSeconds: Double = 2) {
-        self.root = root.standardizedFileURL
+        self.root = root.physicallyStandardized
         self.trusting = trusting
         self.settleSeconds = settleSeconds
         let url = self.root.appendingPathComponent(Self.fileName)
@@ -172,7 +172,7 @@ public final class VerifiedFiles: @unchecked Sendable {
 
     /// `url`'s path relative to the output folder; nil outside it.
     private func key(for url: URL) -> String? {
-        let path = url.standardizedFileURL.path
+        let path = url.physicallyStandardized.path
         let prefix = root.path.hasSuffix("/") ? root.path : root.path + "/"
         guard path.hasPrefix(prefix) else { return nil }
         return String(path.dropFirst(prefix.count))

@@ -171,16 +171,18 @@ public struct ModelResolver {
         _ argument: String, platform: Platform, experimental: Bool, precisionGiven: Bool, presetOverride: String? = nil
     ) throws -> ResolvedModel {
         var isDirectory: ObjCBool = false
-        let localURL = URL(fileURLWithPath: argument)
+        // A relative path is from the process's folder; `link/..` is the link target's parent.
+        let localURL = URL.resolvingFilePath(
+            argument, from: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true))
         if FileManager.default.fileExists(atPath: localURL.path, isDirectory: &isDirectory), isDirectory.boolValue {
             // A bundle carries its checkpoint's config.json, but none of its weights.
             let artifactFiles = [BundleWriter.manifestName, BundleWriter.graphName]
             if artifactFiles.allSatisfy({
                 FileManager.default.fileExists(atPath: localURL.appendingPathComponent($0).path)
             }) {
-                throw ResolutionError.artifactGiven(path: localURL.standardizedFileURL.path)
+                throw ResolutionError.artifactGiven(path: localURL.path)
             }
-            let folder = localURL.standardizedFileURL
+            let folder = localURL
             // A cache snapshot given by its path, or by a link to it: named and recorded as its
             // id would be, its files allowed to resolve into the repository's blobs/. A preset's
             // repository gets the preset, as its id does, checked against the snapshot's own config.
@@ -202,7 +204,7 @@ public struct ModelResolver {
             }
             let name = folder.lastPathComponent
             return try finish(
-                argument: argument, name: name, source: .directory(localURL.standardizedFileURL),
+                argument: argument, name: name, source: .directory(localURL),
                 configURL: localURL.appendingPathComponent("config.json"), preset: nil, platform: platform,
                 experimental: experimental, precisionGiven: precisionGiven, presetOverride: presetOverride)
         }

@@ -171,7 +171,7 @@ public struct PresetCatalog: Sendable {
         }
         for candidate in candidates
         where FileManager.default.fileExists(atPath: candidate.appendingPathComponent("presets.json").path) {
-            return candidate.standardizedFileURL
+            return candidate.physicallyStandardized
         }
         var searched: [String] = []
         for path in candidates.map(\.path) where !searched.contains(path) { searched.append(path) }

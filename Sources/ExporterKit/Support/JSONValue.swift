@@ -257,7 +257,15 @@ public struct JSONParser {
             }
             let keyOffset = position
             let key = try parseString()
-            if object.contains(key) { throw failure("duplicate key \"\(key)\"", at: keyOffset) }
+            if let earlier = object.keys.first(where: { $0 == key }) {
+                // Swift's string equality takes one text in two Unicode forms as one key.
+                let forms =
+                    earlier.utf8.elementsEqual(key.utf8)
+                    ? ""
+                    : " (\"\(FileSystemName.shownByScalars(earlier))\" and \"\(FileSystemName.shownByScalars(key))\": "
+                        + "one text in two Unicode forms, one key to this tool)"
+                throw failure("duplicate key \"\(key)\"" + forms, at: keyOffset)
+            }
             skipWhiteSpace()
             guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
                 throw failure("expected ':' after key \"\(key)\"")

@@ -88,10 +88,7 @@ public enum SystemResources {
     /// Free bytes an unprivileged user may fill on the volume holding `url` (or, when it does
     /// not exist yet, its nearest existing parent); nil when the system does not say.
     public static func availableDiskBytes(at url: URL) -> Int? {
-        var path = url.standardizedFileURL.path
-        while !FileManager.default.fileExists(atPath: path), path != "/", !path.isEmpty {
-            path = (path as NSString).deletingLastPathComponent
-        }
+        guard let path = nearestExistingPath(url.physicallyStandardized.path)?.path else { return nil }
         var status = statvfs()
         guard statvfs(path, &status) == 0 else { return nil }
         let (bytes, overflow) = UInt64(status.f_bavail).multipliedReportingOverflow(by: UInt64(status.f_frsize))

@@ -66,6 +66,34 @@ struct CheckpointWeightsTests {
                 == "tensor 'x' appears in both 'a' and 'b'")
     }
 
+    @Test("two weight files with one name in two Unicode forms are refused, named by their scalars, never merged")
+    func equivalentFileNames() throws {
+        // é composed (U+00E9) and decomposed (e, U+0301): two files to Linux, one string to Swift.
+        let composed = "\u{E9}.safetensors"
+        let decomposed = "e\u{301}.safetensors"
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try SafetensorsFixture.writeFile(named: composed, in: directory, tensors: [.f32("x", [1], [1])])
+        try SafetensorsFixture.writeFile(named: decomposed, in: directory, tensors: [.f32("y", [1], [2])])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).count == 2)
+        let reason =
+            #"the weight files 'e\u{301}.safetensors' and '\u{E9}.safetensors' have one name in two Unicode forms, "#
+            + "which this tool (and a Mac's file system) takes as one file; rename one"
+        #expect(
+            throws: CheckpointError.equivalentFileNames(directory: directory.path, first: decomposed, second: composed)
+        ) { _ = try CheckpointWeights(directory: directory) }
+        #expect(
+            CheckpointError.equivalentFileNames(directory: "/d", first: decomposed, second: composed).description
+                == "'/d': " + reason)
+        #expect(CheckpointError.equivalentFileNames(directory: "/d", first: "a", second: "b").exitStatus == .badInput)
+        // An index mapping tensors to both: refused as an invalid index, not read as one shard.
+        let index = directory.appendingPathComponent("model.safetensors.index.json")
+        try Data(#"{"weight_map": {"x": "\#(composed)", "y": "\#(decomposed)"}}"#.utf8).write(to: index)
+        #expect(throws: CheckpointError.invalidIndex(path: index.path, reason: reason)) {
+            _ = try CheckpointWeights(directory: directory)
+        }
+    }
+
     @Test("a folder without weights")
     func noWeights() throws {
         let directory = try Fixtures.temporaryDirectory()

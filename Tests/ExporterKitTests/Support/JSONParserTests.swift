@@ -14,6 +14,17 @@ struct JSONParserTests {
         }
     }
 
+    @Test("a key given twice is refused, and one text in two Unicode forms is named as such")
+    func duplicateKeys() throws {
+        #expect(parseError(#"{"a": 1, "a": 2}"#) == #"duplicate key "a" at byte 9"#)
+        // Composed é (U+00E9) and decomposed e + U+0301: different bytes, one key to Swift.
+        #expect(
+            parseError("{\"a\u{E9}\": 1, \"ae\u{301}\": 2}")
+                == "duplicate key \"ae\u{301}\""
+                + #" ("a\u{E9}" and "ae\u{301}": one text in two Unicode forms, one key to this "#
+                + "tool) at byte 11")
+    }
+
     @Test("a \\u surrogate pair is one scalar beyond the BMP; a lone half of one is refused")
     func surrogatePairs() throws {
         #expect(try JSONParser.parse(Array(#""\ud83d\ude00""#.utf8)) == .string("😀"))
