@@ -299,6 +299,15 @@ struct CommandLineTests {
         let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "gemma3"))
         let run = runExporter(["plan", directory.path])
         #expect(run.error == "Error: Model 'gemma3_text' does not support iOS variant\n")
+        // A real Gemma 3 config's gelu, which the graph refuses, does not hide the registry's refusal.
+        let real = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(
+                modelType: "gemma3_text", overrides: ["hidden_activation": "gelu_pytorch_tanh", "hidden_act": nil]))
+        for extra in [[], ["--experimental", "--compute-precision", "float16"]] {
+            let refused = runExporter(["plan", real.path] + extra)
+            #expect(refused.status == 69)
+            #expect(refused.error == "Error: Model 'gemma3_text' does not support iOS variant\n")
+        }
     }
 
     @Test("gemma3_text does not plan, export or synthesise (exit 69): graph.json cannot describe its computation")
@@ -411,6 +420,24 @@ struct CommandLineTests {
             #expect(run.error == "Error: '\(name)' is not available for iOS.\n")
         }
         #expect(runExporter(["qwen3-0.6b", "--platform", "macOS", "--dry-run"], environment: environment).status == 0)
+    }
+
+    @Test("EXPORTER_PRESETS, when set, is the one presets folder: a folder without presets.json is refused (66)")
+    func namedPresetsFolder() throws {
+        let folder = try Fixtures.temporaryDirectory()
+        // Relative to the current folder; the tool's own Presets folder is reachable, but not taken.
+        let run = runExporter(["list"], environment: ["EXPORTER_PRESETS": "Presets-typo"], currentDirectory: folder)
+        #expect(run.status == 66)
+        #expect(
+            run.error
+                == "Error: EXPORTER_PRESETS names '\(folder.path)/Presets-typo', which holds no presets.json; set it to a "
+                + "Presets folder, or unset it to use the one found beside exporter\n")
+        #expect(run.output.isEmpty)
+        try FileManager.default.copyItem(
+            at: Fixtures.presetsDirectory, to: folder.appendingPathComponent("Presets-typo"))
+        #expect(
+            runExporter(["list"], environment: ["EXPORTER_PRESETS": "Presets-typo"], currentDirectory: folder).status
+                == 0)
     }
 
     @Test("a repo id without a preset needs --experimental, with the memory warning on iOS")
@@ -773,6 +800,16 @@ struct CommandLineTests {
         #expect(presets.output.hasPrefix("Presets"))
         #expect(!presets.output.contains("Model families"))
         #expect(!presets.output.contains("Device architectures"))
+        // Listing exports nothing: a model or an export option with it is a usage error, not a silent no-op.
+        let withModel = runExporter(["qwen3-0.6b", "--list-models"])
+        #expect(withModel.status == 64)
+        #expect(withModel.error.hasPrefix("Error: --list-models and --list-presets take no model, got 'qwen3-0.6b'\n"))
+        let withOption = runExporter(["--list-presets", "--synthetic", "--json"])
+        #expect(withOption.status == 64)
+        #expect(
+            withOption.error.hasPrefix(
+                "Error: --synthetic does not apply to --list-models and --list-presets, which export nothing\n"))
+        #expect(withModel.output.isEmpty && withOption.output.isEmpty)
     }
 
     @Test("--list-presets, as the reference tool's, lists the compression presets --compression takes")

@@ -7,6 +7,27 @@ import Testing
 
 @Suite("command line: export and synth")
 struct ExportCommandTests {
+    @Test("two synth runs never write one folder at once: the later fails (74) and writes nothing there")
+    func synthFolderLock() throws {
+        let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Mini")
+        let out = try Fixtures.temporaryDirectory()
+        // Another run holds the folder (a flock is per open file, so this process can play it).
+        try SyntheticCheckpoint.withFolderLock(out) {
+            let run = runExporter(["synth", config.path, "--out", out.path, "--overwrite"])
+            #expect(run.status == 74)
+            #expect(
+                run.error
+                    == "Error: cannot write '\(out.path)': another run is writing a checkpoint there; wait for it to end\n"
+            )
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path).isEmpty)
+        #expect(runExporter(["synth", config.path, "--out", out.path]).status == 0)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: out.path).sorted() == [
+                "config.json", "model.safetensors",
+            ])
+    }
+
     @Test("standard output that cannot be written (its reader gone): every step still runs, then exit 74, no trap")
     func lostStandardOutput() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()
@@ -260,6 +281,17 @@ struct ExportCommandTests {
                 + "  exporter convert '\(bundle)' --to mlpackage\n")
         // Compiled artifacts there without their bundle: refused before exporting it.
         let compileArguments = arguments + ["--compile"]
+        #expect(runExporter(compileArguments + ["--overwrite"]).status == 0)
+        // Every step done: no step to suggest. One compiled artifact missing: its compile alone.
+        #expect(
+            runExporter(compileArguments).error
+                == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n")
+        try FileManager.default.removeItem(atPath: "\(output.path)/mini/Mini.h16p.aimodelc")
+        #expect(
+            runExporter(compileArguments).error
+                == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n"
+                + "or keep it and run the other steps from it:\n"
+                + "  exporter compile '\(bundle)' --platform iOS --device h16p\n")
         #expect(runExporter(compileArguments + ["--overwrite"]).status == 0)
         try FileManager.default.removeItem(atPath: bundle)
         let orphans = runExporter(compileArguments)

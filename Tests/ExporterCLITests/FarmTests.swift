@@ -777,12 +777,16 @@ struct FarmTests {
                 "--run-id expects 1 to 128 bytes without control characters, got 'a\\u{1B}b'"
             ),
         ]
-        for (options, message) in cases {
-            let run = try BuiltExporter.run(["batch", farm.path] + options)
-            #expect(run.status == 64, "\(options)")
-            #expect(
-                run.error == "Error: \(message)\n"
-                    + "Usage: exporter batch <farm> [<options>]\n  See 'exporter batch --help' for more information.\n")
+        // Each is a usage error whether or not the farm file is there: flags are checked first.
+        for (options, message) in cases + [(["--jobs", "0"], "--jobs expects an integer from 1 to 1000000, got '0'")] {
+            for file in [farm.path, folder.appendingPathComponent("nosuch.json").path] {
+                let run = try BuiltExporter.run(["batch", file] + options)
+                #expect(run.status == 64, "\(options)")
+                #expect(
+                    run.error == "Error: \(message)\n"
+                        + "Usage: exporter batch <farm> [<options>]\n  See 'exporter batch --help' for more information.\n"
+                )
+            }
         }
         #expect(!FileManager.default.fileExists(atPath: output))
     }

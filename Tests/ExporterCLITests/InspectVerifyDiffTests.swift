@@ -210,6 +210,20 @@ struct VerifyCommandTests {
             run.error.hasPrefix("Error: 'weights.bin': cannot read '\(weights.path)': a FIFO, not a regular file\n"))
     }
 
+    @Test("a pipe given as the manifest (a plan on /dev/stdin) is named as such (74), not as a folder without one")
+    func pipeAsManifest() throws {
+        let pipe = try Fixtures.temporaryDirectory().appendingPathComponent("plan.json")
+        try FIFOFixture.make(at: pipe)
+        for command in ["inspect", "verify"] {
+            let run = runExporter([command, pipe.path])
+            #expect(run.status == 74, "\(command)")
+            #expect(run.error == "Error: cannot read '\(pipe.path)': a FIFO, not a regular file\n", "\(command)")
+        }
+        let diff = runExporter(["diff", pipe.path, pipe.path])
+        #expect(diff.status == 74)
+        #expect(diff.error == "Error: cannot read '\(pipe.path)': a FIFO, not a regular file\n")
+    }
+
     @Test("an artifact exchanged during the forward pass of verify --run is reported as replaced (74), not broken (1)")
     func replacedDuringForwardPass() throws {
         // The same shapes, other weights: the forward pass reads the other artifact's.

@@ -70,10 +70,10 @@ enum BatchCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let farmPath = arguments.positional(0) else { throw UsageError.missingArgument("farm") }
         try validate(arguments)
-        let farm = try FarmFile(
-            contentsOf: context.fileURL(farmPath))
+        // Every option's value is checked before the farm file is read, as every command checks
+        // its usage first: a bad --jobs is 64 whether or not the farm file is there.
         let output = context.fileURL(arguments.value("output") ?? "Artifacts")
-            .absoluteURL.physicallyStandardized
+        let shardCount = try arguments.int("shards", range: 1...BatchCommand.largestCount) ?? 4
         var settings = FarmSettings(
             outputDirectory: output,
             concurrentJobs: try arguments.int("jobs", range: 1...BatchCommand.largestCount)
@@ -101,13 +101,14 @@ enum BatchCommand {
             }
             settings.shard = (index, count)
         }
+        let farm = try FarmFile(contentsOf: context.fileURL(farmPath))
         let runner = FarmRunner(farm: farm, resolver: try context.resolver(), settings: settings)
         // What the farm file and the presets decide is refused before anything runs, as the farm file's own errors.
         try farm.check(against: runner.resolver.catalog)
         if arguments.flag("matrix") {
             // At most one shard per job, so that no CI machine starts for nothing: the split of
             // N jobs into more shards would leave the extra ones empty.
-            let total = min(try arguments.int("shards", range: 1...BatchCommand.largestCount) ?? 4, farm.jobs.count)
+            let total = min(shardCount, farm.jobs.count)
             let shards = (1...total).map { index -> JSONValue in
                 .object(
                     JSONObject([

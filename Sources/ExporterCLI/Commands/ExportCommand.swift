@@ -32,6 +32,17 @@ enum ExportCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         let json = arguments.flag("json")
         if arguments.flag("list-models") || arguments.flag("list-presets") {
+            // Listing exports nothing: a model or an export option beside it would silently do nothing.
+            if let model = arguments.positional(0) {
+                throw UsageError.validation("--list-models and --list-presets take no model, got '\(model)'")
+            }
+            let listing: Set<String> = ["list-models", "list-presets", "json"]
+            if let stray = arguments.occurrences.filter({ !listing.contains($0.key) }).values.compactMap(\.first)
+                .map(\.spelling).sorted().first
+            {
+                throw UsageError.validation(
+                    "\(stray) does not apply to --list-models and --list-presets, which export nothing")
+            }
             // As in the reference tool, --list-presets shows what --compression takes.
             var sections: ListCommand.Sections = []
             if arguments.flag("list-models") { sections.formUnion([.families, .presets]) }
@@ -82,7 +93,10 @@ enum ExportCommand {
                 stepProgress: calibrationBar.update)
         } catch BundleError.outputExists(let path) {
             throw ExistingBundle(
-                path: path, followUps: followUps(forBundleAt: path, arguments, platform: compilePlatform))
+                path: path,
+                followUps: followUps(
+                    forBundleAt: path, arguments, platform: compilePlatform, devices: compileDevices,
+                    name: CompileSubject(plan: plan).name))
         }
         // With --json, one report at the end; otherwise each step prints as it ends.
         let output: OutputStyle = json ? .none : .text
@@ -133,19 +147,31 @@ enum ExportCommand {
         var exitStatus: ExitStatus { .outputExists }
     }
 
-    /// `exporter compile` and `exporter convert` command lines for the steps after the export.
-    static func followUps(forBundleAt path: String, _ arguments: ParsedArguments, platform: DevicePlatform) -> [String]
-    {
+    /// `exporter compile` and `exporter convert` command lines for the steps after the export
+    /// that are not done: the compile of the `devices` whose artifacts (of `name`) are missing
+    /// beside the bundle, the conversion when its package is missing. None when all are there.
+    static func followUps(
+        forBundleAt path: String, _ arguments: ParsedArguments, platform: DevicePlatform,
+        devices: [DeviceArchitecture], name: String
+    ) -> [String] {
+        let bundle = URL(fileURLWithPath: path)
         var commands: [String] = []
-        if arguments.flag("compile") {
+        let missing = devices.filter {
+            !FileManager.default.fileExists(
+                atPath: Compiler.artifactURL(name: name, device: $0, in: bundle.deletingLastPathComponent()).path)
+        }
+        if arguments.flag("compile"), !missing.isEmpty {
             var words = ["exporter compile \(ShellWord.quoted(path)) --platform \(platform.rawValue)"]
+            if missing.count < devices.count { words += missing.map { "--device \($0.id)" } }
             if arguments.isGiven("min-deployment-version"), let version = arguments.value("min-deployment-version") {
                 words.append("--min-deployment-version \(version)")
             }
             if let table = arguments.value("devices") { words.append("--devices \(ShellWord.quoted(table))") }
             commands.append(words.joined(separator: " "))
         }
-        if arguments.value("format") == "mlpackage" {
+        if arguments.value("format") == "mlpackage",
+            !FileManager.default.fileExists(atPath: MLPackageWriter.defaultDestination(forBundle: bundle).path)
+        {
             commands.append("exporter convert \(ShellWord.quoted(path)) --to mlpackage")
         }
         return commands

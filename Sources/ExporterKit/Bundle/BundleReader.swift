@@ -91,11 +91,12 @@ public struct BundleReader {
     /// The largest manifest or graph read: about 1 KiB per tensor, so far above any real one.
     public static let largestDocumentBytes = 256 << 20
 
-    /// A JSON document of the bundle, or nil when it is missing or not a regular file. Read
-    /// with bounded positioned reads (no `Data(contentsOf:)`, which leaks a buffer on empty
-    /// files in this toolchain's Foundation, and would read a file of any size).
+    /// A JSON document of the bundle, or nil when it is missing or a folder. Read with bounded
+    /// positioned reads (no `Data(contentsOf:)`, which leaks a buffer on empty files in this
+    /// toolchain's Foundation, and would read a file of any size).
     /// - Throws: `BundleError.notABundle` when the file is larger than `largestDocumentBytes`,
-    ///   `.readFailed` when it is there but cannot be opened (permission denied, a link loop).
+    ///   `.readFailed` when it is there but cannot be opened (permission denied, a link loop)
+    ///   or is no regular file (a FIFO, a device).
     static func readDocument(_ url: URL) throws -> Data? {
         try readIdentifiedDocument(url)?.data
     }
@@ -105,6 +106,9 @@ public struct BundleReader {
         let file: ReadOnlyFile
         do { file = try ReadOnlyFile(path: url.path) } catch CheckpointError.readFailed(_, let reason) {
             throw BundleError.readFailed(path: url.path, reason: reason)
+        } catch CheckpointError.notARegularFile(_, let kind) where kind != "a folder" {
+            // A pipe (`/dev/stdin`, `<(…)`) is named as such, not as a folder without a manifest.
+            throw BundleError.readFailed(path: url.path, reason: "\(kind), not a regular file")
         } catch {
             return nil
         }

@@ -146,6 +146,15 @@ public struct ModelConfig: Equatable, Sendable {
         try self.init(bytes: bytes, path: url.path)
     }
 
+    /// The `model_type` string of the config at `url`, or nil when the file cannot be read or
+    /// parsed or has none (the full reading, ``init(contentsOf:)``, then says why).
+    public static func declaredModelType(at url: URL) -> String? {
+        guard let file = try? ReadOnlyFile(path: url.path), let bytes = try? file.bytes(at: 0, count: file.byteCount),
+            let document = try? JSONParser.parse(bytes)
+        else { return nil }
+        return document.objectValue?["model_type"]?.stringValue
+    }
+
     /// An integer field outside the standard set (expert counts and the like).
     /// - Throws: `ConfigError` when it is missing, not an integer or not positive.
     public func extraPositiveInt(_ field: String, path: String) throws -> Int {

@@ -14,18 +14,23 @@ extension SyntheticCheckpoint {
     ) throws -> Result {
         let tensors = try ArchitectureRegistry.tensors(for: model.config, configPath: model.configURL.path)
         try createFolder(directory)
-        let result = try write(
-            tensors: tensors.map { ($0.name, $0.shape) }, dtype: dtype, seed: seed, to: directory,
-            shardBytes: shardBytes,
-            replacingExisting: replacingExisting, progress: progress)
-        do {
-            let config = try Data(contentsOf: model.configURL)
-            try config.write(to: directory.appendingPathComponent("config.json"), options: .atomic)
-        } catch {
-            throw CheckpointError.writeFailed(
-                path: directory.appendingPathComponent("config.json").path, reason: fileSystemFailureReason(error))
+        // The config too is written under the folder's lock: another run's would not match these weights.
+        let config: Data
+        do { config = try Data(contentsOf: model.configURL) } catch {
+            throw CheckpointError.readFailed(path: model.configURL.path, reason: fileSystemFailureReason(error))
         }
-        return result
+        return try withFolderLock(directory) {
+            let result = try writeHoldingLock(
+                tensors: tensors.map { ($0.name, $0.shape) }, dtype: dtype, seed: seed, to: directory,
+                shardBytes: shardBytes, replacingExisting: replacingExisting, progress: progress)
+            do {
+                try config.write(to: directory.appendingPathComponent("config.json"), options: .atomic)
+            } catch {
+                throw CheckpointError.writeFailed(
+                    path: directory.appendingPathComponent("config.json").path, reason: fileSystemFailureReason(error))
+            }
+            return result
+        }
     }
 
     /// Creates the folder a checkpoint goes into (and its parents), or makes sure it is one.

@@ -32,7 +32,8 @@ public enum SyntheticCheckpoint {
     /// - Throws: `CheckpointError.unsupportedSyntheticDType`, `.invalidShardSize`,
     ///   `.writeFailed`, `BundleError.outputExists` when earlier weights exist and
     ///   `replacingExisting` is false (the command line's `--overwrite`), and the writer's
-    ///   declaration errors.
+    ///   declaration errors; `CheckpointError.writeFailed` naming `directory` while another
+    ///   run writes there (``withFolderLock(_:_:)``).
     @discardableResult
     public static func write(
         tensors: [(name: String, shape: [Int])], dtype: TensorDType = .bf16, seed: UInt64, to directory: URL,
@@ -41,6 +42,37 @@ public enum SyntheticCheckpoint {
         guard [.bf16, .f16, .f32].contains(dtype) else { throw CheckpointError.unsupportedSyntheticDType(dtype) }
         guard shardBytes > 0 else { throw CheckpointError.invalidShardSize(shardBytes) }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return try withFolderLock(directory) {
+            try writeHoldingLock(
+                tensors: tensors, dtype: dtype, seed: seed, to: directory, shardBytes: shardBytes,
+                replacingExisting: replacingExisting, progress: progress)
+        }
+    }
+
+    /// Runs `body` holding an exclusive `flock` on the folder `directory` itself, so that two
+    /// runs writing one checkpoint folder cannot mix their files (each checks for earlier
+    /// weights at its start and publishes at its end). The kernel drops it when the process ends.
+    /// - Throws: `CheckpointError.writeFailed` naming `directory` when it cannot be opened or
+    ///   another run holds it; `body`'s errors.
+    static func withFolderLock<Value>(_ directory: URL, _ body: () throws -> Value) throws -> Value {
+        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw CheckpointError.writeFailed(path: directory.path, reason: OutputFile.errnoText())
+        }
+        defer { close(descriptor) }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            throw CheckpointError.writeFailed(
+                path: directory.path, reason: "another run is writing a checkpoint there; wait for it to end")
+        }
+        return try body()
+    }
+
+    /// ``write(tensors:dtype:seed:to:shardBytes:replacingExisting:progress:)`` once the folder
+    /// exists and is locked.
+    static func writeHoldingLock(
+        tensors: [(name: String, shape: [Int])], dtype: TensorDType, seed: UInt64, to directory: URL,
+        shardBytes: Int, replacingExisting: Bool, progress: (WorkProgress) -> Void
+    ) throws -> Result {
         // Temporary files of killed runs: nobody holds them any more.
         SafetensorsWriter.removeAbandonedTemporaries(in: directory)
         let earlier = try earlierWeights(in: directory, replacing: replacingExisting)

@@ -256,6 +256,12 @@ public struct ModelResolver {
         if let directory = source.checkpointDirectory, configURL != preset?.configURL {
             try CheckpointWeights.checkContained(configURL, checkpoint: directory)
         }
+        // The registry's refusals depend on the model type alone and come first, as the reference
+        // tool's do: a real Gemma 3 config on iOS is "does not support iOS variant", whatever else
+        // of it the graph could not describe.
+        if let modelType = ModelConfig.declaredModelType(at: configURL) {
+            _ = try ArchitectureRegistry.family(for: modelType, platform: platform)
+        }
         let config = try ModelConfig(contentsOf: configURL)
         let family = try ArchitectureRegistry.family(for: config.modelType, platform: platform)
         var applied = preset

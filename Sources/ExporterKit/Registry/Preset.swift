@@ -33,6 +33,9 @@ public struct Preset: Equatable, Sendable {
 public enum PresetError: ExporterError, Equatable {
     /// No `Presets/` folder was found.
     case presetsNotFound(searched: [String])
+    /// `EXPORTER_PRESETS` names a folder without `presets.json` (a typo would otherwise fall
+    /// back, silently, to another Presets folder).
+    case namedPresetsNotFound(path: String)
     /// `presets.json` is unreadable or malformed.
     case invalid(path: String, reason: String)
     /// The file was written for another schema version.
@@ -44,6 +47,9 @@ public enum PresetError: ExporterError, Equatable {
         case .presetsNotFound(let searched):
             return "no Presets folder found (looked in: \(searched.joined(separator: ", "))); "
                 + "set EXPORTER_PRESETS to the repository's Presets folder"
+        case .namedPresetsNotFound(let path):
+            return "EXPORTER_PRESETS names '\(path)', which holds no presets.json; set it to a Presets folder, "
+                + "or unset it to use the one found beside exporter"
         case .invalid(let path, let reason):
             return "presets file '\(path)': \(reason)"
         case .unsupportedSchema(let path, let found, let supported):
@@ -53,8 +59,10 @@ public enum PresetError: ExporterError, Equatable {
 
     /// `notFound` (66) when there is no presets folder, `badInput` (65) for a bad file.
     public var exitStatus: ExitStatus {
-        if case .presetsNotFound = self { return .notFound }
-        return .badInput
+        switch self {
+        case .presetsNotFound, .namedPresetsNotFound: return .notFound
+        default: return .badInput
+        }
     }
 }
 
@@ -147,16 +155,21 @@ public struct PresetCatalog: Sendable {
         return try CompressionConfig(contentsOf: compressionDirectory.appendingPathComponent(name + ".json"))
     }
 
-    /// Finds the `Presets/` folder: `$EXPORTER_PRESETS`, then `Presets/` beside or above the
+    /// Finds the `Presets/` folder: `$EXPORTER_PRESETS` when set (and then only it), else `Presets/` beside or above the
     /// executable (a build inside the repository), `share/exporter/Presets` of an installed tool,
     /// then the current folder and its parents.
-    /// - Throws: `PresetError.presetsNotFound` listing where it looked.
+    /// - Throws: `PresetError.namedPresetsNotFound` when `EXPORTER_PRESETS` names a folder
+    ///   without `presets.json`, `.presetsNotFound` listing where it looked.
     public static func locateDirectory(
         environment: [String: String], executable: URL, currentDirectory: URL
     ) throws -> URL {
         var candidates: [URL] = []
         if let explicit = environment["EXPORTER_PRESETS"], !explicit.isEmpty {
-            candidates.append(URL(fileURLWithPath: explicit, isDirectory: true))
+            let named = URL.resolvingFilePath(explicit, from: currentDirectory)
+            guard FileManager.default.fileExists(atPath: named.appendingPathComponent("presets.json").path) else {
+                throw PresetError.namedPresetsNotFound(path: named.path)
+            }
+            return named
         }
         var folder = executable.resolvingSymlinksInPath().deletingLastPathComponent()
         candidates.append(folder.deletingLastPathComponent().appendingPathComponent("share/exporter/Presets"))
