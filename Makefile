@@ -76,7 +76,7 @@ artifacts: release
 # toolchain with libFuzzer, as Linux's swift.org one is; Xcode's has none (not tried on macOS).
 FUZZ_TIME ?= 60
 FUZZ_DIR ?= .build/fuzz
-FUZZ_TARGETS = FuzzSafetensors FuzzConfig FuzzBundle
+FUZZ_TARGETS = FuzzSafetensors FuzzConfig FuzzBundle FuzzTables
 
 fuzz-build: deps
 	$(SWIFT) build --product exporter

@@ -19,6 +19,9 @@ let package = Package(
         .executableTarget(name: "FuzzConfig", dependencies: ["FuzzSupport"], swiftSettings: fuzzFlags),
         // The artifact reader (`BundleReader`): manifest, graph, weights header, every tensor decoded.
         .executableTarget(name: "FuzzBundle", dependencies: ["FuzzSupport"], swiftSettings: fuzzFlags),
+        // The files a user writes for the tool: device tables (and the verdicts and compiled headers
+        // their numbers drive), compression configs (planned), farm files (checked against the presets).
+        .executableTarget(name: "FuzzTables", dependencies: ["FuzzSupport"], swiftSettings: fuzzFlags),
     ],
     swiftLanguageModes: [.v5]
 )

@@ -6,7 +6,7 @@ exporter=$1
 out=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$out/seeds"
-mkdir -p "$out/seeds/FuzzSafetensors" "$out/seeds/FuzzConfig" "$out/seeds/FuzzBundle" "$out/work"
+mkdir -p "$out/seeds/FuzzSafetensors" "$out/seeds/FuzzConfig" "$out/seeds/FuzzBundle" "$out/seeds/FuzzTables" "$out/work"
 
 # Configs: the shipped checkpoint configs and the tiny one.
 n=0
@@ -34,8 +34,15 @@ for compression in 4bit_weight_palettized_group8 none; do
     { cat "$bundle/manifest.json"; printf '\0'; cat "$bundle/graph.json"; printf '\0'; cat "$bundle/weights.bin"; } \
         >"$out/seeds/FuzzBundle/bundle-$compression"
 done
+# Tables: a selector byte (0 device table, 1 compression config, 2 farm file), then a shipped file.
+{ printf '\000'; cat "$root/Presets/devices.json"; } >"$out/seeds/FuzzTables/devices"
+n=0
+for config in "$root"/Presets/compression/*.json; do
+    n=$((n + 1)); { printf '\001'; cat "$config"; } >"$out/seeds/FuzzTables/compression-$n"
+done
+{ printf '\002'; cat "$root/Presets/farm.json"; } >"$out/seeds/FuzzTables/farm"
 # Inputs that once failed (Fuzz/Regressions/<target>/) stay in the seeds.
-for target in FuzzSafetensors FuzzConfig FuzzBundle; do
+for target in FuzzSafetensors FuzzConfig FuzzBundle FuzzTables; do
     if [ -d "$root/Fuzz/Regressions/$target" ]; then cp "$root/Fuzz/Regressions/$target"/* "$out/seeds/$target/"; fi
 done
-echo "seeds: $(ls "$out/seeds/FuzzSafetensors" | wc -l) safetensors, $(ls "$out/seeds/FuzzConfig" | wc -l) configs, $(ls "$out/seeds/FuzzBundle" | wc -l) bundles"
+echo "seeds: $(ls "$out/seeds/FuzzSafetensors" | wc -l) safetensors, $(ls "$out/seeds/FuzzConfig" | wc -l) configs, $(ls "$out/seeds/FuzzBundle" | wc -l) bundles, $(ls "$out/seeds/FuzzTables" | wc -l) tables"
