@@ -1282,7 +1282,17 @@ struct FarmTests {
             (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "contxt": 4096}]}"#,
                 "job 'a': unknown key 'contxt'"
-            ),
+            )
+        ]
+        // Only its characters, where a name may not start with '-', '_' or '.' (nor be other than ASCII).
+        for name in ["-x", "_y", ".z", "é"] {
+            cases.append(
+                (
+                    #"{"schema": "exporter.farm/1", "jobs": [{"name": "\#(name)", "model": "x"}]}"#,
+                    "job '\(name)': 'name' must be ASCII letters, digits, '.', '_' or '-', and start with a letter or digit"
+                ))
+        }
+        cases += [
             (
                 #"{"schema": "exporter.farm/1", "defaults": {"disable_embedding_quantization_ios": true}, "#
                     + #""jobs": [{"name": "a", "model": "x", "platform": "macOS"}]}"#,
@@ -1443,6 +1453,13 @@ struct FarmTests {
                 run.error == "Error: farm file '\(url.path)', \(message)\n"
                     || run.error == "Error: farm file '\(url.path)': \(message)\n", "\(text)")
         }
+        // The rule the message states, and no more: these names are taken.
+        let url = folder.appendingPathComponent("farm.json")
+        try Data(
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "x-", "model": "x"}, {"name": "a..b", "model": "x"}, {"name": "9_Z.", "model": "x"}]}"#
+                .utf8
+        ).write(to: url)
+        #expect(try FarmFile(contentsOf: url).jobs.map(\.name) == ["x-", "a..b", "9_Z."])
     }
 
     @Test("a job's palette_search becomes its export's --palette-search")
