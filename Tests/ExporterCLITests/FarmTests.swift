@@ -739,6 +739,71 @@ struct FarmTests {
         #expect(try digest(text) == table)
     }
 
+    @Test("the farm digest is the presets' names and bytes whether the folder or its compression/ is a link")
+    func farmDigestThroughLinks() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let manager = FileManager.default
+        let presets = folder.appendingPathComponent("Presets")
+        try manager.copyItem(at: Fixtures.presetsDirectory, to: presets)
+        let url = folder.appendingPathComponent("farm.json")
+        try Data(#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b"}]}"#.utf8).write(to: url)
+        func digest(_ directory: URL) throws -> String {
+            let settings = FarmSettings(
+                outputDirectory: folder.appendingPathComponent("out"), concurrentJobs: 1,
+                executable: URL(fileURLWithPath: "/nonexistent"), environment: [:])
+            let resolver = ModelResolver(
+                catalog: try PresetCatalog(directory: directory), locateInCache: { _ in nil },
+                cacheDescription: { $0 })
+            return FarmRunner(farm: try FarmFile(contentsOf: url), resolver: resolver, settings: settings).farmDigest()
+        }
+        func append(_ text: String, to file: URL) throws {
+            try Data((try String(contentsOf: file, encoding: .utf8) + text).utf8).write(to: file)
+        }
+        let real = try digest(presets)
+        // The folder reached through a link, with or without a final '/': the same presets.
+        let link = folder.appendingPathComponent("linked")
+        try manager.createSymbolicLink(at: link, withDestinationURL: presets)
+        #expect(try digest(link) == real)
+        #expect(try digest(URL(fileURLWithPath: link.path + "/", isDirectory: true)) == real)
+        #expect(
+            FarmRunner.presetFiles(in: link).map(\.path) == [
+                "checkpoints/Mistral-7B-Instruct-v0.3/config.json", "checkpoints/Qwen2.5-1.5B-Instruct/config.json",
+                "checkpoints/Qwen3-0.6B/config.json", "checkpoints/Qwen3-4B/config.json",
+                "compression/4bit_quality.json", "compression/4bit_weight_palettized_group32.json",
+                "compression/4bit_weight_palettized_group8.json", "compression/qwen3-0.6b_mixed_4bit_8bit.json",
+                "compression/qwen3-4b_mixed_4bit_8bit.json", "devices.json", "farm.json", "presets.json",
+            ])
+        // A file edited behind the link changes it.
+        try append(" ", to: presets.appendingPathComponent("devices.json"))
+        let edited = try digest(link)
+        #expect(edited != real)
+        #expect(try digest(presets) == edited)
+        // compression/ a link to a folder elsewhere: the same presets again, and its files count.
+        let moved = folder.appendingPathComponent("compression_ext")
+        try manager.moveItem(at: presets.appendingPathComponent("compression"), to: moved)
+        try manager.createSymbolicLink(at: presets.appendingPathComponent("compression"), withDestinationURL: moved)
+        #expect(try digest(presets) == edited)
+        #expect(try digest(link) == edited)
+        try append(" ", to: moved.appendingPathComponent("4bit_weight_palettized_group8.json"))
+        let config = try digest(link)
+        #expect(config != edited)
+        #expect(try digest(presets) == config)
+        // A link back to a folder being walked is one entry, not an endless walk; one leading
+        // nowhere is an entry too, the same through either path.
+        try manager.createSymbolicLink(at: moved.appendingPathComponent("loop"), withDestinationURL: presets)
+        try manager.createSymbolicLink(
+            at: presets.appendingPathComponent("gone.json"), withDestinationURL: folder.appendingPathComponent("none"))
+        let entries = FarmRunner.presetFiles(in: link).filter { $0.kind == .loop || $0.kind == .unreadable }
+        #expect(
+            entries == [
+                FarmRunner.PresetEntry(path: "compression/loop", kind: .loop),
+                FarmRunner.PresetEntry(path: "gone.json", kind: .unreadable),
+            ])
+        let looped = try digest(presets)
+        #expect(looped != config)
+        #expect(try digest(link) == looped)
+    }
+
     @Test("batch options that conflict or would do nothing are usage errors")
     func strayOptions() throws {
         let (farm, folder) = try makeFarm(count: 1)
