@@ -82,6 +82,38 @@ struct FarmTests {
         #expect(forcedReport.jobs.map(\.status) == ["built", "failed", "built"])
     }
 
+    @Test("a checkpoint folder renamed: the job is skipped and its bundle is byte for byte a clean build's")
+    func renamedCheckpointFolder() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let manager = FileManager.default
+        let checkpoint = folder.appendingPathComponent("notokA")
+        try manager.moveItem(at: try Fixtures.syntheticCheckpoint(modelType: "qwen2", seed: 1), to: checkpoint)
+        // Without tokenizer files, whose warning named the folder in the manifest up to 0.8.0.
+        try manager.removeItem(at: checkpoint.appendingPathComponent("tokenizer.json"))
+        let farm = folder.appendingPathComponent("farm.json")
+        func write(model: String) throws {
+            try Data(
+                #"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "jobs": [{"name": "a", "model": "\#(model)", "output_name": "Tiny"}]}"#
+                    .utf8
+            ).write(to: farm)
+        }
+        try write(model: "notokA")
+        let output = folder.appendingPathComponent("out")
+        #expect(try BuiltExporter.run(["batch", farm.path, "--output", output.path]).status == 0)
+        try manager.moveItem(at: checkpoint, to: folder.appendingPathComponent("notokB"))
+        try write(model: "notokB")
+        let again = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
+        #expect(again.status == 0, "\(again.error)")
+        #expect(try report(folder).jobs.map(\.status) == ["skipped"])
+        let clean = folder.appendingPathComponent("clean")
+        #expect(try BuiltExporter.run(["batch", farm.path, "--output", clean.path]).status == 0)
+        #expect(try report(folder, output: "clean").jobs.map(\.status) == ["built"])
+        let manifest = "tiny/Tiny.aimodel/manifest.json"
+        #expect(
+            try Data(contentsOf: output.appendingPathComponent(manifest))
+                == Data(contentsOf: clean.appendingPathComponent(manifest)))
+    }
+
     @Test("a job's devices compile after its export; a new device compiles without re-exporting")
     func devices() throws {
         let (farm, folder) = try makeFarm(count: 1, devices: ["h17p"])
