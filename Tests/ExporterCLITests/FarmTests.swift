@@ -114,6 +114,60 @@ struct FarmTests {
                 == Data(contentsOf: clean.appendingPathComponent(manifest)))
     }
 
+    @Test("report errors name paths under the farm file's folder relative to it: two checkouts' reports compare equal")
+    func reportPathsRelative() throws {
+        let base = try Fixtures.temporaryDirectory("farm")
+        let manager = FileManager.default
+        var reports: [FarmReport] = []
+        for name in ["farm2a", "farm2b dir"] {
+            let folder = base.appendingPathComponent(name)
+            // A folder holding only a config (the farm's planning refuses it) and a checkpoint
+            // whose config disagrees with its weights (the export, a child process, refuses it).
+            let configOnly = folder.appendingPathComponent("ck/cfgonly")
+            try manager.createDirectory(at: configOnly, withIntermediateDirectories: true)
+            try JSONSerialization.data(withJSONObject: Fixtures.tinyConfig(), options: [.sortedKeys]).write(
+                to: configOnly.appendingPathComponent("config.json"))
+            let mismatched = folder.appendingPathComponent("ck/mismatched")
+            try manager.moveItem(at: try Fixtures.syntheticCheckpoint(modelType: "qwen2", seed: 1), to: mismatched)
+            var config = Fixtures.tinyConfig(modelType: "qwen2")
+            config["intermediate_size"] = 96
+            // Sorted keys: the same bytes, and so the same build key, in both checkouts.
+            try JSONSerialization.data(withJSONObject: config, options: [.sortedKeys]).write(
+                to: mismatched.appendingPathComponent("config.json"))
+            let farm = folder.appendingPathComponent("farm.json")
+            try Data(
+                #"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "jobs": [{"name": "a", "model": "ck/cfgonly"}, {"name": "b", "model": "./ck/mismatched"}, {"name": "c", "model": "ck/cfgonly", "output_name": "C", "devices": ["h17p"], "device_table": "tables/none.json"}]}"#
+                    .utf8
+            ).write(to: farm)
+            let run = try BuiltExporter.run(["batch", farm.path, "--output", folder.appendingPathComponent("out").path])
+            #expect(run.status == 1)
+            reports.append(try report(folder))
+        }
+        #expect(reports[0].jobs == reports[1].jobs)
+        #expect(
+            reports[0].jobs.map(\.error) == [
+                "no model.safetensors, model.safetensors.index.json or other *.safetensors file in 'ck/cfgonly'",
+                "'ck/mismatched/model.safetensors': tensor 'model.layers.0.mlp.gate_proj.weight' has shape [128, 64], "
+                    + "the config implies [96, 64]",
+                "device_table: no device table at 'tables/none.json'",
+            ])
+    }
+
+    @Test("a path is made relative to the farm file's folder only where it is that folder or inside it")
+    func farmRelativePaths() {
+        let cases: [(String, String)] = [
+            ("in '/ci/co/ck/m'", "in 'ck/m'"),
+            ("in '/ci/co'", "in '.'"),
+            ("'/ci/co/a' and '/ci/co/b/c'", "'a' and 'b/c'"),
+            ("'/ci/co2/a', '/x/ci/co/a', '/ci/co.d', 'x/ci/co'", "'/ci/co2/a', '/x/ci/co/a', '/ci/co.d', 'x/ci/co'"),
+            ("/ci/co/a: /ci/co", "a: ."),
+            ("nothing", "nothing"),
+        ]
+        for (text, expected) in cases {
+            #expect(FarmRunner.relative(text, under: "/ci/co") == expected, "\(text)")
+        }
+    }
+
     @Test("a job's devices compile after its export; a new device compiles without re-exporting")
     func devices() throws {
         let (farm, folder) = try makeFarm(count: 1, devices: ["h17p"])
@@ -222,13 +276,13 @@ struct FarmTests {
         try writeFarm(#""devices": ["lab1"], "device_table": "missing.json""#)
         job = try run()
         #expect(job.exitStatus == 65)
-        #expect(job.error == "device_table: no device table at '\(folder.appendingPathComponent("missing.json").path)'")
+        #expect(job.error == "device_table: no device table at 'missing.json'")
         // One there that cannot be read is the device_table's fault too, with its reason.
         let loop = folder.appendingPathComponent("loop.json")
         try FileManager.default.createSymbolicLink(atPath: loop.path, withDestinationPath: "loop.json")
         try writeFarm(#""devices": ["lab1"], "device_table": "loop.json""#)
         job = try run()
-        #expect(job.error == "device_table: cannot read '\(loop.path)': too many levels of symbolic links")
+        #expect(job.error == "device_table: cannot read 'loop.json': too many levels of symbolic links")
     }
 
     @Test(
@@ -1013,8 +1067,8 @@ struct FarmTests {
         let runner = FarmRunner(
             farm: try FarmFile(contentsOf: farmURL), resolver: try Fixtures.resolver(), settings: settings)
         let job = try #require(try runner.run().jobs.first)
-        let output = folder.appendingPathComponent("out").path
-        let error = "cannot write '\(output)/m0/M0.h17p.aimodelc': no space left on device"
+        // The output folder is inside the farm file's: named relative to it.
+        let error = "cannot write 'out/m0/M0.h17p.aimodelc': no space left on device"
         #expect(job.status == "failed")
         #expect(job.bundleStatus == "built")
         #expect(job.exitStatus == 74)
@@ -1277,7 +1331,8 @@ struct FarmTests {
         ).write(to: farm)
         let run = try BuiltExporter.run(["batch", farm.path, "--output", folder.appendingPathComponent("out").path])
         #expect(run.status == 1)
-        let checkpoint = folder.appendingPathComponent("m0").path
+        // The model folder as the farm file names it, relative to its folder.
+        let checkpoint = "m0"
         let jobs = try report(folder).jobs
         #expect(
             jobs.map(\.error) == [
