@@ -114,6 +114,7 @@ public struct CommandContext {
             locateInCache: { repoID in (try? cache.snapshot(of: repoID)).map { ($0.directory, $0.revision) } },
             cacheDescription: { repoID in
                 ((try? cache.repositoryDirectory(for: repoID)) ?? cache.hubDirectory).path
-            })
+            },
+            cacheMissReason: { cache.missingSnapshotReason(of: $0) })
     }
 }

@@ -538,6 +538,31 @@ struct CommandLineTests {
                 """)
     }
 
+    @Test("an id whose cache folder holds several snapshots and no refs/main says so, and which folder to pass")
+    func ambiguousCache() throws {
+        let home = try Fixtures.temporaryDirectory("hf-home")
+        let repository = home.appendingPathComponent("hub/models--Org--Tiny")
+        for revision in ["rev2", "rev1"] {
+            let snapshot = repository.appendingPathComponent("snapshots/\(revision)")
+            try FileManager.default.createDirectory(at: snapshot, withIntermediateDirectories: true)
+            try JSONSerialization.data(withJSONObject: Fixtures.tinyConfig(), options: [.sortedKeys]).write(
+                to: snapshot.appendingPathComponent("config.json"))
+        }
+        let run = runExporter(
+            ["plan", "Org/Tiny", "--experimental", "--compute-precision", "float16"],
+            environment: ["HF_HOME": home.path])
+        #expect(run.status == 66)
+        #expect(
+            run.error == """
+                Error: 'Org/Tiny' was not found; tried:
+                  - a local directory 'Org/Tiny': none
+                  - a preset named 'Org/Tiny': none (run 'exporter list')
+                  - the Hugging Face cache: \(repository.path) has no refs/main and 2 snapshots (rev1, rev2): pass the \
+                folder of the one to export, \(repository.path)/snapshots/<revision>
+
+                """)
+    }
+
     @Test("control characters typed on the command line are escaped in every line of an error, newlines too")
     func escapedArguments() throws {
         // A checkpoint folder's name is the model's: a message of several lines escapes it in its line.

@@ -279,6 +279,29 @@ struct CompileCommandTests {
         }
     }
 
+    @Test("a compiled artifact names its bundle as exported: through a link or a renamed copy, the same bytes")
+    func portableName() throws {
+        let bundleURL = try bundle()
+        let folder = try Fixtures.temporaryDirectory()
+        let link = folder.appendingPathComponent("c3link.aimodel")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: bundleURL)
+        let renamed = folder.appendingPathComponent("ren/Other.aimodel")
+        try FileManager.default.createDirectory(
+            at: renamed.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: bundleURL, to: renamed)
+        var manifests: [Data] = []
+        for (index, source) in [bundleURL, link, renamed].enumerated() {
+            let output = folder.appendingPathComponent("out\(index)")
+            let run = runExporter(["compile", source.path, "--output", output.path, "--device", "h17p"])
+            #expect(run.status == 0, "\(run.error)")
+            let artifact = output.appendingPathComponent("Tiny.h17p.aimodelc")
+            #expect(try CompiledArtifactReader(url: artifact).manifest.compiled?.portable.name == "Tiny.aimodel")
+            manifests.append(try Data(contentsOf: artifact.appendingPathComponent("manifest.json")))
+        }
+        #expect(manifests[1] == manifests[0])
+        #expect(manifests[2] == manifests[0])
+    }
+
     @Test("exporter <model> --compile exports, then compiles beside the bundle")
     func exportAndCompile() throws {
         let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())

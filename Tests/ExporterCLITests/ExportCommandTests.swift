@@ -401,14 +401,16 @@ struct ExportCommandTests {
             checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
             "--overwrite",
         ]
+        // The manifest names no folder (its name is no input of the bundle); the terminal does.
         let warning =
-            "no tokenizer file in the checkpoint folder 'Bare' (looked for tokenizer.json, tokenizer_config.json, "
+            "no tokenizer file in the checkpoint folder (looked for tokenizer.json, tokenizer_config.json, "
             + "special_tokens_map.json, generation_config.json, vocab.json, merges.txt, tokenizer.model, "
             + "added_tokens.json, chat_template.jinja): the bundle cannot tokenize text on a device, and its default "
             + "response budget (512 tokens) assumes no reasoning marker"
+        let printed = warning.replacingOccurrences(of: "checkpoint folder (", with: "checkpoint folder 'Bare' (")
         let export = runExporter(base)
         #expect(export.status == 0)
-        #expect(export.error == "warning: \(warning)\n")
+        #expect(export.error == "warning: \(printed)\n")
         let bundle = output.appendingPathComponent("bare/Bare.aimodel")
         let manifest = try BundleReader(url: bundle).manifest
         #expect(manifest.warnings == [warning])
@@ -417,7 +419,7 @@ struct ExportCommandTests {
 
         let plan = runExporter(["plan"] + base)
         #expect(plan.status == 0)
-        #expect(plan.output.contains("\nwarning: \(warning)\n"))
+        #expect(plan.output.contains("\nwarning: \(printed)\n"))
         let planJSON = runExporter(["plan", "--json"] + base)
         #expect(try Manifest.decoded(from: Data(planJSON.output.utf8), path: "plan").warnings == [warning])
 
@@ -426,6 +428,30 @@ struct ExportCommandTests {
         #expect(synthetic.status == 0 && synthetic.error.isEmpty, "\(synthetic.error)")
         #expect(try BundleReader(url: bundle).manifest.warnings == [])
         #expect(runExporter(["plan", "--synthetic"] + base).output.contains("warning:") == false)
+    }
+
+    @Test("the same checkpoint without tokenizer files in folders of other names: equal keys, equal manifest bytes")
+    func noTokenizerFilesRenamed() throws {
+        let first = try Fixtures.syntheticCheckpoint(modelType: "qwen3", name: "notokA")
+        try FileManager.default.removeItem(at: first.appendingPathComponent("tokenizer.json"))
+        let second = first.deletingLastPathComponent().appendingPathComponent("notokB")
+        try FileManager.default.copyItem(at: first, to: second)
+        var manifests: [Data] = []
+        for checkpoint in [first, second] {
+            let output = try Fixtures.temporaryDirectory()
+            let export = runExporter([
+                checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-name", "Tiny",
+                "--output-dir", output.path,
+            ])
+            #expect(export.status == 0)
+            #expect(
+                export.error.hasPrefix(
+                    "warning: no tokenizer file in the checkpoint folder '\(checkpoint.lastPathComponent)' ("))
+            manifests.append(try Data(contentsOf: output.appendingPathComponent("tiny/Tiny.aimodel/manifest.json")))
+        }
+        let keys = try manifests.map { try Manifest.decoded(from: $0, path: "manifest.json").buildKey }
+        #expect(keys[0] != nil && keys[0] == keys[1])
+        #expect(manifests[0] == manifests[1])
     }
 
     @Test("a checkpoint whose tensor has the wrong shape names file, tensor and both shapes")

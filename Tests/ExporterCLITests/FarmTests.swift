@@ -82,6 +82,92 @@ struct FarmTests {
         #expect(forcedReport.jobs.map(\.status) == ["built", "failed", "built"])
     }
 
+    @Test("a checkpoint folder renamed: the job is skipped and its bundle is byte for byte a clean build's")
+    func renamedCheckpointFolder() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let manager = FileManager.default
+        let checkpoint = folder.appendingPathComponent("notokA")
+        try manager.moveItem(at: try Fixtures.syntheticCheckpoint(modelType: "qwen2", seed: 1), to: checkpoint)
+        // Without tokenizer files, whose warning named the folder in the manifest up to 0.8.0.
+        try manager.removeItem(at: checkpoint.appendingPathComponent("tokenizer.json"))
+        let farm = folder.appendingPathComponent("farm.json")
+        func write(model: String) throws {
+            try Data(
+                #"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "jobs": [{"name": "a", "model": "\#(model)", "output_name": "Tiny"}]}"#
+                    .utf8
+            ).write(to: farm)
+        }
+        try write(model: "notokA")
+        let output = folder.appendingPathComponent("out")
+        #expect(try BuiltExporter.run(["batch", farm.path, "--output", output.path]).status == 0)
+        try manager.moveItem(at: checkpoint, to: folder.appendingPathComponent("notokB"))
+        try write(model: "notokB")
+        let again = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
+        #expect(again.status == 0, "\(again.error)")
+        #expect(try report(folder).jobs.map(\.status) == ["skipped"])
+        let clean = folder.appendingPathComponent("clean")
+        #expect(try BuiltExporter.run(["batch", farm.path, "--output", clean.path]).status == 0)
+        #expect(try report(folder, output: "clean").jobs.map(\.status) == ["built"])
+        let manifest = "tiny/Tiny.aimodel/manifest.json"
+        #expect(
+            try Data(contentsOf: output.appendingPathComponent(manifest))
+                == Data(contentsOf: clean.appendingPathComponent(manifest)))
+    }
+
+    @Test("report errors name paths under the farm file's folder relative to it: two checkouts' reports compare equal")
+    func reportPathsRelative() throws {
+        let base = try Fixtures.temporaryDirectory("farm")
+        let manager = FileManager.default
+        var reports: [FarmReport] = []
+        for name in ["farm2a", "farm2b dir"] {
+            let folder = base.appendingPathComponent(name)
+            // A folder holding only a config (the farm's planning refuses it) and a checkpoint
+            // whose config disagrees with its weights (the export, a child process, refuses it).
+            let configOnly = folder.appendingPathComponent("ck/cfgonly")
+            try manager.createDirectory(at: configOnly, withIntermediateDirectories: true)
+            try JSONSerialization.data(withJSONObject: Fixtures.tinyConfig(), options: [.sortedKeys]).write(
+                to: configOnly.appendingPathComponent("config.json"))
+            let mismatched = folder.appendingPathComponent("ck/mismatched")
+            try manager.moveItem(at: try Fixtures.syntheticCheckpoint(modelType: "qwen2", seed: 1), to: mismatched)
+            var config = Fixtures.tinyConfig(modelType: "qwen2")
+            config["intermediate_size"] = 96
+            // Sorted keys: the same bytes, and so the same build key, in both checkouts.
+            try JSONSerialization.data(withJSONObject: config, options: [.sortedKeys]).write(
+                to: mismatched.appendingPathComponent("config.json"))
+            let farm = folder.appendingPathComponent("farm.json")
+            try Data(
+                #"{"schema": "exporter.farm/1", "defaults": {"experimental": true, "compute_precision": "float16"}, "jobs": [{"name": "a", "model": "ck/cfgonly"}, {"name": "b", "model": "./ck/mismatched"}, {"name": "c", "model": "ck/cfgonly", "output_name": "C", "devices": ["h17p"], "device_table": "tables/none.json"}]}"#
+                    .utf8
+            ).write(to: farm)
+            let run = try BuiltExporter.run(["batch", farm.path, "--output", folder.appendingPathComponent("out").path])
+            #expect(run.status == 1)
+            reports.append(try report(folder))
+        }
+        #expect(reports[0].jobs == reports[1].jobs)
+        #expect(
+            reports[0].jobs.map(\.error) == [
+                "no model.safetensors, model.safetensors.index.json or other *.safetensors file in 'ck/cfgonly'",
+                "'ck/mismatched/model.safetensors': tensor 'model.layers.0.mlp.gate_proj.weight' has shape [128, 64], "
+                    + "the config implies [96, 64]",
+                "device_table: no device table at 'tables/none.json'",
+            ])
+    }
+
+    @Test("a path is made relative to the farm file's folder only where it is that folder or inside it")
+    func farmRelativePaths() {
+        let cases: [(String, String)] = [
+            ("in '/ci/co/ck/m'", "in 'ck/m'"),
+            ("in '/ci/co'", "in '.'"),
+            ("'/ci/co/a' and '/ci/co/b/c'", "'a' and 'b/c'"),
+            ("'/ci/co2/a', '/x/ci/co/a', '/ci/co.d', 'x/ci/co'", "'/ci/co2/a', '/x/ci/co/a', '/ci/co.d', 'x/ci/co'"),
+            ("/ci/co/a: /ci/co", "a: ."),
+            ("nothing", "nothing"),
+        ]
+        for (text, expected) in cases {
+            #expect(FarmRunner.relative(text, under: "/ci/co") == expected, "\(text)")
+        }
+    }
+
     @Test("a job's devices compile after its export; a new device compiles without re-exporting")
     func devices() throws {
         let (farm, folder) = try makeFarm(count: 1, devices: ["h17p"])
@@ -190,13 +276,13 @@ struct FarmTests {
         try writeFarm(#""devices": ["lab1"], "device_table": "missing.json""#)
         job = try run()
         #expect(job.exitStatus == 65)
-        #expect(job.error == "device_table: no device table at '\(folder.appendingPathComponent("missing.json").path)'")
+        #expect(job.error == "device_table: no device table at 'missing.json'")
         // One there that cannot be read is the device_table's fault too, with its reason.
         let loop = folder.appendingPathComponent("loop.json")
         try FileManager.default.createSymbolicLink(atPath: loop.path, withDestinationPath: "loop.json")
         try writeFarm(#""devices": ["lab1"], "device_table": "loop.json""#)
         job = try run()
-        #expect(job.error == "device_table: cannot read '\(loop.path)': too many levels of symbolic links")
+        #expect(job.error == "device_table: cannot read 'loop.json': too many levels of symbolic links")
     }
 
     @Test(
@@ -739,6 +825,71 @@ struct FarmTests {
         #expect(try digest(text) == table)
     }
 
+    @Test("the farm digest is the presets' names and bytes whether the folder or its compression/ is a link")
+    func farmDigestThroughLinks() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let manager = FileManager.default
+        let presets = folder.appendingPathComponent("Presets")
+        try manager.copyItem(at: Fixtures.presetsDirectory, to: presets)
+        let url = folder.appendingPathComponent("farm.json")
+        try Data(#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b"}]}"#.utf8).write(to: url)
+        func digest(_ directory: URL) throws -> String {
+            let settings = FarmSettings(
+                outputDirectory: folder.appendingPathComponent("out"), concurrentJobs: 1,
+                executable: URL(fileURLWithPath: "/nonexistent"), environment: [:])
+            let resolver = ModelResolver(
+                catalog: try PresetCatalog(directory: directory), locateInCache: { _ in nil },
+                cacheDescription: { $0 })
+            return FarmRunner(farm: try FarmFile(contentsOf: url), resolver: resolver, settings: settings).farmDigest()
+        }
+        func append(_ text: String, to file: URL) throws {
+            try Data((try String(contentsOf: file, encoding: .utf8) + text).utf8).write(to: file)
+        }
+        let real = try digest(presets)
+        // The folder reached through a link, with or without a final '/': the same presets.
+        let link = folder.appendingPathComponent("linked")
+        try manager.createSymbolicLink(at: link, withDestinationURL: presets)
+        #expect(try digest(link) == real)
+        #expect(try digest(URL(fileURLWithPath: link.path + "/", isDirectory: true)) == real)
+        #expect(
+            FarmRunner.presetFiles(in: link).map(\.path) == [
+                "checkpoints/Mistral-7B-Instruct-v0.3/config.json", "checkpoints/Qwen2.5-1.5B-Instruct/config.json",
+                "checkpoints/Qwen3-0.6B/config.json", "checkpoints/Qwen3-4B/config.json",
+                "compression/4bit_quality.json", "compression/4bit_weight_palettized_group32.json",
+                "compression/4bit_weight_palettized_group8.json", "compression/qwen3-0.6b_mixed_4bit_8bit.json",
+                "compression/qwen3-4b_mixed_4bit_8bit.json", "devices.json", "farm.json", "presets.json",
+            ])
+        // A file edited behind the link changes it.
+        try append(" ", to: presets.appendingPathComponent("devices.json"))
+        let edited = try digest(link)
+        #expect(edited != real)
+        #expect(try digest(presets) == edited)
+        // compression/ a link to a folder elsewhere: the same presets again, and its files count.
+        let moved = folder.appendingPathComponent("compression_ext")
+        try manager.moveItem(at: presets.appendingPathComponent("compression"), to: moved)
+        try manager.createSymbolicLink(at: presets.appendingPathComponent("compression"), withDestinationURL: moved)
+        #expect(try digest(presets) == edited)
+        #expect(try digest(link) == edited)
+        try append(" ", to: moved.appendingPathComponent("4bit_weight_palettized_group8.json"))
+        let config = try digest(link)
+        #expect(config != edited)
+        #expect(try digest(presets) == config)
+        // A link back to a folder being walked is one entry, not an endless walk; one leading
+        // nowhere is an entry too, the same through either path.
+        try manager.createSymbolicLink(at: moved.appendingPathComponent("loop"), withDestinationURL: presets)
+        try manager.createSymbolicLink(
+            at: presets.appendingPathComponent("gone.json"), withDestinationURL: folder.appendingPathComponent("none"))
+        let entries = FarmRunner.presetFiles(in: link).filter { $0.kind == .loop || $0.kind == .unreadable }
+        #expect(
+            entries == [
+                FarmRunner.PresetEntry(path: "compression/loop", kind: .loop),
+                FarmRunner.PresetEntry(path: "gone.json", kind: .unreadable),
+            ])
+        let looped = try digest(presets)
+        #expect(looped != config)
+        #expect(try digest(link) == looped)
+    }
+
     @Test("batch options that conflict or would do nothing are usage errors")
     func strayOptions() throws {
         let (farm, folder) = try makeFarm(count: 1)
@@ -920,8 +1071,8 @@ struct FarmTests {
         let runner = FarmRunner(
             farm: try FarmFile(contentsOf: farmURL), resolver: try Fixtures.resolver(), settings: settings)
         let job = try #require(try runner.run().jobs.first)
-        let output = folder.appendingPathComponent("out").path
-        let error = "cannot write '\(output)/m0/M0.h17p.aimodelc': no space left on device"
+        // The output folder is inside the farm file's: named relative to it.
+        let error = "cannot write 'out/m0/M0.h17p.aimodelc': no space left on device"
         #expect(job.status == "failed")
         #expect(job.bundleStatus == "built")
         #expect(job.exitStatus == 74)
@@ -1184,7 +1335,8 @@ struct FarmTests {
         ).write(to: farm)
         let run = try BuiltExporter.run(["batch", farm.path, "--output", folder.appendingPathComponent("out").path])
         #expect(run.status == 1)
-        let checkpoint = folder.appendingPathComponent("m0").path
+        // The model folder as the farm file names it, relative to its folder.
+        let checkpoint = "m0"
         let jobs = try report(folder).jobs
         #expect(
             jobs.map(\.error) == [
@@ -1286,7 +1438,17 @@ struct FarmTests {
             (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-4b", "contxt": 4096}]}"#,
                 "job 'a': unknown key 'contxt'"
-            ),
+            )
+        ]
+        // Only its characters, where a name may not start with '-', '_' or '.' (nor be other than ASCII).
+        for name in ["-x", "_y", ".z", "é"] {
+            cases.append(
+                (
+                    #"{"schema": "exporter.farm/1", "jobs": [{"name": "\#(name)", "model": "x"}]}"#,
+                    "job '\(name)': 'name' must be ASCII letters, digits, '.', '_' or '-', and start with a letter or digit"
+                ))
+        }
+        cases += [
             (
                 #"{"schema": "exporter.farm/1", "defaults": {"disable_embedding_quantization_ios": true}, "#
                     + #""jobs": [{"name": "a", "model": "x", "platform": "macOS"}]}"#,
@@ -1447,6 +1609,13 @@ struct FarmTests {
                 run.error == "Error: farm file '\(url.path)', \(message)\n"
                     || run.error == "Error: farm file '\(url.path)': \(message)\n", "\(text)")
         }
+        // The rule the message states, and no more: these names are taken.
+        let url = folder.appendingPathComponent("farm.json")
+        try Data(
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "x-", "model": "x"}, {"name": "a..b", "model": "x"}, {"name": "9_Z.", "model": "x"}]}"#
+                .utf8
+        ).write(to: url)
+        #expect(try FarmFile(contentsOf: url).jobs.map(\.name) == ["x-", "a..b", "9_Z."])
     }
 
     @Test("a job's palette_search becomes its export's --palette-search")

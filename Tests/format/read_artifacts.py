@@ -1745,7 +1745,7 @@ def check_compiled_regions(manifest, regions, budget):
     return offsets
 
 
-def check_compiled_manifest(manifest, bundle_manifest, bundle_raw, bundle_folder, regions,
+def check_compiled_manifest(manifest, bundle_manifest, bundle_raw, regions,
                             weights_size, tables_size, kv_total, device, files_total):
     compiled = manifest["compiled"]
     where = "manifest.json compiled"
@@ -1773,7 +1773,7 @@ def check_compiled_manifest(manifest, bundle_manifest, bundle_raw, bundle_folder
     warnings = manifest["warnings"]
     P.check(warnings[:len(bundle_manifest["warnings"])] == bundle_manifest["warnings"],
             "manifest.json warnings", "do not start with the bundle's")
-    portable = {"name": bundle_folder.name, "bytes": bundle_manifest["sizes"]["bundle_bytes"],
+    portable = {"name": bundle_manifest["model"]["name"] + ".aimodel", "bytes": bundle_manifest["sizes"]["bundle_bytes"],
                 "manifest_crc32": crc32_hex(bundle_raw)}
     P.check(compiled["portable"] == portable, where, f"portable {compiled['portable']}, "
             f"expected {portable}")
@@ -1862,7 +1862,7 @@ def check_compiled(folder, args, stats):
         cursor += region["bytes"]
     check_rope_tables(folder, graph, stats)
     tables = sum((folder / "tables" / n).stat().st_size for n in ("rope_cos.f32", "rope_sin.f32"))
-    check_compiled_manifest(manifest, bundle_manifest, bundle_raw, bundle_folder, regions,
+    check_compiled_manifest(manifest, bundle_manifest, bundle_raw, regions,
                             weights_size, tables, static["kv_cache"]["total_bytes"], device,
                             files_total)
     FEATURES.update({f"compiled-{compiled['platform']}", f"page-{page}",

@@ -42,8 +42,11 @@ enum PlanCommand {
             weights: checkpoint.weights)
         // What the export will warn of besides the plan's own warnings.
         let tokenizer = try ExportRunner.tokenizer(of: plan, synthetic: synthetic)
-        let warnings =
-            checkpoint.warnings + (tokenizer.map { ExportRunner.tokenizerWarnings(plan, tokenizer: $0) } ?? [])
+        func warnings(namingFolder: Bool) -> [String] {
+            checkpoint.warnings
+                + (tokenizer.map { ExportRunner.tokenizerWarnings(plan, tokenizer: $0, namingFolder: namingFolder) }
+                    ?? [])
+        }
         let calibration = checked.calibrationTokens.map(Manifest.CalibrationRecord.init(tokens:))
         // Said after the verdict tables, in their order (compiled devices first), and in the
         // manifest's warnings with the rest.
@@ -54,13 +57,14 @@ enum PlanCommand {
             var manifest = Manifest(plan: plan)
             manifest.verdicts = verdicts
             manifest.conversion = conversion
-            manifest.warnings += warnings + verdictWarnings
+            manifest.warnings += warnings(namingFolder: false) + verdictWarnings
             manifest.compression.calibration = calibration
             context.writeOutput(String(decoding: try manifest.canonicalJSON(), as: UTF8.self))
         } else {
             context.print(
                 lines: PlanPrinter.lines(
-                    plan, conversion: conversion, listTensors: listTensors, warnings: warnings, calibration: calibration
+                    plan, conversion: conversion, listTensors: listTensors, warnings: warnings(namingFolder: true),
+                    calibration: calibration
                 ))
             context.print(lines: VerdictPrinter.planLines(verdicts) + verdictWarnings.map { "warning: \($0)" })
         }

@@ -76,6 +76,8 @@ public enum ExportRunner {
         var sourceFiles: [Manifest.SourceFile] = []
         var tokenizer: TokenizerFiles?
         var warnings: [String] = []
+        // The same, as said to whoever runs the export: the checkpoint folder named.
+        var printedWarnings: [String] = []
         var checkpointSource: CheckpointWeightSource?
         var fingerprints: [(name: String, fingerprint: String)] = []
         if let seed = settings.syntheticSeed {
@@ -95,6 +97,7 @@ public enum ExportRunner {
             }
             let (weights, unused) = try checkedWeights(plan, directory: directory, containmentRoot: root)
             warnings += unused
+            printedWarnings += unused
             fingerprints = try inputFingerprints(directory: directory, weights: weights)
             let fingerprintOf = Dictionary(
                 fingerprints.map { ($0.name, $0.fingerprint) }, uniquingKeysWith: { first, _ in first })
@@ -104,6 +107,7 @@ public enum ExportRunner {
             let found = try TokenizerFiles(directory: directory)
             tokenizer = found
             warnings += tokenizerWarnings(plan, tokenizer: found)
+            printedWarnings += tokenizerWarnings(plan, tokenizer: found, namingFolder: true)
             let checkpoint = CheckpointWeightSource(
                 weights: weights, outOfRange: settings.allowClamp ? .clamp : .refuse)
             checkpointSource = checkpoint
@@ -117,7 +121,7 @@ public enum ExportRunner {
             available: settings.availableDiskBytes)
         // The plan's (uneven groups, rules matching nothing) too: the manifest records them,
         // but whoever runs the export should not have to read it to learn of them.
-        (plan.warnings + warnings).forEach(warn)
+        (plan.warnings + printedWarnings).forEach(warn)
         var calibration: Calibration?
         if let tokens = settings.calibrationTokens {
             guard let checkpointSource else { throw ExportError.calibrationNeedsCheckpoint }
@@ -270,7 +274,11 @@ public enum ExportRunner {
 
     /// What an export from real weights warns of its tokenizer files: none there, or a token
     /// added beyond the embedding's rows.
-    public static func tokenizerWarnings(_ plan: ExportPlan, tokenizer: TokenizerFiles) -> [String] {
+    /// - Parameter namingFolder: name the checkpoint folder, as a terminal may; a manifest does
+    ///   not, the folder's name being no input of the artifact (nor of its build key).
+    public static func tokenizerWarnings(
+        _ plan: ExportPlan, tokenizer: TokenizerFiles, namingFolder: Bool = false
+    ) -> [String] {
         let rows = plan.model.config.vocabularySize
         let beyond = tokenizer.highestAddedToken.flatMap { token in
             token.id < rows
@@ -279,18 +287,26 @@ public enum ExportRunner {
                     + "embedding's \(Format.grouped(rows)) rows (vocab_size): fed to the model on a device, it reads "
                     + "outside the table; resize the embedding or remove the token"
         }
-        return [missingTokenizerWarning(plan.model.source, tokenizer: tokenizer), beyond].compactMap { $0 }
+        return [
+            missingTokenizerWarning(plan.model.source, tokenizer: tokenizer, namingFolder: namingFolder), beyond,
+        ].compactMap { $0 }
     }
 
     /// The warning of an export from real weights whose checkpoint folder holds no tokenizer
     /// file (nil when it holds one): the bundle then cannot tokenize text on a device, and its
-    /// manifest's response budget assumes no reasoning marker. The folder is named without its
-    /// absolute path, which would make the manifest depend on the machine.
-    static func missingTokenizerWarning(_ source: ModelSource, tokenizer: TokenizerFiles) -> String? {
+    /// manifest's response budget assumes no reasoning marker. A manifest's warning names no folder: two
+    /// folders of the same files, or one renamed, give the same build key, so they must give the
+    /// same bytes. `namingFolder` names it for a terminal, by its name only.
+    static func missingTokenizerWarning(
+        _ source: ModelSource, tokenizer: TokenizerFiles, namingFolder: Bool = false
+    ) -> String? {
         guard tokenizer.files.isEmpty else { return nil }
         let folder: String
         switch source {
-        case .directory(let url): folder = "the checkpoint folder '\(url.standardizedFileURL.lastPathComponent)'"
+        case .directory(let url):
+            folder =
+                namingFolder
+                ? "the checkpoint folder '\(url.standardizedFileURL.lastPathComponent)'" : "the checkpoint folder"
         case .huggingFaceCache(let repoID, _, let revision):
             folder = "the Hugging Face cache's snapshot of '\(repoID)' (revision \(revision))"
         case .presetConfigOnly: return nil

@@ -116,8 +116,7 @@ public struct HuggingFaceCache: Sendable {
         {
             commit = revision
         } else {
-            let entries = (try? FileManager.default.contentsOfDirectory(atPath: snapshots.path)) ?? []
-            let folders = entries.filter { !$0.hasPrefix(".") }.sorted()
+            let folders = HuggingFaceCache.snapshotNames(in: snapshots)
             guard folders.count == 1, let only = folders.first else {
                 throw CheckpointError.revisionNotResolved(
                     repository: repository, revision: revision, snapshotCount: folders.count, refPath: refURL.path)
@@ -129,6 +128,40 @@ public struct HuggingFaceCache: Sendable {
         else { throw CheckpointError.snapshotMissing(repository: repository, revision: commit, path: directory.path) }
         return Snapshot(
             repository: repository, revision: commit, directory: directory, repositoryDirectory: repositoryDirectory)
+    }
+
+    /// Why `repository` has no snapshot to read at `revision` (nil when it has one), in the words
+    /// of the list of places a model was looked for: its folder is absent; or there is no
+    /// `refs/<revision>` and not exactly one snapshot (those there named, with the folder to pass
+    /// to export one); or the ref names no snapshot, or no revision at all.
+    public func missingSnapshotReason(of repository: String, revision: String = "main") -> String? {
+        do {
+            _ = try snapshot(of: repository, revision: revision)
+            return nil
+        } catch CheckpointError.repositoryNotCached(_, let path) {
+            return "\(path) is absent"
+        } catch CheckpointError.revisionNotResolved(_, _, _, let refPath) {
+            let folder = URL(fileURLWithPath: refPath).deletingLastPathComponent().deletingLastPathComponent()
+            let snapshots = folder.appendingPathComponent("snapshots", isDirectory: true)
+            let names = HuggingFaceCache.snapshotNames(in: snapshots)
+            let ref = "refs/\(revision)"
+            guard !names.isEmpty else { return "\(folder.path) has no \(ref) and no snapshot" }
+            return "\(folder.path) has no \(ref) and \(names.count) snapshots (\(names.joined(separator: ", "))): "
+                + "pass the folder of the one to export, \(snapshots.path)/<revision>"
+        } catch CheckpointError.invalidRevision(_, let text, let refPath) {
+            return "'\(refPath)' holds an invalid revision '\(text)'"
+        } catch CheckpointError.snapshotMissing(_, let commit, let path) {
+            return "refs/\(revision) names revision \(commit), which has no snapshot folder '\(path)'"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// The snapshot folders of `snapshots/`, sorted: hidden entries (a download's temporary
+    /// folder) are none.
+    private static func snapshotNames(in snapshots: URL) -> [String] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: snapshots.path)) ?? []
+        return entries.filter { !$0.hasPrefix(".") }.sorted()
     }
 
     /// Opens the weights of `repository` at `revision`, allowing the snapshot's links into the

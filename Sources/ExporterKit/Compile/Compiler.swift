@@ -334,7 +334,8 @@ enum CompiledArtifactWriter {
         let manifest = compiledManifest(
             plan, bundle: bundle.manifest, files: files.sorted { $0.path < $1.path },
             portable: Manifest.Portable(
-                name: bundle.url.lastPathComponent, bytes: bundle.manifest.sizes.bundleBytes ?? 0,
+                name: CompiledArtifactWriter.portableName(of: bundle.manifest),
+                bytes: bundle.manifest.sizes.bundleBytes ?? 0,
                 manifestCRC32: BundleWriter.hex(manifestBytes.withUnsafeBytes { CRC32.checksum($0) })),
             minimumDeploymentVersion: request.minimumDeploymentVersion)
         let manifestFile = try directory.createFile(BundleWriter.manifestName)
@@ -343,6 +344,11 @@ enum CompiledArtifactWriter {
         try directory.publish()
         return manifest
     }
+
+    /// The name of the bundle `manifest` describes as its export wrote it, `<model.name>.aimodel`,
+    /// which a compiled artifact records (`compiled.portable.name`): not the name of the folder it
+    /// was compiled from (a link, a renamed copy), which its build key does not cover.
+    static func portableName(of manifest: Manifest) -> String { manifest.model.name + ".aimodel" }
 
     /// The bundle's manifest turned into the artifact's: kind, parts, files, sizes, `compiled`.
     static func compiledManifest(

@@ -252,7 +252,7 @@ public struct FarmFile: Equatable, Sendable {
         }
         guard let name = try string("name") else { throw bad("missing 'name'") }
         guard name.range(of: #"^[A-Za-z0-9][A-Za-z0-9._-]*$"#, options: .regularExpression) != nil else {
-            throw bad("'name' must be letters, digits, '.', '_' or '-'")
+            throw bad("'name' must be ASCII letters, digits, '.', '_' or '-', and start with a letter or digit")
         }
         guard let model = try string("model") else { throw bad("missing 'model'") }
         var job = FarmJob(name: name, model: model)

@@ -92,6 +92,65 @@ extension FarmRunner {
         return reportText(lines: lines)
     }
 
+    /// `result` as the report records it: every error (the job's, each device's) naming paths
+    /// under the farm file's folder relative to it (``farmRelative(_:)``).
+    func reported(_ result: FarmJobResult) -> FarmJobResult {
+        var result = result
+        result.error = result.error.map(farmRelative)
+        result.devices = result.devices.map { device in
+            var device = device
+            device.error = device.error.map(farmRelative)
+            return device
+        }
+        return result
+    }
+
+    /// `text` (a report's error, escaped) with every path under the farm file's folder named
+    /// relative to it, as the farm file names paths: `'/ci/checkout/ck/m'` is `'ck/m'`, the folder
+    /// itself `'.'`. A report then depends on the checkout's place no more than the farm file
+    /// does, so reports of equal work on two machines compare equal. The folder is matched as the
+    /// farm has it, standardized and with its links resolved, each only as a whole path or the
+    /// start of one (not `/ci/checkout2`, nor inside `/other/ci/checkout`); paths elsewhere (an
+    /// output folder outside it, the Hugging Face cache, the presets) stay as the tool names them.
+    func farmRelative(_ text: String) -> String {
+        let folder = farm.path.deletingLastPathComponent()
+        var forms: [String] = []
+        for url in [folder, folder.standardizedFileURL, folder.resolvingSymlinksInPath()] {
+            var path = url.path
+            while path.count > 1, path.hasSuffix("/") { path.removeLast() }
+            let escaped = Format.escaped(path)
+            if escaped != "/", escaped.hasPrefix("/"), !forms.contains(escaped) { forms.append(escaped) }
+        }
+        // The longest first: a link's resolved path may start with another form.
+        return forms.sorted { $0.count > $1.count }.reduce(text) { FarmRunner.relative($0, under: $1) }
+    }
+
+    /// `text` with each whole path `folder`, or path starting with `folder/`, relative to it.
+    static func relative(_ text: String, under folder: String) -> String {
+        // A character that can continue a path's name, so that a match there is part of another path.
+        func continuesName(_ character: Character?) -> Bool {
+            guard let character else { return false }
+            return character.isLetter || character.isNumber || "/._-~+@".contains(character)
+        }
+        var result = ""
+        var rest = Substring(text)
+        while let range = rest.range(of: folder) {
+            let before = range.lowerBound == rest.startIndex ? result.last : rest[rest.index(before: range.lowerBound)]
+            let after = range.upperBound == rest.endIndex ? nil : rest[range.upperBound]
+            result += rest[..<range.lowerBound]
+            if continuesName(before) || (after != "/" && continuesName(after)) {
+                result += rest[range]
+                rest = rest[range.upperBound...]
+            } else if after == "/" {
+                rest = rest[rest.index(after: range.upperBound)...]
+            } else {
+                result += "."
+                rest = rest[range.upperBound...]
+            }
+        }
+        return result + rest
+    }
+
     /// The farm file's name as reports record it: escaped as every text from input is.
     var reportedFarmName: String { Format.escaped(farm.path.lastPathComponent) }
 }

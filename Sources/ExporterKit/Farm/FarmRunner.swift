@@ -133,12 +133,12 @@ public struct FarmRunner {
             group.enter()
             DispatchQueue.global().async {
                 let start = Date()
-                let result =
+                let result = self.reported(
                     refusals[job.name].map {
                         FarmJobResult(
                             name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: $0,
                             exitStatus: ExitStatus.badInput.rawValue)
-                    } ?? self.run(job, verified: verified, log: log)
+                    } ?? self.run(job, verified: verified, log: log))
                 let elapsed = (Date().timeIntervalSince(start) * 100).rounded() / 100
                 collected.record(index: index, name: job.name, result: result, seconds: elapsed)
                 log(.jobEnded("\(job.name): \(result.status)" + (result.error.map { " — \($0)" } ?? "")))

@@ -180,7 +180,8 @@ extension Manifest {
 
     /// The portable bundle a compiled artifact was made from.
     public struct Portable: Codable, Equatable, Sendable {
-        /// Its folder name (`<Name>.aimodel`).
+        /// Its name as exported, `<model.name>.aimodel` (up to 0.8.0: the folder's name as given
+        /// to the compile).
         public var name: String
         /// Its `sizes.bundle_bytes`.
         public var bytes: Int

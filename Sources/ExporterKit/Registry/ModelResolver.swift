@@ -150,15 +150,19 @@ public struct ModelResolver {
     public let locateInCache: (String) -> (snapshot: URL, revision: String)?
     /// Where the cache lookups go, for the "tried" list of a not-found error.
     public let cacheDescription: (String) -> String
+    /// Why the cache has no snapshot of a repository id (its folder absent, several snapshots
+    /// and no `refs/main`), for the "tried" list of a not-found error; nil: `<where> is absent`.
+    public let cacheMissReason: ((String) -> String?)?
 
     /// A resolver over `catalog` with a cache lookup.
     public init(
         catalog: PresetCatalog, locateInCache: @escaping (String) -> (snapshot: URL, revision: String)?,
-        cacheDescription: @escaping (String) -> String
+        cacheDescription: @escaping (String) -> String, cacheMissReason: ((String) -> String?)? = nil
     ) {
         self.catalog = catalog
         self.locateInCache = locateInCache
         self.cacheDescription = cacheDescription
+        self.cacheMissReason = cacheMissReason
     }
 
     /// Resolves `argument` for an export on `platform`.
@@ -237,7 +241,8 @@ public struct ModelResolver {
                 tried: [
                     "a local directory '\(argument)': none",
                     "a preset named '\(argument)': none (run 'exporter list')",
-                    "the Hugging Face cache: \(cacheDescription(argument)) is absent",
+                    "the Hugging Face cache: "
+                        + (cacheMissReason?(argument) ?? "\(cacheDescription(argument)) is absent"),
                 ])
         }
         let name = String(argument.split(separator: "/").last ?? Substring(argument))

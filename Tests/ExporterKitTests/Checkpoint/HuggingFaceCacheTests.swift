@@ -152,4 +152,31 @@ struct CheckpointHuggingFaceCacheTests {
         #expect(
             CheckpointError.invalidRevision(repository: "O/N", revision: "..", refPath: "r").exitStatus == .badInput)
     }
+
+    @Test("says why a repository has no snapshot to read: absent, no refs/main among several or none, a bad ref")
+    func missingSnapshotReasons() throws {
+        let (hub, repository) = try makeCache(writeRef: false, extraSnapshots: ["fedcba"])
+        defer { try? FileManager.default.removeItem(at: hub) }
+        let cache = HuggingFaceCache(hubDirectory: hub)
+        #expect(
+            cache.missingSnapshotReason(of: "Org/Other")
+                == "\(hub.appendingPathComponent("models--Org--Other").path) is absent")
+        #expect(
+            cache.missingSnapshotReason(of: "Org/Tiny-Model")
+                == "\(repository.path) has no refs/main and 2 snapshots (\(commit), fedcba): pass the folder of the "
+                + "one to export, \(repository.path)/snapshots/<revision>")
+        let ref = repository.appendingPathComponent("refs/main")
+        try Data("abc\n".utf8).write(to: ref)
+        #expect(
+            cache.missingSnapshotReason(of: "Org/Tiny-Model")
+                == "refs/main names revision abc, which has no snapshot folder '\(repository.path)/snapshots/abc'")
+        try Data("..\n".utf8).write(to: ref)
+        #expect(cache.missingSnapshotReason(of: "Org/Tiny-Model") == "'\(ref.path)' holds an invalid revision '..'")
+        try Data("fedcba\n".utf8).write(to: ref)
+        #expect(cache.missingSnapshotReason(of: "Org/Tiny-Model") == nil)
+        try FileManager.default.removeItem(at: ref)
+        try FileManager.default.removeItem(at: repository.appendingPathComponent("snapshots"))
+        #expect(
+            cache.missingSnapshotReason(of: "Org/Tiny-Model") == "\(repository.path) has no refs/main and no snapshot")
+    }
 }
