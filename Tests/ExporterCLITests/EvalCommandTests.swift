@@ -44,6 +44,34 @@ struct EvalCommandTests {
         #expect(root["source_perplexity"]?.doubleValue == result.sourcePerplexity)
     }
 
+    @Test("an infinite perplexity is inf in the text of eval and verify --run, null in their JSON")
+    func infinitePerplexity() throws {
+        // A final norm of 60,000 makes logits of about 10⁵: exp(−mean log p) is beyond a double.
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        try Fixtures.setValues((0..<64).map { ($0, 60000) }, of: "model.norm.weight", in: checkpoint)
+        let bundle = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "TinyInf")
+        let tokens = ["--tokens", "1,5,9,200,33,17"]
+        let eval = runExporter(["eval", bundle.path, "--against", checkpoint.path] + tokens)
+        #expect(eval.status == 0, "\(eval.error)")
+        #expect(eval.output.contains("\n  perplexity       inf checkpoint → inf artifact (n/a%)\n"), "\(eval.output)")
+        let evalJSON = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--json"] + tokens)
+        let root = try #require(try JSONParser.parse(Array(evalJSON.output.utf8)).objectValue)
+        for key in ["source_perplexity", "artifact_perplexity", "perplexity_increase_percent"] {
+            #expect(root[key] == .null, "\(key)")
+        }
+        #expect(root["mean_kl"]?.doubleValue != nil)
+
+        let verify = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--run"] + tokens)
+        #expect(
+            verify.output.contains("\n                perplexity inf (checkpoint), inf (artifact)\n"),
+            "\(verify.output)")
+        let verifyJSON = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--run", "--json"] + tokens)
+        let forward = try #require(
+            try JSONParser.parse(Array(verifyJSON.output.utf8)).objectValue?["forward"]?.objectValue)
+        #expect(forward["source_perplexity"] == .null)
+        #expect(forward["artifact_perplexity"] == .null)
+    }
+
     @Test("on a terminal a progress line follows both passes layer by layer and is cleared; in a pipe, nothing")
     func progress() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)

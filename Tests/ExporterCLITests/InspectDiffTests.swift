@@ -260,6 +260,57 @@ struct InspectDiffTests {
         #expect(runExporter(["diff", small.path, large.path, "--no-verdict-regression"]).status == 0)
         #expect(runExporter(["diff", small.path, large.path, "--max-size-growth", "ten"]).status == 64)
     }
+
+    @Test("an exactly stored tensor's SQNR is null in diff --json, as in the manifest, and 'exact' in the text")
+    func diffExactSQNR() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let export = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--compression", "none",
+            "--output-dir", output.path,
+        ])
+        #expect(export.status == 0, "\(export.error)")
+        let kept = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let compressed = try TinyArtifacts.export(checkpoint, bits: 4, group: 8, name: "Tiny")
+        let name = "model.layers.0.self_attn.q_proj.weight"
+        #expect(try TinyArtifacts.manifestOf(kept).tensors.first { $0.name == name }?.sqnrDB == nil)
+        let sqnr = try #require(try TinyArtifacts.manifestOf(compressed).tensors.first { $0.name == name }?.sqnrDB)
+
+        let json = runExporter(["diff", kept.path, compressed.path, "--json"])
+        #expect(json.status == 0)
+        let tensors = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue?["tensors"]?.arrayValue)
+        let row = try #require(tensors.first { $0.objectValue?["name"]?.stringValue == name }?.objectValue)
+        #expect(row["sqnr_db_a"] == .null)
+        #expect(row["sqnr_db_b"]?.doubleValue == sqnr)
+        // Every SQNR of the diff is a number or null, never a string.
+        #expect(
+            tensors.allSatisfy { tensor in
+                ["sqnr_db_a", "sqnr_db_b"].allSatisfy { key in
+                    tensor.objectValue?[key].map { $0 == .null || $0.doubleValue != nil } == true
+                }
+            })
+        #expect(!json.output.contains("\"exact\""))
+        // Back the other way, the compressed side first: null on the b side.
+        let back = runExporter(["diff", compressed.path, kept.path, "--json"])
+        let backRow = try #require(
+            try JSONParser.parse(Array(back.output.utf8)).objectValue?["tensors"]?.arrayValue?.first {
+                $0.objectValue?["name"]?.stringValue == name
+            }?.objectValue)
+        #expect(backRow["sqnr_db_a"]?.doubleValue == sqnr)
+        #expect(backRow["sqnr_db_b"] == .null)
+
+        let text = runExporter(["diff", kept.path, compressed.path])
+        #expect(
+            text.output.contains(
+                "  \(name)  fp16 → 4-bit LUT g8     exact  \(String(format: "%.2f", sqnr)) dB\n"), "\(text.output)")
+        // The gate counts compressing an exact tensor as an infinite drop, in the text and the JSON alike.
+        let gated = runExporter(["diff", kept.path, compressed.path, "--json", "--min-sqnr-drop", "100"])
+        #expect(gated.status == 1)
+        #expect(
+            gated.error.hasPrefix(
+                "Error: tensor 'model.layers.0.self_attn.q_proj.weight': SQNR fell by ∞ dB (exact → "
+                    + "\(String(format: "%.2f", sqnr)) dB), more than --min-sqnr-drop 100 dB\n"), "\(gated.error)")
+    }
 }
 
 @Suite("forward pass: checkpoint against artifact")

@@ -171,6 +171,24 @@ struct VerifyCommandTests {
             truncRun.error.hasPrefix("Error: 'weights.bin': size is \(size - 64) bytes, the manifest says \(size)\n"))
         #expect(truncRun.error.contains("Error: 'weights.bin': header says \(size) bytes, the file has \(size - 64)\n"))
         #expect(truncRun.error.contains("runs past the end of 'weights.bin'"))
+        // Cut to 1,000 bytes, inside the first tensor: every line says the file is short, none
+        // names a size measured over the parts that still fit (68 bytes: "should be 128 bytes").
+        try bytes.prefix(1000).write(to: truncated.appendingPathComponent("weights.bin"))
+        let parts = try TinyArtifacts.manifestOf(original).tensors.flatMap { tensor in
+            tensor.parts.map { (tensor.name, $0) }
+        }
+        let (firstName, first) = try #require(parts.first)
+        #expect(first.offset + first.bytes > 1000)
+        let shortRun = runExporter(["verify", truncated.path])
+        #expect(shortRun.status == 1)
+        #expect(
+            shortRun.error == """
+                Error: 'weights.bin': size is 1000 bytes, the manifest says \(size)
+                Error: 'weights.bin': header says \(size) bytes, the file has 1000
+                Error: tensor '\(firstName)': \(first.kind) at offset \(first.offset), \(first.bytes) bytes, runs past the end of 'weights.bin' (1000 bytes)
+                Error: 'weights.bin': \(parts.count - 1) more part(s) run past its end
+
+                """)
 
         let edited = try TinyArtifacts.copy(original)
         try TinyArtifacts.editManifest(edited) { manifest in

@@ -118,10 +118,6 @@ enum DiffCommand {
             // A whole number as one; any other in the shortest form that reads back as the same double.
             return .number(value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : "\(value)")
         }
-        func sqnr(_ value: Double?) -> JSONValue {
-            guard let value else { return .null }
-            return value == .infinity ? .string("exact") : number(value)
-        }
         var root = JSONObject()
         root["a"] = .string(diff.beforeName)
         root["b"] = .string(diff.afterName)
@@ -151,8 +147,10 @@ enum DiffCommand {
                         ("storage_b", change.storageAfter.map { .string($0) } ?? .null),
                         ("bytes_a", number(change.bytesBefore.map(Double.init))),
                         ("bytes_b", number(change.bytesAfter.map(Double.init))),
-                        ("sqnr_db_a", sqnr(change.sqnrBefore)),
-                        ("sqnr_db_b", sqnr(change.sqnrAfter)),
+                        // An exactly stored tensor (infinite SQNR, `exact` in the text) is null, as
+                        // in the manifest's `sqnr_db` and `verify --json`: a number or null, never a string.
+                        ("sqnr_db_a", number(change.sqnrBefore)),
+                        ("sqnr_db_b", number(change.sqnrAfter)),
                     ]))
             })
         root["regressions"] = .array(regressions.map { .string($0) })

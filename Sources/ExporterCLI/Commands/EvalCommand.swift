@@ -51,8 +51,11 @@ enum EvalCommand {
         return .success
     }
 
+    /// `value` in `format`: `inf` for an infinite one (a perplexity beyond the range of a double),
+    /// as `verify --run` prints it; `n/a` for no number (an increase from one infinity to another).
+    /// The JSON writes null for both.
     static func number(_ value: Double, _ format: String) -> String {
-        value.isFinite ? String(format: format, value) : "n/a"
+        value.isNaN ? "n/a" : String(format: format, value)
     }
 
     static func lines(_ result: FidelityEvaluation, artifact: String) -> [String] {

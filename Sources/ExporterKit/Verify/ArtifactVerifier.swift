@@ -488,7 +488,9 @@ public enum ArtifactVerifier {
             for (file, count) in partsPastEnd.sorted(by: { $0.key < $1.key }) where count > 1 {
                 failFile(file, "\(count - 1) more part(s) run past its end")
             }
-            if portable, let weightsSize,
+            // A part past the end already says the file is short; its end, measured over the parts
+            // that fit, would then name a size that contradicts it.
+            if portable, let weightsSize, partsPastEnd[weightsName] == nil,
                 manifest.tensors.contains(where: { $0.parts.contains { $0.file == weightsName } })
             {
                 let end = ArtifactVerifier.aligned(cursor)

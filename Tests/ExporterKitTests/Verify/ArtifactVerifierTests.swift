@@ -270,6 +270,15 @@ struct ArtifactVerifierTests {
                 "'weights.bin': 1 more part(s) run past its end",
             ])
         #expect(norm.offset > down.offset)
+        // Nothing else about its size: measured over the parts that fit, the end of the parts
+        // would name a size below the file's ("its parts end at …, so the file should be …").
+        let size = try #require(manifest.files.first { $0.path == "weights.bin" }?.bytes)
+        #expect(
+            failures.filter { $0.hasPrefix("'weights.bin'") } == [
+                "'weights.bin': size is \(down.offset + 1) bytes, the manifest says \(size)",
+                "'weights.bin': header says \(size) bytes, the file has \(down.offset + 1)",
+                "'weights.bin': 1 more part(s) run past its end",
+            ])
     }
 
     @Test("int8 values of -128 and non-positive scales break the linear scheme's rules")
