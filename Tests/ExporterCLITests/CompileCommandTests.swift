@@ -108,7 +108,11 @@ struct CompileCommandTests {
         #expect(runExporter(["plan"] + export + ["--require-fit", "t2"]).status == 0)
         let unknown = runExporter(["plan"] + export + ["--require-fit", "t9"])
         #expect(unknown.status == 64)
-        #expect(unknown.error.hasPrefix("Error: --require-fit: no device 't9' in the device table; known: h14p, "))
+        // Each id once: h14g names a Mac and Apple Vision Pro.
+        #expect(
+            unknown.error.hasPrefix(
+                "Error: --require-fit: no device 't9' in the device table; known: h14p, h15p, h16p, h17p, h13g, h14g, "
+                    + "h15g, h16g, t1, t2\n"), "\(unknown.error)")
         #expect(
             runExporter(["plan"] + export + ["--require-fit", "h13g"]).error
                 == "Error: --require-fit h13g: no verdict for it, a device of a platform that does not load this bundle\n"
@@ -116,6 +120,13 @@ struct CompileCommandTests {
         // One platform's device where an id names two: the Vision Pro's M2, not the Mac's.
         #expect(runExporter(["plan"] + export + ["--require-fit", "h14g:visionOS"]).status == 0)
         #expect(runExporter(["plan"] + export + ["--require-fit", "h14g:macOS"]).status == 1)
+        // The two devices of one id are two requirements: the Mac's is not dropped for the Vision Pro's.
+        let both = runExporter(["plan"] + export + ["--require-fit", "h14g:visionOS", "--require-fit", "h14g:macOS"])
+        #expect(both.status == 1)
+        #expect(
+            both.error
+                == "Error: --require-fit h14g:macOS: no verdict for it, a device of a platform that does not load this "
+                + "bundle\n")
         let otherPlatform = runExporter(["plan"] + export + ["--require-fit", "t1:macOS"])
         #expect(otherPlatform.status == 64)
         #expect(otherPlatform.error.hasPrefix("Error: --require-fit: no device 't1' of macOS in the device table; "))

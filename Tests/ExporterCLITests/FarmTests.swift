@@ -183,6 +183,28 @@ struct FarmTests {
                     device: "h17p", status: "built", artifact: "m0/M0.h17p.aimodelc", memory: "fits",
                     neuralEngine: "all-regions-within-budget", error: nil)
             ])
+        // The report's keys as docs/FARM.md names them; a device that did not fail exited 0.
+        let raw = try #require(
+            try JSONParser.parse(Array(Data(contentsOf: folder.appendingPathComponent("out/farm-report.json"))))
+                .objectValue)
+        #expect(
+            raw.keys.sorted() == [
+                "collected", "farm", "farm_digest", "jobs", "report_id", "run_id", "schema", "seconds", "shard",
+            ])
+        let rawJob = try #require(raw["jobs"]?.arrayValue?.first?.objectValue)
+        #expect(
+            rawJob.keys.sorted() == [
+                "build_key", "bundle", "bundle_bytes", "bundle_status", "devices", "error", "exit_status", "name",
+                "status",
+            ])
+        #expect(rawJob["bundle_status"]?.stringValue == "built")
+        let rawDevice = try #require(rawJob["devices"]?.arrayValue?.first?.objectValue)
+        #expect(
+            rawDevice.keys.sorted() == [
+                "artifact", "device", "error", "exit_status", "memory", "neural_engine", "status",
+            ])
+        #expect(rawDevice["neural_engine"]?.stringValue == "all-regions-within-budget")
+        #expect(rawDevice["exit_status"]?.intValue == 0)
         let text = try String(contentsOf: farm, encoding: .utf8)
         try Data(text.replacingOccurrences(of: #"["h17p"]"#, with: #"["h17p", "h16p"]"#).utf8).write(to: farm)
         _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
@@ -783,6 +805,88 @@ struct FarmTests {
         #expect(try report(folder).jobs.map(\.status) == ["skipped", "skipped", "skipped"])
     }
 
+    @Test(
+        "a collect merges one split's reports only: a copy, an overlap, a gap, a shard beyond the split, a farm renamed"
+    )
+    func collectRefusals() throws {
+        let (farm, folder) = try makeFarm(count: 3)
+        let output = folder.appendingPathComponent("out")
+        func shard(_ shard: String, run: String? = nil) throws {
+            let result = try BuiltExporter.run(
+                ["batch", farm.path, "--output", output.path, "--shard", shard] + (run.map { ["--run-id", $0] } ?? []))
+            #expect(result.status == 0, "\(result.error)")
+        }
+        func collect(_ farmFile: URL? = nil, run: String? = nil) throws -> BuiltExporter.Outcome {
+            try BuiltExporter.run(
+                ["batch", (farmFile ?? farm).path, "--output", output.path, "--collect"]
+                    + (run.map { ["--run-id", $0] } ?? []))
+        }
+        func refusal(_ farmFile: URL? = nil) throws -> String {
+            let failed = try collect(farmFile)
+            #expect(failed.status == 65)
+            #expect(!FileManager.default.fileExists(atPath: output.appendingPathComponent("farm-report.json").path))
+            return failed.error
+        }
+        let prefix = "Error: cannot collect shard reports: "
+        try shard("1/2")
+        try shard("2/2")
+        #expect(try collect().status == 0)
+        let first = output.appendingPathComponent("farm-report-shard-1-of-2.json")
+        let second = output.appendingPathComponent("farm-report-shard-2-of-2.json")
+        let firstReport = try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: first))
+        let secondData = try Data(contentsOf: second)
+        let secondReport = try JSONDecoder().decode(FarmReport.self, from: secondData)
+        // An editor's backup is no report; a second copy of a shard's is.
+        let backup = output.appendingPathComponent("farm-report-shard-1-of-2.json~")
+        try FileManager.default.copyItem(at: first, to: backup)
+        #expect(try collect().status == 0)
+        try FileManager.default.removeItem(at: backup)
+        let copy = output.appendingPathComponent("farm-report-shard-1-of-2 (1).json")
+        try FileManager.default.copyItem(at: first, to: copy)
+        #expect(
+            try refusal()
+                == prefix
+                + "'farm-report-shard-1-of-2 (1).json' and 'farm-report-shard-1-of-2.json' are both reports of shard 1/2\n"
+        )
+        try FileManager.default.removeItem(at: copy)
+        // A job in two reports, or in none.
+        let moved = try #require(firstReport.jobs.first)
+        var overlapping = secondReport
+        overlapping.jobs.append(moved)
+        try Data(try overlapping.canonicalJSON()).write(to: second)
+        #expect(try refusal() == prefix + "job '\(moved.name)' is in two shard reports\n")
+        var short = secondReport
+        let dropped = try #require(short.jobs.last)
+        short.jobs.removeLast()
+        try Data(try short.canonicalJSON()).write(to: second)
+        #expect(try refusal() == prefix + "no result for job(s) \(dropped.name)\n")
+        try secondData.write(to: second)
+        // A shard beyond its split.
+        var beyond = secondReport
+        beyond.shard = "3/2"
+        beyond.jobs = []
+        let beyondURL = output.appendingPathComponent("farm-report-shard-3-of-2.json")
+        try Data(try beyond.canonicalJSON()).write(to: beyondURL)
+        #expect(try refusal() == prefix + "'farm-report-shard-3-of-2.json' is not the report of a shard\n")
+        try FileManager.default.removeItem(at: beyondURL)
+        // The same farm file under another name: its shards' reports name the one they ran.
+        let renamed = folder.appendingPathComponent("nightly.json")
+        try FileManager.default.copyItem(at: farm, to: renamed)
+        #expect(
+            try refusal(renamed)
+                == prefix + "'farm-report-shard-1-of-2.json' is a report of farm 'farm.json', not of 'nightly.json': "
+                + "collect with the farm file its shards ran\n")
+        #expect(try collect().status == 0)
+        // With --run-id, a shard run again (a CI retry) is merged beside a report collected before.
+        try shard("1/2", run: "r")
+        try shard("2/2", run: "r")
+        #expect(try collect(run: "r").status == 0)
+        try shard("2/2", run: "r")
+        let retried = try collect(run: "r")
+        #expect(retried.status == 0, "\(retried.error)")
+        #expect(try report(folder).jobs.map(\.name) == ["job0", "job1", "job2"])
+    }
+
     @Test("the farm digest follows the farm file, the files its jobs name and the presets, not the output")
     func farmDigest() throws {
         let folder = try Fixtures.temporaryDirectory("farm")
@@ -823,6 +927,45 @@ struct FarmTests {
             at: presets.appendingPathComponent(".git"), withIntermediateDirectories: true)
         try Data("y".utf8).write(to: presets.appendingPathComponent(".git/HEAD"))
         #expect(try digest(text) == table)
+        // Nor is an empty folder, which git does not keep: one checkout has it, another not.
+        try FileManager.default.createDirectory(
+            at: presets.appendingPathComponent("empty"), withIntermediateDirectories: true)
+        #expect(try digest(text) == table)
+        // Known answer: the version, the farm file, each file a job names, then every file of the
+        // presets in path order, whatever order the file system lists them in.
+        var expected = SHA256()
+        for field in ["exporter.farm-digest/1", ToolVersion.current, try FarmFile(contentsOf: url).contentDigest] {
+            expected.update(field: field)
+        }
+        func add(_ file: URL) throws {
+            let data = try Data(contentsOf: file)
+            expected.update(field: "bytes \(data.count)")
+            expected.update(data)
+        }
+        expected.update(field: "a|compression_config|cfg.json")
+        try add(config)
+        let files = try FileManager.default.subpathsOfDirectory(atPath: presets.path).filter { path in
+            var isDirectory: ObjCBool = false
+            return !path.split(separator: "/").contains { $0.hasPrefix(".") }
+                && FileManager.default.fileExists(
+                    atPath: presets.appendingPathComponent(path).path, isDirectory: &isDirectory)
+                && !isDirectory.boolValue
+        }
+        #expect(files.count > 10)
+        for path in files.sorted() {
+            expected.update(field: "presets|\(path)")
+            try add(presets.appendingPathComponent(path))
+        }
+        #expect(try digest(text) == expected.hexDigest())
+        // A job's device table is in it, as its compression config is.
+        let deviceTable = folder.appendingPathComponent("table.json")
+        try Data(#"{"b": 1}"#.utf8).write(to: deviceTable)
+        let withTable =
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b", "devices": ["h17p"], "#
+            + #""device_table": "table.json"}]}"#
+        let tableBase = try digest(withTable)
+        try Data(#"{"b": 2}"#.utf8).write(to: deviceTable)
+        #expect(try digest(withTable) != tableBase)
     }
 
     @Test("the farm digest is the presets' names and bytes whether the folder or its compression/ is a link")
@@ -1009,6 +1152,11 @@ struct FarmTests {
             #expect(split(cached, count) == split(bareMachine, count), "\(count) shards")
         }
         #expect(split(cached, 2) == [["a", "c"], ["b", "d", "e"]])
+        // A job's preset gives its config, even where its model folder is missing.
+        let preset = try shardRunner(
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "f", "model": "missing", "preset": "qwen3-4b"}]}"#,
+            in: folder)
+        #expect(preset.splitCost(of: preset.farm.jobs[0]) == cached.splitCost(of: cached.farm.jobs[0]))
     }
 
     @Test("a job counts as failed when its export or any of its devices failed, once however many devices did")

@@ -288,7 +288,13 @@ public struct DeviceTable: Equatable, Sendable {
                     + DevicePlatform.allCases.map(\.rawValue).joined(separator: ", "))
         }
         let chip = try string("chip")
-        guard let products = object["products"]?.arrayValue?.compactMap(\.stringValue), !products.isEmpty else {
+        // A list of names: an entry that is not a string is refused, never left out.
+        func names(_ key: String) -> [String]? {
+            guard let values = object[key]?.arrayValue else { return nil }
+            let names = values.compactMap(\.stringValue)
+            return names.count == values.count ? names : nil
+        }
+        guard let products = names("products"), !products.isEmpty else {
             throw invalid("\(label): 'products' must be a non-empty list of names")
         }
         guard let aheadOfTime = try field("ahead_of_time")?.boolValue else {
@@ -319,7 +325,7 @@ public struct DeviceTable: Equatable, Sendable {
             }
             increased = raised
         }
-        guard let entitlements = object["entitlements"]?.arrayValue?.compactMap(\.stringValue) else {
+        guard let entitlements = names("entitlements") else {
             throw invalid("\(label): 'entitlements' must be a list of names")
         }
         guard !entitlements.contains(where: { $0.isEmpty }), Set(entitlements).count == entitlements.count else {

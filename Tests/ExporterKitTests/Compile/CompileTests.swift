@@ -462,6 +462,16 @@ struct CompileTests {
         #expect(merged.eligible(for: .iOS).map(\.id) == ["h16p", "h17p", "h99p"])
         #expect(merged.devices.first { $0.id == "h17p" }?.regionBudgetBytes == 1 << 30)
         #expect(merged.devices.first { $0.id == "h17p" }?.estimates == ["ane_region_budget_bytes"])
+        // Its rules replace the shipped ones, platform by platform, and refusals quote them.
+        try Data(#"{"schema": "exporter.devices/1", "rules": {"iOS": "ours"}, "devices": []}"#.utf8).write(to: extra)
+        let ruled = try DeviceTable.load(presetsDirectory: Fixtures.presetsDirectory, extra: extra)
+        #expect(ruled.rules[.iOS] == "ours")
+        #expect(ruled.rules[.macOS] == "Mac needs an M1 or later")
+        #expect(
+            throws: CompileError.ineligibleDevice(
+                id: "h15p", products: ["iPhone 14 Pro", "iPhone 14 Pro Max", "iPhone 15", "iPhone 15 Plus"],
+                chip: "A16 Bionic", rule: "ours")
+        ) { try ruled.select(["h15p"], platform: .iOS) }
 
         for page in [12_288, 2048] {
             try Data(
@@ -580,6 +590,22 @@ struct CompileTests {
         #expect(
             try refusal(["page_size": #"{"value": 16384, "estimat": true}"#])
                 == "device 1 ('h99p'): 'page_size' has an unknown key 'estimat'; expected estimate, source, value")
+        // Every byte count is positive; a limit may be all of the RAM ("at most", docs/DEVICES.md).
+        #expect(
+            try refusal(["ane_region_budget_bytes": "0"])
+                == "device 1 ('h99p'): 'ane_region_budget_bytes' must be a positive integer of at most 1125899906842624"
+        )
+        #expect(
+            try refusal(["app_memory_limit_bytes": "8589934592", "increased_memory_limit_bytes": "8589934592"]) == nil)
+        // A list of names has one at least (products) and nothing but names: none is left out unsaid.
+        for products in ["[]", #"["iPhone 99", 5]"#] {
+            #expect(
+                try refusal(["products": products]) == "device 1 ('h99p'): 'products' must be a non-empty list of names"
+            )
+        }
+        #expect(
+            try refusal(["entitlements": "[5]", "increased_memory_limit_bytes": "null"])
+                == "device 1 ('h99p'): 'entitlements' must be a list of names")
         for names in [#"[""]"#, #"["e", "e"]"#] {
             #expect(
                 try refusal(["entitlements": names])

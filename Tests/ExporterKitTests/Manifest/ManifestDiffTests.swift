@@ -60,6 +60,16 @@ struct ManifestDiffTests {
             diff.textChanges == [.init(field: "verdict: h14g visionOS", before: "fits", after: "needs-entitlement")])
         // Better is no regression.
         #expect(regressions(after, before, verdicts: true) == [])
+        // Without --no-verdict-regression, the other gates let a worse verdict pass.
+        #expect(regressions(before, after, growth: 50, memory: 50, drop: 100) == [])
+        // needs-entitlement to does-not-fit is worse still; the way back is not.
+        var lost = after
+        lost.verdicts[1].memory = .doesNotFit
+        #expect(
+            regressions(after, lost, verdicts: true) == [
+                "verdict of h14g visionOS: needs-entitlement → does-not-fit, against --no-verdict-regression"
+            ])
+        #expect(regressions(lost, after, verdicts: true) == [])
         // An id spelt in another case is the same device.
         after.verdicts[1].architecture = "H14G"
         #expect(
@@ -85,6 +95,29 @@ struct ManifestDiffTests {
         after.tensors[index].sqnrDB = 18.45
         #expect(regressions(before, after, drop: 2.81) == [])
         #expect(regressions(before, after, drop: 2.8).count == 1)
+    }
+
+    @Test("a size that was 0 fails a growth gate only when it grows; an SQNR lost from exact fell by ∞ dB")
+    func fromNothing() throws {
+        var before = try manifest()
+        var after = before
+        before.sizes.bundleBytes = 0
+        after.sizes.bundleBytes = 0
+        #expect(regressions(before, after, growth: 0) == [])
+        after.sizes.bundleBytes = 100
+        let grown = regressions(before, after, growth: 5)
+        #expect(grown.count == 1)
+        #expect(grown.first?.hasPrefix("size on disk grew by ") == true)
+        #expect(grown.first?.hasSuffix("% (0 → 100 bytes), more than --max-size-growth 5%") == true, "\(grown)")
+        // A bundle's tensor without SQNR is stored exactly.
+        after = before
+        let index = try #require(before.tensors.firstIndex { $0.sqnrDB == nil })
+        after.tensors[index].sqnrDB = 30
+        #expect(
+            regressions(before, after, drop: 5) == [
+                "tensor '\(before.tensors[index].name)': SQNR fell by ∞ dB (exact → 30.00 dB), more than "
+                    + "--min-sqnr-drop 5 dB"
+            ])
     }
 
     @Test("a changed compute precision is a text change, before and after as written")

@@ -130,10 +130,20 @@ struct ArtifactVerifierFiguresTests {
         // Sizes that cannot be, a platform that does not load the bundle, a device given twice.
         #expect(try failures { $0.totalBytes = -5 } == [prefix + "total_bytes is -5, not positive"])
         #expect(try failures { $0.regions = 0 } == [prefix + "regions is 0, not positive"])
+        #expect(try failures { $0.appMemoryLimitBytes = 0 } == [prefix + "app_memory_limit_bytes is 0, not positive"])
+        #expect(try failures { $0.regionBudgetBytes = 0 } == [prefix + "region_budget_bytes is 0, not positive"])
         #expect(
             try failures { $0.increasedMemoryLimitBytes = 1_000 } == [
                 prefix + "increased_memory_limit_bytes is 1000, below app_memory_limit_bytes 2000"
             ])
+        // A raised limit equal to the default one is what a device table may give (each limit inclusive).
+        #expect(
+            try failures {
+                $0.increasedMemoryLimitBytes = 2_000
+                $0.totalBytes = 2_000
+                $0.memory = .fits
+                $0.entitlements = []
+            } == [])
         #expect(
             try failures { $0.platform = "watchOS" } == [
                 "'plan.json': the verdict of h99p (watchOS): the bundle, exported for iOS, does not load on that platform"
@@ -158,6 +168,12 @@ struct ArtifactVerifierFiguresTests {
             ])
         #expect(try failures { $0.entitlements = ["e1", ""] } == [prefix + "an entitlement name is empty"])
         #expect(try failures { $0.entitlements = ["e1", "e1"] } == [prefix + "entitlements names one twice"])
+        // A verdict naming what no device table could is not read further: its numbers go unchecked.
+        #expect(
+            try failures {
+                $0.entitlements = ["e1", ""]
+                $0.memory = .fits
+            } == [prefix + "an entitlement name is empty"])
         #expect(
             try failures { $0.memory = .fits } == [
                 prefix + "memory is fits, but 3000 bytes against limits of 2000 and 3000 with the entitlements is "
@@ -181,13 +197,19 @@ struct ArtifactVerifierFiguresTests {
             try failures { $0.regionsOverBudget = [3, 0] } == [
                 prefix + "regions_over_budget must list distinct region indices below regions (4), in order"
             ])
-        #expect(
-            try failures { $0.regionsOverBudget = [0, 4] } == [
-                prefix + "regions_over_budget must list distinct region indices below regions (4), in order"
-            ])
+        for indices in [[0, 4], [0, 0, 3], [-1, 3]] {
+            #expect(
+                try failures { $0.regionsOverBudget = indices } == [
+                    prefix + "regions_over_budget must list distinct region indices below regions (4), in order"
+                ])
+        }
         #expect(
             try failures { $0.neuralEngine = .allRegionsWithinBudget } == [
                 prefix + "neural_engine is all-regions-within-budget, but regions_over_budget lists 2 regions"
+            ])
+        #expect(
+            try failures { $0.regionsOverBudget = [] } == [
+                prefix + "neural_engine is regions-over-budget, but regions_over_budget lists 0 regions"
             ])
         #expect(
             fitting.warnings == [
@@ -219,6 +241,12 @@ struct ArtifactVerifierFiguresTests {
             lost.memoryWarning
                 == "h99p (macOS): 3001 bytes exceed the 2000 a model should stay within on this Mac (about the "
                 + "recommended working set, 75% of its RAM): the system will swap, and generation slow down")
+        // Apple Vision Pro kills an app over its limit, as an iPhone does: only a Mac swaps.
+        lost.platform = "visionOS"
+        #expect(
+            lost.memoryWarning
+                == "h99p (visionOS): 3001 bytes exceed the app memory limit of 2000, which no entitlement raises: the "
+                + "app is killed at load")
         // A verdict written before `ahead_of_time` existed was of an ahead-of-time device.
         let written = String(decoding: try JSONEncoder().encode(fitting), as: UTF8.self)
         #expect(written.contains(#""ahead_of_time":true"#))
@@ -232,6 +260,36 @@ struct ArtifactVerifierFiguresTests {
         portable.aheadOfTime = false
         let decoded = try JSONDecoder().decode(Manifest.Verdict.self, from: try JSONEncoder().encode(portable))
         #expect(decoded.aheadOfTime == false && decoded == portable)
+    }
+
+    @Test("a macOS plan's verdicts: Macs only, and no entitlement raises a Mac's limit")
+    func macPlanVerdicts() throws {
+        let plan = try Fixtures.plan(try Fixtures.syntheticCheckpoint(modelType: "qwen3"), platform: .macOS)
+        let file = try Fixtures.temporaryDirectory().appendingPathComponent("plan.json")
+        let mac = Manifest.Verdict(
+            architecture: "m99", platform: "macOS", chip: "M99", memory: .fits, totalBytes: 1_000,
+            appMemoryLimitBytes: 2_000, increasedMemoryLimitBytes: nil, entitlements: [],
+            neuralEngine: .allRegionsWithinBudget, regionBudgetBytes: 500, regions: 4, regionsOverBudget: [])
+        func failures(_ change: (inout Manifest.Verdict) -> Void) throws -> [String] {
+            var manifest = Manifest(plan: plan)
+            var verdict = mac
+            change(&verdict)
+            manifest.verdicts = [verdict]
+            try Data(try manifest.canonicalJSON()).write(to: file)
+            return ArtifactVerifier.verify(try LoadedArtifact(url: file)).failures.map(\.description)
+        }
+        #expect(try failures { _ in } == [])
+        #expect(
+            try failures { $0.increasedMemoryLimitBytes = 3_000 } == [
+                "'plan.json': the verdict of m99 (macOS): increased_memory_limit_bytes must be null on a Mac: no "
+                    + "entitlement raises it"
+            ])
+        // Apple Vision Pro loads iOS bundles, not a Mac's.
+        #expect(
+            try failures { $0.platform = "visionOS" } == [
+                "'plan.json': the verdict of m99 (visionOS): the bundle, exported for macOS, does not load on that "
+                    + "platform"
+            ])
     }
 
     @Test("the platform against the iOS embedding's int8 and rules; experimental against the preset")
@@ -382,6 +440,14 @@ struct ArtifactVerifierFiguresTests {
             }.filter { $0.contains("compiled.verdict: ") } == [
                 "'manifest.json': compiled.verdict: architecture '' is not an id (letters, digits, '-' or '_')",
                 "'manifest.json': compiled.verdict: entitlements names one twice",
+            ])
+        // The fixture's device raises its limit to 4,000,000 bytes: a Mac's verdict cannot say so.
+        #expect(
+            try failures(artifact) { $0.compiled?.verdict.platform = "macOS" }.filter {
+                $0.contains("compiled.verdict: ")
+            } == [
+                "'manifest.json': compiled.verdict: increased_memory_limit_bytes must be null on a Mac: no entitlement "
+                    + "raises it"
             ])
         #expect(
             try failures(artifact) { $0.compiled?.verdict.aheadOfTime = false } == [
