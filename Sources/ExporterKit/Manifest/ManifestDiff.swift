@@ -235,8 +235,11 @@ public struct ManifestDiff: Sendable {
             // Multiplied out rather than divided, so that growing by exactly the limit passes.
             let exceeds = before > 0 ? (after - before) * 100 > limit * before : after > before
             if exceeds {
+                // From nothing, growth has no percentage: said as such, not as "inf%".
+                let grew =
+                    growth.isFinite ? "grew by \(ManifestDiff.percent(growth, above: limit))%" : "grew from nothing"
                 result.append(
-                    "\(field) grew by \(ManifestDiff.percent(growth, above: limit))% (\(String(format: "%.0f", before)) → "
+                    "\(field) \(grew) (\(String(format: "%.0f", before)) → "
                         + "\(String(format: "%.0f", after)) bytes), more than \(option) \(ManifestDiff.plain(limit))%")
             }
         }
