@@ -1,6 +1,14 @@
 import ExporterKit
 import Foundation
 
+/// The working folder was removed: `getcwd` fails, and relative paths name nothing.
+struct WorkingFolderGone: ExporterError {
+    var description: String {
+        "cannot read the current folder: it was removed; run exporter from a folder that exists"
+    }
+    var exitStatus: ExitStatus { .ioFailure }
+}
+
 /// Entry point of the command-line tool: parse, run, print errors, return the exit status.
 public enum ExporterCommandLine {
     /// Runs the tool with the process's arguments and exits with its status.
@@ -73,6 +81,10 @@ public enum ExporterCommandLine {
                 context.print(version)
                 return ExitStatus.success.rawValue
             case .run(let arguments):
+                // A process whose working folder was removed has no folder for relative paths (the
+                // default `Artifacts` among them): stopped at once, as git does, not left to name
+                // paths resolved from nowhere.
+                guard context.currentDirectory.path.hasPrefix("/") else { throw WorkingFolderGone() }
                 let status: ExitStatus
                 switch invocation.command.name {
                 case PlanCommand.spec.name: status = try PlanCommand.run(arguments, context: context)

@@ -279,6 +279,14 @@ struct ExportCommandTests {
                 + "or keep it and run the other steps from it:\n"
                 + "  exporter compile '\(bundle)' --platform iOS --min-deployment-version 27.0\n"
                 + "  exporter convert '\(bundle)' --to mlpackage\n")
+        // Another export's bundle there (another context): no step is suggested from it.
+        let context = manifest.contextLength
+        let other = runExporter(arguments + ["--compile", "--context", String(context / 2)])
+        #expect(other.status == 73)
+        #expect(
+            other.error
+                == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n"
+                + "it holds another export than this one (context \(context) there, \(context / 2) asked)\n")
         // Compiled artifacts there without their bundle: refused before exporting it.
         let compileArguments = arguments + ["--compile"]
         #expect(runExporter(compileArguments + ["--overwrite"]).status == 0)

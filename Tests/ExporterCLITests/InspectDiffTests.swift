@@ -140,12 +140,39 @@ struct InspectDiffTests {
         let folder = try Fixtures.temporaryDirectory()
         let run = runExporter(["inspect", bundle.path, "--html", folder.path])
         #expect(run.status == 74)
-        #expect(run.error == "Error: cannot write '\(folder.path)': a folder is there, not a file\n")
+        #expect(
+            run.error == "Error: cannot write '\(folder.path)': a folder is there, not a regular file: not replaced\n")
         #expect(run.output.isEmpty)
         let missing = folder.appendingPathComponent("no/report.html")
         let nowhere = runExporter(["inspect", bundle.path, "--html", missing.path])
         #expect(nowhere.status == 74)
         #expect(nowhere.error == "Error: cannot write '\(missing.path)': no such file or directory\n")
+        // Nothing but a regular file is replaced: not a FIFO (or a device such as /dev/null), not a link.
+        let fifo = folder.appendingPathComponent("fifo.html")
+        try FIFOFixture.make(at: fifo)
+        let link = folder.appendingPathComponent("link.html")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "elsewhere.html")
+        for (path, kind) in [(fifo, "a FIFO"), (link, "a symbolic link")] {
+            let refused = runExporter(["inspect", bundle.path, "--html", path.path])
+            #expect(refused.status == 74)
+            #expect(
+                refused.error
+                    == "Error: cannot write '\(path.path)': \(kind) is there, not a regular file: not replaced\n")
+        }
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == "elsewhere.html")
+        // Nor a file of the artifact inspected; beside a manifest given as a file, a report is fine.
+        let inside = bundle.appendingPathComponent("weights.bin")
+        let own = runExporter(["inspect", bundle.path, "--html", inside.path])
+        #expect(own.status == 74)
+        #expect(
+            own.error
+                == "Error: cannot write '\(inside.path)': it is inside the artifact '\(bundle.path)': a report would "
+                + "replace its files\n")
+        #expect(runExporter(["verify", bundle.path]).status == 0)
+        let plan = folder.appendingPathComponent("plan.json")
+        try Data(contentsOf: bundle.appendingPathComponent("manifest.json")).write(to: plan)
+        #expect(
+            runExporter(["inspect", plan.path, "--html", folder.appendingPathComponent("plan.html").path]).status == 0)
     }
 
     @Test(

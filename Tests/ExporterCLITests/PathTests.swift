@@ -35,13 +35,15 @@ struct PathTests {
         #expect(plain.output.contains("\"layers\" : 3\n"))
     }
 
-    @Test("a working folder that was removed: exit 74 naming the output folder, never a hang")
+    @Test("a working folder that was removed: every command stops at once (74), never hangs or writes elsewhere")
     func removedWorkingFolder() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["num_hidden_layers": 2])
         let gone = try Fixtures.temporaryDirectory("gone")
+        let out = try Fixtures.temporaryDirectory("out")
         // A shell enters the folder, removes it and runs exporter there: Process cannot start
         // a child in a folder that is not.
         func run(_ arguments: [String]) throws -> BuiltExporter.Outcome {
+            try FileManager.default.createDirectory(at: gone, withIntermediateDirectories: true)
             let quoted = arguments.map { "'" + $0.replacingOccurrences(of: "'", with: #"'\''"#) + "'" }
             return try BuiltExporter.run(
                 [
@@ -51,15 +53,21 @@ struct PathTests {
                 executable: URL(fileURLWithPath: "/bin/sh"))
         }
         let exporter = BuiltExporter.url.path
-        for command in [[exporter, checkpoint.path], [exporter, "plan", checkpoint.path]] {
-            try FileManager.default.createDirectory(at: gone, withIntermediateDirectories: true)
-            let outcome = try run(command + options)
+        // Relative paths (the default Artifacts, `x/..` that once led out of nowhere), or none at all.
+        let relativeOut = "x/.." + out.path + "/r"
+        for command in [
+            [exporter, checkpoint.path] + options, [exporter, "plan", checkpoint.path] + options,
+            [exporter, checkpoint.path, "--output-dir", relativeOut] + options,
+            [exporter, "synth", checkpoint.path, "--out", "rel/x"], [exporter, "list"],
+        ] {
+            let outcome = try run(command)
             #expect(outcome.status == 74, "\(command)")
-            #expect(outcome.error == "Error: cannot write 'Artifacts/tiny': no such file or directory\n")
+            #expect(
+                outcome.error
+                    == "Error: cannot read the current folder: it was removed; run exporter from a folder that exists\n"
+            )
         }
-        try FileManager.default.createDirectory(at: gone, withIntermediateDirectories: true)
-        let synth = try run([exporter, "synth", checkpoint.path, "--out", "rel/x"])
-        #expect(synth.status == 74)
-        #expect(synth.error == "Error: cannot write 'rel/x': no such file or directory\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path).isEmpty)
+        #expect(try run([exporter, "--version"]).status == 0)
     }
 }

@@ -57,7 +57,9 @@ enum ExportArguments {
             help: "With --compile: the oldest OS version the app supports; 27.0 at least."),
     ]
 
-    static func options(from arguments: ParsedArguments, model: String) throws -> ExportOptions {
+    static func options(from arguments: ParsedArguments, model: String, context: CommandContext) throws
+        -> ExportOptions
+    {
         var options = ExportOptions(model: model)
         options.platform = try arguments.choice("platform", as: Platform.self) ?? .iOS
         options.contextLength = try arguments.int("max-context-length", range: 1...)
@@ -68,7 +70,7 @@ enum ExportArguments {
         case (.some(let name), nil):
             options.compression = .named(name)
         case (nil, .some(let path)):
-            options.compression = .file(URL(fileURLWithPath: path))
+            options.compression = .file(context.fileURL(path))
         case (nil, nil):
             options.compression = .automatic
         }

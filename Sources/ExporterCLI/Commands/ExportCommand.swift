@@ -53,7 +53,7 @@ enum ExportCommand {
         if arguments.flag("dry-run") { return try PlanCommand.run(arguments, context: context) }
         if arguments.isGiven("tensors") { throw UsageError.validation("--tensors applies to --dry-run") }
         try refuseStrayDeploymentVersion(arguments)
-        let options = try ExportArguments.options(from: arguments, model: model)
+        let options = try ExportArguments.options(from: arguments, model: model, context: context)
         let devices = try CompileCommand.deviceTable(arguments, context: context)
         let required = try FitGate.required(arguments, table: devices)
         let version = try CompileCommand.deploymentVersion(arguments)
@@ -92,11 +92,13 @@ enum ExportCommand {
                 plan, settings: settings, warn: { context.printError("warning: \($0)") }, progress: bar.update,
                 stepProgress: calibrationBar.update)
         } catch BundleError.outputExists(let path) {
+            let differences = ExistingBundle.differences(at: URL(fileURLWithPath: path), plan: plan)
             throw ExistingBundle(
-                path: path,
-                followUps: followUps(
-                    forBundleAt: path, arguments, platform: compilePlatform, devices: compileDevices,
-                    name: CompileSubject(plan: plan).name))
+                path: path, differences: differences,
+                followUps: differences.isEmpty
+                    ? followUps(
+                        forBundleAt: path, arguments, platform: compilePlatform, devices: compileDevices,
+                        name: CompileSubject(plan: plan).name) : [])
         }
         // With --json, one report at the end; otherwise each step prints as it ends.
         let output: OutputStyle = json ? .none : .text
@@ -135,16 +137,37 @@ enum ExportCommand {
     /// The bundle is there already: the refusal, then the commands that do the rest of this
     /// command line's work from that bundle (an interrupted `--compile` or `--format mlpackage`
     /// export is finished by them, not by running it again).
+    /// When the bundle there is another export (other platform, precision, context or
+    /// compression), no step is suggested from it: what differs is said instead.
     struct ExistingBundle: ExporterError {
         let path: String
+        /// What of the bundle there differs from this command line's (`context 4096 there, 2048 asked`).
+        var differences: [String] = []
         let followUps: [String]
         var description: String { descriptionLines.joined(separator: "\n") }
         var descriptionLines: [String] {
             [BundleError.outputExists(path: path).description]
+                + (differences.isEmpty
+                    ? [] : ["it holds another export than this one (\(differences.joined(separator: "; ")))"])
                 + (followUps.isEmpty ? [] : ["or keep it and run the other steps from it:"])
                 + followUps.map { "  " + $0 }
         }
         var exitStatus: ExitStatus { .outputExists }
+
+        /// What the bundle at `url` records differently from what `plan` would export: platform,
+        /// compute precision, context and compression config; empty when they agree or it
+        /// cannot be read (its own refusal then says what it is).
+        static func differences(at url: URL, plan: ExportPlan) -> [String] {
+            guard let there = try? LoadedArtifact(url: url).manifest else { return [] }
+            let asked = Manifest(plan: plan, kind: "bundle")
+            let fields = [
+                ("platform", there.platform, asked.platform),
+                ("compute precision", there.computePrecision, asked.computePrecision),
+                ("context", String(there.contextLength), String(asked.contextLength)),
+                ("compression", there.compression.config, asked.compression.config),
+            ]
+            return fields.filter { $0.1 != $0.2 }.map { "\($0.0) \($0.1) there, \($0.2) asked" }
+        }
     }
 
     /// `exporter compile` and `exporter convert` command lines for the steps after the export

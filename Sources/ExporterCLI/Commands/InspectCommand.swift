@@ -32,10 +32,10 @@ enum InspectCommand {
         let summary = InspectionSummary(artifact: artifact, worst: worst)
         if let html = arguments.value("html") {
             let url = context.fileURL(html)
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
-                throw BundleError.writeFailed(path: url.path, reason: "a folder is there, not a file")
-            }
+            var isFolder: ObjCBool = false
+            let inspected = context.fileURL(path)
+            _ = FileManager.default.fileExists(atPath: inspected.path, isDirectory: &isFolder)
+            try OutputFile.checkReportDestination(url, artifact: isFolder.boolValue ? artifact.folder : nil)
             do {
                 try Data(summary.html().utf8).write(to: url, options: .atomic)
             } catch {

@@ -26,7 +26,7 @@ enum PlanCommand {
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {
         guard let model = arguments.positional(0) else { throw UsageError.missingArgument("model") }
         try ExportCommand.refuseStrayDeploymentVersion(arguments)
-        let options = try ExportArguments.options(from: arguments, model: model)
+        let options = try ExportArguments.options(from: arguments, model: model, context: context)
         let devices = try CompileCommand.deviceTable(arguments, context: context)
         let required = try FitGate.required(arguments, table: devices)
         // As the export: a --min-deployment-version below 27.0, or not a version, is refused.

@@ -269,7 +269,7 @@ public final class ArtifactDirectory {
             !FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory)
         {
             missing.append(current)
-            current = (current as NSString).deletingLastPathComponent
+            current = parentPath(current)
         }
         if !current.isEmpty, FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory),
             !isDirectory.boolValue
@@ -284,7 +284,7 @@ public final class ArtifactDirectory {
                 var made = mkdir(path, 0o777) == 0
                 // A parent another run made, then removed as empty when its export failed: once more.
                 if !made, errno == ENOENT {
-                    let parent = (path as NSString).deletingLastPathComponent
+                    let parent = parentPath(path)
                     made = mkdir(parent, 0o777) == 0 && mkdir(path, 0o777) == 0
                 }
                 if made {

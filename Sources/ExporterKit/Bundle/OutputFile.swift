@@ -195,6 +195,28 @@ public final class OutputFile {
 
     static func errnoText() -> String { systemErrorMessage(errno) }
 
+    /// Refuses `url` as the destination of a report file a command writes whole and renames
+    /// into place (`inspect --html`): only nothing, or a regular file, may be there (a rename
+    /// would replace a device such as `/dev/null`, a FIFO, or a symbolic link with a file), and
+    /// it may not be inside `artifact`, the artifact folder the report is of (a file of it
+    /// replaced; nil for a manifest given as a file, whose folder is no artifact).
+    /// - Throws: `BundleError.writeFailed` naming `url` and saying what is there.
+    public static func checkReportDestination(_ url: URL, artifact: URL?) throws {
+        var status = stat()
+        if lstat(url.path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+            throw BundleError.writeFailed(
+                path: url.path, reason: "\(fileKind(mode: status.st_mode)) is there, not a regular file: not replaced")
+        }
+        let folder = resolvedRealPath(url.deletingLastPathComponent().path)
+        if let folder, let artifact, let root = resolvedRealPath(artifact.path),
+            isPath(folder + "/" + url.lastPathComponent, inside: root)
+        {
+            throw BundleError.writeFailed(
+                path: url.path, reason: "it is inside the artifact '\(artifact.path)': a report would replace its files"
+            )
+        }
+    }
+
     /// Turns direct writes on or off; returns whether the system agreed.
     private static func setDirect(_ descriptor: Int32, _ on: Bool) -> Bool {
         #if canImport(Darwin)

@@ -176,6 +176,7 @@ func fileKind(mode: mode_t) -> String {
     case S_IFDIR: return "a folder"
     case S_IFIFO: return "a FIFO"
     case S_IFSOCK: return "a socket"
+    case S_IFLNK: return "a symbolic link"
     case S_IFCHR: return "a character device"
     case S_IFBLK: return "a block device"
     default: return "a special file"

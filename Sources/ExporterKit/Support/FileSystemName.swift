@@ -61,10 +61,10 @@ extension URL {
     /// path's `..` as text, before any link in it is seen.
     public static func resolvingFilePath(_ path: String, from base: URL) -> URL {
         let basePath = base.path
-        guard !path.hasPrefix("/"), basePath.hasPrefix("/") else {
-            // An absolute path, or a working folder that is gone (a relative base): as given.
-            return URL(fileURLWithPath: path, relativeTo: path.hasPrefix("/") ? nil : base).physicallyStandardized
-        }
+        if path.hasPrefix("/") { return URL(fileURLWithPath: path).physicallyStandardized }
+        // The working folder is gone (its path unknown): the path stays relative, for the
+        // kernel to refuse, rather than resolved against `/` as a relative base would have it.
+        guard basePath.hasPrefix("/") else { return URL(fileURLWithPath: path) }
         let joined = basePath.hasSuffix("/") ? basePath + path : basePath + "/" + path
         return URL(fileURLWithPath: joined).physicallyStandardized
     }
@@ -74,10 +74,12 @@ extension URL {
     /// followed. `standardizedFileURL` drops `link/..` as text, so `ck/link/../q2` named the
     /// `q2` beside the link where the file system means the one beside its target. Links no
     /// `..` follows are kept, so names taken from a path (a model's, an artifact's) stay those
-    /// given. A relative URL whose working folder is gone stays relative, standardized as text.
+    /// given. A relative URL (its working folder gone) stays as it is.
     public var physicallyStandardized: URL {
         let path = absoluteURL.path
-        guard path.hasPrefix("/"), path.contains("..") else { return standardizedFileURL }
+        // Relative (its working folder gone): as given; standardized, `x/..` would go as text.
+        guard path.hasPrefix("/") else { return self }
+        guard path.contains("..") else { return standardizedFileURL }
         var components: [Substring] = []
         for component in path.split(separator: "/") {
             switch component {
@@ -98,6 +100,19 @@ extension URL {
     }
 }
 
+/// The folder holding `path`: `/a` for `/a/b`, `/` for `/a`, the empty string for a relative
+/// name without a folder (`b`). `NSString.deletingLastPathComponent` traps on a one-character
+/// relative name (`x`) in this toolchain's Foundation.
+func parentPath(_ path: String) -> String {
+    var trimmed = Substring(path)
+    while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed.removeLast() }
+    guard let slash = trimmed.lastIndex(of: "/") else { return "" }
+    if slash == trimmed.startIndex { return "/" }
+    var parent = trimmed[..<slash]
+    while parent.count > 1, parent.hasSuffix("/") { parent.removeLast() }
+    return String(parent)
+}
+
 /// The nearest of `path` and its parents that exists (`path` itself when it does), with
 /// whether it is a folder; nil when none does, as for a relative path whose working folder
 /// was removed (its parents end at an empty path, never at `/`).
@@ -105,7 +120,7 @@ public func nearestExistingPath(_ path: String) -> (path: String, isDirectory: B
     var current = path
     var isDirectory: ObjCBool = false
     while !FileManager.default.fileExists(atPath: current, isDirectory: &isDirectory) {
-        let parent = (current as NSString).deletingLastPathComponent
+        let parent = parentPath(current)
         guard !parent.isEmpty, parent != current else { return nil }
         current = parent
     }

@@ -17,6 +17,27 @@ struct SymlinkedFolderTests {
         return (real, link)
     }
 
+    @Test("`..` after a link is the parent of its target; a folder's parent never traps, a one-letter name included")
+    func physicalPaths() throws {
+        let (real, link) = try linkedFolder()
+        try FileManager.default.createDirectory(
+            at: real.appendingPathComponent("inner"), withIntermediateDirectories: true)
+        let parentOfTarget = try #require(resolvedRealPath(real.path))
+        #expect(link.appendingPathComponent("inner/..").physicallyStandardized.path == parentOfTarget)
+        #expect(
+            URL.resolvingFilePath("linked/inner/../x", from: link.deletingLastPathComponent()).path
+                == parentOfTarget + "/x")
+        // No link: `..` is the same as text.
+        #expect(URL.resolvingFilePath("a/./b/../c", from: URL(fileURLWithPath: "/base")).path == "/base/a/c")
+        for (path, parent) in [
+            ("x", ""), ("/a", "/"), ("/a/b/", "/a"), ("a/b", "a"), ("/", "/"), ("", ""), ("a//b", "a"),
+        ] {
+            #expect(parentPath(path) == parent, "\(path)")
+        }
+        #expect(nearestExistingPath(real.path + "/no/such/thing")?.path == real.path)
+        #expect(nearestExistingPath("no-such-entry-\(UUID().uuidString)") == nil)
+    }
+
     @Test("a checkpoint opened through a link accepts its own linked blobs and names resolved paths when refusing")
     func checkpoint() throws {
         let (real, link) = try linkedFolder()
