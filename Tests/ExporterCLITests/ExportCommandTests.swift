@@ -230,6 +230,29 @@ struct ExportCommandTests {
                 """)
     }
 
+    @Test("synth into a folder whose weights have another name: refused (73) naming them; --overwrite replaces them")
+    func synthOverOtherWeights() throws {
+        let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Mini")
+        let folder = try Fixtures.temporaryDirectory().appendingPathComponent("cons")
+        #expect(runExporter(["synth", config.path, "--out", folder.path]).status == 0)
+        let consolidated = folder.appendingPathComponent("consolidated.safetensors")
+        try FileManager.default.moveItem(at: folder.appendingPathComponent("model.safetensors"), to: consolidated)
+        let weights = try Data(contentsOf: consolidated)
+        let refused = runExporter(["synth", config.path, "--out", folder.path, "--seed", "5"])
+        #expect(refused.status == 73)
+        #expect(refused.error == "Error: '\(consolidated.path)' already exists; pass --overwrite to replace it\n")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == [
+                "config.json", "consolidated.safetensors",
+            ])
+        #expect(try Data(contentsOf: consolidated) == weights)
+        #expect(runExporter(["synth", config.path, "--out", folder.path, "--seed", "5", "--overwrite"]).status == 0)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == [
+                "config.json", "model.safetensors",
+            ])
+    }
+
     @Test("synth writes a checkpoint that exports, and the summary names the bundle")
     func synthThenExport() throws {
         let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "mistral"), name: "Mini")
