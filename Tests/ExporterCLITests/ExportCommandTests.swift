@@ -28,6 +28,43 @@ struct ExportCommandTests {
             ])
     }
 
+    @Test(
+        "an export reads a checkpoint folder under its lock: not while a synth writes it (74), nor a synth while it reads"
+    )
+    func exportFolderLock() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let arguments = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+        ]
+        let weights = try Data(contentsOf: checkpoint.appendingPathComponent("model.safetensors"))
+        // A synth holds the folder: the export fails at once and writes nothing.
+        try SyntheticCheckpoint.withFolderLock(checkpoint) {
+            let run = runExporter(arguments)
+            #expect(run.status == 74)
+            #expect(
+                run.error
+                    == "Error: cannot read '\(checkpoint.path)': a synth run is writing a checkpoint there; wait for it to end\n"
+            )
+            // Generated weights read no checkpoint: nothing to wait for.
+            #expect(runExporter(arguments + ["--synthetic", "--output-name", "Generated"]).status == 0)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["generated"])
+        // An export reads it (another export may too): a synth fails at once and changes nothing.
+        try CheckpointFolderLock.holding(checkpoint, .reading) {
+            let synth = runExporter(["synth", checkpoint.path, "--out", checkpoint.path, "--seed", "7", "--overwrite"])
+            #expect(synth.status == 74)
+            #expect(
+                synth.error
+                    == "Error: cannot write '\(checkpoint.path)': an export is reading the checkpoint there; wait for it to end\n"
+            )
+            let after = try Data(contentsOf: checkpoint.appendingPathComponent("model.safetensors"))
+            #expect(after == weights)
+            let run = runExporter(arguments)
+            #expect(run.status == 0, "\(run.error)")
+        }
+    }
+
     @Test("standard output that cannot be written (its reader gone): every step still runs, then exit 74, no trap")
     func lostStandardOutput() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

@@ -50,22 +50,13 @@ public enum SyntheticCheckpoint {
         }
     }
 
-    /// Runs `body` holding an exclusive `flock` on the folder `directory` itself, so that two
+    /// Runs `body` holding the folder's lock for writing (``CheckpointFolderLock``), so that two
     /// runs writing one checkpoint folder cannot mix their files (each checks for earlier
-    /// weights at its start and publishes at its end). The kernel drops it when the process ends.
+    /// weights at its start and publishes at its end), nor an export read files of both.
     /// - Throws: `CheckpointError.writeFailed` naming `directory` when it cannot be opened or
-    ///   another run holds it; `body`'s errors.
+    ///   another run (a `synth`, an export reading it) holds it; `body`'s errors.
     static func withFolderLock<Value>(_ directory: URL, _ body: () throws -> Value) throws -> Value {
-        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            throw CheckpointError.writeFailed(path: directory.path, reason: OutputFile.errnoText())
-        }
-        defer { close(descriptor) }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            throw CheckpointError.writeFailed(
-                path: directory.path, reason: "another run is writing a checkpoint there; wait for it to end")
-        }
-        return try body()
+        try CheckpointFolderLock.holding(directory, .writing, body)
     }
 
     /// ``write(tensors:dtype:seed:to:shardBytes:replacingExisting:progress:)`` once the folder
