@@ -65,6 +65,52 @@ struct ExportCommandTests {
         }
     }
 
+    @Test("an export whose name is another artifact's on a Mac (case, Unicode form) is refused (73), naming both")
+    func outputNameClash() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        func export(_ name: String, _ extra: [String] = []) -> CommandLineRun {
+            runExporter(
+                [
+                    checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+                    "--output-name", name,
+                ] + extra)
+        }
+        #expect(export("Tiny", ["--compile"]).status == 0)
+        let folder = output.appendingPathComponent("tiny")
+        for extra in [[], ["--overwrite"], ["--compile", "--overwrite"]] {
+            let clash = export("TINY", extra)
+            #expect(clash.status == 73)
+            #expect(
+                clash.error
+                    == "Error: cannot write '\(folder.path)/TINY.aimodel': '\(folder.path)/Tiny.aimodel' is there, and "
+                    + "'TINY.aimodel' and 'Tiny.aimodel' are one name on macOS, whose file names ignore case and "
+                    + "Unicode form; move that one away or choose another name\n")
+        }
+        let contents = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(contents == ["Tiny.aimodel", "Tiny.h16p.aimodelc", "Tiny.h17p.aimodelc"])
+        // The library refuses it too, before reading a weight.
+        var options = ExportOptions(model: checkpoint.path)
+        (options.experimental, options.computePrecision, options.outputName) = (true, .float16, "TINY")
+        let plan = try ExportPlan.make(options: options, resolver: try Fixtures.resolver())
+        #expect(
+            throws: BundleError.nameClash(
+                path: folder.appendingPathComponent("TINY.aimodel").path,
+                existing: folder.appendingPathComponent("Tiny.aimodel").path)
+        ) { try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: output)) }
+        // One name in two Unicode forms: the model's folder is the clash.
+        let (composed, decomposed) = ("Caf\u{E9}", "Cafe\u{301}")
+        #expect(export(composed).status == 0)
+        let second = export(decomposed)
+        #expect(second.status == 73)
+        #expect(
+            second.error
+                == "Error: cannot write '\(output.path)/\(decomposed.lowercased())': '\(output.path)/\(composed.lowercased())' "
+                + "is there, and 'cafe\\u{301}' and 'caf\\u{E9}' are one name on macOS, whose file names ignore case "
+                + "and Unicode form; move that one away or choose another name\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).count == 2)
+    }
+
     @Test("standard output that cannot be written (its reader gone): every step still runs, then exit 74, no trap")
     func lostStandardOutput() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

@@ -89,6 +89,8 @@ public enum ExportRunner {
         progress: (ExportProgress) -> Void, stepProgress: (WorkProgress) -> Void
     ) throws -> ExportResult {
         let destination = bundleURL(for: plan, in: settings.outputDirectory)
+        // The model's folder too: `Café` and `Café` (decomposed) name two on Linux, one on a Mac.
+        try ArtifactDirectory.checkNameClash(destination.deletingLastPathComponent())
         try ArtifactDirectory.checkDestination(
             destination, overwrite: settings.overwrite, marker: BundleWriter.manifestName)
         let source: WeightSource
