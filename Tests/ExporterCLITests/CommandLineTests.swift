@@ -695,6 +695,41 @@ struct CommandLineTests {
         #expect(throws: CompressionConfigError.self) { try catalog.compressionConfig(named: ".hid") }
     }
 
+    @Test("a compression config's name is one text in any Unicode form: either opens it; two forms are refused (65)")
+    func compressionConfigUnicodeForms() throws {
+        let presets = try Fixtures.temporaryDirectory().appendingPathComponent("Presets")
+        try FileManager.default.copyItem(at: Fixtures.presetsDirectory, to: presets)
+        let compression = presets.appendingPathComponent("compression")
+        let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
+        try FileManager.default.copyItem(
+            at: compression.appendingPathComponent("4bit_weight_palettized_group8.json"),
+            to: compression.appendingPathComponent(composed + ".json"))
+        let group8 = try PresetCatalog(directory: presets).compressionConfig(named: "4bit_weight_palettized_group8")
+        // The spelling the file does not have opens it, as on a Mac.
+        #expect(try PresetCatalog(directory: presets).compressionConfig(named: decomposed) == group8)
+        #expect(try PresetCatalog(directory: presets).compressionConfig(named: composed) == group8)
+        try FileManager.default.copyItem(
+            at: compression.appendingPathComponent("4bit_weight_palettized_group32.json"),
+            to: compression.appendingPathComponent(decomposed + ".json"))
+        let catalog = try PresetCatalog(directory: presets)
+        for name in [composed, decomposed] {
+            #expect(
+                throws: CompressionConfigError.invalid(
+                    path: compression.path,
+                    reason: "'cafe\\u{301}.json' and 'caf\\u{E9}.json' are one name in two Unicode forms, which this "
+                        + "tool (and a Mac's file system) takes as one config; rename or remove one")
+            ) { try catalog.compressionConfig(named: name) }
+        }
+        let plan = runExporter(
+            ["plan", "qwen3-0.6b", "--compression", decomposed], environment: ["EXPORTER_PRESETS": presets.path])
+        #expect(plan.status == 65)
+        #expect(
+            plan.error
+                == "Error: compression config '\(compression.path)': 'cafe\\u{301}.json' and 'caf\\u{E9}.json' are one "
+                + "name in two Unicode forms, which this tool (and a Mac's file system) takes as one config; rename or "
+                + "remove one\n")
+    }
+
     /// What follows a usage error of `exporter plan`.
     let planUsage = "Usage: exporter plan <model> [<options>]\n  See 'exporter plan --help' for more information.\n"
 

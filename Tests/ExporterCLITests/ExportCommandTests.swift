@@ -28,6 +28,89 @@ struct ExportCommandTests {
             ])
     }
 
+    @Test(
+        "an export reads a checkpoint folder under its lock: not while a synth writes it (74), nor a synth while it reads"
+    )
+    func exportFolderLock() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let arguments = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+        ]
+        let weights = try Data(contentsOf: checkpoint.appendingPathComponent("model.safetensors"))
+        // A synth holds the folder: the export fails at once and writes nothing.
+        try SyntheticCheckpoint.withFolderLock(checkpoint) {
+            let run = runExporter(arguments)
+            #expect(run.status == 74)
+            #expect(
+                run.error
+                    == "Error: cannot read '\(checkpoint.path)': a synth run is writing a checkpoint there; wait for it to end\n"
+            )
+            // Generated weights read no checkpoint: nothing to wait for.
+            #expect(runExporter(arguments + ["--synthetic", "--output-name", "Generated"]).status == 0)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == ["generated"])
+        // An export reads it (another export may too): a synth fails at once and changes nothing.
+        try CheckpointFolderLock.holding(checkpoint, .reading) {
+            let synth = runExporter(["synth", checkpoint.path, "--out", checkpoint.path, "--seed", "7", "--overwrite"])
+            #expect(synth.status == 74)
+            #expect(
+                synth.error
+                    == "Error: cannot write '\(checkpoint.path)': an export is reading the checkpoint there; wait for it to end\n"
+            )
+            let after = try Data(contentsOf: checkpoint.appendingPathComponent("model.safetensors"))
+            #expect(after == weights)
+            let run = runExporter(arguments)
+            #expect(run.status == 0, "\(run.error)")
+        }
+    }
+
+    @Test("an export whose name is another artifact's on a Mac (case, Unicode form) is refused (73), naming both")
+    func outputNameClash() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        func export(_ name: String, _ extra: [String] = []) -> CommandLineRun {
+            runExporter(
+                [
+                    checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+                    "--output-name", name,
+                ] + extra)
+        }
+        #expect(export("Tiny", ["--compile"]).status == 0)
+        let folder = output.appendingPathComponent("tiny")
+        for extra in [[], ["--overwrite"], ["--compile", "--overwrite"]] {
+            let clash = export("TINY", extra)
+            #expect(clash.status == 73)
+            #expect(
+                clash.error
+                    == "Error: cannot write '\(folder.path)/TINY.aimodel': '\(folder.path)/Tiny.aimodel' is there, and "
+                    + "'TINY.aimodel' and 'Tiny.aimodel' are one name on macOS, whose file names ignore case and "
+                    + "Unicode form; move that one away or choose another name\n")
+        }
+        let contents = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(contents == ["Tiny.aimodel", "Tiny.h16p.aimodelc", "Tiny.h17p.aimodelc"])
+        // The library refuses it too, before reading a weight.
+        var options = ExportOptions(model: checkpoint.path)
+        (options.experimental, options.computePrecision, options.outputName) = (true, .float16, "TINY")
+        let plan = try ExportPlan.make(options: options, resolver: try Fixtures.resolver())
+        #expect(
+            throws: BundleError.nameClash(
+                path: folder.appendingPathComponent("TINY.aimodel").path,
+                existing: folder.appendingPathComponent("Tiny.aimodel").path)
+        ) { try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: output)) }
+        // One name in two Unicode forms: the model's folder is the clash.
+        let (composed, decomposed) = ("Caf\u{E9}", "Cafe\u{301}")
+        #expect(export(composed).status == 0)
+        let second = export(decomposed)
+        #expect(second.status == 73)
+        #expect(
+            second.error
+                == "Error: cannot write '\(output.path)/\(decomposed.lowercased())': '\(output.path)/\(composed.lowercased())' "
+                + "is there, and 'cafe\\u{301}' and 'caf\\u{E9}' are one name on macOS, whose file names ignore case "
+                + "and Unicode form; move that one away or choose another name\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).count == 2)
+    }
+
     @Test("standard output that cannot be written (its reader gone): every step still runs, then exit 74, no trap")
     func lostStandardOutput() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()
@@ -228,6 +311,29 @@ struct ExportCommandTests {
                   - try the pipeline on generated weights: exporter qwen2.5-1.5b-instruct --synthetic
 
                 """)
+    }
+
+    @Test("synth into a folder whose weights have another name: refused (73) naming them; --overwrite replaces them")
+    func synthOverOtherWeights() throws {
+        let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Mini")
+        let folder = try Fixtures.temporaryDirectory().appendingPathComponent("cons")
+        #expect(runExporter(["synth", config.path, "--out", folder.path]).status == 0)
+        let consolidated = folder.appendingPathComponent("consolidated.safetensors")
+        try FileManager.default.moveItem(at: folder.appendingPathComponent("model.safetensors"), to: consolidated)
+        let weights = try Data(contentsOf: consolidated)
+        let refused = runExporter(["synth", config.path, "--out", folder.path, "--seed", "5"])
+        #expect(refused.status == 73)
+        #expect(refused.error == "Error: '\(consolidated.path)' already exists; pass --overwrite to replace it\n")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == [
+                "config.json", "consolidated.safetensors",
+            ])
+        #expect(try Data(contentsOf: consolidated) == weights)
+        #expect(runExporter(["synth", config.path, "--out", folder.path, "--seed", "5", "--overwrite"]).status == 0)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == [
+                "config.json", "model.safetensors",
+            ])
     }
 
     @Test("synth writes a checkpoint that exports, and the summary names the bundle")

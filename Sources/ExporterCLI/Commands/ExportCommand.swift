@@ -203,7 +203,8 @@ enum ExportCommand {
     /// What is already where this command line writes, refused before the export rather than
     /// after it: compiled artifacts of another platform; with `--overwrite`, anything that is
     /// not an artifact to replace (bundle, compiled artifacts, Core ML package); without it,
-    /// compiled artifacts there for a bundle not yet exported. With the bundle there, the
+    /// compiled artifacts there for a bundle not yet exported; either way, another entry one name
+    /// with any of them, or with the model's folder, where names ignore case and Unicode form. With the bundle there, the
     /// export's own refusal comes first and names the compile that finishes from it.
     static func refuseOutputsInTheWay(
         _ plan: ExportPlan, devices: [DeviceArchitecture], platform: DevicePlatform, mlpackage: Bool,
@@ -213,6 +214,12 @@ enum ExportCommand {
         let name = CompileSubject(plan: plan).name
         let compiled = devices.map {
             Compiler.artifactURL(name: name, device: $0, in: bundle.deletingLastPathComponent())
+        }
+        // A name that is another's on a Mac (case, Unicode form) is refused whatever else is there.
+        try ArtifactDirectory.checkNameClash(bundle.deletingLastPathComponent())
+        for artifact in [bundle] + compiled + (mlpackage ? [MLPackageWriter.defaultDestination(forBundle: bundle)] : [])
+        {
+            try ArtifactDirectory.checkNameClash(artifact)
         }
         let there = compiled.filter { FileManager.default.fileExists(atPath: $0.path) }
         for artifact in there { try Compiler.refuseOtherPlatform(artifact, platform: platform) }

@@ -18,7 +18,7 @@ enum SynthCommand {
             .option(
                 "shard-size", valueName: "bytes", defaultValue: "5000000000",
                 help: "Largest shard before a new one starts."),
-            .flag("overwrite", help: "Replace weights already in the folder."),
+            .flag("overwrite", help: "Replace weights already in the folder (any *.safetensors file and the index)."),
         ])
 
     static func run(_ arguments: ParsedArguments, context: CommandContext) throws -> ExitStatus {

@@ -98,10 +98,12 @@ public final class ArtifactDirectory {
     /// is given and it is an artifact of the kind being written: a folder holding `marker` (its
     /// manifest), or an empty one. `--overwrite` replaces artifacts; a file or a folder of the
     /// user's, which happens to have the artifact's name, is never deleted, and the refusal says
-    /// so at once rather than suggesting `--overwrite`.
-    /// - Throws: `BundleError.notReplaceable` or `.outputExists`; `.writeFailed` when an artifact
-    ///   to replace has a folder another user keeps unwritable.
+    /// so at once rather than suggesting `--overwrite`. Another entry whose name is one with the
+    /// artifact's on macOS (``checkNameClash(_:)``) is refused, `--overwrite` or not.
+    /// - Throws: `BundleError.nameClash`, `.notReplaceable` or `.outputExists`; `.writeFailed`
+    ///   when an artifact to replace has a folder another user keeps unwritable.
     public static func checkDestination(_ destination: URL, overwrite: Bool, marker: String) throws {
+        try checkNameClash(destination)
         var isFolder: ObjCBool = false
         let manager = FileManager.default
         guard manager.fileExists(atPath: destination.path, isDirectory: &isFolder) else {
@@ -130,6 +132,21 @@ public final class ArtifactDirectory {
             throw BundleError.writeFailed(
                 path: destination.path,
                 reason: "'\(folder)' is another user's and not writable: the artifact there could not be removed")
+        }
+    }
+
+    /// Refuses `url` when its folder holds another entry that is one name with it where file
+    /// names ignore case and Unicode normalization form (``FileSystemName``), as on macOS:
+    /// there the two would be one artifact, so a folder of them copied to a Mac would lose one.
+    /// - Throws: `BundleError.nameClash` naming both.
+    public static func checkNameClash(_ url: URL) throws {
+        let name = url.lastPathComponent
+        let folder = url.deletingLastPathComponent()
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        if let other = entries.sorted(by: FileSystemName.byteOrder).first(where: {
+            FileSystemName.clash($0, name) && !$0.utf8.elementsEqual(name.utf8)
+        }) {
+            throw BundleError.nameClash(path: url.path, existing: folder.appendingPathComponent(other).path)
         }
     }
 

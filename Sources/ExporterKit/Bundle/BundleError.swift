@@ -1,3 +1,5 @@
+import Foundation
+
 /// Why a bundle could not be written or read.
 public enum BundleError: ExporterError, Equatable {
     /// The artifact exists and `--overwrite` was not given.
@@ -5,6 +7,9 @@ public enum BundleError: ExporterError, Equatable {
     /// Something that is not an artifact of the kind being written is where one would go:
     /// `--overwrite` does not replace it.
     case notReplaceable(path: String, reason: String)
+    /// Another entry of the folder is one name with the artifact's where file names ignore
+    /// case and Unicode normalization form (macOS): `Tiny.aimodel` beside `TINY.aimodel`.
+    case nameClash(path: String, existing: String)
     /// A write, rename or removal failed.
     case writeFailed(path: String, reason: String)
     /// A read failed.
@@ -34,6 +39,10 @@ public enum BundleError: ExporterError, Equatable {
         case .notReplaceable(let path, let reason):
             return "'\(path)' already exists and is not an artifact to replace (\(reason)); "
                 + "--overwrite replaces artifacts only: move or remove it"
+        case .nameClash(let path, let existing):
+            let names = [path, existing].map { FileSystemName.shownByScalars(($0 as NSString).lastPathComponent) }
+            return "cannot write '\(path)': '\(existing)' is there, and '\(names[0])' and '\(names[1])' are one name "
+                + "on macOS, whose file names ignore case and Unicode form; move that one away or choose another name"
         case .writeFailed(let path, let reason):
             return "cannot write '\(path)': \(reason)"
         case .readFailed(let path, let reason):
@@ -63,7 +72,7 @@ public enum BundleError: ExporterError, Equatable {
     /// disagrees with its manifest, `badInput` (65), `usage` (64), `notFound` (66).
     public var exitStatus: ExitStatus {
         switch self {
-        case .outputExists, .notReplaceable: return .outputExists
+        case .outputExists, .notReplaceable, .nameClash: return .outputExists
         case .writeFailed, .readFailed: return .ioFailure
         case .fileMismatch, .invalidTensor: return .verificationFailed
         case .notABundle, .notPortable, .unsupportedSchema, .sourceMismatch: return .badInput

@@ -63,13 +63,34 @@ public enum ExportRunner {
     ///   - warn: receives warnings as they arise (unexpected tensors, clamped values).
     ///   - progress: told before the first tensor and after every tensor.
     ///   - stepProgress: told the progress of the calibration pass, which runs first.
-    /// - Throws: `ExportError.noWeights` when there is nothing to read, then the reader's,
-    ///   validator's, compressor's and writer's errors.
+    ///
+    /// It reads the checkpoint folder (a Hugging Face cache snapshot: the snapshot folder, whose
+    /// links `synth --out` would replace) holding its lock for reading (``CheckpointFolderLock``)
+    /// from opening the weights until the bundle is written, so the files it fingerprints are the
+    /// files its weights come from: a `synth` writing there meanwhile would mix them.
+    /// - Throws: `ExportError.noWeights` when there is nothing to read;
+    ///   `CheckpointError.readFailed` naming the checkpoint folder while a `synth` writes there;
+    ///   then the reader's, validator's, compressor's and writer's errors.
     public static func run(
         _ plan: ExportPlan, settings: ExportSettings, warn: (String) -> Void = { _ in },
         progress: (ExportProgress) -> Void = { _ in }, stepProgress: (WorkProgress) -> Void = { _ in }
     ) throws -> ExportResult {
+        guard settings.syntheticSeed == nil, let directory = plan.model.source.checkpointDirectory else {
+            return try runReading(plan, settings: settings, warn: warn, progress: progress, stepProgress: stepProgress)
+        }
+        return try CheckpointFolderLock.holding(directory, .reading) {
+            try runReading(plan, settings: settings, warn: warn, progress: progress, stepProgress: stepProgress)
+        }
+    }
+
+    /// ``run(_:settings:warn:progress:stepProgress:)`` holding the checkpoint folder's lock.
+    private static func runReading(
+        _ plan: ExportPlan, settings: ExportSettings, warn: (String) -> Void,
+        progress: (ExportProgress) -> Void, stepProgress: (WorkProgress) -> Void
+    ) throws -> ExportResult {
         let destination = bundleURL(for: plan, in: settings.outputDirectory)
+        // The model's folder too: `Café` and `Café` (decomposed) name two on Linux, one on a Mac.
+        try ArtifactDirectory.checkNameClash(destination.deletingLastPathComponent())
         try ArtifactDirectory.checkDestination(
             destination, overwrite: settings.overwrite, marker: BundleWriter.manifestName)
         let source: WeightSource

@@ -26,8 +26,9 @@ public enum SyntheticCheckpoint {
     /// shard of its own). Generation uses every core; the bytes do not depend on it.
     /// - Parameters:
     ///   - dtype: `.bf16`, `.f16` or `.f32`.
-    ///   - replacingExisting: remove an earlier `model.safetensors`, index and
-    ///     `model-*-of-*.safetensors` first; otherwise their presence is an error.
+    ///   - replacingExisting: remove earlier weights (the index and every `*.safetensors` file
+    ///     not hidden, whatever its name) once the new ones are whole; otherwise their presence
+    ///     is an error.
     ///   - progress: told the tensor bytes written after every chunk.
     /// - Throws: `CheckpointError.unsupportedSyntheticDType`, `.invalidShardSize`,
     ///   `.writeFailed`, `BundleError.outputExists` when earlier weights exist and
@@ -49,22 +50,13 @@ public enum SyntheticCheckpoint {
         }
     }
 
-    /// Runs `body` holding an exclusive `flock` on the folder `directory` itself, so that two
+    /// Runs `body` holding the folder's lock for writing (``CheckpointFolderLock``), so that two
     /// runs writing one checkpoint folder cannot mix their files (each checks for earlier
-    /// weights at its start and publishes at its end). The kernel drops it when the process ends.
+    /// weights at its start and publishes at its end), nor an export read files of both.
     /// - Throws: `CheckpointError.writeFailed` naming `directory` when it cannot be opened or
-    ///   another run holds it; `body`'s errors.
+    ///   another run (a `synth`, an export reading it) holds it; `body`'s errors.
     static func withFolderLock<Value>(_ directory: URL, _ body: () throws -> Value) throws -> Value {
-        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            throw CheckpointError.writeFailed(path: directory.path, reason: OutputFile.errnoText())
-        }
-        defer { close(descriptor) }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            throw CheckpointError.writeFailed(
-                path: directory.path, reason: "another run is writing a checkpoint there; wait for it to end")
-        }
-        return try body()
+        try CheckpointFolderLock.holding(directory, .writing, body)
     }
 
     /// ``write(tensors:dtype:seed:to:shardBytes:replacingExisting:progress:)`` once the folder
@@ -156,21 +148,35 @@ public enum SyntheticCheckpoint {
         return Result(files: files, indexURL: indexURL, totalTensorBytes: totalBytes)
     }
 
-    /// Earlier weights would mix with the new ones (the reader prefers `model.safetensors`
-    /// over an index), so they are removed (once the new ones are whole) or refused.
-    /// - Returns: the names of the earlier weight files.
-    /// - Throws: `BundleError.outputExists` naming the first when `replacing` is false.
+    /// Earlier weights would mix with the new ones, or be read instead of them, so they are
+    /// removed (once the new ones are whole) or refused: every file the checkpoint reader
+    /// (``CheckpointWeights``) could take for weights — the index and every `*.safetensors` file
+    /// not hidden, whatever its name (`consolidated.safetensors`, `weights-a.safetensors`): the
+    /// reader prefers `model.safetensors`, so another set beside it would be silently shadowed.
+    /// - Returns: the names of the earlier weight files, in byte order.
+    /// - Throws: `BundleError.outputExists` naming the first when `replacing` is false;
+    ///   `CheckpointError.writeFailed` naming an entry that is a folder, which is never removed.
     private static func earlierWeights(in directory: URL, replacing: Bool) throws -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        let earlier = names.filter {
-            $0 == CheckpointWeights.singleFileName || $0 == CheckpointWeights.indexFileName
-                || ($0.hasPrefix("model-") && $0.contains("-of-") && $0.hasSuffix(".safetensors"))
-        }
-        .sorted()
+        let earlier = names.filter(isWeightFileName).sorted(by: FileSystemName.byteOrder)
         if let first = earlier.first, !replacing {
             throw BundleError.outputExists(path: directory.appendingPathComponent(first).path)
         }
+        for name in earlier {
+            let url = directory.appendingPathComponent(name)
+            let type = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.type] as? FileAttributeType
+            if type == .typeDirectory {
+                throw CheckpointError.writeFailed(
+                    path: url.path, reason: "a folder is there, not a weight file; move it away")
+            }
+        }
         return earlier
+    }
+
+    /// Whether the checkpoint reader could take the entry called `name` for weights: the index,
+    /// or a `*.safetensors` file not hidden (hidden ones are temporaries, never read).
+    static func isWeightFileName(_ name: String) -> Bool {
+        name == CheckpointWeights.indexFileName || (name.hasSuffix(".safetensors") && !name.hasPrefix("."))
     }
 
     /// Removes the earlier weight files `names` from `directory`.

@@ -145,14 +145,27 @@ public struct PresetCatalog: Sendable {
     }
 
     /// The shipped compression config called `name` (`none` for no compression).
-    /// - Throws: `CompressionConfigError` when no such config ships or it is invalid.
+    ///
+    /// A name is one text whatever its Unicode form (`café` composed or decomposed), as on a
+    /// Mac's file system: either spelling opens the file, and a folder holding the name's file
+    /// in two forms is refused rather than picking one by its bytes.
+    /// - Throws: `CompressionConfigError` when no such config ships, it is invalid, or two
+    ///   files are the name in two Unicode forms (`.invalid`, naming the folder and both).
     public func compressionConfig(named name: String) throws -> CompressionConfig {
         if name == "none" { return .none }
         let names = compressionConfigNames()
-        guard names.contains(name) else {
+        let files = names.filter { $0 == name }.sorted(by: FileSystemName.byteOrder)
+        guard let file = files.first else {
             throw CompressionConfigError.unknownName(name, available: names)
         }
-        return try CompressionConfig(contentsOf: compressionDirectory.appendingPathComponent(name + ".json"))
+        if files.count > 1 {
+            throw CompressionConfigError.invalid(
+                path: compressionDirectory.path,
+                reason: "'\(FileSystemName.shownByScalars(files[0])).json' and "
+                    + "'\(FileSystemName.shownByScalars(files[1])).json' are one name in two Unicode forms, "
+                    + "which this tool (and a Mac's file system) takes as one config; rename or remove one")
+        }
+        return try CompressionConfig(contentsOf: compressionDirectory.appendingPathComponent(file + ".json"))
     }
 
     /// Finds the `Presets/` folder: `$EXPORTER_PRESETS` when set (and then only it), else `Presets/` beside or above the

@@ -356,6 +356,42 @@ struct CheckpointSyntheticCheckpointTests {
         }
         #expect(try Data(contentsOf: directory.appendingPathComponent("model.safetensors")) == earlier)
     }
+
+    @Test("weights under any name are earlier weights: refused without replacing, all removed with it")
+    func earlierWeightsUnderOtherNames() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Mistral's name, another name, one name in two Unicode forms, and an index.
+        let weightNames = [
+            "consolidated.safetensors", "weights-a.safetensors", "\u{E9}.safetensors", "e\u{301}.safetensors",
+            "model.safetensors.index.json",
+        ]
+        for name in weightNames { try Data("x".utf8).write(to: directory.appendingPathComponent(name)) }
+        // Neither hidden files (temporaries) nor other files are weights the reader takes.
+        let others = [".kept.safetensors", "notes.txt", "config.json"]
+        for name in others { try Data("y".utf8).write(to: directory.appendingPathComponent(name)) }
+        #expect(
+            throws: BundleError.outputExists(path: directory.appendingPathComponent("consolidated.safetensors").path)
+        ) {
+            try SyntheticCheckpoint.write(tensors: tensors, seed: 1, to: directory)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).count == 8)
+        try SyntheticCheckpoint.write(tensors: tensors, seed: 1, to: directory, replacingExisting: true)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+                == [".kept.safetensors", "config.json", "model.safetensors", "notes.txt"])
+        #expect(try CheckpointWeights(directory: directory).tensorNames.count == tensors.count)
+        // A folder named like weights is never removed, even when replacing, and nothing is written.
+        let folder = directory.appendingPathComponent("shards.safetensors")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
+        let before = try Data(contentsOf: directory.appendingPathComponent("model.safetensors"))
+        #expect(
+            throws: CheckpointError.writeFailed(
+                path: folder.path, reason: "a folder is there, not a weight file; move it away")
+        ) { try SyntheticCheckpoint.write(tensors: tensors, seed: 2, to: directory, replacingExisting: true) }
+        #expect(try Data(contentsOf: directory.appendingPathComponent("model.safetensors")) == before)
+        #expect(FileManager.default.fileExists(atPath: folder.path))
+    }
 }
 
 /// Pinned outputs of the generator; a change here changes every synthetic checkpoint.
