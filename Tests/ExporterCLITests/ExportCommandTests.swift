@@ -63,6 +63,22 @@ struct ExportCommandTests {
             let run = runExporter(arguments)
             #expect(run.status == 0, "\(run.error)")
         }
+        // verify --against and eval read the checkpoint too: not while a synth writes it.
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel").path
+        try SyntheticCheckpoint.withFolderLock(checkpoint) {
+            for command in [
+                ["verify", bundle, "--against", checkpoint.path],
+                ["eval", bundle, "--against", checkpoint.path, "--tokens", "1,2,3"],
+            ] {
+                let run = runExporter(command)
+                #expect(run.status == 74, "\(command)")
+                #expect(
+                    run.error
+                        == "Error: cannot read '\(checkpoint.path)': a synth run is writing a checkpoint there; wait for "
+                        + "it to end\n", "\(command)")
+            }
+        }
+        #expect(runExporter(["verify", bundle, "--against", checkpoint.path]).status == 0)
     }
 
     @Test("an export whose name is another artifact's on a Mac (case, Unicode form) is refused (73), naming both")

@@ -39,10 +39,13 @@ enum EvalCommand {
         let artifact = try LoadedArtifact(
             url: context.fileURL(path), displayPath: path)
         let checkpoint = context.checkpointFolder(against)
-        try VerifyCommand.warnIfNotExported(artifact.manifest, checkpoint: checkpoint, context: context)
         let bar = ProgressBar(context: context)
-        let result = try FidelityEvaluation.evaluate(
-            artifact: artifact, checkpoint: checkpoint, tokens: tokens, progress: bar.update)
+        // Read holding the checkpoint folder's lock: a synth rewriting it meanwhile would skew the figures.
+        let result = try CheckpointFolderLock.reading(checkpoint) {
+            try VerifyCommand.warnIfNotExported(artifact.manifest, checkpoint: checkpoint, context: context)
+            return try FidelityEvaluation.evaluate(
+                artifact: artifact, checkpoint: checkpoint, tokens: tokens, progress: bar.update)
+        }
         if arguments.flag("json") {
             context.writeOutput(JSONWriter.string(json(result, artifact: path)))
         } else {

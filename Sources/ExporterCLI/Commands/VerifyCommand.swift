@@ -91,68 +91,71 @@ enum VerifyCommand {
         let artifact = try LoadedArtifact(
             url: context.fileURL(path), displayPath: path)
         try artifact.checkReadable()
-        var checkpointURL: URL?
-        var checkpoint: CheckpointWeights?
-        if let against {
-            let url = context.checkpointFolder(against)
-            checkpointURL = url
-            let weights = try CheckpointWeights(directory: url)
-            checkpoint = weights
-            try warnIfNotExported(artifact.manifest, checkpoint: url, weights: weights, context: context)
-        }
-        var report = ArtifactVerifier.verify(artifact, against: checkpoint, minimumSQNR: minimumSQNR)
-        var comparison: ForwardComparison?
-        if runForward, let checkpointURL {
-            if report.structuralFailures > 0 {
-                // Broken files or records: the forward pass would read garbage; the failures say why.
-                report.failures.append(
-                    VerificationFailure("forward pass", "not run: the artifact failed the checks above"))
-            } else {
-                let sequence =
-                    tokens ?? defaultTokens(vocabularySize: artifact.manifest.tensors.first?.shape.first ?? 1)
-                let result = try ArtifactVerifier.compareForward(
-                    artifact: artifact, checkpoint: checkpointURL, tokens: sequence, checkingFiles: false,
-                    progress: ProgressBar(context: context).update)
-                comparison = result
-                if !(result.logitSNR >= minimumLogitSNR) {
+        // The checkpoint is read holding its folder's lock: a synth rewriting it meanwhile would
+        // skew the comparison.
+        let checkpointURL = against.map(context.checkpointFolder)
+        return try CheckpointFolderLock.reading(checkpointURL) {
+            var checkpoint: CheckpointWeights?
+            if let url = checkpointURL {
+                let weights = try CheckpointWeights(directory: url)
+                checkpoint = weights
+                try warnIfNotExported(artifact.manifest, checkpoint: url, weights: weights, context: context)
+            }
+            var report = ArtifactVerifier.verify(artifact, against: checkpoint, minimumSQNR: minimumSQNR)
+            var comparison: ForwardComparison?
+            if runForward, let checkpointURL {
+                if report.structuralFailures > 0 {
+                    // Broken files or records: the forward pass would read garbage; the failures say why.
                     report.failures.append(
-                        VerificationFailure(
-                            "forward pass",
-                            "logit SNR \(ManifestDiff.decibels(result.logitSNR)) is below --min-logit-snr "
-                                + ManifestDiff.decibels(minimumLogitSNR)))
-                }
-                if let minimumAgreement, result.top1Agreement < minimumAgreement {
-                    report.failures.append(
-                        VerificationFailure(
-                            "forward pass",
-                            "top-1 agreement \(percent(result.top1Agreement)) is below --min-agreement \(percent(minimumAgreement))"
-                        ))
-                }
-                if let maximumKL, !(result.meanKL <= maximumKL) {
-                    report.failures.append(
-                        VerificationFailure(
-                            "forward pass",
-                            "mean KL divergence \(String(format: "%.4f", result.meanKL)) nats is above --max-kl "
-                                + String(format: "%.4f", maximumKL)))
+                        VerificationFailure("forward pass", "not run: the artifact failed the checks above"))
+                } else {
+                    let sequence =
+                        tokens ?? defaultTokens(vocabularySize: artifact.manifest.tensors.first?.shape.first ?? 1)
+                    let result = try ArtifactVerifier.compareForward(
+                        artifact: artifact, checkpoint: checkpointURL, tokens: sequence, checkingFiles: false,
+                        progress: ProgressBar(context: context).update)
+                    comparison = result
+                    if !(result.logitSNR >= minimumLogitSNR) {
+                        report.failures.append(
+                            VerificationFailure(
+                                "forward pass",
+                                "logit SNR \(ManifestDiff.decibels(result.logitSNR)) is below --min-logit-snr "
+                                    + ManifestDiff.decibels(minimumLogitSNR)))
+                    }
+                    if let minimumAgreement, result.top1Agreement < minimumAgreement {
+                        report.failures.append(
+                            VerificationFailure(
+                                "forward pass",
+                                "top-1 agreement \(percent(result.top1Agreement)) is below --min-agreement \(percent(minimumAgreement))"
+                            ))
+                    }
+                    if let maximumKL, !(result.meanKL <= maximumKL) {
+                        report.failures.append(
+                            VerificationFailure(
+                                "forward pass",
+                                "mean KL divergence \(String(format: "%.4f", result.meanKL)) nats is above --max-kl "
+                                    + String(format: "%.4f", maximumKL)))
+                    }
                 }
             }
+            if !report.passed, artifact.wasReplaced {
+                // Its failures may compare one artifact's manifest with another's files.
+                throw BundleError.readFailed(
+                    path: artifact.manifestURL.path,
+                    reason: "the artifact was replaced while it was verified; verify again"
+                )
+            }
+            if arguments.flag("json") {
+                context.writeOutput(JSONWriter.string(json(report, comparison: comparison, artifact: path)))
+            } else {
+                context.print(
+                    lines: lines(
+                        report, comparison: comparison, artifact: path, compared: checkpoint != nil,
+                        plan: artifact.manifest.kind == "plan"))
+            }
+            for failure in report.failures { context.printError("Error: \(failure)") }
+            return report.passed ? .success : .verificationFailed
         }
-        if !report.passed, artifact.wasReplaced {
-            // Its failures may compare one artifact's manifest with another's files.
-            throw BundleError.readFailed(
-                path: artifact.manifestURL.path, reason: "the artifact was replaced while it was verified; verify again"
-            )
-        }
-        if arguments.flag("json") {
-            context.writeOutput(JSONWriter.string(json(report, comparison: comparison, artifact: path)))
-        } else {
-            context.print(
-                lines: lines(
-                    report, comparison: comparison, artifact: path, compared: checkpoint != nil,
-                    plan: artifact.manifest.kind == "plan"))
-        }
-        for failure in report.failures { context.printError("Error: \(failure)") }
-        return report.passed ? .success : .verificationFailed
     }
 
     /// Warns when the checkpoint's weights files are not those the artifact was exported from

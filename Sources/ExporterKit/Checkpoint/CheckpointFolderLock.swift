@@ -50,6 +50,13 @@ public enum CheckpointFolderLock {
         return try body()
     }
 
+    /// Runs `body` holding the lock on `directory` for reading, when there is a folder to read.
+    /// - Throws: as ``holding(_:_:_:)``.
+    public static func reading<Value>(_ directory: URL?, _ body: () throws -> Value) throws -> Value {
+        guard let directory else { return try body() }
+        return try holding(directory, .reading, body)
+    }
+
     /// Whether the lock on `directory`, held, is held by readers only: a shared lock is then
     /// granted (and dropped at once). Says which run is in the way; it takes no decision.
     private static func heldByReaders(_ directory: URL) -> Bool {
