@@ -12,7 +12,7 @@ struct ExportCommandTests {
         let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Mini")
         let out = try Fixtures.temporaryDirectory()
         // Another run holds the folder (a flock is per open file, so this process can play it).
-        try SyntheticCheckpoint.withFolderLock(out) {
+        try CheckpointFolderLock.holding(out, .writing) {
             let run = runExporter(["synth", config.path, "--out", out.path, "--overwrite"])
             #expect(run.status == 74)
             #expect(
@@ -39,7 +39,7 @@ struct ExportCommandTests {
         ]
         let weights = try Data(contentsOf: checkpoint.appendingPathComponent("model.safetensors"))
         // A synth holds the folder: the export fails at once and writes nothing.
-        try SyntheticCheckpoint.withFolderLock(checkpoint) {
+        try CheckpointFolderLock.holding(checkpoint, .writing) {
             let run = runExporter(arguments)
             #expect(run.status == 74)
             #expect(
@@ -65,7 +65,7 @@ struct ExportCommandTests {
         }
         // verify --against and eval read the checkpoint too: not while a synth writes it.
         let bundle = output.appendingPathComponent("tiny/Tiny.aimodel").path
-        try SyntheticCheckpoint.withFolderLock(checkpoint) {
+        try CheckpointFolderLock.holding(checkpoint, .writing) {
             for command in [
                 ["verify", bundle, "--against", checkpoint.path],
                 ["eval", bundle, "--against", checkpoint.path, "--tokens", "1,2,3"],

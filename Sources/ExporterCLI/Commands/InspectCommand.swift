@@ -32,10 +32,7 @@ enum InspectCommand {
         let summary = InspectionSummary(artifact: artifact, worst: worst)
         if let html = arguments.value("html") {
             let url = context.fileURL(html)
-            var isFolder: ObjCBool = false
-            let inspected = context.fileURL(path)
-            _ = FileManager.default.fileExists(atPath: inspected.path, isDirectory: &isFolder)
-            try OutputFile.checkReportDestination(url, artifact: isFolder.boolValue ? artifact.folder : nil)
+            try OutputFile.checkReportDestination(url, artifact: artifact.givenAsFolder ? artifact.folder : nil)
             do {
                 try Data(summary.html().utf8).write(to: url, options: .atomic)
             } catch {

@@ -106,7 +106,7 @@ public struct BundleReader {
         let file: ReadOnlyFile
         do { file = try ReadOnlyFile(path: url.path) } catch CheckpointError.readFailed(_, let reason) {
             throw BundleError.readFailed(path: url.path, reason: reason)
-        } catch CheckpointError.notARegularFile(_, let kind) where kind != "a folder" {
+        } catch CheckpointError.notARegularFile(_, let kind) where kind != fileKind(mode: S_IFDIR) {
             // A pipe (`/dev/stdin`, `<(…)`) is named as such, not as a folder without a manifest.
             throw BundleError.readFailed(path: url.path, reason: "\(kind), not a regular file")
         } catch {

@@ -19,7 +19,7 @@ extension SyntheticCheckpoint {
         do { config = try Data(contentsOf: model.configURL) } catch {
             throw CheckpointError.readFailed(path: model.configURL.path, reason: fileSystemFailureReason(error))
         }
-        return try withFolderLock(directory) {
+        return try CheckpointFolderLock.holding(directory, .writing) {
             let result = try writeHoldingLock(
                 tensors: tensors.map { ($0.name, $0.shape) }, dtype: dtype, seed: seed, to: directory,
                 shardBytes: shardBytes, replacingExisting: replacingExisting, progress: progress)

@@ -34,7 +34,7 @@ public enum SyntheticCheckpoint {
     ///   `.writeFailed`, `BundleError.outputExists` when earlier weights exist and
     ///   `replacingExisting` is false (the command line's `--overwrite`), and the writer's
     ///   declaration errors; `CheckpointError.writeFailed` naming `directory` while another
-    ///   run writes there (``withFolderLock(_:_:)``).
+    ///   run (a `synth`, an export reading it) holds it (``CheckpointFolderLock``).
     @discardableResult
     public static func write(
         tensors: [(name: String, shape: [Int])], dtype: TensorDType = .bf16, seed: UInt64, to directory: URL,
@@ -43,20 +43,11 @@ public enum SyntheticCheckpoint {
         guard [.bf16, .f16, .f32].contains(dtype) else { throw CheckpointError.unsupportedSyntheticDType(dtype) }
         guard shardBytes > 0 else { throw CheckpointError.invalidShardSize(shardBytes) }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return try withFolderLock(directory) {
+        return try CheckpointFolderLock.holding(directory, .writing) {
             try writeHoldingLock(
                 tensors: tensors, dtype: dtype, seed: seed, to: directory, shardBytes: shardBytes,
                 replacingExisting: replacingExisting, progress: progress)
         }
-    }
-
-    /// Runs `body` holding the folder's lock for writing (``CheckpointFolderLock``), so that two
-    /// runs writing one checkpoint folder cannot mix their files (each checks for earlier
-    /// weights at its start and publishes at its end), nor an export read files of both.
-    /// - Throws: `CheckpointError.writeFailed` naming `directory` when it cannot be opened or
-    ///   another run (a `synth`, an export reading it) holds it; `body`'s errors.
-    static func withFolderLock<Value>(_ directory: URL, _ body: () throws -> Value) throws -> Value {
-        try CheckpointFolderLock.holding(directory, .writing, body)
     }
 
     /// ``write(tensors:dtype:seed:to:shardBytes:replacingExisting:progress:)`` once the folder

@@ -48,7 +48,7 @@ enum FileSystemName {
             if scalar.isASCII, !scalar.isControlCharacter {
                 result.unicodeScalars.append(scalar)
             } else {
-                result += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+                result += scalar.shownEscaped
             }
         }
         return result

@@ -16,6 +16,8 @@ public struct LoadedArtifact: Sendable {
     public let folder: URL
     /// The path as the user gave it.
     public let displayPath: String
+    /// Whether the path given is the artifact's folder (else a manifest file: a plan, a copy).
+    public let givenAsFolder: Bool
 
     /// Loads the manifest at `url`: `url/manifest.json` for a folder, `url` itself for a file.
     /// - Throws: `BundleError.artifactNotFound` when nothing is at `url`, `.readFailed` when its
@@ -37,6 +39,7 @@ public struct LoadedArtifact: Sendable {
         self.manifestURL = manifestURL
         folder = manifestURL.deletingLastPathComponent()
         self.displayPath = displayPath ?? url.path
+        givenAsFolder = isDirectory.boolValue
     }
 
     /// Checks that every file the manifest lists that is there can be opened.
