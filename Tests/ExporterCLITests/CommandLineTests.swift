@@ -701,16 +701,15 @@ struct CommandLineTests {
         try FileManager.default.copyItem(at: Fixtures.presetsDirectory, to: presets)
         let compression = presets.appendingPathComponent("compression")
         let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
-        try FileManager.default.copyItem(
-            at: compression.appendingPathComponent("4bit_weight_palettized_group8.json"),
-            to: compression.appendingPathComponent(composed + ".json"))
+        try copyConfig("4bit_weight_palettized_group8", in: compression, as: composed)
         let group8 = try PresetCatalog(directory: presets).compressionConfig(named: "4bit_weight_palettized_group8")
         // The spelling the file does not have opens it, as on a Mac.
-        #expect(try PresetCatalog(directory: presets).compressionConfig(named: decomposed) == group8)
-        #expect(try PresetCatalog(directory: presets).compressionConfig(named: composed) == group8)
-        try FileManager.default.copyItem(
-            at: compression.appendingPathComponent("4bit_weight_palettized_group32.json"),
-            to: compression.appendingPathComponent(decomposed + ".json"))
+        for spelling in [decomposed, composed] {
+            let config = try PresetCatalog(directory: presets).compressionConfig(named: spelling)
+            #expect(config.name.utf8.elementsEqual(composed.utf8))
+            #expect(config.rules == group8.rules && config.defaultScheme == group8.defaultScheme)
+        }
+        try copyConfig("4bit_weight_palettized_group32", in: compression, as: decomposed)
         let catalog = try PresetCatalog(directory: presets)
         for name in [composed, decomposed] {
             #expect(
@@ -728,6 +727,53 @@ struct CommandLineTests {
                 == "Error: compression config '\(compression.path)': 'cafe\\u{301}.json' and 'caf\\u{E9}.json' are one "
                 + "name in two Unicode forms, which this tool (and a Mac's file system) takes as one config; rename or "
                 + "remove one\n")
+    }
+
+    @Test(
+        "shipped compression configs one name on a Mac by case, or whose 'name' is not their file's, are refused (65)")
+    func compressionConfigCaseAndNameField() throws {
+        let presets = try Fixtures.temporaryDirectory().appendingPathComponent("Presets")
+        try FileManager.default.copyItem(at: Fixtures.presetsDirectory, to: presets)
+        let compression = presets.appendingPathComponent("compression")
+        try copyConfig("4bit_weight_palettized_group8", in: compression, as: "Tiny")
+        #expect(try PresetCatalog(directory: presets).compressionConfig(named: "Tiny").name == "Tiny")
+        // Case counts on Linux: no config is called 'tiny' yet.
+        #expect(
+            throws: CompressionConfigError.unknownName(
+                "tiny",
+                available: try PresetCatalog(directory: presets)
+                    .compressionConfigNames())
+        ) { try PresetCatalog(directory: presets).compressionConfig(named: "tiny") }
+        try copyConfig("4bit_weight_palettized_group32", in: compression, as: "TINY")
+        for name in ["Tiny", "TINY"] {
+            #expect(
+                throws: CompressionConfigError.invalid(
+                    path: compression.path,
+                    reason: "'TINY.json' and 'Tiny.json' are one name on a Mac's file system, which ignores case; "
+                        + "rename or remove one")
+            ) { try PresetCatalog(directory: presets).compressionConfig(named: name) }
+        }
+        // A file whose 'name' is another config's: the manifest would record that name for its rules.
+        try FileManager.default.removeItem(at: compression.appendingPathComponent("TINY.json"))
+        let renamed = compression.appendingPathComponent("renamed.json")
+        try FileManager.default.copyItem(
+            at: compression.appendingPathComponent("4bit_weight_palettized_group32.json"), to: renamed)
+        let plan = runExporter(
+            ["plan", "qwen3-0.6b", "--compression", "renamed"], environment: ["EXPORTER_PRESETS": presets.path])
+        #expect(plan.status == 65)
+        #expect(
+            plan.error
+                == "Error: compression config '\(renamed.path)': its 'name' is '4bit_weight_palettized_group32', not "
+                + "its file's name 'renamed': a manifest would record '4bit_weight_palettized_group32' for the rules "
+                + "of this file; make them one\n")
+    }
+
+    /// Copies the shipped compression config `name` in `folder` to `<newName>.json`, its `name` made `newName`.
+    private func copyConfig(_ name: String, in folder: URL, as newName: String) throws {
+        let text = try String(contentsOf: folder.appendingPathComponent(name + ".json"), encoding: .utf8)
+        let renamed = text.replacingOccurrences(of: "\"name\": \"\(name)\"", with: "\"name\": \"\(newName)\"")
+        #expect(renamed != text)
+        try renamed.write(to: folder.appendingPathComponent(newName + ".json"), atomically: false, encoding: .utf8)
     }
 
     /// What follows a usage error of `exporter plan`.

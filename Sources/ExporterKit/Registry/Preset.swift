@@ -147,25 +147,39 @@ public struct PresetCatalog: Sendable {
     /// The shipped compression config called `name` (`none` for no compression).
     ///
     /// A name is one text whatever its Unicode form (`café` composed or decomposed), as on a
-    /// Mac's file system: either spelling opens the file, and a folder holding the name's file
-    /// in two forms is refused rather than picking one by its bytes.
-    /// - Throws: `CompressionConfigError` when no such config ships, it is invalid, or two
-    ///   files are the name in two Unicode forms (`.invalid`, naming the folder and both).
+    /// Mac's file system: either spelling opens the file. A folder holding the name's file
+    /// twice for a Mac (in two Unicode forms, or in two cases) is refused rather than picking
+    /// one by its bytes, and so is a file whose `name` is not its own: the manifest records
+    /// that name as the config applied.
+    /// - Throws: `CompressionConfigError` when no such config ships, it is invalid, two files
+    ///   are one name on a Mac, or the file's `name` differs (`.invalid`, naming the file).
     public func compressionConfig(named name: String) throws -> CompressionConfig {
         if name == "none" { return .none }
         let names = compressionConfigNames()
-        let files = names.filter { $0 == name }.sorted(by: FileSystemName.byteOrder)
-        guard let file = files.first else {
+        let clashing = names.filter { FileSystemName.clash($0, name) }.sorted(by: FileSystemName.byteOrder)
+        guard let file = clashing.first(where: { $0 == name }) else {
             throw CompressionConfigError.unknownName(name, available: names)
         }
-        if files.count > 1 {
+        if let other = clashing.first(where: { !$0.utf8.elementsEqual(file.utf8) }) {
+            let (first, second) = FileSystemName.byteOrder(file, other) ? (file, other) : (other, file)
+            let why =
+                first == second
+                ? "one name in two Unicode forms, which this tool (and a Mac's file system) takes as one config"
+                : "one name on a Mac's file system, which ignores case"
             throw CompressionConfigError.invalid(
                 path: compressionDirectory.path,
-                reason: "'\(FileSystemName.shownByScalars(files[0])).json' and "
-                    + "'\(FileSystemName.shownByScalars(files[1])).json' are one name in two Unicode forms, "
-                    + "which this tool (and a Mac's file system) takes as one config; rename or remove one")
+                reason: "'\(FileSystemName.shownByScalars(first)).json' and "
+                    + "'\(FileSystemName.shownByScalars(second)).json' are \(why); rename or remove one")
         }
-        return try CompressionConfig(contentsOf: compressionDirectory.appendingPathComponent(file + ".json"))
+        let url = compressionDirectory.appendingPathComponent(file + ".json")
+        let config = try CompressionConfig(contentsOf: url)
+        guard config.name == file else {
+            throw CompressionConfigError.invalid(
+                path: url.path,
+                reason: "its 'name' is '\(config.name)', not its file's name '\(file)': a manifest would record "
+                    + "'\(config.name)' for the rules of this file; make them one")
+        }
+        return config
     }
 
     /// Finds the `Presets/` folder: `$EXPORTER_PRESETS` when set (and then only it), else `Presets/` beside or above the
