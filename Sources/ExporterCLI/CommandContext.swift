@@ -22,6 +22,10 @@ public struct CommandContext {
     public var terminalColumns: () -> Int? = { nil }
     /// Fault injection for the writes of an export (tests only; nil in real runs).
     public var faults: FaultInjector?
+    /// Whether SIGINT, SIGTERM and SIGHUP remove the staging folders and temporary files being
+    /// filled before the process ends (``InterruptCleanup``): the real process's choice, never
+    /// a test runner's.
+    public var removesPartialFilesOnSignals = false
 
     /// A context; every field is explicit so tests control all of them.
     public init(
@@ -47,6 +51,7 @@ public struct CommandContext {
                 ?? URL(fileURLWithPath: CommandLine.arguments.first ?? "exporter")).physicallyStandardized.absoluteURL,
             writeOutput: StandardStream.output.write, writeError: StandardStream.error.write,
             errorIsTerminal: isatty(2) == 1 && ProcessInfo.processInfo.environment["CI"] == nil)
+        context.removesPartialFilesOnSignals = true
         context.terminalColumns = {
             var size = winsize()
             guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }

@@ -29,8 +29,8 @@ public enum ExporterCommandLine {
 
     /// A farm job (started with `EXPORTER_PARENT_PID`) ends when its farm process ends, even by
     /// SIGKILL: an orphaned export would race the next farm run for the same artifact. The
-    /// parent is polled (a process is reparented when its parent dies); its staging folder is
-    /// cleaned by the next farm run.
+    /// parent is polled (a process is reparented when its parent dies); it removes the staging
+    /// folder it was filling before it ends.
     static func dieWithFarmParent() {
         guard let text = ProcessInfo.processInfo.environment[FarmRunner.parentEnvironmentKey], let parent = Int32(text)
         else { return }
@@ -38,7 +38,7 @@ public enum ExporterCommandLine {
         let timer = DispatchSource.makeTimerSource(queue: .global())
         timer.schedule(deadline: .now() + .milliseconds(20), repeating: .milliseconds(20))
         timer.setEventHandler {
-            if getppid() != parent { _exit(ExitStatus.internalError.rawValue) }
+            if getppid() != parent { InterruptCleanup.removeRegistered(thenExit: ExitStatus.internalError.rawValue) }
         }
         timer.resume()
         orphanWatch = timer
@@ -85,6 +85,10 @@ public enum ExporterCommandLine {
                 // default `Artifacts` among them): stopped at once, as git does, not left to name
                 // paths resolved from nowhere.
                 guard context.currentDirectory.path.hasPrefix("/") else { throw WorkingFolderGone() }
+                // The farm starts processes, which would inherit the signals as ignored.
+                if context.removesPartialFilesOnSignals && invocation.command.name != BatchCommand.spec.name {
+                    InterruptCleanup.removeOnSignals()
+                }
                 let status: ExitStatus
                 switch invocation.command.name {
                 case PlanCommand.spec.name: status = try PlanCommand.run(arguments, context: context)

@@ -7,6 +7,43 @@ import Testing
 
 @Suite("command line: export and synth")
 struct ExportCommandTests {
+    @Test(
+        "an export or a synth stopped by SIGINT, SIGTERM or SIGHUP removes what it was filling, then ends by that signal",
+        .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/stat")))
+    func interruptedRunsCleanUp() throws {
+        let folder = try Fixtures.temporaryDirectory()
+        /// Starts `arguments` as a shell would, waits for `partial` to show an entry being filled,
+        /// then sends `signal`; returns the status and the signal that ended the run.
+        func interrupt(_ arguments: [String], by signal: Int32, partial: () -> Bool) throws -> (Int32, Int32?) {
+            let running = try ExporterKit.ChildProcess.start(
+                BuiltExporter.url, arguments: arguments, environment: BuiltExporter.cleanEnvironment)
+            let deadline = Date().addingTimeInterval(60)
+            while !partial() && Date() < deadline { usleep(1_000) }
+            #expect(partial(), "nothing was being filled: \(arguments)")
+            kill(running.id, signal)
+            let (status, caught, _) = running.finish()
+            return (status, caught)
+        }
+        func entries(_ url: URL) -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? [] }
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
+            // The output folder and the model's folder are the export's own: they go too.
+            let out = folder.appendingPathComponent("out-\(signal)")
+            let model = out.appendingPathComponent("qwen3-0.6b")
+            let export = try interrupt(
+                ["qwen3-0.6b", "--synthetic", "--output-dir", out.path], by: signal,
+                partial: { entries(model).contains { $0.hasPrefix(".partial-Qwen3-0.6B.aimodel-") } })
+            #expect(export.0 == 128 + signal && export.1 == signal)
+            #expect(!FileManager.default.fileExists(atPath: out.path), "\(entries(model))")
+        }
+        // synth's temporary weight file; the folder it was given stays.
+        let checkpoint = folder.appendingPathComponent("ck")
+        let synth = try interrupt(
+            ["synth", "qwen3-0.6b", "--out", checkpoint.path], by: SIGTERM,
+            partial: { entries(checkpoint).contains { $0.hasPrefix(".model.safetensors.partial-") } })
+        #expect(synth.0 == 128 + SIGTERM && synth.1 == SIGTERM)
+        #expect(entries(checkpoint) == [])
+    }
+
     @Test("two synth runs never write one folder at once: the later fails (74) and writes nothing there")
     func synthFolderLock() throws {
         let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Mini")

@@ -1348,14 +1348,24 @@ struct FarmTests {
                 arguments: ["batch", farm.path, "--output", folder.appendingPathComponent("out").path],
                 environment: BuiltExporter.cleanEnvironment)
             let child = try #require(slowExport(of: running.id))
+            let output = folder.appendingPathComponent("out")
+            func staging() -> [String] {
+                (FileManager.default.subpaths(atPath: output.path) ?? []).filter {
+                    $0.contains(ArtifactDirectory.stagingPrefix)
+                }
+            }
+            let deadline = Date().addingTimeInterval(60)
+            while staging().isEmpty && Date() < deadline { usleep(1_000) }
+            #expect(!staging().isEmpty, "the job filled no staging folder (signal \(signal))")
             kill(running.id, signal)
             let (status, caught, _) = running.finish()
             #expect(status == 128 + signal)
             #expect(caught == signal)
-            // The job polls its parent and ends once the farm has gone.
+            // The job polls its parent and ends once the farm has gone, removing its staging folder.
             let ended = ProcessTable.waitForEnd(child, seconds: 10)
             #expect(ended, "the job outlived its farm (signal \(signal))")
             if !ended { kill(child, SIGKILL) }
+            #expect(staging() == [], "signal \(signal)")
         }
     }
 

@@ -32,6 +32,8 @@ public final class ArtifactDirectory {
     /// Folders above the staging folder that this artifact created (the model's folder of a
     /// first export), deepest first: removed again, when empty, if nothing is published.
     private var createdParents: [String] = []
+    /// Removes the staging folder if the run is interrupted while it is filled (``InterruptCleanup``).
+    private var cleanupToken: Int?
 
     /// Prefix of staging folders, so that leftovers of a killed run can be recognised.
     public static let stagingPrefix = ".partial-"
@@ -46,52 +48,70 @@ public final class ArtifactDirectory {
         self.overwrite = overwrite
         try ArtifactDirectory.checkDestination(destination, overwrite: overwrite, marker: marker)
         let parent = destination.deletingLastPathComponent()
-        // A cleaner may lock and remove a staging folder between its mkdir and our flock: then
-        // the folder is gone or the one locked is not the one at the path, and a fresh name is tried.
-        var created: [String] = []
-        var chosen: (url: URL, lock: Int32)?
-        for _ in 0..<3 where chosen == nil {
-            let candidate = parent.appendingPathComponent(
-                ArtifactDirectory.stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString,
-                isDirectory: true)
-            do {
-                created += try ArtifactDirectory.makeDirectories(
-                    candidate, faults: faults, reportedAs: { _ in destination.path }
-                )
-                .filter { $0 != candidate.physicallyStandardized.path }
-            } catch {
-                // The model folder (and output folder) an earlier try made: a failed export leaves none.
-                for path in created.reversed() { _ = rmdir(path) }
-                throw error
-            }
-            let lock = ArtifactDirectory.lockedDescriptor(candidate.path, wait: true)
-            switch lock {
-            case .locked(let descriptor) where ArtifactDirectory.isFolder(candidate.path, openAs: descriptor):
-                chosen = (candidate, descriptor)
-            case .locked(let descriptor):
-                close(descriptor)
-            case .failed(ENOENT):
-                // Removed before it could be opened: as above.
-                break
-            case .unsupported:
-                chosen = (candidate, -1)
-            case .failed(let code):
-                _ = rmdir(candidate.path)
-                for path in created.reversed() { _ = rmdir(path) }
-                throw BundleError.writeFailed(
-                    path: destination.path, reason: "cannot lock its staging folder: \(systemErrorMessage(code))")
-            }
-        }
-        guard let chosen else {
-            for path in created.reversed() { _ = rmdir(path) }
-            throw BundleError.writeFailed(
-                path: destination.path, reason: "its staging folder was removed as soon as it was made")
-        }
-        staging = chosen.url
-        stagingLock = chosen.lock
-        createdParents = created.reversed()
+        let made = try ArtifactDirectory.makeStaging(for: destination, faults: faults)
+        staging = made.url
+        stagingLock = made.lock
+        createdParents = made.createdParents
+        cleanupToken = made.cleanupToken
         // Staging folders of killed runs for this artifact: nobody holds them any more.
         ArtifactDirectory.removeAbandonedStaging(in: parent, for: destination.lastPathComponent)
+    }
+
+    /// Makes, locks and registers for ``InterruptCleanup`` a staging folder beside `destination`.
+    /// - Returns: the folder, its lock (-1 where the file system has none), the folders above it
+    ///   made for it (deepest first) and its clean-up token.
+    /// - Throws: `BundleError.writeFailed` when the folder cannot be made or locked.
+    private static func makeStaging(for destination: URL, faults: FaultInjector?) throws -> (
+        url: URL, lock: Int32, createdParents: [String], cleanupToken: Int
+    ) {
+        let parent = destination.deletingLastPathComponent()
+        // A signal arriving between the mkdir and the registration is handled after it.
+        return try InterruptCleanup.registering {
+            // A cleaner may lock and remove a staging folder between its mkdir and our flock: then
+            // the folder is gone or the one locked is not the one at the path, and a fresh name is tried.
+            var created: [String] = []
+            var chosen: (url: URL, lock: Int32)?
+            for _ in 0..<3 where chosen == nil {
+                let candidate = parent.appendingPathComponent(
+                    stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString,
+                    isDirectory: true)
+                do {
+                    created += try ArtifactDirectory.makeDirectories(
+                        candidate, faults: faults, reportedAs: { _ in destination.path }
+                    )
+                    .filter { $0 != candidate.physicallyStandardized.path }
+                } catch {
+                    // The model folder (and output folder) an earlier try made: a failed export leaves none.
+                    for path in created.reversed() { _ = rmdir(path) }
+                    throw error
+                }
+                let lock = ArtifactDirectory.lockedDescriptor(candidate.path, wait: true)
+                switch lock {
+                case .locked(let descriptor) where ArtifactDirectory.isFolder(candidate.path, openAs: descriptor):
+                    chosen = (candidate, descriptor)
+                case .locked(let descriptor):
+                    close(descriptor)
+                case .failed(ENOENT):
+                    // Removed before it could be opened: as above.
+                    break
+                case .unsupported:
+                    chosen = (candidate, -1)
+                case .failed(let code):
+                    _ = rmdir(candidate.path)
+                    for path in created.reversed() { _ = rmdir(path) }
+                    throw BundleError.writeFailed(
+                        path: destination.path, reason: "cannot lock its staging folder: \(systemErrorMessage(code))")
+                }
+            }
+            guard let chosen else {
+                for path in created.reversed() { _ = rmdir(path) }
+                throw BundleError.writeFailed(
+                    path: destination.path, reason: "its staging folder was removed as soon as it was made")
+            }
+            let createdParents = Array(created.reversed())
+            let token = InterruptCleanup.register(chosen.url, emptyFolders: createdParents)
+            return (chosen.url, chosen.lock, createdParents, token)
+        }
     }
 
     /// Refuses to write an artifact at `destination` when something is there, unless `overwrite`
@@ -174,6 +194,7 @@ public final class ArtifactDirectory {
     }
 
     deinit {
+        if let cleanupToken { InterruptCleanup.unregister(cleanupToken) }
         if !published {
             try? FileManager.default.removeItem(at: staging)
             // rmdir: only empty folders go, so another writer's files are never touched.
@@ -354,6 +375,10 @@ public final class ArtifactDirectory {
                     path: reportedPath, reason: "the file was removed or changed while the artifact was being written")
             }
         }
+        // From here the staging path may hold the artifact being replaced, or nothing: an
+        // interruption leaves it to the next cleaner.
+        if let cleanupToken { InterruptCleanup.unregister(cleanupToken) }
+        cleanupToken = nil
         if !overwrite {
             // Another run may have published here since this one started: refused, not replaced.
             try ArtifactDirectory.renameIfAbsent(staging, to: destination, faults: faults)

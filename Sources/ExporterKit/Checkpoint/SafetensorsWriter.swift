@@ -58,6 +58,8 @@ public final class SafetensorsWriter {
     private let temporaryURL: URL
     private var descriptor: Int32
     private var state: State
+    /// Removes the temporary file if the run is interrupted (``InterruptCleanup``).
+    private var cleanupToken: Int?
     private var buffer: [UInt8] = []
     private static let bufferCapacity = 1 << 20
 
@@ -110,10 +112,28 @@ public final class SafetensorsWriter {
             .appendingPathComponent(".\(url.lastPathComponent).partial-\(getpid())")
         self.descriptor = -1
         self.state = .failed
-        // Locked while it is written, so that a cleaner (`removeAbandonedTemporaries`) leaves it
-        // alone; a cleaner that took it between our open and our flock removed it: open again.
-        for _ in 0..<3 where descriptor < 0 {
-            let opened = open(temporaryURL.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        // A signal arriving between the file's creation and its registration is handled after it.
+        let temporary = temporaryURL
+        (descriptor, cleanupToken) = try InterruptCleanup.registering {
+            let opened = try SafetensorsWriter.openLocked(temporary, reportedAs: path)
+            return (opened, InterruptCleanup.register(temporary))
+        }
+        buffer.reserveCapacity(SafetensorsWriter.bufferCapacity)
+        state = .writing(tensorIndex: 0, bytesWritten: 0)
+        withUnsafeBytes(of: UInt64(header.count).littleEndian) { buffer.append(contentsOf: $0) }
+        buffer.append(contentsOf: header)
+        advancePastEmptyTensors()
+    }
+
+    /// Creates (or truncates) the temporary file `url` and takes its `flock`, so that a cleaner
+    /// (``removeAbandonedTemporaries(in:)``) leaves it alone; a cleaner that took it between the
+    /// open and the flock removed it: opened again.
+    /// - Returns: the open descriptor.
+    /// - Throws: `CheckpointError.writeFailed` naming `path`.
+    private static func openLocked(_ url: URL, reportedAs path: String) throws -> Int32 {
+        var chosen: Int32 = -1
+        for _ in 0..<3 where chosen < 0 {
+            let opened = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
             guard opened >= 0 else {
                 throw CheckpointError.writeFailed(path: path, reason: systemErrorMessage(errno))
             }
@@ -124,26 +144,23 @@ public final class SafetensorsWriter {
             var namedStatus = stat()
             if !cleaning
                 && (!locked
-                    || (fstat(opened, &openedStatus) == 0 && stat(temporaryURL.path, &namedStatus) == 0
+                    || (fstat(opened, &openedStatus) == 0 && stat(url.path, &namedStatus) == 0
                         && openedStatus.st_dev == namedStatus.st_dev && openedStatus.st_ino == namedStatus.st_ino))
             {
-                descriptor = opened
+                chosen = opened
             } else {
                 close(opened)
             }
         }
-        guard descriptor >= 0 else {
+        guard chosen >= 0 else {
             throw CheckpointError.writeFailed(
                 path: path, reason: "its temporary file was removed as soon as it was made")
         }
-        buffer.reserveCapacity(SafetensorsWriter.bufferCapacity)
-        state = .writing(tensorIndex: 0, bytesWritten: 0)
-        withUnsafeBytes(of: UInt64(header.count).littleEndian) { buffer.append(contentsOf: $0) }
-        buffer.append(contentsOf: header)
-        advancePastEmptyTensors()
+        return chosen
     }
 
     deinit {
+        if let cleanupToken { InterruptCleanup.unregister(cleanupToken) }
         if descriptor >= 0 {
             close(descriptor)
             unlink(temporaryURL.path)
@@ -212,6 +229,8 @@ public final class SafetensorsWriter {
         guard rename(temporaryURL.path, url.path) == 0 else {
             throw failure(systemErrorMessage(errno))
         }
+        if let cleanupToken { InterruptCleanup.unregister(cleanupToken) }
+        cleanupToken = nil
         close(descriptor)
         descriptor = -1
         state = .finished

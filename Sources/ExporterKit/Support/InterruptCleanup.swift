@@ -1,0 +1,124 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What an interrupted run removes before it ends: the staging folders and temporary files it
+/// is filling. Without it, Ctrl-C or SIGTERM left a hidden `.partial-…` folder of up to the
+/// model's size until the next export of the same artifact (or a farm run) removed it.
+///
+/// Writers register what they create (``register(_:)``) and unregister it once it is published
+/// or removed. The executable turns the cleanup on (``removeOnSignals()``); the library alone
+/// never changes how its host process handles signals.
+public enum InterruptCleanup {
+    /// Recursive: a writer holds it from creating a path to registering it (``registering(_:)``).
+    private static let lock = NSRecursiveLock()
+    /// What each token removes: a path, then the folders above it that are left empty.
+    nonisolated(unsafe) private static var paths: [Int: (url: URL, emptyFolders: [String])] = [:]
+    nonisolated(unsafe) private static var nextToken = 0
+    nonisolated(unsafe) private static var sources: [DispatchSourceSignal] = []
+
+    /// The signals that end a run with a clean-up: those a user or a scheduler stops it with.
+    static let signals = [SIGINT, SIGTERM, SIGHUP]
+
+    /// Registers `url` (a staging folder or a temporary file) for removal if the run is
+    /// interrupted, then `emptyFolders` (deepest first) if nothing else is in them: the folders
+    /// the writer created for it. Returns the token that unregisters it.
+    static func register(_ url: URL, emptyFolders: [String] = []) -> Int {
+        lock.withLock {
+            nextToken += 1
+            paths[nextToken] = (url, emptyFolders)
+            return nextToken
+        }
+    }
+
+    /// Runs `body`, which creates a path and registers it, with no clean-up in between: a
+    /// signal arriving meanwhile is handled once `body` has returned, so a path created just
+    /// before its registration is not left behind.
+    static func registering<Result>(_ body: () throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    /// Forgets the path registered under `token` (published, or removed by its writer).
+    static func unregister(_ token: Int) {
+        lock.withLock { _ = paths.removeValue(forKey: token) }
+    }
+
+    /// From now on, SIGINT, SIGTERM and SIGHUP remove what is registered, then end the process
+    /// by the same signal (its exit status stays `128 + N`). A signal this process started
+    /// with ignored (`nohup`, a background job of a script) stays ignored.
+    ///
+    /// Not for a process that starts others (the farm): they would inherit the signals as
+    /// ignored, which Dispatch's signal sources need.
+    public static func removeOnSignals() {
+        let queue = DispatchQueue(label: "exporter.interrupt-cleanup")
+        for signalNumber in signals {
+            var current = sigaction()
+            guard sigaction(signalNumber, nil, &current) == 0, !isIgnored(current) else { continue }
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
+            source.setEventHandler { end(by: signalNumber) }
+            source.resume()
+            lock.withLock { sources.append(source) }
+        }
+    }
+
+    /// Removes everything registered, then ends the process with `status` (a farm job whose
+    /// farm has gone).
+    public static func removeRegistered(thenExit status: Int32) -> Never {
+        lock.lock()
+        removeRegistered()
+        _exit(status)
+    }
+
+    /// Removes everything registered. The caller holds the lock and never releases it: it
+    /// ends the process, and nothing may be created and registered in between.
+    private static func removeRegistered() {
+        for (_, (url, emptyFolders)) in paths.sorted(by: { $0.key < $1.key }) {
+            remove(url)
+            // rmdir: only empty folders go, so another writer's files are never touched.
+            for path in emptyFolders { _ = rmdir(path) }
+        }
+        paths.removeAll()
+    }
+
+    /// Removes `url`: a folder is first renamed aside (a name its cleaners still recognise), so
+    /// that the writer threads still running cannot add files to it while it is being removed.
+    private static func remove(_ url: URL) {
+        var status = stat()
+        guard lstat(url.path, &status) == 0 else { return }
+        if status.st_mode & S_IFMT == S_IFDIR {
+            let aside = url.deletingLastPathComponent().appendingPathComponent(url.lastPathComponent + "-interrupted")
+            ArtifactDirectory.removeTree(rename(url.path, aside.path) == 0 ? aside : url)
+        } else {
+            _ = unlink(url.path)
+        }
+    }
+
+    /// Cleans up and ends the process by `signalNumber`.
+    private static func end(by signalNumber: Int32) -> Never {
+        lock.lock()
+        removeRegistered()
+        signal(signalNumber, SIG_DFL)
+        // Dispatch's threads block most signals: unblocked here, the signal ends the process now.
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        sigaddset(&unblocked, signalNumber)
+        pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
+        raise(signalNumber)
+        _exit(128 + signalNumber)
+    }
+
+    private static func isIgnored(_ action: sigaction) -> Bool {
+        #if canImport(Glibc)
+            return unsafeBitCast(action.__sigaction_handler.sa_handler, to: Int.self) == 1
+        #else
+            return unsafeBitCast(action.__sigaction_u.__sa_handler, to: Int.self) == 1
+        #endif
+    }
+}
