@@ -290,6 +290,26 @@ struct CompileCommandTests {
         }
     }
 
+    @Test("a compiled artifact's tool.version is its compiler's; its bundle's is compiled.portable.tool_version")
+    func compilerVersion() throws {
+        let folder = try Fixtures.temporaryDirectory()
+        let bundleURL = folder.appendingPathComponent("Tiny.aimodel")
+        try FileManager.default.copyItem(at: try bundle(), to: bundleURL)
+        // A bundle an earlier version exported (the manifest lists no CRC of itself).
+        let manifestURL = bundleURL.appendingPathComponent("manifest.json")
+        let text = try String(contentsOf: manifestURL, encoding: .utf8)
+        let older = text.replacingOccurrences(
+            of: #""version" : "\#(ToolVersion.current)""#, with: #""version" : "0.7.0""#)
+        #expect(older != text)
+        try older.write(to: manifestURL, atomically: true, encoding: .utf8)
+        let output = folder.appendingPathComponent("out")
+        let run = runExporter(["compile", bundleURL.path, "--output", output.path, "--device", "h17p"])
+        #expect(run.status == 0, "\(run.error)")
+        let manifest = try CompiledArtifactReader(url: output.appendingPathComponent("Tiny.h17p.aimodelc")).manifest
+        #expect(manifest.tool.version == ToolVersion.current)
+        #expect(manifest.compiled?.portable.toolVersion == "0.7.0")
+    }
+
     @Test("a compiled artifact names its bundle as exported: through a link or a renamed copy, the same bytes")
     func portableName() throws {
         let bundleURL = try bundle()

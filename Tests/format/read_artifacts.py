@@ -266,7 +266,7 @@ COMPILED_SCHEMA = {
     "memory": {"weights_bytes": INT, "kv_cache_bytes": INT, "working_bytes": INT,
                "tables_bytes": INT, "total_bytes": INT, "peak_region": INT},
     "verdict": VERDICT_SCHEMA,
-    "portable": {"name": STR, "bytes": INT, "manifest_crc32": STR},
+    "portable": {"name": STR, "bytes": INT, "manifest_crc32": STR, "tool_version?": STR},
     "size_delta_bytes": INT,
 }
 
@@ -1774,7 +1774,7 @@ def check_compiled_manifest(manifest, bundle_manifest, bundle_raw, regions,
     P.check(warnings[:len(bundle_manifest["warnings"])] == bundle_manifest["warnings"],
             "manifest.json warnings", "do not start with the bundle's")
     portable = {"name": bundle_manifest["model"]["name"] + ".aimodel", "bytes": bundle_manifest["sizes"]["bundle_bytes"],
-                "manifest_crc32": crc32_hex(bundle_raw)}
+                "manifest_crc32": crc32_hex(bundle_raw), "tool_version": bundle_manifest["tool"]["version"]}
     P.check(compiled["portable"] == portable, where, f"portable {compiled['portable']}, "
             f"expected {portable}")
     P.check(compiled["size_delta_bytes"] == files_total - portable["bytes"], where,

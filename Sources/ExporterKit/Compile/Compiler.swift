@@ -336,7 +336,8 @@ enum CompiledArtifactWriter {
             portable: Manifest.Portable(
                 name: CompiledArtifactWriter.portableName(of: bundle.manifest),
                 bytes: bundle.manifest.sizes.bundleBytes ?? 0,
-                manifestCRC32: BundleWriter.hex(manifestBytes.withUnsafeBytes { CRC32.checksum($0) })),
+                manifestCRC32: BundleWriter.hex(manifestBytes.withUnsafeBytes { CRC32.checksum($0) }),
+                toolVersion: bundle.manifest.tool.version),
             minimumDeploymentVersion: request.minimumDeploymentVersion)
         let manifestFile = try directory.createFile(BundleWriter.manifestName)
         try manifestFile.write(try manifest.canonicalJSON())
@@ -357,6 +358,8 @@ enum CompiledArtifactWriter {
     ) -> Manifest {
         var manifest = bundle
         manifest.kind = "compiled"
+        // The compiler wrote it; its bundle's version is `compiled.portable.tool_version`.
+        manifest.tool.version = ToolVersion.current
         var placed = Set<Int>()
         for region in plan.regions {
             for placement in region.placements where placed.insert(placement.tensorIndex).inserted {

@@ -187,10 +187,14 @@ extension Manifest {
         public var bytes: Int
         /// CRC-32 of its `manifest.json`.
         public var manifestCRC32: String
+        /// Its `tool.version`: the version that exported it (the artifact's own `tool.version` is
+        /// the compiler's). Nil in manifests before 0.8.2, whose `tool.version` was the bundle's.
+        public var toolVersion: String?
 
         enum CodingKeys: String, CodingKey {
             case name, bytes
             case manifestCRC32 = "manifest_crc32"
+            case toolVersion = "tool_version"
         }
     }
 }

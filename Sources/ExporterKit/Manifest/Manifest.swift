@@ -355,10 +355,12 @@ public struct Manifest: Codable, Equatable, Sendable {
 /// The tool's version, recorded in every manifest and part of every build key: raise it
 /// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
-    /// Semantic version of this build (0.8.1: a manifest records nothing its build key leaves out:
+    /// Semantic version of this build (0.8.2: a compiled artifact's `tool.version` is its
+    /// compiler's, its bundle's is `compiled.portable.tool_version`; 0.8.1: a manifest records nothing its build key leaves out:
     /// the no-tokenizer warning no longer names the checkpoint folder, and a compiled artifact's
     /// `compiled.portable.name` is its bundle's name as exported, `<model.name>.aimodel`, not the
-    /// folder it was compiled from; 0.8.0: every verdict records `ahead_of_time`, and a plan's
+    /// folder it was compiled from, and a verdict's warning says what it means on its platform (a Mac
+    /// swaps, an iOS app is killed at load); 0.8.0: every verdict records `ahead_of_time`, and a plan's
     /// verdicts cover the devices offered no ahead-of-time compilation too; a plan records its
     /// calibration text and warns of its verdicts; 0.7.4: the prefill chunk of the working-memory figures is
     /// at most the context (it was 128 at shorter contexts), and a Qwen3-MoE graph's
@@ -390,5 +392,5 @@ public enum ToolVersion {
     /// files carry their fingerprints; 0.5.0: manifests gain `conversion`, a plan's forecast of the export's
     /// memory, null in bundles; 0.4.0: the standard palette search no longer polishes small
     /// groups and makes one swap round, which changes most grouped LUTs).
-    public static let current = "0.8.1"
+    public static let current = "0.8.2"
 }
