@@ -308,6 +308,16 @@ struct CompileCommandTests {
         let manifest = try CompiledArtifactReader(url: output.appendingPathComponent("Tiny.h17p.aimodelc")).manifest
         #expect(manifest.tool.version == ToolVersion.current)
         #expect(manifest.compiled?.portable.toolVersion == "0.7.0")
+        // inspect says which versions wrote it.
+        func writtenBy(_ artifact: URL) -> [String] {
+            let lines = runExporter(["inspect", artifact.path]).output.split(separator: "\n")
+            return lines.map { $0.split(separator: " ").joined(separator: " ") }.filter { $0.hasPrefix("written by") }
+        }
+        #expect(
+            writtenBy(output.appendingPathComponent("Tiny.h17p.aimodelc")) == [
+                "written by exporter \(ToolVersion.current), its bundle by 0.7.0"
+            ])
+        #expect(writtenBy(bundleURL) == ["written by exporter 0.7.0"])
     }
 
     @Test("a compiled artifact names its bundle as exported: through a link or a renamed copy, the same bytes")

@@ -44,6 +44,59 @@ struct ExportCommandTests {
         #expect(entries(checkpoint) == [])
     }
 
+    @Test("artifacts made from the bundle an export replaced are named with the commands that renew them")
+    func staleSiblings() throws {
+        let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Mini")
+        let output = try Fixtures.temporaryDirectory()
+        let arguments = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir",
+            output.path,
+        ]
+        let first = runExporter(arguments + ["--compile", "--format", "mlpackage"])
+        #expect(first.status == 0, "\(first.error)")
+        #expect(!first.error.contains("warning"))
+        let bundle = "\(output.path)/mini/Mini.aimodel"
+        // Other weights, the bundle alone replaced: its compiled artifacts and package are stale.
+        let replaced = runExporter(arguments + ["--seed", "1", "--overwrite"])
+        #expect(replaced.status == 0, "\(replaced.error)")
+        #expect(
+            replaced.error
+                == "warning: 'Mini.h16p.aimodelc', 'Mini.h17p.aimodelc' were compiled from the bundle this export "
+                + "replaced; to bring them up to date: exporter compile '\(bundle)' --platform iOS --device h16p "
+                + "--device h17p --overwrite\n"
+                + "warning: 'Mini.mlpackage' was converted from the bundle this export replaced; to bring it up to "
+                + "date: exporter convert '\(bundle)' --to mlpackage --overwrite\n")
+        // The re-run's hint renews the stale ones and makes the missing one.
+        try FileManager.default.removeItem(atPath: "\(output.path)/mini/Mini.h16p.aimodelc")
+        let steps = runExporter(arguments + ["--seed", "1", "--compile", "--format", "mlpackage"])
+        #expect(steps.status == 73)
+        #expect(
+            steps.error
+                == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n"
+                + "or keep it and run the other steps from it:\n"
+                + "  exporter compile '\(bundle)' --platform iOS --overwrite\n"
+                + "  exporter convert '\(bundle)' --to mlpackage --overwrite\n")
+        // The hint's commands leave nothing stale.
+        for command in steps.error.split(separator: "\n").filter({ $0.hasPrefix("  exporter ") }) {
+            let words = Array(shellWords(String(command.dropFirst(2))).dropFirst())
+            #expect(runExporter(words).status == 0, "\(command)")
+        }
+        #expect(StaleSiblings(ofBundle: URL(fileURLWithPath: bundle), name: "Mini").isEmpty)
+        #expect(
+            runExporter(arguments + ["--seed", "1", "--compile", "--format", "mlpackage"]).error
+                == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n")
+        // A bundle an earlier version wrote is another export: no step is suggested from it.
+        let manifestURL = URL(fileURLWithPath: bundle).appendingPathComponent("manifest.json")
+        let text = try String(contentsOf: manifestURL, encoding: .utf8)
+        try text.replacingOccurrences(of: #""version" : "\#(ToolVersion.current)""#, with: #""version" : "0.7.0""#)
+            .write(to: manifestURL, atomically: true, encoding: .utf8)
+        let older = runExporter(arguments + ["--seed", "1", "--compile"])
+        #expect(
+            older.error
+                == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n"
+                + "it holds another export than this one (written by exporter 0.7.0, this is \(ToolVersion.current))\n")
+    }
+
     @Test("two synth runs never write one folder at once: the later fails (74) and writes nothing there")
     func synthFolderLock() throws {
         let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Mini")

@@ -120,6 +120,7 @@ enum ExportCommand {
                 bundle: result.bundleURL, to: destination, overwrite: settings.overwrite, output: output,
                 context: context)
         }
+        warnOfStaleSiblings(result.bundleURL, name: CompileSubject(plan: plan).name, context: context)
         if json {
             let report = ExportSummary.Report(
                 bundle: result.bundleURL.path, manifest: result.manifest,
@@ -155,8 +156,9 @@ enum ExportCommand {
         var exitStatus: ExitStatus { .outputExists }
 
         /// What the bundle at `url` records differently from what `plan` would export: platform,
-        /// compute precision, context and compression config; empty when they agree or it
-        /// cannot be read (its own refusal then says what it is).
+        /// compute precision, context, compression config and the tool version that wrote it (an
+        /// earlier version's bundle is not this export's); empty when they agree or it cannot be
+        /// read (its own refusal then says what it is).
         static func differences(at url: URL, plan: ExportPlan) -> [String] {
             guard let there = try? LoadedArtifact(url: url).manifest else { return [] }
             let asked = Manifest(plan: plan, kind: "bundle")
@@ -166,7 +168,32 @@ enum ExportCommand {
                 ("context", String(there.contextLength), String(asked.contextLength)),
                 ("compression", there.compression.config, asked.compression.config),
             ]
-            return fields.filter { $0.1 != $0.2 }.map { "\($0.0) \($0.1) there, \($0.2) asked" }
+            let version =
+                there.tool.version == asked.tool.version
+                ? [] : ["written by exporter \(there.tool.version), this is \(asked.tool.version)"]
+            return fields.filter { $0.1 != $0.2 }.map { "\($0.0) \($0.1) there, \($0.2) asked" } + version
+        }
+    }
+
+    /// Warns of the compiled artifacts and Core ML package beside the bundle just written that
+    /// were made from the bundle it replaced, and says how to bring them up to date: an export
+    /// replaces its bundle only, and `verify` of such an artifact alone cannot tell.
+    static func warnOfStaleSiblings(_ bundle: URL, name: String, context: CommandContext) {
+        let stale = StaleSiblings(ofBundle: bundle, name: name)
+        let quoted = ShellWord.quoted(bundle.path)
+        for platform in Set(stale.compiled.map(\.platform)).sorted() {
+            let architectures = stale.compiled.filter { $0.platform == platform }.map(\.architecture)
+            let names = architectures.map { "'\(name).\($0).\(Compiler.artifactExtension)'" }.joined(separator: ", ")
+            context.printError(
+                "warning: \(names) \(architectures.count == 1 ? "was" : "were") compiled from the bundle this export "
+                    + "replaced; to bring \(architectures.count == 1 ? "it" : "them") up to date: exporter compile "
+                    + "\(quoted) --platform \(platform)" + architectures.map { " --device \($0)" }.joined()
+                    + " --overwrite")
+        }
+        if let package = stale.package {
+            context.printError(
+                "warning: '\(package.lastPathComponent)' was converted from the bundle this export replaced; to bring it "
+                    + "up to date: exporter convert \(quoted) --to mlpackage --overwrite")
         }
     }
 
@@ -179,23 +206,34 @@ enum ExportCommand {
     ) -> [String] {
         let bundle = URL(fileURLWithPath: path)
         var commands: [String] = []
-        let missing = devices.filter {
-            !FileManager.default.fileExists(
-                atPath: Compiler.artifactURL(name: name, device: $0, in: bundle.deletingLastPathComponent()).path)
+        // Artifacts compiled or converted from another bundle (an earlier export there) are
+        // made again, with --overwrite.
+        let stale = StaleSiblings(ofBundle: bundle, name: name)
+        let staleDevices = devices.filter { device in stale.compiled.contains { $0.architecture == device.id } }
+        let toCompile = devices.filter { device in
+            staleDevices.contains(device)
+                || !FileManager.default.fileExists(
+                    atPath: Compiler.artifactURL(name: name, device: device, in: bundle.deletingLastPathComponent())
+                        .path)
         }
-        if arguments.flag("compile"), !missing.isEmpty {
+        if arguments.flag("compile"), !toCompile.isEmpty {
             var words = ["exporter compile \(ShellWord.quoted(path)) --platform \(platform.rawValue)"]
-            if missing.count < devices.count { words += missing.map { "--device \($0.id)" } }
+            if toCompile.count < devices.count { words += toCompile.map { "--device \($0.id)" } }
             if arguments.isGiven("min-deployment-version"), let version = arguments.value("min-deployment-version") {
                 words.append("--min-deployment-version \(version)")
             }
             if let table = arguments.value("devices") { words.append("--devices \(ShellWord.quoted(table))") }
+            if !staleDevices.isEmpty { words.append("--overwrite") }
             commands.append(words.joined(separator: " "))
         }
-        if arguments.value("format") == "mlpackage",
-            !FileManager.default.fileExists(atPath: MLPackageWriter.defaultDestination(forBundle: bundle).path)
-        {
-            commands.append("exporter convert \(ShellWord.quoted(path)) --to mlpackage")
+        if arguments.value("format") == "mlpackage" {
+            if stale.package != nil {
+                commands.append("exporter convert \(ShellWord.quoted(path)) --to mlpackage --overwrite")
+            } else if !FileManager.default.fileExists(
+                atPath: MLPackageWriter.defaultDestination(forBundle: bundle).path)
+            {
+                commands.append("exporter convert \(ShellWord.quoted(path)) --to mlpackage")
+            }
         }
         return commands
     }

@@ -558,3 +558,41 @@ final class SequentialSource {
         }
     }
 }
+
+/// The artifacts beside a bundle that were made from another bundle than it (an export
+/// replaced it since): the compiled artifacts and Core ML package of the bundle's name that
+/// record another manifest's CRC-32 than the bundle's. What cannot be read is left to `verify`.
+public struct StaleSiblings: Sendable {
+    /// The stale compiled artifacts' device architectures and platforms, by name.
+    public var compiled: [(architecture: String, platform: String)] = []
+    /// The Core ML package, when stale.
+    public var package: URL?
+
+    /// Whether nothing beside the bundle is stale.
+    public var isEmpty: Bool { compiled.isEmpty && package == nil }
+
+    /// The stale siblings of the bundle at `bundleURL`, named `name` (`<name>.<arch>.aimodelc`).
+    public init(ofBundle bundleURL: URL, name: String) {
+        guard let data = try? BundleReader.readDocument(bundleURL.appendingPathComponent(BundleWriter.manifestName))
+        else { return }
+        let bundleCRC = BundleWriter.hex(data.withUnsafeBytes { CRC32.checksum($0) })
+        let folder = bundleURL.deletingLastPathComponent()
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        for entry in entries.sorted(by: FileSystemName.byteOrder)
+        where entry.hasPrefix(name + ".") && entry.hasSuffix("." + Compiler.artifactExtension) {
+            guard
+                let compiled =
+                    (try? CompiledArtifactReader(
+                        url: folder.appendingPathComponent(entry), verifyFiles: false))?.manifest.compiled,
+                compiled.portable.manifestCRC32 != bundleCRC
+            else { continue }
+            self.compiled.append((compiled.architecture, compiled.platform))
+        }
+        let package = MLPackageWriter.defaultDestination(forBundle: bundleURL)
+        if let source = (try? MLPackageVerifier.readManifest(package: package))?.sourceBundle,
+            source.manifestCRC32 != bundleCRC
+        {
+            self.package = package
+        }
+    }
+}
