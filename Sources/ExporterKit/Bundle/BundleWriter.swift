@@ -87,6 +87,8 @@ public enum BundleWriter {
         try weights.write(layout.header(tensorCount: plan.tensors.count))
 
         var manifest = Manifest(plan: plan, kind: "bundle", weights: request.source.weightsKind)
+        // Summed once: per tensor, it made an export of many small tensors quadratic.
+        let parameterCount = plan.parameters
         var parametersDone = 0
         let encoder = TensorEncoder(precision: plan.precision, importance: request.calibration?.energy ?? [:])
         manifest.compression.calibration = request.calibration?.record
@@ -96,7 +98,7 @@ public enum BundleWriter {
         let writer = TensorWriteQueue(file: weights, alignment: layout.alignment)
         progress(
             ExportProgress(
-                tensorsDone: 0, tensorCount: plan.tensors.count, parametersDone: 0, parameterCount: plan.parameters,
+                tensorsDone: 0, tensorCount: plan.tensors.count, parametersDone: 0, parameterCount: parameterCount,
                 bytesDone: 0, byteCount: layout.fileBytes, tensorName: ""))
         for (index, tensor) in plan.tensors.enumerated() {
             let encoded = try encoder.compress(tensor, try prefetcher.values(of: index), from: request.source)
@@ -120,7 +122,7 @@ public enum BundleWriter {
             progress(
                 ExportProgress(
                     tensorsDone: index + 1, tensorCount: plan.tensors.count, parametersDone: parametersDone,
-                    parameterCount: plan.parameters, bytesDone: nextStart ?? layout.fileBytes,
+                    parameterCount: parameterCount, bytesDone: nextStart ?? layout.fileBytes,
                     byteCount: layout.fileBytes,
                     tensorName: tensor.spec.name))
         }

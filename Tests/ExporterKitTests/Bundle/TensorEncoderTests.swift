@@ -63,3 +63,44 @@ struct TensorEncoderTests {
         #expect(!stopped.whole && stopped.blocks == 0)
     }
 }
+
+@Suite("tensor prefetcher: sliding windows")
+struct TensorWindowTests {
+    /// The window a scan from `start` gives: the prefetcher's rule before it slid.
+    private func scanned(from start: Int, sizes: [Int], limit: Int, firstAlways: Bool) -> Int {
+        var bytes = 0
+        var end = start
+        while end < sizes.count {
+            bytes += sizes[end]
+            guard (firstAlways && end == start) || bytes <= limit else { break }
+            end += 1
+        }
+        return end
+    }
+
+    @Test("sliding one tensor at a time, or several, gives the window a scan from each start gives")
+    func slidesAsScans() {
+        var state: UInt64 = 7
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int(state >> 33) % bound
+        }
+        for trial in 0..<40 {
+            // Sizes from 0 to past the limit, so that one tensor alone can overflow it.
+            let sizes = (0..<(20 + trial)).map { _ in next(5) == 0 ? 0 : next(150) }
+            for firstAlways in [true, false] {
+                var window = TensorWindow()
+                var start = 0
+                while start < sizes.count {
+                    window.slide(
+                        to: start, count: sizes.count, limit: 100, firstAlways: firstAlways, size: { sizes[$0] })
+                    #expect(window.start == start)
+                    #expect(
+                        window.end == scanned(from: start, sizes: sizes, limit: 100, firstAlways: firstAlways),
+                        "trial \(trial), start \(start), \(sizes)")
+                    start += 1 + (next(3) == 0 ? next(4) : 0)
+                }
+            }
+        }
+    }
+}
