@@ -44,6 +44,19 @@ struct EvalCommandTests {
         #expect(root["source_perplexity"]?.doubleValue == result.sourcePerplexity)
     }
 
+    @Test("a perplexity from a million on is printed in scientific notation, below it with three decimals")
+    func largePerplexity() {
+        #expect(
+            EvalCommand.number(14_631_442_997_239_475_751_940_464_603_883_021_370_910_337_662_976, "%.3f")
+                == "1.463e+49")
+        #expect(EvalCommand.number(999_999.5, "%.3f") == "999999.500")
+        #expect(EvalCommand.number(1_000_000, "%.3f") == "1.000e+06")
+        #expect(EvalCommand.number(6_055.01, "%+.2f") == "+6055.01")
+        #expect(EvalCommand.number(6.2e9, "%+.2f") == "+6.200e+09")
+        #expect(EvalCommand.number(.infinity, "%.3f") == "inf")
+        #expect(EvalCommand.number(.nan, "%+.2f") == "n/a")
+    }
+
     @Test("an infinite perplexity is inf in the text of eval and verify --run, null in their JSON")
     func infinitePerplexity() throws {
         // A final norm of 60,000 makes logits of about 10⁵: exp(−mean log p) is beyond a double.

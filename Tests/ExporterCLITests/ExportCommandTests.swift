@@ -97,6 +97,38 @@ struct ExportCommandTests {
                 + "it holds another export than this one (written by exporter 0.7.0, this is \(ToolVersion.current))\n")
     }
 
+    @Test("an export without --compile warns of the devices it does not fit, in the plan's words; with it, not")
+    func exportWarnsOfVerdicts() throws {
+        let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Mini")
+        let folder = try Fixtures.temporaryDirectory()
+        let table = folder.appendingPathComponent("small-devices.json")
+        try Data(
+            """
+            {"schema": "exporter.devices/1", "devices": [
+              {"id": "x1", "platform": "iOS", "chip": "Small chip", "products": ["Small phone"], "ahead_of_time": true,
+               "ram_bytes": 2000000, "app_memory_limit_bytes": 1000000, "increased_memory_limit_bytes": null,
+               "entitlements": [], "ane_region_budget_bytes": 1000000000, "page_size": 4096}
+            ]}
+            """.utf8
+        ).write(to: table)
+        let arguments = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--devices", table.path,
+        ]
+        let plan = runExporter(["plan"] + arguments + ["--json"])
+        let manifest = try #require(try JSONParser.parse(Array(plan.output.utf8)).objectValue)
+        let warning = try #require(
+            manifest["warnings"]?.arrayValue?.compactMap(\.stringValue).first { $0.hasPrefix("x1 (iOS): ") })
+        #expect(warning.hasSuffix(": the app is killed at load"), "\(warning)")
+        let export = runExporter(arguments + ["--output-dir", folder.appendingPathComponent("out").path])
+        #expect(export.status == 0, "\(export.error)")
+        #expect(export.error == "warning: \(warning)\n")
+        // With --compile, the compile step's verdicts say it: the export does not say it again.
+        let compiled = runExporter(
+            arguments + ["--output-dir", folder.appendingPathComponent("out2").path, "--compile"])
+        #expect(compiled.status == 0, "\(compiled.error)")
+        #expect(compiled.error.components(separatedBy: "warning: \(warning)").count <= 2, "\(compiled.error)")
+    }
+
     @Test("two synth runs never write one folder at once: the later fails (74) and writes nothing there")
     func synthFolderLock() throws {
         let config = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Mini")

@@ -55,10 +55,13 @@ enum EvalCommand {
     }
 
     /// `value` in `format`: `inf` for an infinite one (a perplexity beyond the range of a double),
-    /// as `verify --run` prints it; `n/a` for no number (an increase from one infinity to another).
-    /// The JSON writes null for both.
+    /// as `verify --run` prints it; `n/a` for no number (an increase from one infinity to another);
+    /// from a million on, in scientific notation with 4 significant digits (`1.463e+49`, where
+    /// `%.3f` wrote 50 digits). The JSON writes null for the first two, and every number in full.
     static func number(_ value: Double, _ format: String) -> String {
-        value.isNaN ? "n/a" : String(format: format, value)
+        if value.isNaN { return "n/a" }
+        guard value.isFinite, abs(value) >= 1e6 else { return String(format: format, value) }
+        return String(format: format.contains("+") ? "%+.3e" : "%.3e", value)
     }
 
     static func lines(_ result: FidelityEvaluation, artifact: String) -> [String] {

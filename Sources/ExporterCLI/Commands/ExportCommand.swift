@@ -129,7 +129,15 @@ enum ExportCommand {
             context.writeOutput(try CanonicalJSON.string(report))
         }
         // The plan's verdicts: a compiled artifact's is the same (the same code plans both).
-        let verdicts = required.isEmpty ? [] : CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
+        let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
+        if !arguments.flag("compile") && required.isEmpty {
+            // The summary's memory is the portable bundle's; a device may need more (a compiled
+            // artifact holds a second copy of a tied embedding for the head): said as plan says it,
+            // compiled devices first, since no compile step will.
+            let notFitting = (verdicts.filter(\.aheadOfTime) + verdicts.filter { !$0.aheadOfTime }).compactMap(
+                \.memoryWarning)
+            for warning in notFitting { context.printError("warning: \(warning)") }
+        }
         return FitGate.status(
             FitGate.failures(verdicts, required: required),
             notes: FitGate.entitlementNotes(verdicts, required: required), context: context)

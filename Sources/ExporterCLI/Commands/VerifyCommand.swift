@@ -217,8 +217,10 @@ enum VerifyCommand {
                 "KL per position: mean \(String(format: "%.5f", comparison.meanKL)), max \(String(format: "%.5f", comparison.maxKL)) nats",
             ])
             if let source = comparison.sourcePerplexity, let artifactPerplexity = comparison.artifactPerplexity {
-                func text(_ value: Double) -> String { String(format: value < 1e6 ? "%.3f" : "%.3e", value) }
-                rows.append(["", "perplexity \(text(source)) (checkpoint), \(text(artifactPerplexity)) (artifact)"])
+                let (checkpointText, artifactText) = (
+                    EvalCommand.number(source, "%.3f"), EvalCommand.number(artifactPerplexity, "%.3f")
+                )
+                rows.append(["", "perplexity \(checkpointText) (checkpoint), \(artifactText) (artifact)"])
             }
         }
         var result = ["verify \(artifact)"] + Format.table(rows, indent: "  ")

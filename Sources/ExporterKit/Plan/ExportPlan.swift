@@ -190,7 +190,8 @@ public struct ExportPlan: Sendable {
                     "tensor '\(spec.name)': \(rows) output channels "
                         + (rows < groupSize
                             ? "are fewer than group size \(groupSize): one group holds them all"
-                            : "are not a multiple of group size \(groupSize); its last group holds \(last) channels"))
+                            : "are not a multiple of group size \(groupSize); its last group holds \(last) channel\(last == 1 ? "" : "s")")
+                )
             }
             return PlannedTensor(
                 spec: spec, scheme: scheme, rule: rule, storedBytes: scheme.storedBytes(for: spec, precision: precision)

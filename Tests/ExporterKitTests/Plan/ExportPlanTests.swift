@@ -179,6 +179,17 @@ struct ExportPlanTests {
             plan.warnings.contains(
                 "tensor 'model.layers.0.mlp.gate_proj.weight': 100 output channels are not a multiple of group size 32; "
                     + "its last group holds 4 channels"))
+        // One channel left over: singular.
+        let single = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(modelType: "mistral", overrides: ["intermediate_size": 97]))
+        let singlePlan = try self.plan(single.path) {
+            $0.experimental = true
+            $0.computePrecision = .float16
+        }
+        #expect(
+            singlePlan.warnings.contains(
+                "tensor 'model.layers.0.mlp.gate_proj.weight': 97 output channels are not a multiple of group size 32; "
+                    + "its last group holds 1 channel"))
     }
 
     @Test(
