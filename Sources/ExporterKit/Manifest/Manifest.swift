@@ -356,7 +356,8 @@ public struct Manifest: Codable, Equatable, Sendable {
 /// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
     /// Semantic version of this build (0.8.2: a compiled artifact's `tool.version` is its
-    /// compiler's, its bundle's is `compiled.portable.tool_version`; 0.8.1: a manifest records nothing its build key leaves out:
+    /// compiler's, its bundle's is `compiled.portable.tool_version`; an uneven last group of one
+    /// channel is warned of as "1 channel"; 0.8.1: a manifest records nothing its build key leaves out:
     /// the no-tokenizer warning no longer names the checkpoint folder, and a compiled artifact's
     /// `compiled.portable.name` is its bundle's name as exported, `<model.name>.aimodel`, not the
     /// folder it was compiled from, and a verdict's warning says what it means on its platform (a Mac
