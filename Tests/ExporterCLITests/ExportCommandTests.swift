@@ -201,6 +201,15 @@ struct ExportCommandTests {
             }
         }
         #expect(runExporter(["verify", bundle, "--against", checkpoint.path]).status == 0)
+        // A folder that cannot be opened holds no lock to respect: the reader says what is wrong with it.
+        let missing = output.appendingPathComponent("no-such-checkpoint").path
+        for command in [
+            ["verify", bundle, "--against", missing], ["eval", bundle, "--against", missing, "--tokens", "1,2,3"],
+        ] {
+            let run = runExporter(command)
+            #expect(run.status == 66, "\(command)")
+            #expect(run.error == "Error: cannot open '\(missing)': no such directory\n", "\(command)")
+        }
     }
 
     @Test("an export whose name is another artifact's on a Mac (case, Unicode form) is refused (73), naming both")
@@ -247,6 +256,61 @@ struct ExportCommandTests {
                 + "is there, and 'cafe\\u{301}' and 'caf\\u{E9}' are one name on macOS, whose file names ignore case "
                 + "and Unicode form; move that one away or choose another name\n")
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).count == 2)
+        // Refused before anything else is weighed (a disk too small here), and by the library too.
+        let small = runExporter(
+            [
+                checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+                "--output-name", decomposed,
+            ], environment: ["EXPORTER_TEST_AVAILABLE_DISK": "1"])
+        #expect(small.status == 73)
+        #expect(small.error == second.error)
+        options.outputName = decomposed
+        do {
+            _ = try ExportRunner.run(
+                try ExportPlan.make(options: options, resolver: try Fixtures.resolver()),
+                settings: ExportSettings(outputDirectory: output))
+            Issue.record("the library wrote a model folder that is another's on a Mac")
+        } catch {
+            // The names are equal to Swift in either form: the text tells them apart.
+            #expect("Error: \(error)\n" == second.error)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).count == 2)
+    }
+
+    @Test("a compiled artifact or package that is another entry's name on a Mac is refused before the export writes")
+    func stepNameClash() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let folder = output.appendingPathComponent("tiny")
+        let arguments = [
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path,
+        ]
+        func clash(_ name: String, _ existing: String) -> String {
+            "Error: cannot write '\(folder.path)/\(name)': '\(folder.path)/\(existing)' is there, and '\(name)' and "
+                + "'\(existing)' are one name on macOS, whose file names ignore case and Unicode form; move that one "
+                + "away or choose another name\n"
+        }
+        for (entry, extra, name) in [
+            ("TINY.h17p.aimodelc", ["--compile"], "Tiny.h17p.aimodelc"),
+            ("tiny.MLPACKAGE", ["--format", "mlpackage"], "Tiny.mlpackage"),
+        ] {
+            let there = folder.appendingPathComponent(entry)
+            try FileManager.default.createDirectory(at: there, withIntermediateDirectories: true)
+            let run = runExporter(arguments + extra)
+            #expect(run.status == 73)
+            #expect(run.error == clash(name, entry))
+            // Nothing written: no bundle left without the step asked of it.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == [entry])
+            try FileManager.default.removeItem(at: there)
+        }
+        // Two entries that are the bundle's name on a Mac: the one first by its bytes is named.
+        for entry in ["Tiny.aimodel", "TINY.aimodel"] {
+            try FileManager.default.createDirectory(
+                at: folder.appendingPathComponent(entry), withIntermediateDirectories: true)
+        }
+        let run = runExporter(arguments + ["--output-name", "tiny"])
+        #expect(run.status == 73)
+        #expect(run.error == clash("tiny.aimodel", "TINY.aimodel"))
     }
 
     @Test("standard output that cannot be written (its reader gone): every step still runs, then exit 74, no trap")
@@ -531,6 +595,16 @@ struct ExportCommandTests {
             other.error
                 == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n"
                 + "it holds another export than this one (context \(context) there, \(context / 2) asked)\n")
+        let elsewhere = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float32", "--output-dir", output.path,
+            "--platform", "macOS", "--compression", "none",
+        ])
+        #expect(elsewhere.status == 73)
+        #expect(
+            elsewhere.error
+                == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n"
+                + "it holds another export than this one (platform iOS there, macOS asked; compute precision float16 "
+                + "there, float32 asked; compression \(manifest.compression.config) there, none asked)\n")
         // Compiled artifacts there without their bundle: refused before exporting it.
         let compileArguments = arguments + ["--compile"]
         #expect(runExporter(compileArguments + ["--overwrite"]).status == 0)
@@ -556,6 +630,11 @@ struct ExportCommandTests {
         // A plan writes nothing: it shows the same export whether or not the artifact is there (README).
         #expect(runExporter(arguments + ["--dry-run"]).status == 0)
         #expect(runExporter(arguments + ["--overwrite"]).status == 0)
+        // A finished --format mlpackage export: its package is there, so no conversion is suggested.
+        #expect(runExporter(arguments + ["--format", "mlpackage", "--overwrite"]).status == 0)
+        #expect(
+            runExporter(arguments + ["--format", "mlpackage"]).error
+                == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n")
     }
 
     @Test(

@@ -966,6 +966,17 @@ struct FarmTests {
         let tableBase = try digest(withTable)
         try Data(#"{"b": 2}"#.utf8).write(to: deviceTable)
         #expect(try digest(withTable) != tableBase)
+        // A job's file named through a link and '..' is the file its export reads: beside the link's target.
+        let inner = folder.appendingPathComponent("sub/inner")
+        try FileManager.default.createDirectory(at: inner, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent("link"), withDestinationURL: inner)
+        let linked =
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b", "#
+            + #""compression_config": "link/../cfg.json"}]}"#
+        try Data(#"{"c": 1}"#.utf8).write(to: folder.appendingPathComponent("sub/cfg.json"))
+        let linkedBase = try digest(linked)
+        try Data(#"{"c": 2}"#.utf8).write(to: folder.appendingPathComponent("sub/cfg.json"))
+        #expect(try digest(linked) != linkedBase)
     }
 
     @Test("the farm digest is the presets' names and bytes whether the folder or its compression/ is a link")
@@ -1031,6 +1042,54 @@ struct FarmTests {
         let looped = try digest(presets)
         #expect(looped != config)
         #expect(try digest(link) == looped)
+        // A presets folder that is not there adds no entry of its own.
+        #expect(FarmRunner.presetFiles(in: folder.appendingPathComponent("no-such-presets")).isEmpty)
+    }
+
+    @Test("a farm file reached through a link to its own folder: paths under it are relative in either form")
+    func farmRelativeThroughLink() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        try Data(#"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "qwen3-0.6b"}]}"#.utf8).write(
+            to: folder.appendingPathComponent("farm.json"))
+        // `up` is the folder itself: its resolved path is the start of the path given.
+        let up = folder.appendingPathComponent("up")
+        try FileManager.default.createSymbolicLink(at: up, withDestinationURL: folder)
+        let settings = FarmSettings(
+            outputDirectory: folder.appendingPathComponent("out"), concurrentJobs: 1,
+            executable: URL(fileURLWithPath: "/nonexistent"), environment: [:])
+        let runner = FarmRunner(
+            farm: try FarmFile(contentsOf: up.appendingPathComponent("farm.json")), resolver: try Fixtures.resolver(),
+            settings: settings)
+        let real = try #require(resolvedRealPath(folder.path))
+        #expect(runner.farmRelative("in '\(up.path)/ck/m'") == "in 'ck/m'")
+        #expect(runner.farmRelative("in '\(real)/ck/m'") == "in 'ck/m'")
+    }
+
+    @Test("on a terminal, a job's error of several lines is printed line by line")
+    func multiLineJobError() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        let farm = folder.appendingPathComponent("farm.json")
+        try Data(
+            (#"{"schema": "exporter.farm/1", "jobs": [{"name": "job0", "model": "org/nosuch", "experimental": true, "#
+                + #""compute_precision": "float16"}]}"#).utf8
+        ).write(to: farm)
+        let run = runExporter(
+            ["batch", farm.path, "--output", folder.appendingPathComponent("out").path], terminal: true)
+        #expect(run.status == 1)
+        #expect(
+            run.error.hasPrefix(
+                "job0: failed — 'org/nosuch' was not found; tried:\n  - a local directory 'org/nosuch': none\n"))
+    }
+
+    @Test("a record of verified files that cannot be saved is a warning, in a pipe too")
+    func unsavedRecordWarning() throws {
+        let (farm, folder) = try makeFarm(count: 1)
+        let output = folder.appendingPathComponent("out")
+        let record = output.appendingPathComponent(VerifiedFiles.fileName)
+        try FileManager.default.createDirectory(at: record, withIntermediateDirectories: true)
+        let run = try BuiltExporter.run(["batch", farm.path, "--output", output.path])
+        #expect(run.status == 0, "\(run.error)")
+        #expect(run.error == "warning: cannot write '\(record.path)': is a directory\n")
     }
 
     @Test("batch options that conflict or would do nothing are usage errors")
@@ -1399,6 +1458,25 @@ struct FarmTests {
             #expect(line.contains(": waiting for memory: its export needs about "))
             #expect(line.contains(", 1 running holds ") && line.hasSuffix(" of \(Format.mebibytes(capacity))"))
         }
+        // Another run holds all the memory until a job says it waits: that wait is a notice, which
+        // a CI log shows too; a job's end is progress.
+        let blocked = try runner(capacity: capacity, output: "blocked")
+        blocked.memory.hold(capacity)
+        let waiting = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            waiting.wait()
+            blocked.memory.release(capacity)
+        }
+        let messages = Locked<[FarmMessage]>([])
+        let blockedReport = try blocked.run { message in
+            messages.mutate { $0.append(message) }
+            if message.text.contains(": waiting for memory: ") { waiting.signal() }
+        }
+        #expect(blockedReport.jobs.map(\.status) == ["built", "built", "built"])
+        let waits = messages.value.filter { $0.text.contains(": waiting for memory: ") }
+        #expect(!waits.isEmpty)
+        #expect(waits.allSatisfy { $0 == .notice($0.text) })
+        #expect(messages.value.filter { $0 == .jobEnded($0.text) }.count == 3)
         // The same bundles as a run without a limit.
         let free = try runner(capacity: nil, output: "free")
         #expect(try free.run().jobs.map(\.buildKey) == report.jobs.map(\.buildKey))

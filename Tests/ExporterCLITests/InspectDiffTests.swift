@@ -25,6 +25,21 @@ struct InspectDiffTests {
         #expect(viaManifest.output == run.output)
     }
 
+    @Test("a bundle whose manifest.json is a folder is no artifact (65), not a file that cannot be read")
+    func manifestFolder() throws {
+        let bundle = try Fixtures.export(try Fixtures.syntheticCheckpoint())
+        let manifest = bundle.appendingPathComponent("manifest.json")
+        try FileManager.default.removeItem(at: manifest)
+        try FileManager.default.createDirectory(at: manifest, withIntermediateDirectories: false)
+        for command in ["inspect", "verify"] {
+            let run = runExporter([command, bundle.path])
+            #expect(run.status == 65, "\(command)")
+            #expect(
+                run.error == "Error: '\(bundle.path)' is not an exporter artifact: no readable manifest.json\n",
+                "\(command)")
+        }
+    }
+
     @Test("inspect --json, a plan's manifest, synthetic weights and a compiled section's verdicts")
     func inspectJSONAndVerdicts() throws {
         let plan = runExporter(["plan", "Qwen2.5-1.5B", "--json"])

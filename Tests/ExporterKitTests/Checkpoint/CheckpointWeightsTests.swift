@@ -82,9 +82,20 @@ struct CheckpointWeightsTests {
         #expect(
             throws: CheckpointError.equivalentFileNames(directory: directory.path, first: decomposed, second: composed)
         ) { _ = try CheckpointWeights(directory: directory) }
+        // The error's strings are equal to Swift in either order: its text tells which is which.
+        do {
+            _ = try CheckpointWeights(directory: directory)
+            Issue.record("two forms of one name were read")
+        } catch {
+            #expect("\(error)" == "'\(directory.path)': " + reason)
+        }
         #expect(
             CheckpointError.equivalentFileNames(directory: "/d", first: decomposed, second: composed).description
                 == "'/d': " + reason)
+        // A control character in a name is shown as a scalar too, never written as it is.
+        #expect(
+            CheckpointError.equivalentFileNames(directory: "/d", first: "\u{1B}e\u{301}", second: "\u{1B}\u{E9}")
+                .description.hasPrefix(#"'/d': the weight files '\u{1B}e\u{301}' and '\u{1B}\u{E9}' have one name"#))
         #expect(CheckpointError.equivalentFileNames(directory: "/d", first: "a", second: "b").exitStatus == .badInput)
         // An index mapping tensors to both: refused as an invalid index, not read as one shard.
         let index = directory.appendingPathComponent("model.safetensors.index.json")
@@ -92,6 +103,15 @@ struct CheckpointWeightsTests {
         #expect(throws: CheckpointError.invalidIndex(path: index.path, reason: reason)) {
             _ = try CheckpointWeights(directory: directory)
         }
+    }
+
+    @Test("a hidden *.safetensors file (a writer's temporary) is no weight file of the folder")
+    func hiddenWeightFiles() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try SafetensorsFixture.writeFile(named: "weights.safetensors", in: directory, tensors: [.f32("x", [1], [1])])
+        try SafetensorsFixture.writeFile(named: ".partial.safetensors", in: directory, tensors: [.f32("y", [1], [2])])
+        #expect(try CheckpointWeights(directory: directory).tensorNames == ["x"])
     }
 
     @Test("a folder without weights")

@@ -201,6 +201,19 @@ struct CheckpointSyntheticCheckpointTests {
         ("model.norm.weight", [32]),
     ]
 
+    @Test("writing a checkpoint takes its folder's lock exclusively: not while an export reads it")
+    func writerLock() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try CheckpointFolderLock.holding(directory, .reading) {
+            #expect(
+                throws: CheckpointError.writeFailed(
+                    path: directory.path, reason: "an export is reading the checkpoint there; wait for it to end")
+            ) { try SyntheticCheckpoint.write(tensors: tensors, seed: 9, to: directory) }
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
     @Test("sharded and single-file synthetic checkpoints hold the same generated values")
     func shardedEqualsSingle() throws {
         let single = try Fixtures.temporaryDirectory()

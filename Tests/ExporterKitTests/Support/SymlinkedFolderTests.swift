@@ -36,6 +36,10 @@ struct SymlinkedFolderTests {
         }
         #expect(nearestExistingPath(real.path + "/no/such/thing")?.path == real.path)
         #expect(nearestExistingPath("no-such-entry-\(UUID().uuidString)") == nil)
+        // A relative URL (its working folder gone) stays as given: never resolved from '/'.
+        let relative = try #require(URL(string: "x/.."))
+        #expect(relative.physicallyStandardized == relative)
+        #expect(URL.resolvingFilePath("x/..", from: try #require(URL(string: "."))).relativePath == "x/..")
     }
 
     @Test("a checkpoint opened through a link accepts its own linked blobs and names resolved paths when refusing")
