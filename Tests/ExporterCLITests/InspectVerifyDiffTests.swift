@@ -154,6 +154,20 @@ struct VerifyCommandTests {
         #expect(flipRun.status == 1)
         #expect(flipRun.error.hasPrefix("Error: 'weights.bin': CRC-32 is "))
         #expect(flipRun.output.hasSuffix("problem(s) found\n"))
+        #expect(!flipRun.error.contains("warning: "))
+        // The same failure in an artifact an earlier version wrote: said, since its figures may follow older rules.
+        let manifestURL = flipped.appendingPathComponent("manifest.json")
+        let manifestText = try String(contentsOf: manifestURL, encoding: .utf8)
+        try manifestText.replacingOccurrences(
+            of: #""version" : "\#(ToolVersion.current)""#, with: #""version" : "0.7.0""#
+        ).write(to: manifestURL, atomically: true, encoding: .utf8)
+        let olderRun = runExporter(["verify", flipped.path])
+        #expect(olderRun.status == 1)
+        #expect(
+            olderRun.error.hasSuffix(
+                "\nwarning: exporter 0.7.0 wrote this artifact, and this is \(ToolVersion.current): a figure that version "
+                    + "computed otherwise fails here; export or compile it again with this version\n"),
+            "\(olderRun.error)")
 
         let tokenizer = try TinyArtifacts.copy(original)
         let tokenizerURL = tokenizer.appendingPathComponent("tokenizer/tokenizer.json")

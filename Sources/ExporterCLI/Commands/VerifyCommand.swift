@@ -154,6 +154,13 @@ enum VerifyCommand {
                         plan: artifact.manifest.kind == "plan"))
             }
             for failure in report.failures { context.printError("Error: \(failure)") }
+            let writer = artifact.manifest.tool.version
+            if !report.passed, writer != ToolVersion.current {
+                // An earlier version's figures can fail this version's rules without any damage.
+                context.printError(
+                    "warning: exporter \(writer) wrote this artifact, and this is \(ToolVersion.current): a figure that "
+                        + "version computed otherwise fails here; export or compile it again with this version")
+            }
             return report.passed ? .success : .verificationFailed
         }
     }
