@@ -137,6 +137,30 @@ struct VerifyCommandTests {
                 """)
     }
 
+    @Test("diff names the tool versions that wrote two artifacts when they differ, in its text and its JSON")
+    func diffToolVersion() throws {
+        let original = try TinyArtifacts.export(try Fixtures.syntheticCheckpoint(), bits: 4, group: 8, name: "TinyV")
+        let older = try TinyArtifacts.copy(original)
+        let manifestURL = older.appendingPathComponent("manifest.json")
+        try String(contentsOf: manifestURL, encoding: .utf8).replacingOccurrences(
+            of: #""version" : "\#(ToolVersion.current)""#, with: #""version" : "0.7.0""#
+        ).write(to: manifestURL, atomically: true, encoding: .utf8)
+        let same = runExporter(["diff", original.path, original.path])
+        #expect(!same.output.contains("tool version"))
+        let text = runExporter(["diff", older.path, original.path])
+        #expect(text.status == 0, "\(text.error)")
+        let row = text.output.split(separator: "\n").map { $0.split(separator: " ").joined(separator: " ") }
+            .filter { $0.hasPrefix("tool version") }
+        #expect(row == ["tool version 0.7.0 \(ToolVersion.current)"], "\(text.output)")
+        let json = runExporter(["diff", older.path, original.path, "--json"])
+        let root = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
+        let changed = root["changed"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(
+            changed.map { [$0["field"]?.stringValue, $0["a"]?.stringValue, $0["b"]?.stringValue] } == [
+                ["tool version", "0.7.0", ToolVersion.current]
+            ], "\(json.output)")
+    }
+
     @Test("a flipped byte, a truncated file, an edited manifest size each fail, naming the file")
     func damage() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(reasoning: true)

@@ -171,6 +171,8 @@ public struct ManifestDiff: Sendable {
         text("precision", ma.computePrecision, mb.computePrecision)
         text("compression", ma.compression.config, mb.compression.config)
         text("kind", ma.kind, mb.kind)
+        // What an upgrade alone changes: other warnings, a file more (config.json from 0.7.2).
+        text("tool version", ma.tool.version, mb.tool.version)
         // By id and platform: `h14g` names both a Mac and Apple Vision Pro.
         let devicesA = ManifestDiff.verdictsByDevice(a)
         let devicesB = ManifestDiff.verdictsByDevice(b)
