@@ -72,14 +72,38 @@ struct FarmTests {
         let tensors = try ArchitectureRegistry.tensors(for: config, configPath: "config.json")
         try SyntheticCheckpoint.write(
             tensors: tensors.map { ($0.name, $0.shape) }, seed: 99, to: checkpoint, replacingExisting: true)
-        _ = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        let thirdRun = try BuiltExporter.run(["batch", farm.path, "--output", output])
         let third = try report(folder)
         #expect(third.jobs.map(\.status) == ["skipped", "failed", "built"])
         #expect(third.jobs[2].buildKey != firstReport.jobs[2].buildKey)
         #expect(third.jobs[0].buildKey == firstReport.jobs[0].buildKey)
+        // Why a bundle there is built again is said, in a pipe too; a first build says nothing.
+        #expect(
+            thirdRun.error
+                == "job2: building 'm2/M2.aimodel' again: its inputs changed (build key)\nError: 1 of 3 jobs failed\n")
+        #expect(!first.error.contains("again"))
         let forced = try BuiltExporter.run(["batch", farm.path, "--output", output, "--force", "--json"])
         let forcedReport = try JSONDecoder().decode(FarmReport.self, from: Data(forced.output.utf8))
         #expect(forcedReport.jobs.map(\.status) == ["built", "failed", "built"])
+        #expect(forced.error.contains("job0: building 'm0/M0.aimodel' again: --force\n"))
+        // An upgrade: the bundle another version wrote (another key), or a manifest edited since.
+        let manifestURL = folder.appendingPathComponent("out/m0/M0.aimodel/manifest.json")
+        let text = try String(contentsOf: manifestURL, encoding: .utf8)
+        let key = try #require(
+            try BundleReader(url: folder.appendingPathComponent("out/m0/M0.aimodel")).manifest.buildKey)
+        try text.replacingOccurrences(of: #""version" : "\#(ToolVersion.current)""#, with: #""version" : "0.7.0""#)
+            .replacingOccurrences(of: key, with: String(repeating: "0", count: 64))
+            .write(to: manifestURL, atomically: true, encoding: .utf8)
+        let upgraded = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        #expect(
+            upgraded.error.hasPrefix(
+                "job0: building 'm0/M0.aimodel' again: exporter 0.7.0 wrote it, this is \(ToolVersion.current)\n"))
+        try text.replacingOccurrences(of: "\"weights\"", with: "\"weights\" ").write(
+            to: manifestURL, atomically: true, encoding: .utf8)
+        let edited = try BuiltExporter.run(["batch", farm.path, "--output", output])
+        #expect(
+            edited.error.hasPrefix(
+                "job0: building 'm0/M0.aimodel' again: its manifest.json is not the one this farm wrote there\n"))
     }
 
     @Test("a checkpoint folder renamed: the job is skipped and its bundle is byte for byte a clean build's")

@@ -13,6 +13,27 @@ extension FarmRunner {
         return reader
     }
 
+    /// Why the bundle at `url`, there but not current (``currentBundle(at:buildKey:verified:)``),
+    /// is built again, in a few words; nil when there is none (a first build says nothing).
+    /// The cheap reasons first: a farm rebuilding everything after an upgrade says so.
+    func rebuildReason(at url: URL, buildKey: String, verified: VerifiedFiles) -> String? {
+        let manifestURL = url.appendingPathComponent(BundleWriter.manifestName)
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        if settings.force { return "--force" }
+        guard let data = (try? BundleReader.readDocument(manifestURL)) ?? nil,
+            let manifest = try? Manifest.decoded(from: data, path: manifestURL.path)
+        else { return "its manifest.json cannot be read" }
+        if manifest.buildKey != buildKey {
+            return manifest.tool.version == ToolVersion.current
+                ? "its inputs changed (build key)"
+                : "exporter \(manifest.tool.version) wrote it, this is \(ToolVersion.current)"
+        }
+        guard verified.knows(manifest: data, of: url) else {
+            return "its manifest.json is not the one this farm wrote there"
+        }
+        return "its files differ from what its manifest lists"
+    }
+
     /// The compiled artifact at `url` when its compile can be skipped, else nil: as for a
     /// bundle (``currentBundle(at:buildKey:verified:)``), and compiled from the bundle whose
     /// manifest's CRC-32 is `bundleManifestCRC32`.

@@ -301,6 +301,9 @@ public struct FarmRunner {
             result.includeDeviceFailures()
             return result
         }
+        if let reason = rebuildReason(at: bundle, buildKey: buildKey, verified: verified) {
+            log(.notice("\(job.name): building '\(relative)' again: \(reason)"))
+        }
         let arguments =
             job.exportArguments(
                 outputDirectory: settings.outputDirectory, farmDirectory: farm.path.deletingLastPathComponent(),
