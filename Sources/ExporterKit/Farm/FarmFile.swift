@@ -8,6 +8,9 @@ public enum FarmError: ExporterError, Equatable {
     case invalid(path: String, reason: String)
     /// A job is malformed.
     case invalidJob(path: String, job: String, reason: String)
+    /// Several jobs are malformed: each one's first fault, in the file's order, so that one
+    /// pass fixes them all.
+    case invalidJobs([FarmError])
     /// `--shard` is not `I/N` with 1 ≤ I ≤ N.
     case invalidShard(String)
     /// Another farm run holds the output folder.
@@ -25,6 +28,7 @@ public enum FarmError: ExporterError, Equatable {
         case .unreadable(let path): return "cannot read farm file '\(path)'"
         case .invalid(let path, let reason): return "farm file '\(path)': \(reason)"
         case .invalidJob(let path, let job, let reason): return "farm file '\(path)', job '\(job)': \(reason)"
+        case .invalidJobs: return descriptionLines.joined(separator: "\n")
         case .invalidShard(let text): return "--shard expects I/N with 1 ≤ I ≤ N, got '\(text)'"
         case .locked(let path, let holder):
             return "another farm run (\(holder)) is using '\(path)'; wait for it to finish or pass --wait"
@@ -38,12 +42,24 @@ public enum FarmError: ExporterError, Equatable {
         }
     }
 
+    /// One line per malformed job.
+    public var descriptionLines: [String] {
+        if case .invalidJobs(let errors) = self { return errors.flatMap(\.descriptionLines) }
+        return [description]
+    }
+
+    /// Throws nothing for no error, the error itself for one, ``invalidJobs(_:)`` for several.
+    static func throwAll(_ errors: [FarmError]) throws {
+        guard let first = errors.first else { return }
+        throw errors.count == 1 ? first : .invalidJobs(errors)
+    }
+
     /// `notFound` (66), `badInput` (65), `usage` (64) for `--shard`, `ioFailure` (74) for a held lock,
     /// `verificationFailed` (1) when jobs failed.
     public var exitStatus: ExitStatus {
         switch self {
         case .unreadable: return .notFound
-        case .invalid, .invalidJob, .deviceOfOtherPlatform: return .badInput
+        case .invalid, .invalidJob, .invalidJobs, .deviceOfOtherPlatform: return .badInput
         case .invalidShard: return .usage
         case .locked: return .ioFailure
         case .jobsFailed: return .verificationFailed
@@ -210,22 +226,29 @@ public struct FarmFile: Equatable, Sendable {
             throw FarmError.invalid(path: file, reason: "'jobs' must be a non-empty array")
         }
         var names: Set<String> = []
-        jobs = try entries.enumerated().map { index, entry in
-            guard let object = entry.objectValue else {
-                throw FarmError.invalidJob(path: file, job: "#\(index + 1)", reason: "not an object")
+        var faults: [FarmError] = []
+        jobs = entries.enumerated().compactMap { index, entry in
+            do {
+                guard let object = entry.objectValue else {
+                    throw FarmError.invalidJob(path: file, job: "#\(index + 1)", reason: "not an object")
+                }
+                let label = object["name"]?.stringValue ?? "#\(index + 1)"
+                if let unknown = object.keys.first(where: { !FarmFile.jobKeys.contains($0) }) {
+                    throw FarmError.invalidJob(path: file, job: label, reason: "unknown key '\(unknown)'")
+                }
+                var merged = defaults
+                for member in object.members { merged[member.key] = member.value }
+                let job = try FarmFile.job(from: merged, label: label, path: file)
+                guard names.insert(job.name.lowercased()).inserted else {
+                    throw FarmError.invalidJob(path: file, job: label, reason: "the name is used by another job")
+                }
+                return job
+            } catch {
+                faults.append(error as? FarmError ?? .invalid(path: file, reason: "\(error)"))
+                return nil
             }
-            let label = object["name"]?.stringValue ?? "#\(index + 1)"
-            if let unknown = object.keys.first(where: { !FarmFile.jobKeys.contains($0) }) {
-                throw FarmError.invalidJob(path: file, job: label, reason: "unknown key '\(unknown)'")
-            }
-            var merged = defaults
-            for member in object.members { merged[member.key] = member.value }
-            let job = try FarmFile.job(from: merged, label: label, path: file)
-            guard names.insert(job.name.lowercased()).inserted else {
-                throw FarmError.invalidJob(path: file, job: label, reason: "the name is used by another job")
-            }
-            return job
         }
+        try FarmError.throwAll(faults)
     }
 
     /// A key left out takes its default; a key given must hold a value of its type: `null` is
