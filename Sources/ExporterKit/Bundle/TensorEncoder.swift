@@ -385,7 +385,8 @@ struct TensorWindow {
             start += 1
         }
         if end < start { (end, bytes) = (start, 0) }
-        while end < count, (firstAlways && end == start) || bytes + size(end) <= limit {
+        // `limit - bytes`, not `bytes + size`: a size may be near Int.max (a hostile config's plan).
+        while end < count, (firstAlways && end == start) || size(end) <= limit - bytes {
             bytes += size(end)
             end += 1
         }

@@ -91,44 +91,52 @@ extension ExportPlan {
 
     /// The tensor (by index) at whose compression the pipeline holds the most, and how much:
     /// its working buffers, the tensors read ahead of it and those waiting to be written.
+    ///
+    /// Both sides are windows that slide with the tensor, each one's sums kept by what enters
+    /// and leaves it: rescanning them per tensor made the plan of 44,000 small tensors, whose
+    /// windows hold thousands, take seconds. The sums are in `Double`: exact for any real model
+    /// (below 2⁵³ bytes), and without overflow for the absurd shapes a hostile config gives,
+    /// whose totals saturate.
     static func peak(of costs: [TensorMemory]) -> (index: Int, bytes: Int) {
         var peak = (index: 0, bytes: 0)
+        // Read ahead while tensor `index` is compressed (TensorPrefetcher): the next one always,
+        // then more while the float16 size from the next one on stays within the look-ahead;
+        // loads started for an earlier tensor are still held: up to the furthest started.
+        var lookAhead = TensorWindow()
         var readFrontier = -1
+        var loadedAhead = 0.0  // Σ loaded over index+1...readFrontier
+        // Waiting to be written: the one being written and those queued behind it, whose
+        // stored bytes stay within the write queue's limit (TensorWriteQueue).
+        var writeStart = 0
+        var queuedStored = 0.0  // Σ stored over writeStart..<index
+        var queuedHeld = 0.0  // Σ held over the same
         for index in costs.indices {
-            // Read ahead while tensor `index` is compressed (TensorPrefetcher): the next one
-            // always, then more while the float16 size from the next one on stays within the
-            // look-ahead; loads started for an earlier tensor are still held.
-            var aheadBytes = 0
-            var ahead = index + 1
-            while ahead < costs.count {
-                aheadBytes = [aheadBytes, costs[ahead].lookAheadBytes].saturatingSum
-                guard ahead == index + 1 || aheadBytes <= TensorPrefetcher.lookAheadBytes else { break }
-                ahead += 1
+            lookAhead.slide(
+                to: index + 1, count: costs.count, limit: TensorPrefetcher.lookAheadBytes, firstAlways: true,
+                size: { costs[$0].lookAheadBytes })
+            if index <= readFrontier { loadedAhead -= Double(costs[index].loaded) }
+            while readFrontier < lookAhead.end - 1 {
+                readFrontier += 1
+                if readFrontier > index { loadedAhead += Double(costs[readFrontier].loaded) }
             }
-            readFrontier = max(readFrontier, ahead - 1)
-            let readAhead = index < readFrontier ? costs[(index + 1)...readFrontier].map(\.loaded).saturatingSum : 0
-            let bytes = [costs[index].working, readAhead, waitingToWrite(costs, before: index)].saturatingSum
+            if index > 0 {
+                queuedStored += Double(costs[index - 1].stored)
+                queuedHeld += Double(costs[index - 1].held)
+                let limit = Double(TensorWriteQueue.pendingByteLimit)
+                while writeStart < index - 1, queuedStored - Double(costs[writeStart].stored) > limit {
+                    queuedStored -= Double(costs[writeStart].stored)
+                    queuedHeld -= Double(costs[writeStart].held)
+                    writeStart += 1
+                }
+            }
+            let bytes = [costs[index].working, saturating(loadedAhead), saturating(queuedHeld)].saturatingSum
             if bytes > peak.bytes { peak = (index, bytes) }
         }
         return peak
     }
 
-    /// What the tensors before `index` can hold while it is compressed: the one being written
-    /// and those queued behind it, whose stored bytes stay within the write queue's limit.
-    private static func waitingToWrite(_ costs: [TensorMemory], before index: Int) -> Int {
-        var largest = 0
-        var held = 0
-        var queuedBehind = 0
-        var first = index - 1
-        while first >= 0 {
-            held = [held, costs[first].held].saturatingSum
-            largest = max(largest, held)
-            queuedBehind = [queuedBehind, costs[first].stored].saturatingSum
-            guard queuedBehind <= TensorWriteQueue.pendingByteLimit else { break }
-            first -= 1
-        }
-        return largest
-    }
+    /// A sum of byte counts as an `Int`, `Int.max` past it.
+    private static func saturating(_ sum: Double) -> Int { sum >= 0x1p63 ? Int.max : Int(max(0, sum)) }
 
     /// Bytes the bundle will take on disk: the weights file (exact), the files it copies
     /// (`config.json` and the tokenizer's), and an allowance for `graph.json` and

@@ -257,7 +257,9 @@ public struct JSONParser {
             }
             let keyOffset = position
             let key = try parseString()
-            if let earlier = object.keys.first(where: { $0 == key }) {
+            // By the object's index (a list of every key, per key, made a safetensors header of
+            // 44,000 tensors take seconds to parse); the earlier spelling only for the message.
+            if object[key] != nil, let earlier = object.keys.first(where: { $0 == key }) {
                 // Swift's string equality takes one text in two Unicode forms as one key.
                 let forms =
                     earlier.utf8.elementsEqual(key.utf8)

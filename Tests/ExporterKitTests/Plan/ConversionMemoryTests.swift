@@ -291,3 +291,62 @@ struct ConversionMemoryTests {
         #expect(whole.peakBytes != generated.peakBytes)
     }
 }
+
+@Suite("conversion memory estimate: the pipeline's sliding windows")
+struct ConversionPeakTests {
+    /// The peak as the pipeline's rule states it, rescanning both windows for every tensor.
+    private func scannedPeak(_ costs: [TensorMemory]) -> (index: Int, bytes: Int) {
+        var peak = (index: 0, bytes: 0)
+        var readFrontier = -1
+        for index in costs.indices {
+            var aheadBytes = 0
+            var ahead = index + 1
+            while ahead < costs.count {
+                aheadBytes += costs[ahead].lookAheadBytes
+                guard ahead == index + 1 || aheadBytes <= TensorPrefetcher.lookAheadBytes else { break }
+                ahead += 1
+            }
+            readFrontier = max(readFrontier, ahead - 1)
+            let readAhead = index < readFrontier ? costs[(index + 1)...readFrontier].map(\.loaded).reduce(0, +) : 0
+            var held = 0
+            var queued = 0
+            var first = index - 1
+            while first >= 0 {
+                held += costs[first].held
+                queued += costs[first].stored
+                guard queued <= TensorWriteQueue.pendingByteLimit else { break }
+                first -= 1
+            }
+            let bytes = costs[index].working + readAhead + held
+            if bytes > peak.bytes { peak = (index, bytes) }
+        }
+        return peak
+    }
+
+    @Test("the sliding windows give the peak a scan of every tensor's windows gives")
+    func slidesAsScans() {
+        var state: UInt64 = 3
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int(state >> 33) % bound
+        }
+        let mebibyte = 1 << 20
+        for trial in 0..<60 {
+            // Small tensors (many in a window), large ones (alone in it), and some of neither.
+            let scale = [1 << 12, mebibyte, 40 * mebibyte][trial % 3]
+            let costs = (0..<(5 + next(300))).map { _ -> TensorMemory in
+                let size = next(3 * scale)
+                return TensorMemory(
+                    loaded: next(2) == 0 ? 0 : size, lookAheadBytes: size, working: size + next(scale),
+                    held: next(size + 1), stored: next(size + 1))
+            }
+            let expected = scannedPeak(costs)
+            let slid = ExportPlan.peak(of: costs)
+            #expect(slid.index == expected.index && slid.bytes == expected.bytes, "trial \(trial)")
+        }
+        // A hostile config's sizes saturate instead of trapping.
+        let huge = TensorMemory(
+            loaded: Int.max, lookAheadBytes: Int.max, working: Int.max, held: Int.max, stored: Int.max)
+        #expect(ExportPlan.peak(of: [huge, huge, huge]).bytes == Int.max)
+    }
+}
