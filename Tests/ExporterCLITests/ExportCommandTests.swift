@@ -95,6 +95,18 @@ struct ExportCommandTests {
             older.error
                 == "Error: '\(bundle)' already exists; pass --overwrite to replace it\n"
                 + "it holds another export than this one (written by exporter 0.7.0, this is \(ToolVersion.current))\n")
+        // Compiled for another deployment version, from a device table: the renewing command keeps both.
+        let table = output.appendingPathComponent("devices.json")
+        try Data(#"{"schema": "exporter.devices/1", "devices": []}"#.utf8).write(to: table)
+        #expect(
+            runExporter(["compile", bundle, "--device", "h17p", "--min-deployment-version", "28.0", "--overwrite"])
+                .status == 0)
+        let renewed = runExporter(arguments + ["--seed", "2", "--overwrite", "--devices", table.path])
+        #expect(
+            renewed.error.contains(
+                "'Mini.h17p.aimodelc' was compiled from the bundle this export replaced; to bring it up to date: "
+                    + "exporter compile '\(bundle)' --platform iOS --device h17p --min-deployment-version 28.0 "
+                    + "--devices '\(table.path)' --overwrite\n"), "\(renewed.error)")
     }
 
     @Test("an export without --compile warns of the devices it does not fit, in the plan's words; with it, not")
@@ -107,7 +119,7 @@ struct ExportCommandTests {
             {"schema": "exporter.devices/1", "devices": [
               {"id": "x1", "platform": "iOS", "chip": "Small chip", "products": ["Small phone"], "ahead_of_time": true,
                "ram_bytes": 2000000, "app_memory_limit_bytes": 1000000, "increased_memory_limit_bytes": null,
-               "entitlements": [], "ane_region_budget_bytes": 1000000000, "page_size": 4096}
+               "entitlements": [], "ane_region_budget_bytes": 1000, "page_size": 4096}
             ]}
             """.utf8
         ).write(to: table)
@@ -116,12 +128,15 @@ struct ExportCommandTests {
         ]
         let plan = runExporter(["plan"] + arguments + ["--json"])
         let manifest = try #require(try JSONParser.parse(Array(plan.output.utf8)).objectValue)
-        let warning = try #require(
-            manifest["warnings"]?.arrayValue?.compactMap(\.stringValue).first { $0.hasPrefix("x1 (iOS): ") })
+        // Its memory, then its regions over the Neural Engine budget.
+        let warnings = manifest["warnings"]?.arrayValue?.compactMap(\.stringValue).filter { $0.hasPrefix("x1 (iOS): ") }
+        #expect(warnings?.count == 2)
+        let warning = try #require(warnings?.first)
         #expect(warning.hasSuffix(": the app is killed at load"), "\(warning)")
+        #expect(warnings?.last?.contains("over the Neural Engine budget of 1000 bytes") == true)
         let export = runExporter(arguments + ["--output-dir", folder.appendingPathComponent("out").path])
         #expect(export.status == 0, "\(export.error)")
-        #expect(export.error == "warning: \(warning)\n")
+        #expect(export.error == (warnings ?? []).map { "warning: \($0)\n" }.joined())
         // With --compile, the compile step's verdicts say it: the export does not say it again.
         let compiled = runExporter(
             arguments + ["--output-dir", folder.appendingPathComponent("out2").path, "--compile"])

@@ -120,7 +120,9 @@ enum ExportCommand {
                 bundle: result.bundleURL, to: destination, overwrite: settings.overwrite, output: output,
                 context: context)
         }
-        warnOfStaleSiblings(result.bundleURL, name: CompileSubject(plan: plan).name, context: context)
+        warnOfStaleSiblings(
+            result.bundleURL, name: CompileSubject(plan: plan).name, deviceTable: arguments.value("devices"),
+            context: context)
         if json {
             let report = ExportSummary.Report(
                 bundle: result.bundleURL.path, manifest: result.manifest,
@@ -134,8 +136,7 @@ enum ExportCommand {
             // The summary's memory is the portable bundle's; a device may need more (a compiled
             // artifact holds a second copy of a tied embedding for the head): said as plan says it,
             // compiled devices first, since no compile step will.
-            let notFitting = (verdicts.filter(\.aheadOfTime) + verdicts.filter { !$0.aheadOfTime }).compactMap(
-                \.memoryWarning)
+            let notFitting = (verdicts.filter(\.aheadOfTime) + verdicts.filter { !$0.aheadOfTime }).flatMap(\.warnings)
             for warning in notFitting { context.printError("warning: \(warning)") }
         }
         return FitGate.status(
@@ -185,18 +186,26 @@ enum ExportCommand {
 
     /// Warns of the compiled artifacts and Core ML package beside the bundle just written that
     /// were made from the bundle it replaced, and says how to bring them up to date: an export
-    /// replaces its bundle only, and `verify` of such an artifact alone cannot tell.
-    static func warnOfStaleSiblings(_ bundle: URL, name: String, context: CommandContext) {
+    /// replaces its bundle only, and `verify` of such an artifact alone cannot tell. The command
+    /// compiles each for the deployment version it was compiled for, with the export's device
+    /// table (`--devices`), so that it makes what was there again.
+    static func warnOfStaleSiblings(_ bundle: URL, name: String, deviceTable: String?, context: CommandContext) {
         let stale = StaleSiblings(ofBundle: bundle, name: name)
         let quoted = ShellWord.quoted(bundle.path)
-        for platform in Set(stale.compiled.map(\.platform)).sorted() {
-            let architectures = stale.compiled.filter { $0.platform == platform }.map(\.architecture)
+        let table = deviceTable.map { " --devices \(ShellWord.quoted($0))" } ?? ""
+        let groups = Set(stale.compiled.map { "\($0.platform) \($0.minimumDeploymentVersion)" }).sorted()
+        for group in groups {
+            let members = stale.compiled.filter { "\($0.platform) \($0.minimumDeploymentVersion)" == group }
+            let (platform, version) = (members[0].platform, members[0].minimumDeploymentVersion)
+            let architectures = members.map(\.architecture)
             let names = architectures.map { "'\(name).\($0).\(Compiler.artifactExtension)'" }.joined(separator: ", ")
+            let deployment =
+                version == DeploymentVersion.minimum.description ? "" : " --min-deployment-version \(version)"
             context.printError(
                 "warning: \(names) \(architectures.count == 1 ? "was" : "were") compiled from the bundle this export "
                     + "replaced; to bring \(architectures.count == 1 ? "it" : "them") up to date: exporter compile "
                     + "\(quoted) --platform \(platform)" + architectures.map { " --device \($0)" }.joined()
-                    + " --overwrite")
+                    + deployment + table + " --overwrite")
         }
         if let package = stale.package {
             context.printError(

@@ -390,8 +390,9 @@ public final class ArtifactDirectory {
         {
             published = true
             // The staging path now holds the previous artifact (unlocked: the lock went with the
-            // new one's folder), removed here or, if this process dies first, by the next cleaner.
-            ArtifactDirectory.removeTree(staging)
+            // new one's folder), removed here, on an interruption meanwhile, or, if this process
+            // is killed first, by the next cleaner.
+            ArtifactDirectory.removeReplaced(staging)
             return
         }
         var displaced: URL?
@@ -417,7 +418,16 @@ public final class ArtifactDirectory {
             throw error
         }
         published = true
-        if let displaced { ArtifactDirectory.removeTree(displaced) }
+        if let displaced { ArtifactDirectory.removeReplaced(displaced) }
+    }
+
+    /// Removes the artifact a publication replaced (moved to `url`), registered for
+    /// ``InterruptCleanup`` meanwhile: a signal during the removal of a large artifact left it
+    /// behind in a hidden folder.
+    private static func removeReplaced(_ url: URL) {
+        let token = InterruptCleanup.register(url)
+        removeTree(url)
+        InterruptCleanup.unregister(token)
     }
 
     /// Exchanges two existing paths atomically; false when the system or file system cannot

@@ -563,8 +563,9 @@ final class SequentialSource {
 /// replaced it since): the compiled artifacts and Core ML package of the bundle's name that
 /// record another manifest's CRC-32 than the bundle's. What cannot be read is left to `verify`.
 public struct StaleSiblings: Sendable {
-    /// The stale compiled artifacts' device architectures and platforms, by name.
-    public var compiled: [(architecture: String, platform: String)] = []
+    /// The stale compiled artifacts' device architectures, platforms and minimum deployment
+    /// versions, by name.
+    public var compiled: [(architecture: String, platform: String, minimumDeploymentVersion: String)] = []
     /// The Core ML package, when stale.
     public var package: URL?
 
@@ -586,7 +587,7 @@ public struct StaleSiblings: Sendable {
                         url: folder.appendingPathComponent(entry), verifyFiles: false))?.manifest.compiled,
                 compiled.portable.manifestCRC32 != bundleCRC
             else { continue }
-            self.compiled.append((compiled.architecture, compiled.platform))
+            self.compiled.append((compiled.architecture, compiled.platform, compiled.minDeploymentVersion))
         }
         let package = MLPackageWriter.defaultDestination(forBundle: bundleURL)
         if let source = (try? MLPackageVerifier.readManifest(package: package))?.sourceBundle,
