@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import ExporterKit
@@ -80,11 +81,8 @@ struct TensorWindowTests {
 
     @Test("sliding one tensor at a time, or several, gives the window a scan from each start gives")
     func slidesAsScans() {
-        var state: UInt64 = 7
-        func next(_ bound: Int) -> Int {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Int(state >> 33) % bound
-        }
+        var generator = SplitMix64(seed: 7)
+        func next(_ bound: Int) -> Int { Int.random(in: 0..<bound, using: &generator) }
         for trial in 0..<40 {
             // Sizes from 0 to past the limit, so that one tensor alone can overflow it.
             let sizes = (0..<(20 + trial)).map { _ in next(5) == 0 ? 0 : next(150) }

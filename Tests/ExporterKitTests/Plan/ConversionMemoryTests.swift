@@ -325,11 +325,8 @@ struct ConversionPeakTests {
 
     @Test("the sliding windows give the peak a scan of every tensor's windows gives")
     func slidesAsScans() {
-        var state: UInt64 = 3
-        func next(_ bound: Int) -> Int {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Int(state >> 33) % bound
-        }
+        var generator = SplitMix64(seed: 3)
+        func next(_ bound: Int) -> Int { Int.random(in: 0..<bound, using: &generator) }
         let mebibyte = 1 << 20
         for trial in 0..<60 {
             // Small tensors (many in a window), large ones (alone in it), and some of neither.
