@@ -35,13 +35,18 @@ struct ExportCommandTests {
             #expect(export.0 == 128 + signal && export.1 == signal)
             #expect(!FileManager.default.fileExists(atPath: out.path), "\(entries(model))")
         }
-        // synth's temporary weight file; the folder it was given stays.
-        let checkpoint = folder.appendingPathComponent("ck")
-        let synth = try interrupt(
-            ["synth", "qwen3-0.6b", "--out", checkpoint.path], by: SIGTERM,
-            partial: { entries(checkpoint).contains { $0.hasPrefix(".model.safetensors.partial-") } })
-        #expect(synth.0 == 128 + SIGTERM && synth.1 == SIGTERM)
-        #expect(entries(checkpoint) == [])
+        // synth's temporary weight file, and the folders it made for it; a folder it was given stays.
+        let given = folder.appendingPathComponent("given")
+        try FileManager.default.createDirectory(at: given, withIntermediateDirectories: true)
+        for checkpoint in [folder.appendingPathComponent("made/ck"), given] {
+            let synth = try interrupt(
+                ["synth", "qwen3-0.6b", "--out", checkpoint.path], by: SIGTERM,
+                partial: { entries(checkpoint).contains { $0.hasPrefix(".model.safetensors.partial-") } })
+            #expect(synth.0 == 128 + SIGTERM && synth.1 == SIGTERM)
+            #expect(FileManager.default.fileExists(atPath: checkpoint.path) == (checkpoint == given))
+            #expect(entries(checkpoint) == [])
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("made").path))
     }
 
     @Test("artifacts made from the bundle an export replaced are named with the commands that renew them")

@@ -13,7 +13,8 @@ extension SyntheticCheckpoint {
         replacingExisting: Bool, progress: (WorkProgress) -> Void = { _ in }
     ) throws -> Result {
         let tensors = try ArchitectureRegistry.tensors(for: model.config, configPath: model.configURL.path)
-        try createFolder(directory)
+        let cleanup = try createFolder(directory)
+        defer { InterruptCleanup.unregister(cleanup) }
         // The config too is written under the folder's lock: another run's would not match these weights.
         let config: Data
         do { config = try Data(contentsOf: model.configURL) } catch {
@@ -34,25 +35,31 @@ extension SyntheticCheckpoint {
     }
 
     /// Creates the folder a checkpoint goes into (and its parents), or makes sure it is one.
+    /// - Returns: the ``InterruptCleanup`` token under which the folders it made are removed
+    ///   again, when empty, if the run is interrupted; the caller unregisters it when done.
     /// - Throws: `CheckpointError.writeFailed` naming `directory`.
-    static func createFolder(_ directory: URL) throws {
+    static func createFolder(_ directory: URL) throws -> Int {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
             guard isDirectory.boolValue else {
                 throw CheckpointError.writeFailed(path: directory.path, reason: "a file is there, not a folder")
             }
-            return
+            return InterruptCleanup.register(nil)
         }
         // None exists when the working folder of a relative path was removed: making it fails.
         if let ancestor = nearestExistingPath(directory.deletingLastPathComponent().path), !ancestor.isDirectory {
             throw CheckpointError.writeFailed(
                 path: directory.path, reason: "'\(ancestor.path)' is a file, not a folder")
         }
-        // A failure removes the folders made before it, as an export's does.
-        do { try ArtifactDirectory.makeDirectories(directory, faults: nil) } catch BundleError.writeFailed(
-            _, let reason)
-        {
-            throw CheckpointError.writeFailed(path: directory.path, reason: reason)
+        // A failure removes the folders made before it, as an export's does. A signal arriving
+        // between their creation and their registration is handled after it.
+        return try InterruptCleanup.registering {
+            do {
+                let created = try ArtifactDirectory.makeDirectories(directory, faults: nil)
+                return InterruptCleanup.register(nil, emptyFolders: created.reversed())
+            } catch BundleError.writeFailed(_, let reason) {
+                throw CheckpointError.writeFailed(path: directory.path, reason: reason)
+            }
         }
     }
 }

@@ -42,7 +42,8 @@ public enum SyntheticCheckpoint {
     ) throws -> Result {
         guard [.bf16, .f16, .f32].contains(dtype) else { throw CheckpointError.unsupportedSyntheticDType(dtype) }
         guard shardBytes > 0 else { throw CheckpointError.invalidShardSize(shardBytes) }
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let cleanup = try createFolder(directory)
+        defer { InterruptCleanup.unregister(cleanup) }
         return try CheckpointFolderLock.holding(directory, .writing) {
             try writeHoldingLock(
                 tensors: tensors, dtype: dtype, seed: seed, to: directory, shardBytes: shardBytes,

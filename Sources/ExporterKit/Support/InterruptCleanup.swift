@@ -16,18 +16,20 @@ import Foundation
 public enum InterruptCleanup {
     /// Recursive: a writer holds it from creating a path to registering it (``registering(_:)``).
     private static let lock = NSRecursiveLock()
-    /// What each token removes: a path, then the folders above it that are left empty.
-    nonisolated(unsafe) private static var paths: [Int: (url: URL, emptyFolders: [String])] = [:]
+    /// What each token removes: a path (if any), then the folders above it that are left empty.
+    nonisolated(unsafe) private static var paths: [Int: (url: URL?, emptyFolders: [String])] = [:]
     nonisolated(unsafe) private static var nextToken = 0
     nonisolated(unsafe) private static var sources: [DispatchSourceSignal] = []
 
     /// The signals that end a run with a clean-up: those a user or a scheduler stops it with.
     static let signals = [SIGINT, SIGTERM, SIGHUP]
 
-    /// Registers `url` (a staging folder or a temporary file) for removal if the run is
-    /// interrupted, then `emptyFolders` (deepest first) if nothing else is in them: the folders
-    /// the writer created for it. Returns the token that unregisters it.
-    static func register(_ url: URL, emptyFolders: [String] = []) -> Int {
+    /// Registers `url` (a staging folder or a temporary file; nil for none) for removal if the
+    /// run is interrupted, then `emptyFolders` (deepest first) if nothing else is in them: the
+    /// folders the writer created for it. Returns the token that unregisters it. The last
+    /// registered goes first, so that a folder registered before the files made in it is empty
+    /// by its turn.
+    static func register(_ url: URL?, emptyFolders: [String] = []) -> Int {
         lock.withLock {
             nextToken += 1
             paths[nextToken] = (url, emptyFolders)
@@ -79,8 +81,8 @@ public enum InterruptCleanup {
     /// Removes everything registered. The caller holds the lock and never releases it: it
     /// ends the process, and nothing may be created and registered in between.
     private static func removeRegistered() {
-        for (_, (url, emptyFolders)) in paths.sorted(by: { $0.key < $1.key }) {
-            remove(url)
+        for (_, (url, emptyFolders)) in paths.sorted(by: { $0.key > $1.key }) {
+            if let url { remove(url) }
             // rmdir: only empty folders go, so another writer's files are never touched.
             for path in emptyFolders { _ = rmdir(path) }
         }
