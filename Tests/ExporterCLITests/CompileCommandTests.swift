@@ -318,6 +318,10 @@ struct CompileCommandTests {
                 "written by exporter \(ToolVersion.current), its bundle by 0.7.0"
             ])
         #expect(writtenBy(bundleURL) == ["written by exporter 0.7.0"])
+        let json = runExporter(["inspect", output.appendingPathComponent("Tiny.h17p.aimodelc").path, "--json"])
+        let root = try #require(try JSONParser.parse(Array(json.output.utf8)).objectValue)
+        #expect(root["tool_version"]?.stringValue == ToolVersion.current)
+        #expect(root["bundle_tool_version"]?.stringValue == "0.7.0")
     }
 
     @Test("a compiled artifact names its bundle as exported: through a link or a renamed copy, the same bytes")

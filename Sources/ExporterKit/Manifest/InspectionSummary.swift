@@ -180,6 +180,8 @@ extension InspectionSummary {
         func string(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
         var root = JSONObject()
         root["kind"] = .string(m.kind)
+        root["tool_version"] = .string(m.tool.version)
+        root["bundle_tool_version"] = string(m.compiled?.portable.toolVersion)
         root["model"] = .object(
             JSONObject([
                 ("name", .string(m.model.name)),
