@@ -130,14 +130,16 @@ enum ExportCommand {
                 mlpackage: package)
             context.writeOutput(try CanonicalJSON.string(report))
         }
-        // The plan's verdicts: a compiled artifact's is the same (the same code plans both).
-        let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
-        if !arguments.flag("compile") && required.isEmpty {
-            // The summary's memory is the portable bundle's; a device may need more (a compiled
-            // artifact holds a second copy of a tied embedding for the head): said as plan says it,
-            // compiled devices first, since no compile step will.
-            let notFitting = (verdicts.filter(\.aheadOfTime) + verdicts.filter { !$0.aheadOfTime }).flatMap(\.warnings)
-            for warning in notFitting { context.printError("warning: \(warning)") }
+        // The summary's memory is the portable bundle's; a device may need more (a compiled
+        // artifact holds a second copy of a tied embedding for the head): without a compile step
+        // or a fit gate to say it, the plan's warnings are said.
+        let warnsOfFit = !arguments.flag("compile") && required.isEmpty
+        // The plan's verdicts, planned only when used: a compiled artifact's is the same (the
+        // same code plans both).
+        let verdicts =
+            warnsOfFit || !required.isEmpty ? CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices) : []
+        if warnsOfFit {
+            for warning in VerdictPrinter.warnings(verdicts) { context.printError("warning: \(warning)") }
         }
         return FitGate.status(
             FitGate.failures(verdicts, required: required),

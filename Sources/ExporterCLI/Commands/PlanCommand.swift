@@ -50,7 +50,7 @@ enum PlanCommand {
         let calibration = checked.calibrationTokens.map(Manifest.CalibrationRecord.init(tokens:))
         // Said after the verdict tables, in their order (compiled devices first), and in the
         // manifest's warnings with the rest.
-        let verdictWarnings = (verdicts.filter(\.aheadOfTime) + verdicts.filter { !$0.aheadOfTime }).flatMap(\.warnings)
+        let verdictWarnings = VerdictPrinter.warnings(verdicts)
         let json = arguments.flag("json")
         let listTensors = arguments.flag("tensors")
         if json {

@@ -72,6 +72,12 @@ enum VerdictPrinter {
 
     /// The verdict tables of `exporter plan`: devices offered ahead-of-time compilation, then
     /// those that specialise the portable bundle at first launch.
+    /// The warnings of `verdicts` that are not plain fits, in the order the plan's tables show
+    /// them: the devices offered ahead-of-time compilation first.
+    static func warnings(_ verdicts: [Manifest.Verdict]) -> [String] {
+        (verdicts.filter(\.aheadOfTime) + verdicts.filter { !$0.aheadOfTime }).flatMap(\.warnings)
+    }
+
     static func planLines(_ verdicts: [Manifest.Verdict]) -> [String] {
         let compiled = verdicts.filter(\.aheadOfTime)
         let portable = verdicts.filter { !$0.aheadOfTime }
