@@ -85,10 +85,7 @@ public enum ExporterCommandLine {
                 // default `Artifacts` among them): stopped at once, as git does, not left to name
                 // paths resolved from nowhere.
                 guard context.currentDirectory.path.hasPrefix("/") else { throw WorkingFolderGone() }
-                // The farm starts processes, which would inherit the signals as ignored.
-                if context.removesPartialFilesOnSignals && invocation.command.name != BatchCommand.spec.name {
-                    InterruptCleanup.removeOnSignals()
-                }
+                if context.removesPartialFilesOnSignals { InterruptCleanup.removeOnSignals() }
                 let status: ExitStatus
                 switch invocation.command.name {
                 case PlanCommand.spec.name: status = try PlanCommand.run(arguments, context: context)

@@ -46,6 +46,20 @@ public enum ProcessTable {
         return hasEnded(id)
     }
 
+    /// One of the process's signal sets in `/proc/<id>/status` (`SigBlk` blocked, `SigIgn`
+    /// ignored, `SigCgt` caught by a handler), signal N as bit N − 1; nil once it has gone.
+    public static func signalSet(_ field: String, of id: pid_t) -> UInt64? {
+        guard let status = try? String(contentsOfFile: "/proc/\(id)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") })
+        else { return nil }
+        return UInt64(line.split(separator: "\t").last ?? "", radix: 16)
+    }
+
+    /// The set of `signals`, as ``signalSet(_:of:)`` gives them.
+    public static func set(of signals: [Int32]) -> UInt64 {
+        signals.reduce(0) { $0 | 1 << UInt64($1 - 1) }
+    }
+
     /// `/proc/<id>/stat` after the command name (which may hold spaces): state, parent id, ….
     private static func statFields(_ id: pid_t) -> [String]? {
         guard let data = try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(id)/stat")) else { return nil }

@@ -497,7 +497,10 @@ public struct FarmRunner {
     static func writeAtomically(_ bytes: [UInt8], to url: URL) throws {
         let temporary = url.deletingLastPathComponent().appendingPathComponent(
             ".\(url.lastPathComponent).\(UUID().uuidString)")
-        let file = try OutputFile(url: temporary)
+        let (file, cleanupToken) = try InterruptCleanup.registering {
+            (try OutputFile(url: temporary), InterruptCleanup.register(temporary))
+        }
+        defer { InterruptCleanup.unregister(cleanupToken) }
         do {
             try file.write(bytes)
             try file.finish()

@@ -19,7 +19,6 @@ public enum InterruptCleanup {
     /// What each token removes: a path (if any), then the folders above it that are left empty.
     nonisolated(unsafe) private static var paths: [Int: (url: URL?, emptyFolders: [String])] = [:]
     nonisolated(unsafe) private static var nextToken = 0
-    nonisolated(unsafe) private static var sources: [DispatchSourceSignal] = []
 
     /// The signals that end a run with a clean-up: those a user or a scheduler stops it with.
     static let signals = [SIGINT, SIGTERM, SIGHUP]
@@ -55,19 +54,53 @@ public enum InterruptCleanup {
     /// by the same signal (its exit status stays `128 + N`). A signal this process started
     /// with ignored (`nohup`, a background job of a script) stays ignored.
     ///
-    /// Not for a process that starts others (the farm): they would inherit the signals as
-    /// ignored, which Dispatch's signal sources need.
+    /// Each signal's handler is installed in one step, so that no signal is lost on the way:
+    /// Dispatch's signal sources needed the signal ignored until their manager thread had
+    /// registered them, and a SIGTERM arriving meanwhile was dropped. The processes this one
+    /// starts (a farm's jobs) get every signal's default back from `exec`.
     public static func removeOnSignals() {
-        let queue = DispatchQueue(label: "exporter.interrupt-cleanup")
+        var descriptors: [Int32] = [0, 0]
+        guard pipe(&descriptors) == 0 else { return }
+        _ = fcntl(descriptors[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(descriptors[1], F_SETFD, FD_CLOEXEC)
+        // A signal handler must not wait: with the pipe full, a signal already on its way is enough.
+        _ = fcntl(descriptors[1], F_SETFL, O_NONBLOCK)
+        signalPipe = descriptors[1]
+        let readEnd = descriptors[0]
+        let reader = Thread {
+            var signalNumber: UInt8 = 0
+            var count = read(readEnd, &signalNumber, 1)
+            while count < 0 && errno == EINTR { count = read(readEnd, &signalNumber, 1) }
+            if count == 1 { end(by: Int32(signalNumber)) }
+        }
+        reader.name = "exporter.interrupt-cleanup"
+        reader.start()
         for signalNumber in signals {
             var current = sigaction()
             guard sigaction(signalNumber, nil, &current) == 0, !isIgnored(current) else { continue }
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
-            source.setEventHandler { end(by: signalNumber) }
-            source.resume()
-            lock.withLock { sources.append(source) }
+            var action = sigaction()
+            #if canImport(Glibc)
+                action.__sigaction_handler.sa_handler = forwardToPipe
+                action.sa_flags = SA_RESTART
+            #else
+                action.__sigaction_u.__sa_handler = forwardToPipe
+                action.sa_flags = Int32(SA_RESTART)
+            #endif
+            sigemptyset(&action.sa_mask)
+            sigaction(signalNumber, &action, nil)
         }
+    }
+
+    /// The write end of the pipe ``forwardToPipe`` writes each signal's number to.
+    nonisolated(unsafe) private static var signalPipe: Int32 = -1
+
+    /// The signal handler: it only writes the signal's number to the pipe, which is safe in a
+    /// handler; the reader thread does the clean-up, which takes a lock and removes files.
+    private static let forwardToPipe: @convention(c) (Int32) -> Void = { signalNumber in
+        let savedErrno = errno
+        var byte = UInt8(truncatingIfNeeded: signalNumber)
+        _ = write(signalPipe, &byte, 1)
+        errno = savedErrno
     }
 
     /// Removes everything registered, then ends the process with `status` (a farm job whose
@@ -107,7 +140,7 @@ public enum InterruptCleanup {
         lock.lock()
         removeRegistered()
         signal(signalNumber, SIG_DFL)
-        // Dispatch's threads block most signals: unblocked here, the signal ends the process now.
+        // Unblocked in this thread, whatever it inherited: the signal ends the process now.
         var unblocked = sigset_t()
         sigemptyset(&unblocked)
         sigaddset(&unblocked, signalNumber)
