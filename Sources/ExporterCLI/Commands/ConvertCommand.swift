@@ -74,19 +74,22 @@ enum ConvertCommand {
     }
 
     /// Writes the package (refused, before anything is written, when the free space of its
-    /// folder's volume cannot hold it), reads it back against the bundle, and prints what it
-    /// holds (as text, JSON, or not at all).
+    /// folder's volume cannot hold it), reads it back against the bundle before publishing it,
+    /// and prints what it holds (as text, JSON, or not at all).
     /// - Throws: the writer's and the verifier's errors.
     @discardableResult
     static func write(
         bundle: URL, to destination: URL, overwrite: Bool, output: OutputStyle, context: CommandContext
     ) throws -> Written {
-        try MLPackageWriter.write(
+        let report = try MLPackageWriter.write(
             bundle: bundle, to: destination, overwrite: overwrite,
             availableDiskBytes: context.availableDiskBytes(at: destination.deletingLastPathComponent()),
-            progress: ProgressBar(context: context).update)
-        let report = try MLPackageVerifier.verify(
-            package: destination, bundle: bundle, progress: ProgressBar(context: context).update)
+            progress: ProgressBar(context: context).update,
+            checkingBeforePublishing: {
+                try MLPackageVerifier.verify(
+                    package: $0, bundle: bundle, progress: ProgressBar(context: context).update)
+            }
+        ).checked
         let written = Written(
             package: destination.path, manifest: report.manifest, filesChecked: report.filesChecked,
             blobsChecked: report.blobsChecked, tensorsCompared: report.tensorsCompared)

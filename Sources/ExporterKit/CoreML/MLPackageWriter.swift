@@ -116,6 +116,21 @@ public enum MLPackageWriter {
         bundle bundleURL: URL, to destination: URL, overwrite: Bool, availableDiskBytes: Int? = nil,
         faults: FaultInjector? = nil, progress: (WorkProgress) -> Void = { _ in }
     ) throws -> MLPackageManifest {
+        try write(
+            bundle: bundleURL, to: destination, overwrite: overwrite, availableDiskBytes: availableDiskBytes,
+            faults: faults, progress: progress, checkingBeforePublishing: { _ in }
+        ).manifest
+    }
+
+    /// As ``write(bundle:to:overwrite:availableDiskBytes:faults:progress:)``, then runs `check`
+    /// on the whole package while it is still under its staging name: a package that fails it
+    /// (or a run stopped during it) is never published, and one it replaces stays until then.
+    /// - Returns: the manifest, and what `check` returned.
+    public static func write<Checked>(
+        bundle bundleURL: URL, to destination: URL, overwrite: Bool, availableDiskBytes: Int? = nil,
+        faults: FaultInjector? = nil, progress: (WorkProgress) -> Void = { _ in },
+        checkingBeforePublishing check: (URL) throws -> Checked
+    ) throws -> (manifest: MLPackageManifest, checked: Checked) {
         guard FileManager.default.fileExists(atPath: bundleURL.path) else {
             throw BundleError.artifactNotFound(path: bundleURL.path)
         }
@@ -166,8 +181,9 @@ public enum MLPackageWriter {
         let manifestFile = try directory.createFile(MLPackageManifest.path)
         try manifestFile.write(try CanonicalJSON.encode(manifest))
         try manifestFile.finish()
+        let checked = try check(directory.staging)
         try directory.publish()
-        return manifest
+        return (manifest, checked)
     }
 
     /// What a package says of itself besides its program: its name, the family, the tool, the

@@ -264,6 +264,36 @@ struct MLPackageTests {
         _ = try MLPackageVerifier.verify(package: package, bundle: bundle)
     }
 
+    @Test("a package is checked under its staging name before it is published: one that fails is never published")
+    func checkedBeforePublishing() throws {
+        struct Refused: Error, Equatable {}
+        let (bundle, package, manifest) = try package()
+        // A file of the package it would replace shows whether that package is still there.
+        let marker = package.appendingPathComponent("marker")
+        try Data().write(to: marker)
+        var staged: URL?
+        #expect(throws: Refused()) {
+            try MLPackageWriter.write(bundle: bundle, to: package, overwrite: true) {
+                staged = $0
+                #expect($0.lastPathComponent.hasPrefix(ArtifactDirectory.stagingPrefix))
+                #expect(try MLPackageVerifier.verify(package: $0, bundle: bundle).manifest == manifest)
+                #expect(FileManager.default.fileExists(atPath: marker.path))
+                throw Refused()
+            }
+        }
+        #expect(FileManager.default.fileExists(atPath: marker.path))
+        #expect(try !FileManager.default.fileExists(atPath: #require(staged).path))
+        let written = try MLPackageWriter.write(bundle: bundle, to: package, overwrite: true) {
+            try MLPackageVerifier.verify(package: $0, bundle: bundle)
+        }
+        #expect(written.checked.tensorsCompared == manifest.tensors.count && written.manifest == manifest)
+        #expect(!FileManager.default.fileExists(atPath: marker.path))
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: package.deletingLastPathComponent().path).filter {
+                $0.hasPrefix(".")
+            } == [])
+    }
+
     @Test(
         "the package's size is known exactly before writing, from the bundle and from the plan alone",
         arguments: ["qwen2", "qwen3", "mistral"])
