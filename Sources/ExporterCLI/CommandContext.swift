@@ -120,6 +120,7 @@ public struct CommandContext {
             cacheDescription: { repoID in
                 ((try? cache.repositoryDirectory(for: repoID)) ?? cache.hubDirectory).path
             },
-            cacheMissReason: { cache.missingSnapshotReason(of: $0) })
+            cacheMissReason: { cache.missingSnapshotReason(of: $0) },
+            cacheUnusableReason: { cache.unusableSnapshotReason(of: $0) })
     }
 }

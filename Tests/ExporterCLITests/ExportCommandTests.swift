@@ -1141,6 +1141,59 @@ struct HuggingFaceCacheCommandTests {
         #expect(machineFree(byPath.output) == machineFree(run.output))
         #expect(machineFree(byPath.output) != byPath.output)
     }
+
+    @Test(
+        "a preset whose cache folder has no snapshot is refused as such, by an export and a farm's \"if-missing\" too")
+    func presetWithUnfinishedDownload() throws {
+        // What an interrupted download of a new revision leaves: refs/main names a snapshot not there yet.
+        let hub = try Fixtures.temporaryDirectory().appendingPathComponent("hub")
+        let repository = hub.appendingPathComponent("models--Qwen--Qwen3-0.6B")
+        try FileManager.default.createDirectory(
+            at: repository.appendingPathComponent("refs"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: repository.appendingPathComponent("snapshots/1111111111111111111111111111111111111111"),
+            withIntermediateDirectories: true)
+        let revision = String(repeating: "9", count: 40)
+        try Data(revision.utf8).write(to: repository.appendingPathComponent("refs/main"))
+        let environment = ["HF_HUB_CACHE": hub.path]
+        let reason =
+            "refs/main names revision \(revision), which has no snapshot folder "
+            + "'\(repository.path)/snapshots/\(revision)'"
+        let out = try Fixtures.temporaryDirectory()
+        let export = runExporter(["qwen3-0.6b", "--output-dir", out.path], environment: environment)
+        #expect(export.status == 66)
+        #expect(
+            export.error
+                == "Error: the Hugging Face cache holds Qwen/Qwen3-0.6B for 'qwen3-0.6b', but no snapshot of it to "
+                + "read: \(reason); finish its download (huggingface-cli download Qwen/Qwen3-0.6B), or pass the "
+                + "folder of a snapshot to export\n")
+        let plan = runExporter(["plan", "qwen3-0.6b"], environment: environment)
+        #expect(plan.status == 0)
+        #expect(
+            plan.output.contains(
+                "preset config of Qwen/Qwen3-0.6B (the Hugging Face cache has no snapshot of it to read: \(reason))"))
+        let farm = out.appendingPathComponent("farm.json")
+        try Data(
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "q", "model": "qwen3-0.6b", "synthetic": "if-missing"}]}"#
+                .utf8
+        ).write(to: farm)
+        let batch = try BuiltExporter.run(
+            ["batch", farm.path, "--output", out.appendingPathComponent("farm").path], environment: environment)
+        #expect(batch.status == 1)
+        let report = try JSONDecoder().decode(
+            FarmReport.self, from: Data(contentsOf: out.appendingPathComponent("farm/farm-report.json")))
+        #expect(report.jobs.map(\.status) == ["failed"])
+        #expect(report.jobs.first?.exitStatus == 66)
+        #expect(
+            report.jobs.first?.error
+                == "the Hugging Face cache holds Qwen/Qwen3-0.6B for 'qwen3-0.6b', but no snapshot of it to read: "
+                + "\(reason); finish its download (huggingface-cli download Qwen/Qwen3-0.6B), or pass the folder of a "
+                + "snapshot to export")
+        // Without the folder, a download never made: the weights "if-missing" generates.
+        #expect(ModelSource.presetConfigOnly(repoID: "Qwen/Qwen3-0.6B").weightsAbsent)
+        #expect(!ModelSource.presetConfigOnly(repoID: "Qwen/Qwen3-0.6B", cacheProblem: reason).weightsAbsent)
+        #expect(!ModelSource.directory(out).weightsAbsent)
+    }
 }
 
 @Suite("command line: Core ML packages in inspect and verify")

@@ -121,7 +121,9 @@ enum PlanPrinter {
         case .directory(let url): return "directory \(url.path)"
         case .huggingFaceCache(let repoID, _, let revision):
             return "Hugging Face cache \(repoID) @ \(revision.prefix(12))"
-        case .presetConfigOnly(let repoID): return "preset config of \(repoID) (weights not on this machine)"
+        case .presetConfigOnly(let repoID, nil): return "preset config of \(repoID) (weights not on this machine)"
+        case .presetConfigOnly(let repoID, let cacheProblem?):
+            return "preset config of \(repoID) (the Hugging Face cache has no snapshot of it to read: \(cacheProblem))"
         }
     }
 }

@@ -2,6 +2,8 @@
 public enum ExportError: ExporterError, Equatable {
     /// A preset's weights are not on this machine.
     case noWeights(model: String, repoID: String, lookedIn: String)
+    /// A preset's repository is in the Hugging Face cache without a snapshot to read (`reason`).
+    case noSnapshot(model: String, repoID: String, reason: String)
     /// `--calibration` with generated weights: there are no activations worth measuring.
     case calibrationNeedsCheckpoint
 
@@ -16,6 +18,9 @@ public enum ExportError: ExporterError, Equatable {
                   - see sizes only: exporter plan \(model)
                   - try the pipeline on generated weights: exporter \(model) --synthetic
                 """
+        case .noSnapshot(let model, let repoID, let reason):
+            return "the Hugging Face cache holds \(repoID) for '\(model)', but no snapshot of it to read: \(reason); "
+                + "finish its download (huggingface-cli download \(repoID)), or pass the folder of a snapshot to export"
         case .calibrationNeedsCheckpoint:
             return "--calibration needs a checkpoint's weights, not --synthetic"
         }
@@ -24,7 +29,7 @@ public enum ExportError: ExporterError, Equatable {
     /// `notFound` (66) for missing weights, `usage` (64) for a flag that cannot apply.
     public var exitStatus: ExitStatus {
         switch self {
-        case .noWeights: return .notFound
+        case .noWeights, .noSnapshot: return .notFound
         case .calibrationNeedsCheckpoint: return .usage
         }
     }

@@ -107,7 +107,11 @@ public enum ExportRunner {
             guard let directory = plan.model.source.checkpointDirectory, let root = plan.model.source.containmentRoot
             else {
                 let repoID: String
-                if case .presetConfigOnly(let id) = plan.model.source {
+                if case .presetConfigOnly(let id, let cacheProblem) = plan.model.source {
+                    if let cacheProblem {
+                        throw ExportError.noSnapshot(
+                            model: plan.model.preset?.id ?? plan.model.argument, repoID: id, reason: cacheProblem)
+                    }
                     repoID = id
                 } else {
                     repoID = plan.model.argument

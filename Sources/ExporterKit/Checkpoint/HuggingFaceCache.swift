@@ -25,26 +25,29 @@ public struct HuggingFaceCache: Sendable {
     }
 
     /// The cache the environment designates, as `huggingface_hub` finds it: `HF_HUB_CACHE`,
-    /// else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else
-    /// `~/.cache/huggingface/hub` (home from `HOME`, else the user's home folder).
+    /// else `HUGGINGFACE_HUB_CACHE` (its former name), else `$HF_HOME/hub`, else
+    /// `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`; a leading `~` in any
+    /// of them is the home folder: `HOME`, else the user's (as Python's `expanduser`).
     /// - Parameter environment: the variables to consult (pass the process environment).
     public init(environment: [String: String]) {
         func nonEmpty(_ key: String) -> String? {
             guard let value = environment[key], !value.isEmpty else { return nil }
             return value
         }
-        if let hub = nonEmpty("HF_HUB_CACHE") {
-            hubDirectory = URL(fileURLWithPath: hub, isDirectory: true)
-        } else if let home = nonEmpty("HF_HOME") {
-            hubDirectory = URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(
-                "hub", isDirectory: true)
-        } else if let cache = nonEmpty("XDG_CACHE_HOME") {
-            hubDirectory = URL(fileURLWithPath: cache, isDirectory: true)
-                .appendingPathComponent("huggingface/hub", isDirectory: true)
+        let home = nonEmpty("HOME") ?? FileManager.default.homeDirectoryForCurrentUser.path
+        // Foundation expands `~` itself, from the account's home: `HOME` set apart from it (as
+        // in containers and CI) would be ignored.
+        func folder(_ path: String) -> URL {
+            let expanded = path == "~" || path.hasPrefix("~/") ? home + path.dropFirst() : path
+            return URL(fileURLWithPath: expanded, isDirectory: true)
+        }
+        if let hub = nonEmpty("HF_HUB_CACHE") ?? nonEmpty("HUGGINGFACE_HUB_CACHE") {
+            hubDirectory = folder(hub)
+        } else if let hfHome = nonEmpty("HF_HOME") {
+            hubDirectory = folder(hfHome).appendingPathComponent("hub", isDirectory: true)
         } else {
-            let home = nonEmpty("HOME") ?? FileManager.default.homeDirectoryForCurrentUser.path
-            hubDirectory = URL(fileURLWithPath: home, isDirectory: true)
-                .appendingPathComponent(".cache/huggingface/hub", isDirectory: true)
+            hubDirectory = folder(nonEmpty("XDG_CACHE_HOME") ?? "~/.cache")
+                .appendingPathComponent("huggingface/hub", isDirectory: true)
         }
     }
 
@@ -128,6 +131,16 @@ public struct HuggingFaceCache: Sendable {
         else { throw CheckpointError.snapshotMissing(repository: repository, revision: commit, path: directory.path) }
         return Snapshot(
             repository: repository, revision: commit, directory: directory, repositoryDirectory: repositoryDirectory)
+    }
+
+    /// Why the cache's folder of `repository`, which is there, has no snapshot to read at
+    /// `revision` (what an interrupted download of a new revision leaves): nil when it has one,
+    /// or when the folder is absent (nothing was downloaded).
+    public func unusableSnapshotReason(of repository: String, revision: String = "main") -> String? {
+        guard let folder = try? repositoryDirectory(for: repository),
+            FileManager.default.fileExists(atPath: folder.path)
+        else { return nil }
+        return missingSnapshotReason(of: repository, revision: revision)
     }
 
     /// Why `repository` has no snapshot to read at `revision` (nil when it has one), in the words

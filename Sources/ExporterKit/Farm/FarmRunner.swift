@@ -268,7 +268,7 @@ public struct FarmRunner {
             plan = try self.plan(of: job)
             synthetic =
                 job.synthetic == .always
-                || (job.synthetic == .ifMissing && plan.model.source.checkpointDirectory == nil)
+                || (job.synthetic == .ifMissing && plan.model.source.weightsAbsent)
             buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
             result.buildKey = buildKey
         } catch {
@@ -277,8 +277,17 @@ public struct FarmRunner {
             result.exitStatus = status
             return result
         }
+        // A preset whose cache folder holds no snapshot to read: the export's refusal, never
+        // generated weights, whatever "synthetic" says (a half-finished download is not a model
+        // that is not here).
+        if !synthetic, case .presetConfigOnly(let repoID, let cacheProblem?) = plan.model.source {
+            let refusal = ExportError.noSnapshot(model: job.model, repoID: repoID, reason: cacheProblem)
+            result.error = FarmRunner.reportText(lines: refusal.descriptionLines)
+            result.exitStatus = refusal.exitStatus.rawValue
+            return result
+        }
         // A preset whose weights are not here: what the export would refuse, with what the farm file can do.
-        if !synthetic, case .presetConfigOnly(let repoID) = plan.model.source {
+        if !synthetic, case .presetConfigOnly(let repoID, nil) = plan.model.source {
             result.error = FarmRunner.reportText(lines: [
                 "no weights for '\(job.model)' on this machine (looked in \(resolver.cacheDescription(repoID))); "
                     + "download them (huggingface-cli download \(repoID)), or set \"synthetic\" to \"if-missing\" "

@@ -15,7 +15,7 @@ extension Manifest {
             sourceKind = "huggingface-cache"
             repoID = id
             revision = rev
-        case .presetConfigOnly(let id):
+        case .presetConfigOnly(let id, _):
             sourceKind = "preset-config"
             repoID = id
         }

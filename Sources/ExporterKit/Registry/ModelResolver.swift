@@ -7,7 +7,9 @@ public enum ModelSource: Equatable, Sendable {
     /// A snapshot of the local Hugging Face cache.
     case huggingFaceCache(repoID: String, snapshot: URL, revision: String)
     /// A preset whose weights are not on this machine: only its shipped config is known.
-    case presetConfigOnly(repoID: String)
+    /// `cacheProblem`: why the cache's folder of the repository, which is there, has no snapshot
+    /// to read (nil: the folder is absent).
+    case presetConfigOnly(repoID: String, cacheProblem: String? = nil)
 
     /// The folder that every checkpoint file must resolve inside: the checkpoint folder, or
     /// the repository's cache folder (snapshots link into its `blobs/`).
@@ -18,6 +20,13 @@ public enum ModelSource: Equatable, Sendable {
             return snapshot.deletingLastPathComponent().deletingLastPathComponent()
         case .presetConfigOnly: return nil
         }
+    }
+
+    /// Whether the weights are not on this machine at all: no checkpoint, and no folder of the
+    /// repository in the cache (one without a snapshot to read is a download to finish).
+    public var weightsAbsent: Bool {
+        if case .presetConfigOnly(_, nil) = self { return true }
+        return false
     }
 
     /// The folder holding `config.json` and the weights, when the weights are local.
@@ -153,16 +162,21 @@ public struct ModelResolver {
     /// Why the cache has no snapshot of a repository id (its folder absent, several snapshots
     /// and no `refs/main`), for the "tried" list of a not-found error; nil: `<where> is absent`.
     public let cacheMissReason: ((String) -> String?)?
+    /// Why the cache's folder of a repository id, which is there, has no snapshot to read; nil
+    /// when the folder is absent (a preset's weights simply not downloaded).
+    public let cacheUnusableReason: ((String) -> String?)?
 
     /// A resolver over `catalog` with a cache lookup.
     public init(
         catalog: PresetCatalog, locateInCache: @escaping (String) -> (snapshot: URL, revision: String)?,
-        cacheDescription: @escaping (String) -> String, cacheMissReason: ((String) -> String?)? = nil
+        cacheDescription: @escaping (String) -> String, cacheMissReason: ((String) -> String?)? = nil,
+        cacheUnusableReason: ((String) -> String?)? = nil
     ) {
         self.catalog = catalog
         self.locateInCache = locateInCache
         self.cacheDescription = cacheDescription
         self.cacheMissReason = cacheMissReason
+        self.cacheUnusableReason = cacheUnusableReason
     }
 
     /// Resolves `argument` for an export on `platform`.
@@ -220,7 +234,9 @@ public struct ModelResolver {
             if let cached = locateInCache(preset.repoID) {
                 source = .huggingFaceCache(repoID: preset.repoID, snapshot: cached.snapshot, revision: cached.revision)
             } else {
-                source = .presetConfigOnly(repoID: preset.repoID)
+                // A cache folder left without a snapshot is not "not downloaded": said, never
+                // taken for absent weights (which a farm's "if-missing" would generate).
+                source = .presetConfigOnly(repoID: preset.repoID, cacheProblem: cacheUnusableReason?(preset.repoID))
             }
             return try finish(
                 argument: argument, name: preset.modelName, source: source, configURL: preset.configURL, preset: preset,

@@ -44,6 +44,20 @@ struct CheckpointHuggingFaceCacheTests {
                 == "/xdg/huggingface/hub")
         #expect(
             HuggingFaceCache(environment: ["HOME": "/home/u"]).hubDirectory.path == "/home/u/.cache/huggingface/hub")
+        // The former name of HF_HUB_CACHE, which huggingface_hub still reads after it.
+        #expect(
+            HuggingFaceCache(environment: ["HUGGINGFACE_HUB_CACHE": "/old/hub", "HF_HOME": "/data/hf"]).hubDirectory
+                .path == "/old/hub")
+        #expect(
+            HuggingFaceCache(environment: ["HUGGINGFACE_HUB_CACHE": "/old/hub", "HF_HUB_CACHE": "/fast/hub"])
+                .hubDirectory.path == "/fast/hub")
+        // `~` is HOME's, as Python's expanduser makes it, not the account's (Foundation's); `~x` is not HOME's.
+        for (key, value, expected) in [
+            ("HF_HUB_CACHE", "~/hubcache", "/home/u/hubcache"), ("HF_HOME", "~", "/home/u/hub"),
+            ("XDG_CACHE_HOME", "~/xdg", "/home/u/xdg/huggingface/hub"), ("HF_HUB_CACHE", "/a/~/hub", "/a/~/hub"),
+        ] {
+            #expect(HuggingFaceCache(environment: [key: value, "HOME": "/home/u"]).hubDirectory.path == expected)
+        }
     }
 
     @Test("resolves refs/main to the snapshot and reads weights through the blob links")
