@@ -649,6 +649,8 @@ struct CommandLineTests {
             let run = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", tokens])
             #expect(run.status == 0, "\(tokens): \(run.error)")
         }
+        let one = runExporter(["verify", bundle.path, "--against", checkpoint.path, "--run", "--tokens", "5"])
+        #expect(one.output.contains("  forward pass  1 token: top-1 agreement 100.0% (1/1)\n"), "\(one.output)")
         #expect(runExporter(export + ["--seed", "7", "--synthetic", "--dry-run"]).status == 0)
     }
 

@@ -23,6 +23,12 @@ struct InspectDiffTests {
         #expect(run.output.hasSuffix("  no device verdicts (compile with 'exporter compile')\n"))
         let viaManifest = runExporter(["inspect", bundle.appendingPathComponent("manifest.json").path])
         #expect(viaManifest.output == run.output)
+        // --worst 0 lists none: the table goes, not "no SQNR recorded", which the bundle has.
+        let noneListed = runExporter(["inspect", bundle.path, "--worst", "0"])
+        #expect(noneListed.status == 0)
+        #expect(!noneListed.output.contains("SQNR"))
+        #expect(noneListed.output.contains("\n\n  no device verdicts"))
+        #expect(!noneListed.output.contains("\n\n\n"))
     }
 
     @Test("a bundle whose manifest.json is a folder is no artifact (65), not a file that cannot be read")

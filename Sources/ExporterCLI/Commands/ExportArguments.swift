@@ -10,7 +10,8 @@ enum ExportArguments {
             help: "The target platform; iOS exports exist for mistral, qwen2 and qwen3 only."),
         .option(
             "max-context-length", aliases: ["context"], valueName: "n",
-            help: "Context length in tokens (default: the preset's, else 4096), up to max_position_embeddings."),
+            help: "Context length in tokens (default: the preset's, else 4096 or max_position_embeddings if smaller), "
+                + "up to max_position_embeddings."),
         .option(
             "compute-precision", choices: ComputePrecision.allCases.map(\.rawValue),
             help: "Compute precision (default: the preset's); required with --experimental."),

@@ -212,7 +212,7 @@ enum VerifyCommand {
             let agreeing = comparison.positions.filter(\.top1Agrees).count
             rows.append([
                 "forward pass",
-                "\(comparison.positions.count) tokens: top-1 agreement \(percent(comparison.top1Agreement)) "
+                "\(Format.count(comparison.positions.count, "token")): top-1 agreement \(percent(comparison.top1Agreement)) "
                     + "(\(agreeing)/\(comparison.positions.count))",
             ])
             rows.append([

@@ -89,7 +89,12 @@ enum InspectPrinter {
         lines += Format.table(rows, rightAligned: [1, 2, 3, 4], indent: "  ")
         lines.append("")
         if summary.worstTensors.isEmpty {
-            lines.append("  no SQNR recorded (a plan, or every tensor stored exactly)")
+            // None listed under --worst 0: the table goes, its blank line with it.
+            if summary.recordsSQNR {
+                lines.removeLast()
+            } else {
+                lines.append("  no SQNR recorded (a plan, or every tensor stored exactly)")
+            }
         } else {
             lines += Format.table(
                 [["lowest SQNR", "dB", "storage"]]

@@ -118,7 +118,7 @@ extension CheckpointError: CustomStringConvertible {
         case .cannotOpen(let path, let reason):
             return "cannot open '\(path)': \(reason)"
         case .notARegularFile(let path, let kind):
-            return "'\(path)' is \(kind), not a regular file"
+            return "cannot read '\(path)': \(kind), not a regular file"
         case .readFailed(let path, let reason):
             return "cannot read '\(path)': \(reason)"
         case .writeFailed(let path, let reason):

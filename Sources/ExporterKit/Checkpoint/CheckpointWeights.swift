@@ -45,7 +45,7 @@ public final class CheckpointWeights: Sendable {
     public init(directory: URL, containmentRoot: URL? = nil) throws {
         let directoryPath = directory.path
         let root = containmentRoot ?? HuggingFaceCache.repositoryFolder(ofSnapshot: directory) ?? directory
-        guard let resolvedRoot = resolvedRealPath(root.path) else {
+        guard let containment = Containment(root: root) else {
             throw CheckpointError.cannotOpen(path: root.path, reason: "no such directory")
         }
         var isDirectory: ObjCBool = false
@@ -53,10 +53,7 @@ public final class CheckpointWeights: Sendable {
         else { throw CheckpointError.cannotOpen(path: directoryPath, reason: "no such directory") }
 
         func openContained(_ url: URL) throws -> SafetensorsFile {
-            let resolved = try resolvedExistingPath(url.path)
-            guard isPath(resolved, inside: resolvedRoot) else {
-                throw CheckpointError.fileOutsideCheckpoint(path: url.path, resolvedPath: resolved, root: resolvedRoot)
-            }
+            try containment.check(url.path)
             return try SafetensorsFile(url: url)
         }
 
@@ -72,7 +69,7 @@ public final class CheckpointWeights: Sendable {
             files = [file]
             for name in file.tensorNames { fileByTensor[name] = file }
         } else if CheckpointWeights.entryExists(indexURL) {
-            let index = try CheckpointWeights.readIndex(indexURL, containmentRoot: resolvedRoot)
+            let index = try CheckpointWeights.readIndex(indexURL, containment: containment)
             declaredTotalSize = index.totalSize
             usedIndex = indexURL
             if let (first, second) = FileSystemName.equivalentPair(
@@ -154,10 +151,37 @@ public final class CheckpointWeights: Sendable {
     ///   `.readFailed` for a link loop.
     public static func checkContained(_ url: URL, checkpoint directory: URL) throws {
         let root = HuggingFaceCache.repositoryFolder(ofSnapshot: directory) ?? directory
-        guard entryExists(url), let resolvedRoot = resolvedRealPath(root.path) else { return }
-        let resolved = try resolvedExistingPath(url.path)
-        guard isPath(resolved, inside: resolvedRoot) else {
-            throw CheckpointError.fileOutsideCheckpoint(path: url.path, resolvedPath: resolved, root: resolvedRoot)
+        guard entryExists(url), let containment = Containment(root: root) else { return }
+        try containment.check(url.path)
+    }
+
+    /// The folders a checkpoint's files may resolve into: its root, and for a Hugging Face
+    /// cache repository the files of its `blobs/` wherever a link put that folder (moved to a
+    /// larger disk, as users do): only files directly in it, as the cache's blobs are.
+    struct Containment {
+        /// The root, resolved: named by a refusal.
+        let root: String
+        /// The repository's `blobs/`, resolved, when it is outside the root.
+        let movedBlobs: String?
+
+        init?(root url: URL) {
+            guard let root = resolvedRealPath(url.path) else { return nil }
+            self.root = root
+            let blobs =
+                HuggingFaceCache.repositoryID(ofFolder: url) == nil
+                ? nil : resolvedRealPath(url.appendingPathComponent("blobs").path)
+            movedBlobs = blobs.flatMap { isPath($0, inside: root) ? nil : $0 }
+        }
+
+        /// Refuses `path` when it resolves, symbolic links followed, outside the allowed folders.
+        /// - Throws: `CheckpointError.fileOutsideCheckpoint`, `.cannotOpen` for a link to
+        ///   nothing, `.readFailed` for a link loop.
+        func check(_ path: String) throws {
+            let resolved = try resolvedExistingPath(path)
+            let inMovedBlobs = movedBlobs == URL(fileURLWithPath: resolved).deletingLastPathComponent().path
+            guard isPath(resolved, inside: root) || inMovedBlobs else {
+                throw CheckpointError.fileOutsideCheckpoint(path: path, resolvedPath: resolved, root: root)
+            }
         }
     }
 
@@ -167,13 +191,10 @@ public final class CheckpointWeights: Sendable {
     }
 
     private static func readIndex(
-        _ url: URL, containmentRoot: String
+        _ url: URL, containment: Containment
     ) throws -> (weightMap: [String: String], totalSize: Int?) {
         let path = url.path
-        let resolved = try resolvedExistingPath(path)
-        guard isPath(resolved, inside: containmentRoot) else {
-            throw CheckpointError.fileOutsideCheckpoint(path: path, resolvedPath: resolved, root: containmentRoot)
-        }
+        try containment.check(path)
         let file = try ReadOnlyFile(path: path)
         // An index is a few hundred KB even for the largest models; refuse absurd ones up front.
         guard file.byteCount <= SafetensorsFile.maximumHeaderLength else {

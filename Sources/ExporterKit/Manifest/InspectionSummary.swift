@@ -67,6 +67,8 @@ public struct InspectionSummary: Sendable {
     public let layers: [Layer]
     /// The tensors with the lowest SQNR, lowest first.
     public let worstTensors: [TensorQuality]
+    /// Whether any tensor has an SQNR (none listed under `--worst 0` does not mean none recorded).
+    public let recordsSQNR: Bool
     /// Per-device verdicts (a compiled artifact's, or a plan's); nil when there are none.
     public let deviceVerdicts: [DeviceVerdict]?
     /// Bytes of every file of the artifact (the manifest's `sizes.bundle_bytes`), or the planned
@@ -144,6 +146,7 @@ public struct InspectionSummary: Sendable {
         }
         .sorted { ($0.sqnrDB, $0.name) < ($1.sqnrDB, $1.name) }
         .prefix(worst).map { $0 }
+        recordsSQNR = manifest.tensors.contains { $0.sqnrDB != nil }
         deviceVerdicts = InspectionSummary.verdicts(of: manifest)
         sizeOnDisk = manifest.sizes.bundleBytes ?? manifest.sizes.estimatedBundleBytes
     }

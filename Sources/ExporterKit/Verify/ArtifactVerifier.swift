@@ -173,7 +173,8 @@ public enum ArtifactVerifier {
                 } catch {
                     failFile(file.path, "\(error)")
                 }
-                report.filesChecked += 1
+                // A file missing (or not a regular file) had nothing to recompute: failed, not checked.
+                if !unusableFiles.contains(file.path) { report.filesChecked += 1 }
             }
             guard manifest.kind != "plan" else { return }
             let listed = Set(manifest.files.map(\.path) + [artifact.manifestURL.lastPathComponent])

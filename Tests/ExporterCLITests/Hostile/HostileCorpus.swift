@@ -278,8 +278,8 @@ enum HostileCorpus {
             let url = directory.appendingPathComponent("model.safetensors")
             try FIFOFixture.make(at: url)
             return .init(
-                arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: '\(url.path)' is a FIFO, not a regular file\n")
+                arguments: exportArguments(directory, scratch: scratch), status: 74,
+                error: "Error: cannot read '\(url.path)': a FIFO, not a regular file\n")
         },
         HostileCase(name: "config: a FIFO in place of config.json, refused as the weights' is") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()
@@ -287,8 +287,17 @@ enum HostileCorpus {
             try FileManager.default.removeItem(at: url)
             try FIFOFixture.make(at: url)
             return .init(
-                arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: '\(url.path)' is a FIFO, not a regular file\n")
+                arguments: exportArguments(directory, scratch: scratch), status: 74,
+                error: "Error: cannot read '\(url.path)': a FIFO, not a regular file\n")
+        },
+        HostileCase(name: "config: a folder in place of config.json, an I/O failure as for any input (74)") { scratch in
+            let directory = try Fixtures.syntheticCheckpoint()
+            let url = directory.appendingPathComponent("config.json")
+            try FileManager.default.removeItem(at: url)
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: false)
+            return .init(
+                arguments: exportArguments(directory, scratch: scratch), status: 74,
+                error: "Error: cannot read '\(url.path)': a folder, not a regular file\n")
         },
         HostileCase(name: "safetensors: a FIFO in place of a shard") { scratch in
             let directory = try Fixtures.syntheticCheckpoint(shardBytes: 40_000)
@@ -297,8 +306,8 @@ enum HostileCorpus {
             let url = directory.appendingPathComponent(shards[1])
             try FIFOFixture.make(at: url)
             return .init(
-                arguments: exportArguments(directory, scratch: scratch), status: 65,
-                error: "Error: '\(url.path)' is a FIFO, not a regular file\n")
+                arguments: exportArguments(directory, scratch: scratch), status: 74,
+                error: "Error: cannot read '\(url.path)': a FIFO, not a regular file\n")
         },
         HostileCase(name: "safetensors: the same tensor in two files") { scratch in
             let directory = try Fixtures.syntheticCheckpoint()

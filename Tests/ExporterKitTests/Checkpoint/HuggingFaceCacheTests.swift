@@ -122,6 +122,39 @@ struct CheckpointHuggingFaceCacheTests {
         ) { _ = try cache.weights(of: "Org/Tiny-Model") }
     }
 
+    @Test("a blobs/ folder moved elsewhere behind a link still holds the snapshot's files, and only its own files")
+    func movedBlobs() throws {
+        let (hub, repository) = try makeCache()
+        defer { try? FileManager.default.removeItem(at: hub) }
+        let elsewhere = try Fixtures.temporaryDirectory("bigger-disk")
+        let blobs = repository.appendingPathComponent("blobs")
+        try FileManager.default.moveItem(at: blobs, to: elsewhere.appendingPathComponent("blobs"))
+        try FileManager.default.createSymbolicLink(
+            atPath: blobs.path, withDestinationPath: elsewhere.appendingPathComponent("blobs").path)
+        let cache = HuggingFaceCache(hubDirectory: hub)
+        let (_, weights) = try cache.weights(of: "Org/Tiny-Model")
+        #expect(weights.tensorNames == ["w"])
+        let config = repository.appendingPathComponent("snapshots/\(commit)/config.json")
+        try Data("{}".utf8).write(to: elsewhere.appendingPathComponent("blobs/c0ffee"))
+        try FileManager.default.createSymbolicLink(atPath: config.path, withDestinationPath: "../../blobs/c0ffee")
+        try CheckpointWeights.checkContained(config, checkpoint: config.deletingLastPathComponent())
+        // Beside the moved folder, or below it, is no blob: outside.
+        let beside = elsewhere.appendingPathComponent("notes.json")
+        let below = elsewhere.appendingPathComponent("blobs/sub/x.json")
+        try FileManager.default.createDirectory(
+            at: below.deletingLastPathComponent(), withIntermediateDirectories: true)
+        for file in [beside, below] {
+            try Data("{}".utf8).write(to: file)
+            try FileManager.default.removeItem(at: config)
+            try FileManager.default.createSymbolicLink(atPath: config.path, withDestinationPath: file.path)
+            #expect(
+                throws: CheckpointError.fileOutsideCheckpoint(
+                    path: config.path, resolvedPath: try #require(resolvedRealPath(file.path)),
+                    root: try #require(resolvedRealPath(repository.path)))
+            ) { try CheckpointWeights.checkContained(config, checkpoint: config.deletingLastPathComponent()) }
+        }
+    }
+
     @Test("refuses bad ids, uncached repositories, bad refs and missing snapshots")
     func failures() throws {
         let (hub, repository) = try makeCache()

@@ -85,8 +85,8 @@ struct ReadOnlyFileTests {
         }
         #expect(
             CheckpointError.notARegularFile(path: fifo.path, kind: "a FIFO").description
-                == "'\(fifo.path)' is a FIFO, not a regular file")
-        #expect(CheckpointError.notARegularFile(path: "p", kind: "a FIFO").exitStatus == .badInput)
+                == "cannot read '\(fifo.path)': a FIFO, not a regular file")
+        #expect(CheckpointError.notARegularFile(path: "p", kind: "a FIFO").exitStatus == .ioFailure)
         #expect(throws: BundleError.readFailed(path: "f", reason: "a FIFO, not a regular file")) {
             try BundleError.readingFile("f") { try ReadOnlyFile(path: fifo.path) }
         }

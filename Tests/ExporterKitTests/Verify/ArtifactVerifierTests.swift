@@ -44,6 +44,11 @@ struct ArtifactVerifierTests {
         #expect(report.measuredSQNR["model.norm.weight"] == .infinity)
         let tensor = try #require(try manifest(bundle).tensors.first { $0.name == "model.layers.0.mlp.up_proj.weight" })
         #expect(abs((report.measuredSQNR[tensor.name] ?? 0) - (tensor.sqnrDB ?? 0)) < 0.01)
+        // A missing file fails, and had nothing to recompute: not counted as checked.
+        try FileManager.default.removeItem(at: bundle.appendingPathComponent("weights.bin"))
+        let missing = ArtifactVerifier.verify(try LoadedArtifact(url: bundle))
+        #expect(missing.failures.first == VerificationFailure("'weights.bin'", "missing"))
+        #expect(missing.filesChecked == 3)
     }
 
     @Test("an artifact exchanged while it is verified is told apart from a broken one: its manifest changed")
