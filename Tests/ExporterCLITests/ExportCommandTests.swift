@@ -1071,6 +1071,25 @@ struct HuggingFaceCacheCommandTests {
         let eval = runExporter(
             ["eval", bundle, "--against", "Acme/Tiny-Qwen3", "--tokens", "1,2,3"], environment: ["HF_HOME": home.path])
         #expect(eval.status == 0, "\(eval.error)")
+        // refs/main moved on to a new revision since the export: the warning says so.
+        let repository = home.appendingPathComponent("hub/models--Acme--Tiny-Qwen3")
+        let newer = repository.appendingPathComponent("snapshots/fedcba9876543210fedcba9876543210fedcba98")
+        try FileManager.default.createDirectory(at: newer, withIntermediateDirectories: true)
+        let retrained = try Fixtures.syntheticCheckpoint(modelType: "qwen3", seed: 9)
+        for name in try FileManager.default.contentsOfDirectory(atPath: retrained.path) {
+            try FileManager.default.copyItem(
+                at: retrained.appendingPathComponent(name), to: newer.appendingPathComponent(name))
+        }
+        try Data(newer.lastPathComponent.utf8).write(to: repository.appendingPathComponent("refs/main"))
+        let moved = runExporter(
+            ["verify", bundle, "--against", "Acme/Tiny-Qwen3"], environment: ["HF_HOME": home.path])
+        #expect(
+            moved.error.hasPrefix(
+                "warning: the checkpoint is not the one this artifact was exported from: 'model.safetensors' differs "
+                    + "from the file its manifest records (it was exported from revision 0123456789ab; this is "
+                    + "revision fedcba987654)\n"), "\(moved.error)")
+        try Data("0123456789abcdef0123456789abcdef01234567".utf8).write(
+            to: repository.appendingPathComponent("refs/main"))
         // The snapshot folder given by its path: its links into blobs/ stay inside the repository,
         // and it is named and recorded as the id: the same bundle.
         let snapshot = home.appendingPathComponent(

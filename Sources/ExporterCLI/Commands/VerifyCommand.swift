@@ -172,10 +172,22 @@ enum VerifyCommand {
     ) throws {
         let differing = try ExportRunner.sourceMismatches(manifest, checkpoint: checkpoint, weights: weights)
         guard !differing.isEmpty else { return }
+        // The likely cause when the cache's refs/main moved since the export: said, by revision.
+        var revisions = ""
+        let snapshot = checkpoint.resolvingSymlinksInPath()
+        if let recorded = manifest.model.source.revision,
+            HuggingFaceCache.repositoryFolder(ofSnapshot: snapshot) != nil,
+            snapshot.lastPathComponent != recorded
+        {
+            revisions =
+                " (it was exported from revision \(recorded.prefix(12)); this is revision "
+                + "\(snapshot.lastPathComponent.prefix(12)))"
+        }
         context.printError(
             "warning: the checkpoint is not the one this artifact was exported from: "
                 + differing.map { "'\($0)'" }.joined(separator: ", ")
                 + (differing.count == 1 ? " differs from the file" : " differ from the files") + " its manifest records"
+                + revisions
         )
     }
 
