@@ -1105,7 +1105,71 @@ struct FarmTests {
         #expect(run.status == 1)
         #expect(
             run.error.hasPrefix(
-                "job0: failed — 'org/nosuch' was not found; tried:\n  - a local directory 'org/nosuch': none\n"))
+                "job0: failed — 'org/nosuch' was not found; tried:\n"
+                    + "  - a local directory 'org/nosuch' in the farm file's folder: none\n"))
+    }
+
+    @Test("a job's model is looked for beside the farm file only, by the farm's plan and by its export")
+    func modelBesideFarmFileOnly() throws {
+        let root = try Fixtures.temporaryDirectory("farm")
+        let manager = FileManager.default
+        let (farmFolder, current) = (root.appendingPathComponent("X"), root.appendingPathComponent("Y"))
+        // The current folder holds a checkpoint `ck/m`, a folder `Acme/Tiny` and the (relative)
+        // Hugging Face home, whose cache holds `Acme/Tiny`; the farm file's folder, a folder `kk`.
+        for folder in ["X/kk", "Y/ck", "Y/Acme"] {
+            try manager.createDirectory(at: root.appendingPathComponent(folder), withIntermediateDirectories: true)
+        }
+        try manager.moveItem(
+            at: try Fixtures.syntheticCheckpoint(modelType: "qwen2"), to: current.appendingPathComponent("ck/m"))
+        try manager.moveItem(
+            at: try Fixtures.syntheticCheckpoint(modelType: "mistral"), to: current.appendingPathComponent("Acme/Tiny"))
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let revision = "0123456789abcdef0123456789abcdef01234567"
+        let repository = current.appendingPathComponent("hf/hub/models--Acme--Tiny")
+        try manager.createDirectory(
+            at: repository.appendingPathComponent("snapshots"), withIntermediateDirectories: true)
+        try manager.createDirectory(at: repository.appendingPathComponent("refs"), withIntermediateDirectories: true)
+        try Data((revision + "\n").utf8).write(to: repository.appendingPathComponent("refs/main"))
+        try manager.copyItem(at: checkpoint, to: repository.appendingPathComponent("snapshots/\(revision)"))
+        try Data(
+            (#"{"schema": "exporter.farm/1", "jobs": ["#
+                + #"{"name": "a", "model": "ck/m", "experimental": true, "compute_precision": "float16"}, "#
+                + #"{"name": "b", "model": "Acme/Tiny", "experimental": true, "compute_precision": "float16"}, "#
+                + #"{"name": "c", "model": "ck/zz"}, {"name": "d", "model": "kk/zz"}]}"#).utf8
+        ).write(to: farmFolder.appendingPathComponent("farm.json"))
+        let run = try BuiltExporter.run(
+            ["batch", "../X/farm.json", "--output", "../out"], environment: ["HF_HOME": "hf"], directory: current)
+        #expect(run.status == 1, "\(run.error)")
+        let jobs = try report(root).jobs
+        #expect(jobs.map(\.status) == ["failed", "built", "failed", "failed"])
+        #expect(
+            jobs[0].error
+                == [
+                    "'ck/m' was not found; tried:", "  - a local directory 'ck/m' in the farm file's folder: none",
+                    "  - a preset named 'ck/m': none (run 'exporter list')",
+                    "  - the Hugging Face cache: \(repository.deletingLastPathComponent().path)/models--ck--m is absent",
+                ].joined(separator: "\n"))
+        #expect(jobs[0].exitStatus == 66)
+        // The cache's, not the current folder's: the export too runs in the farm file's folder,
+        // and finds the cache the farm found from its own (relative `HF_HOME`).
+        let bundle = try BundleReader(url: root.appendingPathComponent("out/\(try #require(jobs[1].bundle))"))
+        #expect(bundle.manifest.model.source.kind == "huggingface-cache")
+        #expect(bundle.manifest.model.source.repoID == "Acme/Tiny")
+        #expect(bundle.manifest.model.source.revision == revision)
+        // A mistyped path's hint looks beside the farm file, not in the current folder.
+        let refused = [
+            "has no registry preset. Set \"experimental\": true to try exporting it anyway (with 'compute_precision').",
+            "Supported models: run 'exporter list' (docs in README.md).",
+            "This model may not be suitable for iOS application due to its memory requirements.",
+        ]
+        #expect(jobs[2].error == (["'ck/zz' " + refused[0]] + refused.dropFirst()).joined(separator: "\n"))
+        #expect(
+            jobs[3].error
+                == (["'kk/zz' " + refused[0]] + refused.dropFirst()
+                + [
+                    "There is no folder 'kk/zz' beside the farm file, though 'kk' is one: if you meant a checkpoint "
+                        + "folder, check the path."
+                ]).joined(separator: "\n"))
     }
 
     @Test("a record of verified files that cannot be saved is a warning, in a pipe too")
@@ -1560,7 +1624,8 @@ struct FarmTests {
             #"'bad\u{1B}[31mred\u{A}line' is not a registered short-name and doesn't look like a HuggingFace ID "#
             + "(expected 'org/model'). Run --list-models to see options."
         let tried = [
-            "'org/missing' was not found; tried:", "  - a local directory 'org/missing': none",
+            "'org/missing' was not found; tried:",
+            "  - a local directory 'org/missing' in the farm file's folder: none",
             "  - a preset named 'org/missing': none (run 'exporter list')",
             "  - the Hugging Face cache: /nonexistent-hf-home/hub/models--org--missing is absent",
         ]
@@ -1576,8 +1641,8 @@ struct FarmTests {
         #expect(
             lines[2].hasPrefix("w    failed  ")
                 && lines[2].hasSuffix(
-                    "  'org/missing' was not found; tried: - a local directory 'org/missing': none - a preset named "
-                        + "'org/missing': none (run 'exporter list') - the Hugging Face cache: "
+                    "  'org/missing' was not found; tried: - a local directory 'org/missing' in the farm file's "
+                        + "folder: none - a preset named 'org/missing': none (run 'exporter list') - the Hugging Face cache: "
                         + "/nonexistent-hf-home/hub/models--org--missing is absent")
         )
         #expect(!run.output.unicodeScalars.contains { $0.value == 0x1B })

@@ -128,7 +128,8 @@ public struct FarmJob: Equatable, Sendable {
 
     /// The model as the export takes it: a path (one that exists beside the farm file, or is
     /// written as a path) resolved from the farm file's folder, else the preset name or
-    /// `org/model` id as written.
+    /// `org/model` id as written (which the export, run in the farm file's folder, looks for
+    /// there first too, never in the farm's current folder).
     public func modelArgument(farmDirectory: URL) -> String {
         let path = FarmJob.resolved(model, farmDirectory: farmDirectory)
         let isPath = model.hasPrefix(".") || model.hasPrefix("/") || FileManager.default.fileExists(atPath: path)

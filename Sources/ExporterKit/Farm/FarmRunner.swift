@@ -25,9 +25,11 @@ public struct FarmSettings: Sendable {
     /// reports of this run.
     public var runID: String?
     /// The `exporter` executable each job runs as a child process (isolation: a job that
-    /// crashes or runs out of memory takes nothing else down).
+    /// crashes or runs out of memory takes nothing else down), by its absolute path: a job runs
+    /// in the farm file's folder.
     public var executable: URL
-    /// The children's environment.
+    /// The children's environment. A job runs in the farm file's folder: a path in it (the presets'
+    /// `EXPORTER_PRESETS`, the cache's `HF_HUB_CACHE`) must be absolute to mean what it means to the farm.
     public var environment: [String: String]
     /// Memory the exports may take together (their conversion forecasts, summed); nil: no limit.
     public var availableMemoryBytes: Int?
@@ -74,6 +76,8 @@ public struct FarmRunner {
         let folder = farm.path.deletingLastPathComponent()
         let arguments = job.exportArguments(outputDirectory: settings.outputDirectory, farmDirectory: folder)
         var options = ExportOptions(model: arguments[0])
+        // As the child export takes it, run in the farm file's folder: not from this process's.
+        options.modelBaseDirectory = folder
         options.platform = job.platform
         options.contextLength = job.context
         options.computePrecision = job.computePrecision
@@ -272,7 +276,10 @@ public struct FarmRunner {
             buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
             result.buildKey = buildKey
         } catch {
-            let (message, status) = FarmRunner.planningFailure(error)
+            // A relative model not found beside the farm file was taken as a preset or an id.
+            let folder = farm.path.deletingLastPathComponent()
+            let asWritten = !job.model.hasPrefix("/") && job.modelArgument(farmDirectory: folder) == job.model
+            let (message, status) = FarmRunner.planningFailure(error, farmDirectory: asWritten ? folder : nil)
             result.error = message
             result.exitStatus = status
             return result
@@ -462,7 +469,11 @@ public struct FarmRunner {
         environment[FarmRunner.parentEnvironmentKey] = String(getpid())
         let child: ChildProcess
         do {
-            child = try ChildProcess.start(settings.executable, arguments: arguments, environment: environment)
+            // In the farm file's folder: a relative model the farm did not find there is looked for
+            // as a preset or an id, as the farm's own plan did, never in the farm's current folder.
+            child = try ChildProcess.start(
+                settings.executable, arguments: arguments, environment: environment,
+                directory: farm.path.deletingLastPathComponent())
         } catch {
             return (
                 ExitStatus.internalError.rawValue,
