@@ -1545,13 +1545,14 @@ struct FarmTests {
             #expect(line.contains(": waiting for memory: its export needs about "))
             #expect(line.contains(", 1 running holds ") && line.hasSuffix(" of \(Format.mebibytes(capacity))"))
         }
-        // Another run holds all the memory until a job says it waits: that wait is a notice, which
-        // a CI log shows too; a job's end is progress.
+        // Another run holds all the memory until 2 s after a job says it waits: that wait is a
+        // notice, which a CI log shows too; a job's end is progress.
         let blocked = try runner(capacity: capacity, output: "blocked")
         blocked.memory.hold(capacity)
         let waiting = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             waiting.wait()
+            usleep(2_000_000)
             blocked.memory.release(capacity)
         }
         let messages = Locked<[FarmMessage]>([])
@@ -1564,9 +1565,29 @@ struct FarmTests {
         #expect(!waits.isEmpty)
         #expect(waits.allSatisfy { $0 == .notice($0.text) })
         #expect(messages.value.filter { $0 == .jobEnded($0.text) }.count == 3)
+        // A job's time is its own: the wait for memory others held is not in it (an export of a
+        // tiny checkpoint takes a fraction of a second).
+        #expect(blockedReport.seconds.count == 3)
+        #expect(blockedReport.seconds.values.allSatisfy { $0 < 1.5 }, "\(blockedReport.seconds)")
         // The same bundles as a run without a limit.
         let free = try runner(capacity: nil, output: "free")
         #expect(try free.run().jobs.map(\.buildKey) == report.jobs.map(\.buildKey))
+    }
+
+    @Test("a wait for memory says why: the export does not fit, or it fits but waits behind an earlier one")
+    func memoryWaitText() {
+        let mebibyte = 1024 * 1024
+        #expect(
+            FarmRunner.memoryWaitText(
+                job: "s2", forecast: 254 * mebibyte, wait: .memory(heldBytes: 254 * mebibyte, holders: 1),
+                capacity: 400 * mebibyte)
+                == "s2: waiting for memory: its export needs about 254.0 MiB, 1 running holds 254.0 MiB of 400.0 MiB")
+        #expect(
+            FarmRunner.memoryWaitText(
+                job: "t1", forecast: 119 * mebibyte, wait: .behind(label: "s2", bytes: 254 * mebibyte),
+                capacity: 400 * mebibyte)
+                == "t1: waiting for memory: its export needs about 119.0 MiB, which fits, but waits behind job 's2' "
+                + "(about 254.0 MiB), which came first")
     }
 
     @Test("two jobs writing the same bundle: the later one fails, naming the earlier, in every run")

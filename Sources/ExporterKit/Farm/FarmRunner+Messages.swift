@@ -98,6 +98,20 @@ extension FarmRunner {
             + "checkpoint folder, check the path."
     }
 
+    /// Why `job`'s export of `forecast` bytes waits for memory: it does not fit beside the running
+    /// exports, or it fits but an export that asked first waits (exports start in the order they ask).
+    static func memoryWaitText(job: String, forecast: Int, wait: MemoryBudget.Wait, capacity: Int?) -> String {
+        let needs = "\(job): waiting for memory: its export needs about \(Format.mebibytes(forecast))"
+        switch wait {
+        case .memory(let held, let holders):
+            return needs + ", \(holders) running \(holders == 1 ? "holds" : "hold") \(Format.mebibytes(held)) of "
+                + Format.mebibytes(capacity ?? 0)
+        case .behind(let other, let bytes):
+            return needs + ", which fits, but waits behind job '\(other)' (about \(Format.mebibytes(bytes))), "
+                + "which came first"
+        }
+    }
+
     /// `lines`, each escaped as ``reportText(_:)`` escapes them, joined by newlines.
     static func reportText(lines: [String]) -> String {
         lines.map(Format.escaped).joined(separator: "\n")

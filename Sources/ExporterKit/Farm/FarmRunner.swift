@@ -137,13 +137,16 @@ public struct FarmRunner {
             group.enter()
             DispatchQueue.global().async {
                 let start = Date()
+                var waitedForMemory: TimeInterval = 0
                 let result = self.reported(
                     refusals[job.name].map {
                         FarmJobResult(
                             name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: $0,
                             exitStatus: ExitStatus.badInput.rawValue)
-                    } ?? self.run(job, verified: verified, log: log))
-                let elapsed = (Date().timeIntervalSince(start) * 100).rounded() / 100
+                    } ?? self.run(job, verified: verified, log: log, waitedForMemory: &waitedForMemory))
+                // The job's own time: not its wait for a slot (before `start`), nor for the memory
+                // other jobs' exports held (each wait is said on standard error).
+                let elapsed = ((Date().timeIntervalSince(start) - waitedForMemory) * 100).rounded() / 100
                 collected.record(index: index, name: job.name, result: result, seconds: elapsed)
                 log(.jobEnded("\(job.name): \(result.status)" + (result.error.map { " — \($0)" } ?? "")))
                 slots.signal()
@@ -261,8 +264,12 @@ public struct FarmRunner {
 
     /// Plans the job, skips its export when its bundle is current and as the farm wrote it
     /// (``currentBundle(at:buildKey:verified:)``), else exports it in a child process once its
-    /// conversion forecast fits in ``memory`` beside the running exports'; then its devices.
-    func run(_ job: FarmJob, verified: VerifiedFiles, log: (FarmMessage) -> Void = { _ in }) -> FarmJobResult {
+    /// conversion forecast fits in ``memory`` beside the running exports' (and the exports that
+    /// asked first have started); then its devices.
+    /// - Parameter waitedForMemory: set to the seconds it waited for memory, which are not the job's time.
+    func run(
+        _ job: FarmJob, verified: VerifiedFiles, log: (FarmMessage) -> Void, waitedForMemory: inout TimeInterval
+    ) -> FarmJobResult {
         var result = FarmJobResult(
             name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
         let plan: ExportPlan
@@ -318,13 +325,14 @@ public struct FarmRunner {
         let forecast =
             ExportRunner.conversionForecast(plan, synthetic: synthetic, allowClamp: job.allowClamp, availableBytes: nil)
             .peakBytes
-        memory.hold(forecast) { held, holders in
+        let asked = Date()
+        memory.hold(forecast, label: job.name) { wait in
             log(
                 .notice(
-                    "\(job.name): waiting for memory: its export needs about \(Format.mebibytes(forecast)), "
-                        + "\(holders) running \(holders == 1 ? "holds" : "hold") \(Format.mebibytes(held)) of "
-                        + Format.mebibytes(memory.capacity ?? 0)))
+                    FarmRunner.memoryWaitText(job: job.name, forecast: forecast, wait: wait, capacity: memory.capacity))
+            )
         }
+        waitedForMemory = Date().timeIntervalSince(asked)
         let (status, errorText) = runChild(arguments)
         memory.release(forecast)
         guard status == 0 else {
