@@ -693,6 +693,17 @@ struct FarmTests {
                 == "Error: cannot collect shard reports: the shard reports are of splits into 2 and 4 shards; "
                 + "keep one split's reports\n")
         #expect(!FileManager.default.fileExists(atPath: report.path))
+        // A job in reports of two splits: both reports named, and that their splits differ.
+        other.jobs = try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: shard(1))).jobs
+        try Data(try other.canonicalJSON()).write(to: output.appendingPathComponent("farm-report-shard-1-of-2.json"))
+        failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: job '\(other.jobs[0].name)' is in two shard reports, "
+                + "'farm-report-shard-1-of-2.json' and 'farm-report-shard-1-of-4.json', of splits into 2 and 4 shards; "
+                + "keep one split's reports\n")
+        #expect(!FileManager.default.fileExists(atPath: report.path))
     }
 
     @Test("a collect refuses a shard report of another run, or of the farm as it was before an edit, naming it")
@@ -881,7 +892,11 @@ struct FarmTests {
         var overlapping = secondReport
         overlapping.jobs.append(moved)
         try Data(try overlapping.canonicalJSON()).write(to: second)
-        #expect(try refusal() == prefix + "job '\(moved.name)' is in two shard reports\n")
+        #expect(
+            try refusal()
+                == prefix + "job '\(moved.name)' is in two shard reports, 'farm-report-shard-1-of-2.json' and "
+                + "'farm-report-shard-2-of-2.json': their machines split the jobs differently (every machine needs the "
+                + "model folders' config.json)\n")
         var short = secondReport
         let dropped = try #require(short.jobs.last)
         short.jobs.removeLast()
@@ -1805,7 +1820,11 @@ struct FarmTests {
             ),
             (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "A", "model": "y"}]}"#,
-                "job 'A': the name is used by another job"
+                "job 'A': the name is used by job 'a' (job names ignore case)"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "a", "model": "y"}]}"#,
+                "job 'a': the name is used by another job"
             ),
             (
                 #"{"schema": "exporter.farm/1", "defaults": {"platfrom": "iOS"}, "jobs": [{"name": "a", "model": "x"}]}"#,
