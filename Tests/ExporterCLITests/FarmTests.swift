@@ -693,6 +693,17 @@ struct FarmTests {
                 == "Error: cannot collect shard reports: the shard reports are of splits into 2 and 4 shards; "
                 + "keep one split's reports\n")
         #expect(!FileManager.default.fileExists(atPath: report.path))
+        // A job in reports of two splits: both reports named, and that their splits differ.
+        other.jobs = try JSONDecoder().decode(FarmReport.self, from: Data(contentsOf: shard(1))).jobs
+        try Data(try other.canonicalJSON()).write(to: output.appendingPathComponent("farm-report-shard-1-of-2.json"))
+        failed = try collect()
+        #expect(failed.status == 65)
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: job '\(other.jobs[0].name)' is in two shard reports, "
+                + "'farm-report-shard-1-of-2.json' and 'farm-report-shard-1-of-4.json', of splits into 2 and 4 shards; "
+                + "keep one split's reports\n")
+        #expect(!FileManager.default.fileExists(atPath: report.path))
     }
 
     @Test("a collect refuses a shard report of another run, or of the farm as it was before an edit, naming it")
@@ -881,7 +892,11 @@ struct FarmTests {
         var overlapping = secondReport
         overlapping.jobs.append(moved)
         try Data(try overlapping.canonicalJSON()).write(to: second)
-        #expect(try refusal() == prefix + "job '\(moved.name)' is in two shard reports\n")
+        #expect(
+            try refusal()
+                == prefix + "job '\(moved.name)' is in two shard reports, 'farm-report-shard-1-of-2.json' and "
+                + "'farm-report-shard-2-of-2.json': their machines split the jobs differently (every machine needs the "
+                + "model folders' config.json)\n")
         var short = secondReport
         let dropped = try #require(short.jobs.last)
         short.jobs.removeLast()
@@ -1105,7 +1120,71 @@ struct FarmTests {
         #expect(run.status == 1)
         #expect(
             run.error.hasPrefix(
-                "job0: failed — 'org/nosuch' was not found; tried:\n  - a local directory 'org/nosuch': none\n"))
+                "job0: failed — 'org/nosuch' was not found; tried:\n"
+                    + "  - a local directory 'org/nosuch' in the farm file's folder: none\n"))
+    }
+
+    @Test("a job's model is looked for beside the farm file only, by the farm's plan and by its export")
+    func modelBesideFarmFileOnly() throws {
+        let root = try Fixtures.temporaryDirectory("farm")
+        let manager = FileManager.default
+        let (farmFolder, current) = (root.appendingPathComponent("X"), root.appendingPathComponent("Y"))
+        // The current folder holds a checkpoint `ck/m`, a folder `Acme/Tiny` and the (relative)
+        // Hugging Face home, whose cache holds `Acme/Tiny`; the farm file's folder, a folder `kk`.
+        for folder in ["X/kk", "Y/ck", "Y/Acme"] {
+            try manager.createDirectory(at: root.appendingPathComponent(folder), withIntermediateDirectories: true)
+        }
+        try manager.moveItem(
+            at: try Fixtures.syntheticCheckpoint(modelType: "qwen2"), to: current.appendingPathComponent("ck/m"))
+        try manager.moveItem(
+            at: try Fixtures.syntheticCheckpoint(modelType: "mistral"), to: current.appendingPathComponent("Acme/Tiny"))
+        let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")
+        let revision = "0123456789abcdef0123456789abcdef01234567"
+        let repository = current.appendingPathComponent("hf/hub/models--Acme--Tiny")
+        try manager.createDirectory(
+            at: repository.appendingPathComponent("snapshots"), withIntermediateDirectories: true)
+        try manager.createDirectory(at: repository.appendingPathComponent("refs"), withIntermediateDirectories: true)
+        try Data((revision + "\n").utf8).write(to: repository.appendingPathComponent("refs/main"))
+        try manager.copyItem(at: checkpoint, to: repository.appendingPathComponent("snapshots/\(revision)"))
+        try Data(
+            (#"{"schema": "exporter.farm/1", "jobs": ["#
+                + #"{"name": "a", "model": "ck/m", "experimental": true, "compute_precision": "float16"}, "#
+                + #"{"name": "b", "model": "Acme/Tiny", "experimental": true, "compute_precision": "float16"}, "#
+                + #"{"name": "c", "model": "ck/zz"}, {"name": "d", "model": "kk/zz"}]}"#).utf8
+        ).write(to: farmFolder.appendingPathComponent("farm.json"))
+        let run = try BuiltExporter.run(
+            ["batch", "../X/farm.json", "--output", "../out"], environment: ["HF_HOME": "hf"], directory: current)
+        #expect(run.status == 1, "\(run.error)")
+        let jobs = try report(root).jobs
+        #expect(jobs.map(\.status) == ["failed", "built", "failed", "failed"])
+        #expect(
+            jobs[0].error
+                == [
+                    "'ck/m' was not found; tried:", "  - a local directory 'ck/m' in the farm file's folder: none",
+                    "  - a preset named 'ck/m': none (run 'exporter list')",
+                    "  - the Hugging Face cache: \(repository.deletingLastPathComponent().path)/models--ck--m is absent",
+                ].joined(separator: "\n"))
+        #expect(jobs[0].exitStatus == 66)
+        // The cache's, not the current folder's: the export too runs in the farm file's folder,
+        // and finds the cache the farm found from its own (relative `HF_HOME`).
+        let bundle = try BundleReader(url: root.appendingPathComponent("out/\(try #require(jobs[1].bundle))"))
+        #expect(bundle.manifest.model.source.kind == "huggingface-cache")
+        #expect(bundle.manifest.model.source.repoID == "Acme/Tiny")
+        #expect(bundle.manifest.model.source.revision == revision)
+        // A mistyped path's hint looks beside the farm file, not in the current folder.
+        let refused = [
+            "has no registry preset. Set \"experimental\": true to try exporting it anyway (with 'compute_precision').",
+            "Supported models: run 'exporter list' (docs in README.md).",
+            "This model may not be suitable for iOS application due to its memory requirements.",
+        ]
+        #expect(jobs[2].error == (["'ck/zz' " + refused[0]] + refused.dropFirst()).joined(separator: "\n"))
+        #expect(
+            jobs[3].error
+                == (["'kk/zz' " + refused[0]] + refused.dropFirst()
+                + [
+                    "There is no folder 'kk/zz' beside the farm file, though 'kk' is one: if you meant a checkpoint "
+                        + "folder, check the path."
+                ]).joined(separator: "\n"))
     }
 
     @Test("a record of verified files that cannot be saved is a warning, in a pipe too")
@@ -1481,13 +1560,14 @@ struct FarmTests {
             #expect(line.contains(": waiting for memory: its export needs about "))
             #expect(line.contains(", 1 running holds ") && line.hasSuffix(" of \(Format.mebibytes(capacity))"))
         }
-        // Another run holds all the memory until a job says it waits: that wait is a notice, which
-        // a CI log shows too; a job's end is progress.
+        // Another run holds all the memory until 2 s after a job says it waits: that wait is a
+        // notice, which a CI log shows too; a job's end is progress.
         let blocked = try runner(capacity: capacity, output: "blocked")
         blocked.memory.hold(capacity)
         let waiting = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             waiting.wait()
+            usleep(2_000_000)
             blocked.memory.release(capacity)
         }
         let messages = Locked<[FarmMessage]>([])
@@ -1500,9 +1580,29 @@ struct FarmTests {
         #expect(!waits.isEmpty)
         #expect(waits.allSatisfy { $0 == .notice($0.text) })
         #expect(messages.value.filter { $0 == .jobEnded($0.text) }.count == 3)
+        // A job's time is its own: the wait for memory others held is not in it (an export of a
+        // tiny checkpoint takes a fraction of a second).
+        #expect(blockedReport.seconds.count == 3)
+        #expect(blockedReport.seconds.values.allSatisfy { $0 < 1.5 }, "\(blockedReport.seconds)")
         // The same bundles as a run without a limit.
         let free = try runner(capacity: nil, output: "free")
         #expect(try free.run().jobs.map(\.buildKey) == report.jobs.map(\.buildKey))
+    }
+
+    @Test("a wait for memory says why: the export does not fit, or it fits but waits behind an earlier one")
+    func memoryWaitText() {
+        let mebibyte = 1024 * 1024
+        #expect(
+            FarmRunner.memoryWaitText(
+                job: "s2", forecast: 254 * mebibyte, wait: .memory(heldBytes: 254 * mebibyte, holders: 1),
+                capacity: 400 * mebibyte)
+                == "s2: waiting for memory: its export needs about 254.0 MiB, 1 running holds 254.0 MiB of 400.0 MiB")
+        #expect(
+            FarmRunner.memoryWaitText(
+                job: "t1", forecast: 119 * mebibyte, wait: .behind(label: "s2", bytes: 254 * mebibyte),
+                capacity: 400 * mebibyte)
+                == "t1: waiting for memory: its export needs about 119.0 MiB, which fits, but waits behind job 's2' "
+                + "(about 254.0 MiB), which came first")
     }
 
     @Test("two jobs writing the same bundle: the later one fails, naming the earlier, in every run")
@@ -1560,7 +1660,8 @@ struct FarmTests {
             #"'bad\u{1B}[31mred\u{A}line' is not a registered short-name and doesn't look like a HuggingFace ID "#
             + "(expected 'org/model'). Run --list-models to see options."
         let tried = [
-            "'org/missing' was not found; tried:", "  - a local directory 'org/missing': none",
+            "'org/missing' was not found; tried:",
+            "  - a local directory 'org/missing' in the farm file's folder: none",
             "  - a preset named 'org/missing': none (run 'exporter list')",
             "  - the Hugging Face cache: /nonexistent-hf-home/hub/models--org--missing is absent",
         ]
@@ -1576,8 +1677,8 @@ struct FarmTests {
         #expect(
             lines[2].hasPrefix("w    failed  ")
                 && lines[2].hasSuffix(
-                    "  'org/missing' was not found; tried: - a local directory 'org/missing': none - a preset named "
-                        + "'org/missing': none (run 'exporter list') - the Hugging Face cache: "
+                    "  'org/missing' was not found; tried: - a local directory 'org/missing' in the farm file's "
+                        + "folder: none - a preset named 'org/missing': none (run 'exporter list') - the Hugging Face cache: "
                         + "/nonexistent-hf-home/hub/models--org--missing is absent")
         )
         #expect(!run.output.unicodeScalars.contains { $0.value == 0x1B })
@@ -1719,7 +1820,11 @@ struct FarmTests {
             ),
             (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "A", "model": "y"}]}"#,
-                "job 'A': the name is used by another job"
+                "job 'A': the name is used by job 'a' (job names ignore case)"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "a", "model": "y"}]}"#,
+                "job 'a': the name is used by another job"
             ),
             (
                 #"{"schema": "exporter.farm/1", "defaults": {"platfrom": "iOS"}, "jobs": [{"name": "a", "model": "x"}]}"#,

@@ -102,7 +102,9 @@ enum BatchCommand {
             settings.shard = (index, count)
         }
         let farm = try FarmFile(contentsOf: context.fileURL(farmPath))
-        let runner = FarmRunner(farm: farm, resolver: try context.resolver(), settings: settings)
+        let resolver = try context.resolver()
+        settings.environment = jobEnvironment(context, presets: resolver.catalog.directory)
+        let runner = FarmRunner(farm: farm, resolver: resolver, settings: settings)
         // What the farm file and the presets decide is refused before anything runs, as the farm file's own errors.
         try farm.check(against: runner.resolver.catalog)
         if arguments.flag("matrix") {
@@ -146,6 +148,17 @@ enum BatchCommand {
         }
         if report.failedCount > 0 { throw FarmError.jobsFailed(count: report.failedCount, total: report.jobs.count) }
         return .success
+    }
+
+    /// The environment of the farm's jobs, which run in the farm file's folder: this process's,
+    /// with the presets and the Hugging Face cache the farm reads named by absolute paths, so that
+    /// a job reads the same ones (a relative `EXPORTER_PRESETS` or `HF_HOME` would be taken from
+    /// the farm file's folder, and a `Presets/` found from the current folder would be missed).
+    static func jobEnvironment(_ context: CommandContext, presets: URL) -> [String: String] {
+        var environment = context.environment
+        environment["EXPORTER_PRESETS"] = presets.path
+        environment["HF_HUB_CACHE"] = HuggingFaceCache(environment: context.environment).hubDirectory.path
+        return environment
     }
 
     /// `h17p fits`, `h17p needs-entitlement (ANE over budget)`.

@@ -7,7 +7,8 @@ import Foundation
 #endif
 
 /// A job's `exporter` process, started as a shell would start it: no signal blocked, standard
-/// input and output on `/dev/null`, standard error captured.
+/// input and output on `/dev/null`, standard error captured, in the folder it is given (a farm
+/// job's runs in its farm file's folder, where its relative `model` is looked for).
 ///
 /// The farm starts jobs from Dispatch's worker threads, which block every signal but the
 /// synchronous ones (libdispatch does so for each thread it makes), and a process starts with
@@ -24,11 +25,12 @@ struct ChildProcess {
     /// Held from a pipe's creation to its child's start.
     private static let spawning = NSLock()
 
-    /// Starts `executable` with `arguments` in `environment` (and this process's folder).
-    /// - Throws: the `posix_spawn` error number's text when it cannot start.
-    static func start(_ executable: URL, arguments: [String], environment: [String: String]) throws
-        -> ChildProcess
-    {
+    /// Starts `executable` (an absolute path) with `arguments` in `environment`, in `directory`
+    /// (nil: this process's folder).
+    /// - Throws: the `posix_spawn` error number's text when it cannot start (`directory` missing too).
+    static func start(
+        _ executable: URL, arguments: [String], environment: [String: String], directory: URL? = nil
+    ) throws -> ChildProcess {
         // Another job's child must not hold this pipe open (its reader would wait for that child
         // too): both ends are close-on-exec before any other spawn of ours can start
         // (`pipe2`, which does it at once, is not in Swift's Glibc module).
@@ -47,6 +49,22 @@ struct ChildProcess {
         #endif
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        // First: the paths that follow are absolute, and the executable's is looked up after it.
+        if let directory {
+            #if canImport(Darwin)
+                let failure = posix_spawn_file_actions_addchdir_np(&actions, directory.path)
+            #else
+                guard let addChangeDirectory = ChildProcess.addChangeDirectory else {
+                    close(pipeEnds[0])
+                    throw ChildProcessError("this C library cannot start a process in another folder")
+                }
+                let failure = addChangeDirectory(&actions, directory.path)
+            #endif
+            guard failure == 0 else {
+                close(pipeEnds[0])
+                throw ChildProcessError(systemErrorMessage(failure))
+            }
+        }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         // dup2 clears close-on-exec on the copy only.
@@ -73,6 +91,17 @@ struct ChildProcess {
         }
         return ChildProcess(id: id, errorDescriptor: pipeEnds[0])
     }
+
+    #if !canImport(Darwin)
+        /// `posix_spawn_file_actions_addchdir_np(actions, path)`.
+        private typealias AddChangeDirectory =
+            @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+        /// `posix_spawn_file_actions_addchdir_np` (glibc 2.29, musl 1.1.24), which Swift's Glibc module
+        /// leaves out (glibc declares it for `_GNU_SOURCE` only): looked up at run time, nil where absent.
+        private static let addChangeDirectory = dlsym(nil, "posix_spawn_file_actions_addchdir_np").map {
+            unsafeBitCast($0, to: AddChangeDirectory.self)
+        }
+    #endif
 
     /// Reads the child's standard error to its end, then waits for the child.
     /// - Returns: its exit status, or 128 + N when signal N killed it (as a shell reports it);

@@ -128,7 +128,8 @@ public struct FarmJob: Equatable, Sendable {
 
     /// The model as the export takes it: a path (one that exists beside the farm file, or is
     /// written as a path) resolved from the farm file's folder, else the preset name or
-    /// `org/model` id as written.
+    /// `org/model` id as written (which the export, run in the farm file's folder, looks for
+    /// there first too, never in the farm's current folder).
     public func modelArgument(farmDirectory: URL) -> String {
         let path = FarmJob.resolved(model, farmDirectory: farmDirectory)
         let isPath = model.hasPrefix(".") || model.hasPrefix("/") || FileManager.default.fileExists(atPath: path)
@@ -225,7 +226,8 @@ public struct FarmFile: Equatable, Sendable {
         guard let entries = root["jobs"]?.arrayValue, !entries.isEmpty else {
             throw FarmError.invalid(path: file, reason: "'jobs' must be a non-empty array")
         }
-        var names: Set<String> = []
+        // Each name as the first job spelling it (ignoring case) wrote it.
+        var names: [String: String] = [:]
         var faults: [FarmError] = []
         jobs = entries.enumerated().compactMap { index, entry in
             do {
@@ -239,9 +241,14 @@ public struct FarmFile: Equatable, Sendable {
                 var merged = defaults
                 for member in object.members { merged[member.key] = member.value }
                 let job = try FarmFile.job(from: merged, label: label, path: file)
-                guard names.insert(job.name.lowercased()).inserted else {
-                    throw FarmError.invalidJob(path: file, job: label, reason: "the name is used by another job")
+                if let other = names[job.name.lowercased()] {
+                    throw FarmError.invalidJob(
+                        path: file, job: label,
+                        reason: other == job.name
+                            ? "the name is used by another job"
+                            : "the name is used by job '\(other)' (job names ignore case)")
                 }
+                names[job.name.lowercased()] = job.name
                 return job
             } catch {
                 faults.append(error as? FarmError ?? .invalid(path: file, reason: "\(error)"))

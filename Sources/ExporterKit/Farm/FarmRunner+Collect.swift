@@ -36,6 +36,8 @@ extension FarmRunner {
         let digest = farmDigest()
         let listed = Set(farm.jobs.map(\.name))
         var byName: [String: FarmJobResult] = [:]
+        // The report (file name) and split (its shard count) each job was found in.
+        var foundIn: [String: (report: String, count: Int)] = [:]
         var seconds: [String: Double] = [:]
         // The shards found, by count (N of "I/N"), each shard's index with its report's file name.
         var splits: [Int: [Int: String]] = [:]
@@ -76,10 +78,17 @@ extension FarmRunner {
                     throw FarmError.collect(
                         reason: "'\(name)' reports job '\(job.name)', which the farm file does not list")
                 }
-                guard byName[job.name] == nil else {
-                    throw FarmError.collect(reason: "job '\(job.name)' is in two shard reports")
+                if let other = foundIn[job.name] {
+                    throw FarmError.collect(
+                        reason: "job '\(job.name)' is in two shard reports, '\(other.report)' and '\(name)'"
+                            + (other.count == count
+                                ? ": their machines split the jobs differently (every machine needs the model folders' "
+                                    + "config.json)"
+                                : ", of splits into \(min(other.count, count)) and \(max(other.count, count)) shards; "
+                                    + "keep one split's reports"))
                 }
                 byName[job.name] = job
+                foundIn[job.name] = (name, count)
                 seconds[job.name] = report.seconds[job.name]
             }
         }

@@ -31,11 +31,18 @@ extension FarmRunner {
     /// where the export's would name its flag (`'context'`, not `--max-context-length`), and
     /// exit status 65 where the export's would be a usage error (64): a value of the farm file
     /// is wrong, and there is no command line to fix.
-    static func planningFailure(_ error: Error) -> (error: String, exitStatus: Int32) {
+    /// - Parameter farmDirectory: the farm file's folder, when the job's `model` was looked for
+    ///   there as a folder and not found (then taken as a preset or an `org/model` id): the
+    ///   messages say where it was looked for, not the farm's current folder.
+    static func planningFailure(_ error: Error, farmDirectory: URL? = nil) -> (error: String, exitStatus: Int32) {
         let status = (error as? ExporterError)?.exitStatus ?? .internalError
         let farmStatus = (status == .usage ? ExitStatus.badInput : status).rawValue
         guard let resolution = error as? ResolutionError else { return (reportText(error), farmStatus) }
         switch resolution {
+        case .notFound(let model, var tried) where farmDirectory != nil && !tried.isEmpty:
+            // The resolver tries a local folder first, and names none: it was the farm file's.
+            tried[0] = "a local directory '\(model)' in the farm file's folder: none"
+            return (reportText(ResolutionError.notFound(model: model, tried: tried)), farmStatus)
         case .contextTooLong(let requested, let maximum):
             return ("'context' (\(requested)) exceeds the model's max_position_embeddings (\(maximum))", farmStatus)
         case .precisionRequired(let model):
@@ -43,13 +50,18 @@ extension FarmRunner {
                 reportText(lines: ["'compute_precision' is required for '\(model)' (no registry preset found)"]),
                 farmStatus
             )
-        case .noPreset(let model, _, _):
+        case .noPreset(let model, _, let hint):
             var lines = resolution.descriptionLines
             lines[0] =
                 "'\(model)' has no registry preset. Set \"experimental\": true to try exporting it anyway "
                 + "(with 'compute_precision')."
             // The hint of a checkpoint of a preset's shape names the flag that applies it.
             lines = lines.map { $0.replacingOccurrences(of: ": pass --preset ", with: ": set \"preset\" to ") }
+            if let farmDirectory {
+                // The resolver's hint of a mistyped path looks in the current folder: the farm file's instead.
+                if let hint, hint == ModelResolver.pathHint(model), lines.last == hint { lines.removeLast() }
+                if let hint = farmPathHint(model, farmDirectory: farmDirectory) { lines.append(hint) }
+            }
             return (reportText(lines: lines), farmStatus)
         case .unusableName(let name):
             return (
@@ -68,6 +80,35 @@ extension FarmRunner {
             )
         default:
             return (reportText(error), farmStatus)
+        }
+    }
+
+    /// For a job's `model` shaped as an `org/model` id whose first part is a folder beside the
+    /// farm file: most likely a mistyped path, as ``ModelResolver/pathHint(_:)`` says of the
+    /// current folder's.
+    static func farmPathHint(_ model: String, farmDirectory: URL) -> String? {
+        let first = String(model.split(separator: "/").first ?? "")
+        var isDirectory: ObjCBool = false
+        guard HuggingFaceCache.isRepositoryID(model),
+            FileManager.default.fileExists(
+                atPath: FarmJob.resolved(first, farmDirectory: farmDirectory), isDirectory: &isDirectory),
+            isDirectory.boolValue
+        else { return nil }
+        return "There is no folder '\(model)' beside the farm file, though '\(first)' is one: if you meant a "
+            + "checkpoint folder, check the path."
+    }
+
+    /// Why `job`'s export of `forecast` bytes waits for memory: it does not fit beside the running
+    /// exports, or it fits but an export that asked first waits (exports start in the order they ask).
+    static func memoryWaitText(job: String, forecast: Int, wait: MemoryBudget.Wait, capacity: Int?) -> String {
+        let needs = "\(job): waiting for memory: its export needs about \(Format.mebibytes(forecast))"
+        switch wait {
+        case .memory(let held, let holders):
+            return needs + ", \(holders) running \(holders == 1 ? "holds" : "hold") \(Format.mebibytes(held)) of "
+                + Format.mebibytes(capacity ?? 0)
+        case .behind(let other, let bytes):
+            return needs + ", which fits, but waits behind job '\(other)' (about \(Format.mebibytes(bytes))), "
+                + "which came first"
         }
     }
 

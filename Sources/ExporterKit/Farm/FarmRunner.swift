@@ -25,9 +25,11 @@ public struct FarmSettings: Sendable {
     /// reports of this run.
     public var runID: String?
     /// The `exporter` executable each job runs as a child process (isolation: a job that
-    /// crashes or runs out of memory takes nothing else down).
+    /// crashes or runs out of memory takes nothing else down), by its absolute path: a job runs
+    /// in the farm file's folder.
     public var executable: URL
-    /// The children's environment.
+    /// The children's environment. A job runs in the farm file's folder: a path in it (the presets'
+    /// `EXPORTER_PRESETS`, the cache's `HF_HUB_CACHE`) must be absolute to mean what it means to the farm.
     public var environment: [String: String]
     /// Memory the exports may take together (their conversion forecasts, summed); nil: no limit.
     public var availableMemoryBytes: Int?
@@ -74,6 +76,8 @@ public struct FarmRunner {
         let folder = farm.path.deletingLastPathComponent()
         let arguments = job.exportArguments(outputDirectory: settings.outputDirectory, farmDirectory: folder)
         var options = ExportOptions(model: arguments[0])
+        // As the child export takes it, run in the farm file's folder: not from this process's.
+        options.modelBaseDirectory = folder
         options.platform = job.platform
         options.contextLength = job.context
         options.computePrecision = job.computePrecision
@@ -133,13 +137,16 @@ public struct FarmRunner {
             group.enter()
             DispatchQueue.global().async {
                 let start = Date()
+                var waitedForMemory: TimeInterval = 0
                 let result = self.reported(
                     refusals[job.name].map {
                         FarmJobResult(
                             name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: $0,
                             exitStatus: ExitStatus.badInput.rawValue)
-                    } ?? self.run(job, verified: verified, log: log))
-                let elapsed = (Date().timeIntervalSince(start) * 100).rounded() / 100
+                    } ?? self.run(job, verified: verified, log: log, waitedForMemory: &waitedForMemory))
+                // The job's own time: not its wait for a slot (before `start`), nor for the memory
+                // other jobs' exports held (each wait is said on standard error).
+                let elapsed = ((Date().timeIntervalSince(start) - waitedForMemory) * 100).rounded() / 100
                 collected.record(index: index, name: job.name, result: result, seconds: elapsed)
                 log(.jobEnded("\(job.name): \(result.status)" + (result.error.map { " — \($0)" } ?? "")))
                 slots.signal()
@@ -257,8 +264,12 @@ public struct FarmRunner {
 
     /// Plans the job, skips its export when its bundle is current and as the farm wrote it
     /// (``currentBundle(at:buildKey:verified:)``), else exports it in a child process once its
-    /// conversion forecast fits in ``memory`` beside the running exports'; then its devices.
-    func run(_ job: FarmJob, verified: VerifiedFiles, log: (FarmMessage) -> Void = { _ in }) -> FarmJobResult {
+    /// conversion forecast fits in ``memory`` beside the running exports' (and the exports that
+    /// asked first have started); then its devices.
+    /// - Parameter waitedForMemory: set to the seconds it waited for memory, which are not the job's time.
+    func run(
+        _ job: FarmJob, verified: VerifiedFiles, log: (FarmMessage) -> Void, waitedForMemory: inout TimeInterval
+    ) -> FarmJobResult {
         var result = FarmJobResult(
             name: job.name, status: "failed", bundle: nil, bundleBytes: nil, buildKey: nil, error: nil, exitStatus: 0)
         let plan: ExportPlan
@@ -272,7 +283,10 @@ public struct FarmRunner {
             buildKey = try expectedKey(of: job, plan: plan, synthetic: synthetic)
             result.buildKey = buildKey
         } catch {
-            let (message, status) = FarmRunner.planningFailure(error)
+            // A relative model not found beside the farm file was taken as a preset or an id.
+            let folder = farm.path.deletingLastPathComponent()
+            let asWritten = !job.model.hasPrefix("/") && job.modelArgument(farmDirectory: folder) == job.model
+            let (message, status) = FarmRunner.planningFailure(error, farmDirectory: asWritten ? folder : nil)
             result.error = message
             result.exitStatus = status
             return result
@@ -320,13 +334,14 @@ public struct FarmRunner {
         let forecast =
             ExportRunner.conversionForecast(plan, synthetic: synthetic, allowClamp: job.allowClamp, availableBytes: nil)
             .peakBytes
-        memory.hold(forecast) { held, holders in
+        let asked = Date()
+        memory.hold(forecast, label: job.name) { wait in
             log(
                 .notice(
-                    "\(job.name): waiting for memory: its export needs about \(Format.mebibytes(forecast)), "
-                        + "\(holders) running \(holders == 1 ? "holds" : "hold") \(Format.mebibytes(held)) of "
-                        + Format.mebibytes(memory.capacity ?? 0)))
+                    FarmRunner.memoryWaitText(job: job.name, forecast: forecast, wait: wait, capacity: memory.capacity))
+            )
         }
+        waitedForMemory = Date().timeIntervalSince(asked)
         let (status, errorText) = runChild(arguments)
         memory.release(forecast)
         guard status == 0 else {
@@ -471,7 +486,11 @@ public struct FarmRunner {
         environment[FarmRunner.parentEnvironmentKey] = String(getpid())
         let child: ChildProcess
         do {
-            child = try ChildProcess.start(settings.executable, arguments: arguments, environment: environment)
+            // In the farm file's folder: a relative model the farm did not find there is looked for
+            // as a preset or an id, as the farm's own plan did, never in the farm's current folder.
+            child = try ChildProcess.start(
+                settings.executable, arguments: arguments, environment: environment,
+                directory: farm.path.deletingLastPathComponent())
         } catch {
             return (
                 ExitStatus.internalError.rawValue,

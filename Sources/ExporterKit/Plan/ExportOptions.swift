@@ -19,6 +19,8 @@ public struct ExportOptions: Equatable, Sendable {
 
     /// The model argument: directory, preset name or `org/model`.
     public var model: String
+    /// The folder a relative `model` path is from (a farm job's: its farm file's); nil, the process's.
+    public var modelBaseDirectory: URL?
     /// Target platform.
     public var platform: Platform = .iOS
     /// `--max-context-length`; nil takes the preset's or the default.

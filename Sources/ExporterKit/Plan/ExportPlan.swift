@@ -147,7 +147,8 @@ public struct ExportPlan: Sendable {
     public static func make(options: ExportOptions, resolver: ModelResolver) throws -> ExportPlan {
         let model = try resolver.resolve(
             options.model, platform: options.platform, experimental: options.experimental,
-            precisionGiven: options.computePrecision != nil, presetOverride: options.presetOverride)
+            precisionGiven: options.computePrecision != nil, presetOverride: options.presetOverride,
+            relativeTo: options.modelBaseDirectory)
         let precision = options.computePrecision ?? model.preset?.computePrecision ?? .float16
         let maximum = model.config.maxPositionEmbeddings
         let contextLength: Int

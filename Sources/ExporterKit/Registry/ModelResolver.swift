@@ -184,14 +184,17 @@ public struct ModelResolver {
     ///   - experimental: `--experimental` was given.
     ///   - precisionGiven: `--compute-precision` was given.
     ///   - presetOverride: `--preset`, applying a preset's defaults to a local checkpoint of the same architecture.
+    ///   - baseDirectory: the folder a relative path is from (a farm job's: its farm file's); nil, the process's.
     /// - Throws: `ResolutionError`, `RegistryError` or `ConfigError`, with the reference tool's messages.
     public func resolve(
-        _ argument: String, platform: Platform, experimental: Bool, precisionGiven: Bool, presetOverride: String? = nil
+        _ argument: String, platform: Platform, experimental: Bool, precisionGiven: Bool, presetOverride: String? = nil,
+        relativeTo baseDirectory: URL? = nil
     ) throws -> ResolvedModel {
         var isDirectory: ObjCBool = false
-        // A relative path is from the process's folder; `link/..` is the link target's parent.
+        // A relative path is from the base folder; `link/..` is the link target's parent.
         let localURL = URL.resolvingFilePath(
-            argument, from: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true))
+            argument,
+            from: baseDirectory ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true))
         if FileManager.default.fileExists(atPath: localURL.path, isDirectory: &isDirectory), isDirectory.boolValue {
             // A bundle carries its checkpoint's config.json, but none of its weights.
             let artifactFiles = [BundleWriter.manifestName, BundleWriter.graphName]

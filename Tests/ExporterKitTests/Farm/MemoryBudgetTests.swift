@@ -11,8 +11,8 @@ struct MemoryBudgetTests {
     func fitting() {
         let budget = MemoryBudget(capacity: 100)
         var waited = false
-        budget.hold(40) { _, _ in waited = true }
-        budget.hold(60) { _, _ in waited = true }
+        budget.hold(40) { _ in waited = true }
+        budget.hold(60) { _ in waited = true }
         #expect(!waited)
         #expect(budget.peakHolders == 2)
         budget.release(40)
@@ -23,20 +23,20 @@ struct MemoryBudgetTests {
     func waitsForRelease() {
         let budget = MemoryBudget(capacity: 100)
         budget.hold(60)
-        let announced = Locked<[Int]>([])
+        let announced = Locked<[MemoryBudget.Wait]>([])
         let waiting = DispatchSemaphore(value: 0)
         let acquired = DispatchSemaphore(value: 0)
         let holding = Locked(false)
         DispatchQueue.global().async {
-            budget.hold(41) { held, holders in
-                announced.mutate { $0 = [held, holders] }
+            budget.hold(41) { wait in
+                announced.mutate { $0.append(wait) }
                 waiting.signal()
             }
             holding.mutate { $0 = true }
             acquired.signal()
         }
         #expect(waiting.wait(timeout: .now() + 10) == .success)
-        #expect(announced.value == [60, 1])
+        #expect(announced.value == [.memory(heldBytes: 60, holders: 1)])
         // Whatever the timing, the second hold cannot proceed while the first is held.
         #expect(acquired.wait(timeout: .now() + 0.1) == .timedOut)
         #expect(!holding.value)
@@ -57,7 +57,7 @@ struct MemoryBudgetTests {
         let largeWaiting = DispatchSemaphore(value: 0)
         let done = DispatchGroup()
         DispatchQueue.global().async(group: done) {
-            budget.hold(80) { _, _ in largeWaiting.signal() }
+            budget.hold(80) { _ in largeWaiting.signal() }
             order.mutate { $0.append(80) }
             budget.release(80)
         }
@@ -75,15 +75,53 @@ struct MemoryBudgetTests {
         #expect(order.value == [80, 30])
     }
 
+    @Test("a hold that fits but came after one waiting says which one it waits behind, then why it waits next")
+    func waitsBehindNamed() {
+        let budget = MemoryBudget(capacity: 100)
+        budget.hold(50, label: "first")
+        let largeWaiting = DispatchSemaphore(value: 0)
+        let largeHolding = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
+        DispatchQueue.global().async(group: done) {
+            budget.hold(80, label: "large") { _ in largeWaiting.signal() }
+            largeHolding.signal()
+        }
+        #expect(largeWaiting.wait(timeout: .now() + 10) == .success)
+        let announced = Locked<[MemoryBudget.Wait]>([])
+        let smallWaiting = DispatchSemaphore(value: 0)
+        let smallHolding = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async(group: done) {
+            // 50 + 30 fits: it waits behind the 80 all the same, and says so.
+            budget.hold(30, label: "small") { wait in
+                announced.mutate { $0.append(wait) }
+                smallWaiting.signal()
+            }
+            smallHolding.signal()
+        }
+        #expect(smallWaiting.wait(timeout: .now() + 10) == .success)
+        #expect(announced.value == [.behind(label: "large", bytes: 80)])
+        budget.release(50)
+        #expect(largeHolding.wait(timeout: .now() + 10) == .success)
+        // Now first in line, it does not fit beside the 80: another reason, said too.
+        #expect(smallWaiting.wait(timeout: .now() + 10) == .success)
+        #expect(announced.value == [.behind(label: "large", bytes: 80), .memory(heldBytes: 80, holders: 1)])
+        #expect(smallHolding.wait(timeout: .now() + 0.1) == .timedOut)
+        budget.release(80)
+        #expect(smallHolding.wait(timeout: .now() + 10) == .success)
+        budget.release(30)
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(announced.value.count == 2)
+    }
+
     @Test("a hold larger than the capacity proceeds alone; no capacity means no limit")
     func aloneOrUnlimited() {
         let small = MemoryBudget(capacity: 10)
         var waited = false
-        small.hold(500) { _, _ in waited = true }
+        small.hold(500) { _ in waited = true }
         #expect(!waited)
         #expect(small.peakHolders == 1)
         let unlimited = MemoryBudget(capacity: nil)
-        for _ in 0..<3 { unlimited.hold(Int.max / 4) { _, _ in waited = true } }
+        for _ in 0..<3 { unlimited.hold(Int.max / 4) { _ in waited = true } }
         #expect(!waited)
         #expect(unlimited.peakHolders == 3)
     }
