@@ -1823,8 +1823,9 @@ struct FarmTests {
                 "job 'A': the name is used by job 'a' (job names ignore case)"
             ),
             (
-                #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "a", "model": "y"}]}"#,
-                "job 'a': the name is used by another job"
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "b", "model": "x"}, {"name": "a", "model": "x"}, "#
+                    + #"{"name": "a", "model": "y"}]}"#,
+                "job 'a': the name is used by job #2 too"
             ),
             (
                 #"{"schema": "exporter.farm/1", "defaults": {"platfrom": "iOS"}, "jobs": [{"name": "a", "model": "x"}]}"#,

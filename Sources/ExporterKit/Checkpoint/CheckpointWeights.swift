@@ -156,8 +156,10 @@ public final class CheckpointWeights: Sendable {
     }
 
     /// The folders a checkpoint's files may resolve into: its root, and for a Hugging Face
-    /// cache repository the files of its `blobs/` wherever a link put that folder (moved to a
-    /// larger disk, as users do): only files directly in it, as the cache's blobs are.
+    /// cache repository the blobs of its `blobs/` wherever a link put that folder (moved to a
+    /// larger disk, as users do): only files directly in it named as the cache names blobs, by
+    /// their SHA-256 or git SHA-1 in hexadecimal. A `blobs` link into any other folder (a home's
+    /// `.ssh`, `/etc`) must not make its files part of an artifact.
     struct Containment {
         /// The root, resolved: named by a refusal.
         let root: String
@@ -178,10 +180,18 @@ public final class CheckpointWeights: Sendable {
         ///   nothing, `.readFailed` for a link loop.
         func check(_ path: String) throws {
             let resolved = try resolvedExistingPath(path)
-            let inMovedBlobs = movedBlobs == URL(fileURLWithPath: resolved).deletingLastPathComponent().path
+            let file = URL(fileURLWithPath: resolved)
+            let inMovedBlobs =
+                movedBlobs == file.deletingLastPathComponent().path && Containment.isBlobName(file.lastPathComponent)
             guard isPath(resolved, inside: root) || inMovedBlobs else {
                 throw CheckpointError.fileOutsideCheckpoint(path: path, resolvedPath: resolved, root: root)
             }
+        }
+
+        /// Whether `name` is a blob's: 40 (git SHA-1) or 64 (SHA-256) lowercase hexadecimal digits.
+        static func isBlobName(_ name: String) -> Bool {
+            [40, 64].contains(name.utf8.count)
+                && name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
         }
     }
 

@@ -226,8 +226,8 @@ public struct FarmFile: Equatable, Sendable {
         guard let entries = root["jobs"]?.arrayValue, !entries.isEmpty else {
             throw FarmError.invalid(path: file, reason: "'jobs' must be a non-empty array")
         }
-        // Each name as the first job spelling it (ignoring case) wrote it.
-        var names: [String: String] = [:]
+        // Each name as the first job spelling it (ignoring case) wrote it, and that job's number.
+        var names: [String: (spelling: String, number: Int)] = [:]
         var faults: [FarmError] = []
         jobs = entries.enumerated().compactMap { index, entry in
             do {
@@ -242,13 +242,14 @@ public struct FarmFile: Equatable, Sendable {
                 for member in object.members { merged[member.key] = member.value }
                 let job = try FarmFile.job(from: merged, label: label, path: file)
                 if let other = names[job.name.lowercased()] {
+                    // The same spelling names nothing new: the earlier job is told by its place.
                     throw FarmError.invalidJob(
                         path: file, job: label,
-                        reason: other == job.name
-                            ? "the name is used by another job"
-                            : "the name is used by job '\(other)' (job names ignore case)")
+                        reason: other.spelling == job.name
+                            ? "the name is used by job #\(other.number) too"
+                            : "the name is used by job '\(other.spelling)' (job names ignore case)")
                 }
-                names[job.name.lowercased()] = job.name
+                names[job.name.lowercased()] = (job.name, index + 1)
                 return job
             } catch {
                 faults.append(error as? FarmError ?? .invalid(path: file, reason: "\(error)"))

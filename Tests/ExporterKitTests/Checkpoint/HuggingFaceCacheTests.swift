@@ -122,28 +122,43 @@ struct CheckpointHuggingFaceCacheTests {
         ) { _ = try cache.weights(of: "Org/Tiny-Model") }
     }
 
-    @Test("a blobs/ folder moved elsewhere behind a link still holds the snapshot's files, and only its own files")
+    @Test("a blobs/ folder moved elsewhere behind a link still holds the snapshot's blobs, and only blobs")
     func movedBlobs() throws {
         let (hub, repository) = try makeCache()
         defer { try? FileManager.default.removeItem(at: hub) }
         let elsewhere = try Fixtures.temporaryDirectory("bigger-disk")
         let blobs = repository.appendingPathComponent("blobs")
-        try FileManager.default.moveItem(at: blobs, to: elsewhere.appendingPathComponent("blobs"))
+        let moved = elsewhere.appendingPathComponent("blobs")
+        try FileManager.default.createDirectory(at: moved, withIntermediateDirectories: true)
+        // As huggingface_hub names them: the SHA-256 of an LFS file, the git SHA-1 of another.
+        let weightsBlob = String(repeating: "ab", count: 32)
+        let configBlob = String(repeating: "c0", count: 20)
+        try FileManager.default.moveItem(
+            at: blobs.appendingPathComponent("9f86d081884c7d659a2feaa0c55ad015"),
+            to: moved.appendingPathComponent(weightsBlob))
+        try FileManager.default.removeItem(at: blobs)
+        try FileManager.default.createSymbolicLink(atPath: blobs.path, withDestinationPath: moved.path)
+        let snapshot = repository.appendingPathComponent("snapshots/\(commit)")
+        let weightsLink = snapshot.appendingPathComponent("model.safetensors")
+        try FileManager.default.removeItem(at: weightsLink)
         try FileManager.default.createSymbolicLink(
-            atPath: blobs.path, withDestinationPath: elsewhere.appendingPathComponent("blobs").path)
-        let cache = HuggingFaceCache(hubDirectory: hub)
-        let (_, weights) = try cache.weights(of: "Org/Tiny-Model")
+            atPath: weightsLink.path, withDestinationPath: "../../blobs/\(weightsBlob)")
+        let (_, weights) = try HuggingFaceCache(hubDirectory: hub).weights(of: "Org/Tiny-Model")
         #expect(weights.tensorNames == ["w"])
-        let config = repository.appendingPathComponent("snapshots/\(commit)/config.json")
-        try Data("{}".utf8).write(to: elsewhere.appendingPathComponent("blobs/c0ffee"))
-        try FileManager.default.createSymbolicLink(atPath: config.path, withDestinationPath: "../../blobs/c0ffee")
-        try CheckpointWeights.checkContained(config, checkpoint: config.deletingLastPathComponent())
-        // Beside the moved folder, or below it, is no blob: outside.
-        let beside = elsewhere.appendingPathComponent("notes.json")
-        let below = elsewhere.appendingPathComponent("blobs/sub/x.json")
+        let config = snapshot.appendingPathComponent("config.json")
+        try Data("{}".utf8).write(to: moved.appendingPathComponent(configBlob))
+        try FileManager.default.createSymbolicLink(
+            atPath: config.path, withDestinationPath: "../../blobs/\(configBlob)")
+        try CheckpointWeights.checkContained(config, checkpoint: snapshot)
+        // Beside the moved folder, below it, or in it but not named as a blob (a key in a `.ssh`
+        // the link leads to): no blob, outside.
+        let below = moved.appendingPathComponent("sub/\(configBlob)")
         try FileManager.default.createDirectory(
             at: below.deletingLastPathComponent(), withIntermediateDirectories: true)
-        for file in [beside, below] {
+        for file in [
+            elsewhere.appendingPathComponent(configBlob), below, moved.appendingPathComponent("id_ed25519"),
+            moved.appendingPathComponent(configBlob.uppercased()),
+        ] {
             try Data("{}".utf8).write(to: file)
             try FileManager.default.removeItem(at: config)
             try FileManager.default.createSymbolicLink(atPath: config.path, withDestinationPath: file.path)
@@ -151,7 +166,7 @@ struct CheckpointHuggingFaceCacheTests {
                 throws: CheckpointError.fileOutsideCheckpoint(
                     path: config.path, resolvedPath: try #require(resolvedRealPath(file.path)),
                     root: try #require(resolvedRealPath(repository.path)))
-            ) { try CheckpointWeights.checkContained(config, checkpoint: config.deletingLastPathComponent()) }
+            ) { try CheckpointWeights.checkContained(config, checkpoint: snapshot) }
         }
     }
 
