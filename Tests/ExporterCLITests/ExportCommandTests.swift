@@ -1190,7 +1190,15 @@ struct HuggingFaceCacheCommandTests {
         #expect(plan.status == 0)
         #expect(
             plan.output.contains(
-                "preset config of Qwen/Qwen3-0.6B (the Hugging Face cache has no snapshot of it to read: \(reason))"))
+                "preset config of Qwen/Qwen3-0.6B (its Hugging Face cache folder has no snapshot to read)"))
+        let refusal =
+            "an export would fail: the Hugging Face cache holds Qwen/Qwen3-0.6B for 'qwen3-0.6b', but no snapshot of it "
+            + "to read: \(reason); finish its download (huggingface-cli download Qwen/Qwen3-0.6B), or pass the folder of "
+            + "a snapshot to export"
+        #expect(plan.output.contains("\nwarning: \(refusal)\n"), "\(plan.output)")
+        let planJSON = runExporter(["plan", "qwen3-0.6b", "--json"], environment: environment)
+        let warnings = try JSONParser.parse(Array(planJSON.output.utf8)).objectValue?["warnings"]?.arrayValue
+        #expect(warnings?.compactMap(\.stringValue).contains(refusal) == true)
         let farm = out.appendingPathComponent("farm.json")
         try Data(
             #"{"schema": "exporter.farm/1", "jobs": [{"name": "q", "model": "qwen3-0.6b", "synthetic": "if-missing"}]}"#

@@ -122,8 +122,9 @@ enum PlanPrinter {
         case .huggingFaceCache(let repoID, _, let revision):
             return "Hugging Face cache \(repoID) @ \(revision.prefix(12))"
         case .presetConfigOnly(let repoID, nil): return "preset config of \(repoID) (weights not on this machine)"
-        case .presetConfigOnly(let repoID, let cacheProblem?):
-            return "preset config of \(repoID) (the Hugging Face cache has no snapshot of it to read: \(cacheProblem))"
+        case .presetConfigOnly(let repoID, _?):
+            // The reason is in the plan's warnings, with the export's refusal.
+            return "preset config of \(repoID) (its Hugging Face cache folder has no snapshot to read)"
         }
     }
 }

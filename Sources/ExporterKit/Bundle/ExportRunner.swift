@@ -276,6 +276,12 @@ public enum ExportRunner {
     public static func checkCheckpoint(_ plan: ExportPlan, synthetic: Bool) throws -> (
         weights: CheckpointWeights?, warnings: [String]
     ) {
+        // A preset's cache folder without a snapshot: what the export would refuse, said by a plan.
+        if !synthetic, case .presetConfigOnly(let repoID, let cacheProblem?) = plan.model.source {
+            let refusal = ExportError.noSnapshot(
+                model: plan.model.preset?.id ?? plan.model.argument, repoID: repoID, reason: cacheProblem)
+            return (nil, ["an export would fail: \(refusal)"])
+        }
         guard !synthetic, let directory = plan.model.source.checkpointDirectory,
             let root = plan.model.source.containmentRoot
         else { return (nil, []) }
