@@ -63,6 +63,26 @@ struct ConvertCommandTests {
         #expect(shown.error.hasSuffix("\r\u{1B}[K"))
     }
 
+    @Test("convert compares the package with the bundle before publishing it: meanwhile, nothing is at its path")
+    func comparedBeforePublishing() throws {
+        let (output, bundle) = try tinyBundle()
+        let package = output.appendingPathComponent("tiny/Tiny.mlpackage")
+        // Whether the package was at its path each time the comparison's progress was drawn.
+        let published = Locked<[Bool]>([])
+        let context = CommandContext(
+            arguments: ["convert", bundle.path],
+            environment: ["HOME": "/nonexistent-home", "EXPORTER_PRESETS": Fixtures.presetsDirectory.path],
+            currentDirectory: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true),
+            executable: URL(fileURLWithPath: "/nonexistent/exporter"), writeOutput: { _ in },
+            writeError: { text in
+                guard text.contains("tensors compared") else { return }
+                published.mutate { $0.append(FileManager.default.fileExists(atPath: package.path)) }
+            }, errorIsTerminal: true)
+        #expect(ExporterCommandLine.run(context) == 0)
+        #expect(!published.value.isEmpty && !published.value.contains(true), "\(published.value)")
+        #expect(FileManager.default.fileExists(atPath: package.path))
+    }
+
     @Test("convert refuses an unknown target and a folder that is not a bundle")
     func refusals() throws {
         let folder = try Fixtures.temporaryDirectory()

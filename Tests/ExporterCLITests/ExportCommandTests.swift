@@ -80,6 +80,38 @@ struct ExportCommandTests {
         }
     }
 
+    @Test(
+        "a signal the run started with ignored (as nohup starts it) stays ignored: no handler replaces it",
+        .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/stat")))
+    func ignoredSignalStaysIgnored() throws {
+        let out = try Fixtures.temporaryDirectory()
+        let handled = ProcessTable.set(of: [SIGINT, SIGTERM])
+        let hangUp = ProcessTable.set(of: [SIGHUP])
+        // The shell ignores SIGHUP, which exec keeps, then becomes the export.
+        let running = try ExporterKit.ChildProcess.start(
+            URL(fileURLWithPath: "/bin/sh"),
+            arguments: [
+                "-c", "trap '' HUP; exec \"$0\" \"$@\"", BuiltExporter.url.path, "qwen3-0.6b", "--synthetic",
+                "--output-dir", out.path,
+            ],
+            environment: BuiltExporter.cleanEnvironment)
+        let deadline = Date().addingTimeInterval(30)
+        while (ProcessTable.signalSet("SigCgt", of: running.id) ?? 0) & handled != handled && Date() < deadline {
+            usleep(1_000)
+        }
+        // Every handler is in place a moment after the first ones.
+        usleep(100_000)
+        let caught = ProcessTable.signalSet("SigCgt", of: running.id) ?? 0
+        let ignored = ProcessTable.signalSet("SigIgn", of: running.id) ?? 0
+        kill(running.id, SIGTERM)
+        let (status, caughtBy, _) = running.finish()
+        #expect(caught & handled == handled, "SigCgt \(String(caught, radix: 16))")
+        #expect(caught & hangUp == 0, "SigCgt \(String(caught, radix: 16))")
+        #expect(ignored & hangUp == hangUp, "SigIgn \(String(ignored, radix: 16))")
+        #expect(status == 128 + SIGTERM && caughtBy == SIGTERM)
+        #expect(!FileManager.default.fileExists(atPath: out.appendingPathComponent("qwen3-0.6b").path))
+    }
+
     @Test("artifacts made from the bundle an export replaced are named with the commands that renew them")
     func staleSiblings() throws {
         let checkpoint = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(), name: "Mini")
@@ -1159,6 +1191,51 @@ struct HuggingFaceCacheCommandTests {
         }
         #expect(machineFree(byPath.output) == machineFree(run.output))
         #expect(machineFree(byPath.output) != byPath.output)
+    }
+
+    @Test("verify's warning names both revisions only when the checkpoint is another snapshot of a cache")
+    func revisionsOfAnotherCheckpoint() throws {
+        let home = try cache(
+            repo: "Acme/Tiny-Qwen3", checkpoint: try Fixtures.syntheticCheckpoint(modelType: "qwen3"))
+        let output = try Fixtures.temporaryDirectory()
+        let environment = ["HF_HOME": home.path]
+        let run = runExporter(
+            ["Acme/Tiny-Qwen3", "--experimental", "--compute-precision", "float16", "--output-dir", output.path],
+            environment: environment)
+        #expect(run.status == 0, "\(run.error)")
+        let bundle = output.appendingPathComponent("tiny-qwen3/Tiny-Qwen3.aimodel").path
+        let retrained = try Fixtures.syntheticCheckpoint(modelType: "qwen3", seed: 9)
+        func copyRetrained(to folder: URL) throws {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            for name in try FileManager.default.contentsOfDirectory(atPath: retrained.path) {
+                try FileManager.default.copyItem(
+                    at: retrained.appendingPathComponent(name), to: folder.appendingPathComponent(name))
+            }
+        }
+        func warning(against checkpoint: URL) -> String {
+            let verify = runExporter(["verify", bundle, "--against", checkpoint.path], environment: environment)
+            return String(verify.error.split(separator: "\n").first ?? "")
+        }
+        let differs =
+            "warning: the checkpoint is not the one this artifact was exported from: 'model.safetensors' differs "
+            + "from the file its manifest records"
+        // Another snapshot of the cache, given by a link to it: its revision is the link's target's.
+        let newer = home.appendingPathComponent(
+            "hub/models--Acme--Tiny-Qwen3/snapshots/fedcba9876543210fedcba9876543210fedcba98")
+        try copyRetrained(to: newer)
+        let link = output.appendingPathComponent("newer")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: newer)
+        #expect(
+            warning(against: link)
+                == differs + " (it was exported from revision 0123456789ab; this is revision fedcba987654)")
+        // The exported revision's folder in another cache, and a folder of no cache: no revisions to name.
+        let sameRevision = try Fixtures.temporaryDirectory("hf-hub").appendingPathComponent(
+            "models--Acme--Tiny-Qwen3/snapshots/0123456789abcdef0123456789abcdef01234567")
+        try copyRetrained(to: sameRevision)
+        #expect(warning(against: sameRevision) == differs)
+        let folder = try Fixtures.temporaryDirectory().appendingPathComponent("retrained")
+        try copyRetrained(to: folder)
+        #expect(warning(against: folder) == differs)
     }
 
     @Test(

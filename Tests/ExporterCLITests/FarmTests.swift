@@ -2,6 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import ExporterCLI
 @testable import ExporterKit
 
 @Suite("farm: batch runs", .serialized)
@@ -704,6 +705,16 @@ struct FarmTests {
                 + "'farm-report-shard-1-of-2.json' and 'farm-report-shard-1-of-4.json', of splits into 2 and 4 shards; "
                 + "keep one split's reports\n")
         #expect(!FileManager.default.fileExists(atPath: report.path))
+        // The later report of the smaller split: the splits are named smaller first all the same.
+        try FileManager.default.removeItem(at: output.appendingPathComponent("farm-report-shard-1-of-2.json"))
+        other.shard = "3/3"
+        try Data(try other.canonicalJSON()).write(to: output.appendingPathComponent("farm-report-shard-3-of-3.json"))
+        failed = try collect()
+        #expect(
+            failed.error
+                == "Error: cannot collect shard reports: job '\(other.jobs[0].name)' is in two shard reports, "
+                + "'farm-report-shard-1-of-4.json' and 'farm-report-shard-3-of-3.json', of splits into 3 and 4 shards; "
+                + "keep one split's reports\n")
     }
 
     @Test("a collect refuses a shard report of another run, or of the farm as it was before an edit, naming it")
@@ -1483,6 +1494,17 @@ struct FarmTests {
             usleep(5_000)
         }
         #expect(masks.last == "0", "\(masks)")
+        // The farm's pipes reach the job's export as its standard error only: not the one the farm's
+        // signal handler writes to, which is close-on-exec.
+        func pipes(_ id: pid_t) -> Set<String> {
+            let folder = "/proc/\(id)/fd"
+            return Set(
+                ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap {
+                    try? FileManager.default.destinationOfSymbolicLink(atPath: "\(folder)/\($0)")
+                }.filter { $0.hasPrefix("pipe:") })
+        }
+        let shared = pipes(running.process.processIdentifier).intersection(pipes(child))
+        #expect(shared.count == 1, "\(shared)")
         kill(child, SIGTERM)
         let ended = ProcessTable.waitForEnd(child, seconds: 10)
         #expect(ended, "the job's export ignored SIGTERM")
@@ -1603,6 +1625,37 @@ struct FarmTests {
                 capacity: 400 * mebibyte)
                 == "t1: waiting for memory: its export needs about 119.0 MiB, which fits, but waits behind job 's2' "
                 + "(about 254.0 MiB), which came first")
+    }
+
+    @Test("a farm's jobs get the presets and the cache the farm reads by absolute paths, the rest of its environment")
+    func jobEnvironment() {
+        let context = CommandContext(
+            arguments: [], environment: ["EXPORTER_PRESETS": "presets", "HF_HOME": "~/hf", "HOME": "/home/u"],
+            currentDirectory: URL(fileURLWithPath: "/work", isDirectory: true),
+            executable: URL(fileURLWithPath: "/nonexistent/exporter"), writeOutput: { _ in }, writeError: { _ in },
+            errorIsTerminal: false)
+        #expect(
+            BatchCommand.jobEnvironment(context, presets: URL(fileURLWithPath: "/work/presets", isDirectory: true))
+                == [
+                    "EXPORTER_PRESETS": "/work/presets", "HF_HOME": "~/hf", "HOME": "/home/u",
+                    "HF_HUB_CACHE": "/home/u/hf/hub",
+                ])
+    }
+
+    @Test("a mistyped path's hint names a folder beside the farm file, and only a folder, for an id-shaped model")
+    func farmPathHint() throws {
+        let folder = try Fixtures.temporaryDirectory("farm")
+        try FileManager.default.createDirectory(
+            at: folder.appendingPathComponent("kk"), withIntermediateDirectories: true)
+        try Data().write(to: folder.appendingPathComponent("ff"))
+        #expect(
+            FarmRunner.farmPathHint("kk/zz", farmDirectory: folder)
+                == "There is no folder 'kk/zz' beside the farm file, though 'kk' is one: if you meant a checkpoint "
+                + "folder, check the path.")
+        // A file of that name is no folder mistyped; a name of no id's shape is no path.
+        #expect(FarmRunner.farmPathHint("ff/zz", farmDirectory: folder) == nil)
+        #expect(FarmRunner.farmPathHint("kk", farmDirectory: folder) == nil)
+        #expect(FarmRunner.farmPathHint("nn/zz", farmDirectory: folder) == nil)
     }
 
     @Test("two jobs writing the same bundle: the later one fails, naming the earlier, in every run")
@@ -1821,6 +1874,10 @@ struct FarmTests {
             (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "a", "model": "x"}, {"name": "A", "model": "y"}]}"#,
                 "job 'A': the name is used by job 'a' (job names ignore case)"
+            ),
+            (
+                #"{"schema": "exporter.farm/1", "jobs": [{"name": "A", "model": "x"}, {"name": "a", "model": "y"}]}"#,
+                "job 'a': the name is used by job 'A' (job names ignore case)"
             ),
             (
                 #"{"schema": "exporter.farm/1", "jobs": [{"name": "b", "model": "x"}, {"name": "a", "model": "x"}, "#

@@ -272,6 +272,63 @@ struct CheckpointWeightsTests {
         ) { _ = try CheckpointWeights(directory: directory) }
     }
 
+    @Test("a weight index linking outside the checkpoint folder is refused as a weight file is, before it is read")
+    func indexLinkingOut() throws {
+        let index = #"{"weight_map": {"a": "\#(one)", "b": "\#(one)", "c": "\#(two)"}}"#
+        let directory = try shardedFolder(index: index)
+        let outside = try Fixtures.temporaryDirectory()
+        defer {
+            try? FileManager.default.removeItem(at: directory)
+            try? FileManager.default.removeItem(at: outside)
+        }
+        let link = directory.appendingPathComponent("model.safetensors.index.json")
+        let moved = outside.appendingPathComponent("model.safetensors.index.json")
+        try FileManager.default.moveItem(at: link, to: moved)
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: moved)
+        #expect(
+            throws: CheckpointError.fileOutsideCheckpoint(
+                path: link.path, resolvedPath: try #require(resolvedRealPath(moved.path)),
+                root: try #require(resolvedRealPath(directory.path)))
+        ) { _ = try CheckpointWeights(directory: directory) }
+    }
+
+    @Test("a blobs/ moved behind a link is allowed in a Hugging Face cache repository only, not in a checkpoint folder")
+    func movedBlobsOutsideCache() throws {
+        let outside = try Fixtures.temporaryDirectory()
+        let directory = try Fixtures.temporaryDirectory()
+        defer {
+            try? FileManager.default.removeItem(at: outside)
+            try? FileManager.default.removeItem(at: directory)
+        }
+        // Named as a cache's blob is: only the folder not being a cache repository's refuses it.
+        let name = String(repeating: "ab", count: 32)
+        let blob = try SafetensorsFixture.writeFile(named: name, in: outside, tensors: [.f32("y", [1], [2])])
+        try FileManager.default.createSymbolicLink(
+            at: directory.appendingPathComponent("blobs"), withDestinationURL: outside)
+        let link = directory.appendingPathComponent("model.safetensors")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "blobs/\(name)")
+        #expect(
+            throws: CheckpointError.fileOutsideCheckpoint(
+                path: link.path, resolvedPath: try #require(resolvedRealPath(blob.path)),
+                root: try #require(resolvedRealPath(directory.path)))
+        ) { _ = try CheckpointWeights(directory: directory) }
+    }
+
+    @Test("checkContained leaves a file that is not there to its reader, and refuses a link to nothing")
+    func containedMissingFile() throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try CheckpointWeights.checkContained(
+            directory.appendingPathComponent("tokenizer.json"), checkpoint: directory)
+        let link = directory.appendingPathComponent("config.json")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "gone")
+        #expect(
+            throws: CheckpointError.cannotOpen(path: link.path, reason: "a symbolic link to a file that is not there")
+        ) {
+            try CheckpointWeights.checkContained(link, checkpoint: directory)
+        }
+    }
+
     @Test("a tensor stored transposed (the same element count in another shape) is refused, naming both shapes")
     func transposedTensor() throws {
         let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig())

@@ -241,4 +241,23 @@ struct CheckpointHuggingFaceCacheTests {
         #expect(
             cache.missingSnapshotReason(of: "Org/Tiny-Model") == "\(repository.path) has no refs/main and no snapshot")
     }
+
+    @Test("says why a repository's folder, which is there, has no snapshot to read; nothing when absent or readable")
+    func unusableSnapshotReasons() throws {
+        let (hub, repository) = try makeCache()
+        defer { try? FileManager.default.removeItem(at: hub) }
+        let cache = HuggingFaceCache(hubDirectory: hub)
+        // Not downloaded at all: no reason, the weights are simply not here.
+        #expect(cache.unusableSnapshotReason(of: "Org/Other") == nil)
+        #expect(cache.unusableSnapshotReason(of: "Org/Tiny-Model") == nil)
+        // The revision asked for, not main's.
+        try Data("fedcba\n".utf8).write(to: repository.appendingPathComponent("refs/v2"))
+        #expect(
+            cache.unusableSnapshotReason(of: "Org/Tiny-Model", revision: "v2")
+                == "refs/v2 names revision fedcba, which has no snapshot folder '\(repository.path)/snapshots/fedcba'")
+        try Data("abc\n".utf8).write(to: repository.appendingPathComponent("refs/main"))
+        #expect(
+            cache.unusableSnapshotReason(of: "Org/Tiny-Model")
+                == "refs/main names revision abc, which has no snapshot folder '\(repository.path)/snapshots/abc'")
+    }
 }

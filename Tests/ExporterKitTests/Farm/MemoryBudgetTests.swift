@@ -113,6 +113,81 @@ struct MemoryBudgetTests {
         #expect(announced.value.count == 2)
     }
 
+    @Test("a hold behind one waiting says so again when another one waiting comes first in line in its turn")
+    func waitsBehindAnother() {
+        let budget = MemoryBudget(capacity: 100)
+        budget.hold(40, label: "first")
+        let done = DispatchGroup()
+        let aWaiting = DispatchSemaphore(value: 0)
+        let aHolding = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async(group: done) {
+            budget.hold(70, label: "a") { _ in aWaiting.signal() }
+            aHolding.signal()
+        }
+        #expect(aWaiting.wait(timeout: .now() + 10) == .success)
+        let bWaiting = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async(group: done) {
+            budget.hold(65, label: "b") { _ in bWaiting.signal() }
+            budget.release(65)
+        }
+        #expect(bWaiting.wait(timeout: .now() + 10) == .success)
+        let announced = Locked<[MemoryBudget.Wait]>([])
+        let smallWaiting = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async(group: done) {
+            // 40 + 5 fits, and 70 + 5 does: it waits behind 'a', then behind 'b', which does not fit beside 'a'.
+            budget.hold(5, label: "small") { wait in
+                announced.mutate { $0.append(wait) }
+                smallWaiting.signal()
+            }
+            budget.release(5)
+        }
+        #expect(smallWaiting.wait(timeout: .now() + 10) == .success)
+        #expect(announced.value == [.behind(label: "a", bytes: 70)])
+        budget.release(40)
+        #expect(aHolding.wait(timeout: .now() + 10) == .success)
+        #expect(smallWaiting.wait(timeout: .now() + 10) == .success)
+        #expect(announced.value == [.behind(label: "a", bytes: 70), .behind(label: "b", bytes: 65)])
+        budget.release(70)
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(announced.value.count == 2)
+    }
+
+    @Test("a hold says nothing while the one first in line fits: that one is about to proceed")
+    func silentBehindOneAboutToProceed() {
+        let budget = MemoryBudget(capacity: 100)
+        budget.hold(60, label: "first")
+        let done = DispatchGroup()
+        let aWaiting = DispatchSemaphore(value: 0)
+        let letAGo = DispatchSemaphore(value: 0)
+        // Threads of their own: a blocked hold could hold up a worker of Dispatch's pool for the next.
+        done.enter()
+        Thread.detachNewThread {
+            // Kept in its announcement: first in line, it fits once 'first' goes, but has not proceeded.
+            budget.hold(50, label: "a") { _ in
+                aWaiting.signal()
+                letAGo.wait()
+            }
+            budget.release(50)
+            done.leave()
+        }
+        #expect(aWaiting.wait(timeout: .now() + 10) == .success)
+        budget.release(60)
+        let announced = Locked<[MemoryBudget.Wait]>([])
+        let smallHolding = DispatchSemaphore(value: 0)
+        done.enter()
+        Thread.detachNewThread {
+            budget.hold(10, label: "small") { wait in announced.mutate { $0.append(wait) } }
+            smallHolding.signal()
+            budget.release(10)
+            done.leave()
+        }
+        #expect(smallHolding.wait(timeout: .now() + 0.2) == .timedOut)
+        letAGo.signal()
+        #expect(smallHolding.wait(timeout: .now() + 10) == .success)
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(announced.value == [])
+    }
+
     @Test("a hold larger than the capacity proceeds alone; no capacity means no limit")
     func aloneOrUnlimited() {
         let small = MemoryBudget(capacity: 10)
