@@ -36,6 +36,13 @@ public enum ExportError: ExporterError, Equatable {
 }
 
 extension ExportError {
+    /// The refusal of an export of `plan` from a preset whose Hugging Face cache folder has no
+    /// snapshot to read; nil for any other source.
+    static func noSnapshot(of plan: ExportPlan) -> ExportError? {
+        guard case .presetConfigOnly(let repoID, let reason?) = plan.model.source else { return nil }
+        return .noSnapshot(model: plan.model.preset?.id ?? plan.model.argument, repoID: repoID, reason: reason)
+    }
+
     /// The lines of the message: `noWeights` lists what to do, one way a line. Its fields come
     /// from the preset catalog (id, repository) and the cache's location, not from a file read.
     public var descriptionLines: [String] {

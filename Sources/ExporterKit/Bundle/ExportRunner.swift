@@ -106,12 +106,9 @@ public enum ExportRunner {
         } else {
             guard let directory = plan.model.source.checkpointDirectory, let root = plan.model.source.containmentRoot
             else {
+                if let refusal = ExportError.noSnapshot(of: plan) { throw refusal }
                 let repoID: String
-                if case .presetConfigOnly(let id, let cacheProblem) = plan.model.source {
-                    if let cacheProblem {
-                        throw ExportError.noSnapshot(
-                            model: plan.model.preset?.id ?? plan.model.argument, repoID: id, reason: cacheProblem)
-                    }
+                if case .presetConfigOnly(let id, _) = plan.model.source {
                     repoID = id
                 } else {
                     repoID = plan.model.argument
@@ -277,9 +274,7 @@ public enum ExportRunner {
         weights: CheckpointWeights?, warnings: [String]
     ) {
         // A preset's cache folder without a snapshot: what the export would refuse, said by a plan.
-        if !synthetic, case .presetConfigOnly(let repoID, let cacheProblem?) = plan.model.source {
-            let refusal = ExportError.noSnapshot(
-                model: plan.model.preset?.id ?? plan.model.argument, repoID: repoID, reason: cacheProblem)
+        if !synthetic, let refusal = ExportError.noSnapshot(of: plan) {
             return (nil, ["an export would fail: \(refusal)"])
         }
         guard !synthetic, let directory = plan.model.source.checkpointDirectory,

@@ -57,10 +57,11 @@ extension FarmRunner {
                 + "(with 'compute_precision')."
             // The hint of a checkpoint of a preset's shape names the flag that applies it.
             lines = lines.map { $0.replacingOccurrences(of: ": pass --preset ", with: ": set \"preset\" to ") }
-            if let farmDirectory {
-                // The resolver's hint of a mistyped path looks in the current folder: the farm file's instead.
-                if let hint, hint == ModelResolver.pathHint(model), lines.last == hint { lines.removeLast() }
-                if let hint = farmPathHint(model, farmDirectory: farmDirectory) { lines.append(hint) }
+            // The resolver's hint of a mistyped path, in words that say where the farm looked.
+            if let farmDirectory, hint != nil, lines.last == hint,
+                let farmHint = farmPathHint(model, farmDirectory: farmDirectory)
+            {
+                lines[lines.count - 1] = farmHint
             }
             return (reportText(lines: lines), farmStatus)
         case .unusableName(let name):
@@ -87,15 +88,7 @@ extension FarmRunner {
     /// farm file: most likely a mistyped path, as ``ModelResolver/pathHint(_:)`` says of the
     /// current folder's.
     static func farmPathHint(_ model: String, farmDirectory: URL) -> String? {
-        let first = String(model.split(separator: "/").first ?? "")
-        var isDirectory: ObjCBool = false
-        guard HuggingFaceCache.isRepositoryID(model),
-            FileManager.default.fileExists(
-                atPath: FarmJob.resolved(first, farmDirectory: farmDirectory), isDirectory: &isDirectory),
-            isDirectory.boolValue
-        else { return nil }
-        return "There is no folder '\(model)' beside the farm file, though '\(first)' is one: if you meant a "
-            + "checkpoint folder, check the path."
+        ModelResolver.pathHint(model, in: farmDirectory, place: "beside the farm file")
     }
 
     /// Why `job`'s export of `forecast` bytes waits for memory: it does not fit beside the running

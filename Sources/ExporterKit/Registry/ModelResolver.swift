@@ -250,7 +250,7 @@ public struct ModelResolver {
         if presetOverride == nil {
             guard experimental else {
                 throw ResolutionError.noPreset(
-                    model: argument, platform: platform, hint: ModelResolver.pathHint(argument))
+                    model: argument, platform: platform, hint: ModelResolver.pathHint(argument, in: baseDirectory))
             }
             guard precisionGiven else { throw ResolutionError.precisionRequired(model: argument) }
         }
@@ -319,16 +319,19 @@ public struct ModelResolver {
             + "preset's defaults."
     }
 
-    /// For an `org/model`-shaped argument whose first part is a local folder: most likely a
-    /// mistyped path, which the registry's refusal alone would not say.
-    static func pathHint(_ argument: String) -> String? {
+    /// For an `org/model`-shaped argument whose first part is a folder in `folder` (nil: the
+    /// process's): most likely a mistyped path, which the registry's refusal alone would not say.
+    /// - Parameter place: where `folder` is, in the message's words.
+    static func pathHint(_ argument: String, in folder: URL? = nil, place: String = "here") -> String? {
         let first = String(argument.split(separator: "/").first ?? "")
         var isDirectory: ObjCBool = false
-        guard !first.isEmpty, FileManager.default.fileExists(atPath: first, isDirectory: &isDirectory),
+        guard HuggingFaceCache.isRepositoryID(argument),
+            FileManager.default.fileExists(
+                atPath: folder.map { $0.appendingPathComponent(first).path } ?? first, isDirectory: &isDirectory),
             isDirectory.boolValue
         else { return nil }
-        return
-            "There is no folder '\(argument)' here, though '\(first)' is one: if you meant a checkpoint folder, check the path."
+        return "There is no folder '\(argument)' \(place), though '\(first)' is one: if you meant a checkpoint folder, "
+            + "check the path."
     }
 
     /// A preset's defaults fit only a checkpoint of the same shape (a fine-tune of the same base).
