@@ -1073,6 +1073,68 @@ struct HuggingFaceCacheCommandTests {
         return home
     }
 
+    @Test("a weights file missing from a cache snapshot is refused with how to finish the download")
+    func unfinishedDownloadOfSnapshot() throws {
+        let sharded = try Fixtures.syntheticCheckpoint(modelType: "qwen3", shardBytes: 40_000)
+        let home = try cache(repo: "Acme/Tiny-Qwen3", checkpoint: sharded)
+        let snapshot = home.appendingPathComponent(
+            "hub/models--Acme--Tiny-Qwen3/snapshots/0123456789abcdef0123456789abcdef01234567")
+        // An interrupted download makes no link for the shards it did not get.
+        let shard = "model-00002-of-00006.safetensors"
+        try FileManager.default.removeItem(at: snapshot.appendingPathComponent(shard))
+        let index = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: snapshot.appendingPathComponent("model.safetensors.index.json")))
+        let weightMap = (index as? [String: Any])?["weight_map"] as? [String: String] ?? [:]
+        let firstTensor = try #require(weightMap.filter { $0.value == shard }.keys.min())
+        let arguments = ["Acme/Tiny-Qwen3", "--experimental", "--compute-precision", "float16"]
+        let out = try Fixtures.temporaryDirectory()
+        let hint =
+            "; the download of Acme/Tiny-Qwen3 looks unfinished: finish it (huggingface-cli download Acme/Tiny-Qwen3)"
+        let missingShard =
+            "'\(snapshot.path)/model.safetensors.index.json': shard '\(shard)' of tensor '\(firstTensor)' does not exist"
+        for command in [arguments + ["--output-dir", out.path], ["plan"] + arguments] {
+            let run = runExporter(command, environment: ["HF_HOME": home.path])
+            #expect(run.status == 66)
+            #expect(run.error == "Error: \(missingShard)\(hint)\n")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path).isEmpty)
+        // A farm's job says it too, from the farm's own look at the checkpoint.
+        let farm = home.appendingPathComponent("farm.json")
+        try Data(
+            #"{"schema": "exporter.farm/1", "jobs": [{"name": "t", "model": "Acme/Tiny-Qwen3", "experimental": true, "compute_precision": "float16"}]}"#
+                .utf8
+        ).write(to: farm)
+        let batch = try BuiltExporter.run(
+            ["batch", farm.path, "--output", out.appendingPathComponent("farm").path],
+            environment: ["HF_HOME": home.path])
+        #expect(batch.status == 1)
+        let report = try JSONDecoder().decode(
+            FarmReport.self, from: Data(contentsOf: out.appendingPathComponent("farm/farm-report.json")))
+        #expect(report.jobs.first?.exitStatus == 66)
+        #expect(report.jobs.first?.error?.hasSuffix(hint) == true, "\(report.jobs)")
+        // The same checkpoint as a folder of its own: no download to finish, no hint.
+        try FileManager.default.removeItem(at: sharded.appendingPathComponent(shard))
+        let folder = runExporter(["plan", sharded.path, "--experimental", "--compute-precision", "float16"])
+        #expect(folder.status == 66)
+        #expect(
+            folder.error
+                == "Error: '\(sharded.path)/model.safetensors.index.json': shard '\(shard)' of tensor '\(firstTensor)' "
+                + "does not exist\n")
+        // A single weights file whose blob is not there yet: a link to nothing.
+        let single = try cache(
+            repo: "Acme/Tiny-Qwen3", checkpoint: try Fixtures.syntheticCheckpoint(modelType: "qwen3"))
+        let link = single.appendingPathComponent(
+            "hub/models--Acme--Tiny-Qwen3/snapshots/0123456789abcdef0123456789abcdef01234567/model.safetensors")
+        let blob = try FileManager.default.destinationOfSymbolicLink(atPath: link.path)
+        try FileManager.default.removeItem(at: link.deletingLastPathComponent().appendingPathComponent(blob))
+        let dangling = runExporter(
+            arguments + ["--output-dir", out.appendingPathComponent("single").path],
+            environment: ["HF_HOME": single.path])
+        #expect(dangling.status == 66)
+        #expect(
+            dangling.error == "Error: cannot open '\(link.path)': a symbolic link to a file that is not there\(hint)\n")
+    }
+
     @Test("an org/model id in the cache exports, with its revision and file sizes in the manifest")
     func exportFromCache() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint(modelType: "qwen3")

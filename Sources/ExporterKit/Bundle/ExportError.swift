@@ -4,6 +4,9 @@ public enum ExportError: ExporterError, Equatable {
     case noWeights(model: String, repoID: String, lookedIn: String)
     /// A preset's repository is in the Hugging Face cache without a snapshot to read (`reason`).
     case noSnapshot(model: String, repoID: String, reason: String)
+    /// A weights file of a snapshot in the Hugging Face cache is missing (`problem`): what an
+    /// interrupted download leaves, as the links of shards not yet downloaded are not made.
+    case unfinishedDownload(repoID: String, problem: CheckpointError)
     /// `--calibration` with generated weights: there are no activations worth measuring.
     case calibrationNeedsCheckpoint
 
@@ -21,6 +24,9 @@ public enum ExportError: ExporterError, Equatable {
         case .noSnapshot(let model, let repoID, let reason):
             return "the Hugging Face cache holds \(repoID) for '\(model)', but no snapshot of it to read: \(reason); "
                 + "finish its download (huggingface-cli download \(repoID)), or pass the folder of a snapshot to export"
+        case .unfinishedDownload(let repoID, let problem):
+            return "\(problem); the download of \(repoID) looks unfinished: finish it "
+                + "(huggingface-cli download \(repoID))"
         case .calibrationNeedsCheckpoint:
             return "--calibration needs a checkpoint's weights, not --synthetic"
         }
@@ -29,7 +35,7 @@ public enum ExportError: ExporterError, Equatable {
     /// `notFound` (66) for missing weights, `usage` (64) for a flag that cannot apply.
     public var exitStatus: ExitStatus {
         switch self {
-        case .noWeights, .noSnapshot: return .notFound
+        case .noWeights, .noSnapshot, .unfinishedDownload: return .notFound
         case .calibrationNeedsCheckpoint: return .usage
         }
     }

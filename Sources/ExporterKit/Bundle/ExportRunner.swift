@@ -292,10 +292,24 @@ public enum ExportRunner {
     private static func checkedWeights(_ plan: ExportPlan, directory: URL, containmentRoot: URL) throws -> (
         weights: CheckpointWeights, warnings: [String]
     ) {
-        let weights = try CheckpointWeights(directory: directory, containmentRoot: containmentRoot)
+        let weights = try openWeights(plan, directory: directory, containmentRoot: containmentRoot)
         let warnings = try CheckpointValidator.validate(
             weights, against: plan.tensors.map(\.spec), config: plan.model.config)
         return (weights, warnings)
+    }
+
+    /// The checkpoint's weights in `directory`, as `plan`'s export opens them.
+    /// - Throws: `CheckpointError`; `ExportError.unfinishedDownload` for a weights file missing
+    ///   from a snapshot of the Hugging Face cache, so that the message says how to finish it.
+    static func openWeights(_ plan: ExportPlan, directory: URL, containmentRoot: URL?) throws -> CheckpointWeights {
+        do {
+            return try CheckpointWeights(directory: directory, containmentRoot: containmentRoot)
+        } catch let problem as CheckpointError {
+            guard case .huggingFaceCache(let repoID, _, _) = plan.model.source, problem.isMissingFile else {
+                throw problem
+            }
+            throw ExportError.unfinishedDownload(repoID: repoID, problem: problem)
+        }
     }
 
     /// What an export from real weights warns of its tokenizer files: none there, or a token

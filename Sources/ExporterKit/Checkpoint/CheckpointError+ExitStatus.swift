@@ -1,3 +1,5 @@
+import Foundation
+
 extension CheckpointError: ExporterError {
     /// Missing files and weights are "not found"; failed I/O, and a file that is not one (a folder,
     /// a FIFO: any input's, as for the files options name), are I/O failures; the rest is bad input.
@@ -9,6 +11,18 @@ extension CheckpointError: ExporterError {
             return .ioFailure
         default:
             return .badInput
+        }
+    }
+}
+
+extension CheckpointError {
+    /// A weights file that is not there (a shard the index names, a link to nothing), rather
+    /// than one there but unreadable or malformed.
+    var isMissingFile: Bool {
+        switch self {
+        case .missingShard: return true
+        case .cannotOpen(let path, _): return !FileManager.default.fileExists(atPath: path)
+        default: return false
         }
     }
 }

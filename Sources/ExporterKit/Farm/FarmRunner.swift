@@ -468,8 +468,8 @@ public struct FarmRunner {
     func expectedKey(of job: FarmJob, plan: ExportPlan, synthetic: Bool) throws -> String {
         var fingerprints: [(name: String, fingerprint: String)] = []
         if !synthetic, let directory = plan.model.source.checkpointDirectory {
-            let weights = try CheckpointWeights(
-                directory: directory, containmentRoot: plan.model.source.containmentRoot)
+            let weights = try ExportRunner.openWeights(
+                plan, directory: directory, containmentRoot: plan.model.source.containmentRoot)
             fingerprints = try ExportRunner.inputFingerprints(directory: directory, weights: weights)
         }
         return BuildKey.export(
