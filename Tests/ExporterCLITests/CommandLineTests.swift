@@ -401,6 +401,61 @@ struct CommandLineTests {
                 + "(expected 'org/model'). Run --list-models to see options.\n")
     }
 
+    @Test(
+        "a name found nowhere: the reference tool's words, then the presets it names in part or with a typo",
+        arguments: [
+            ("qwen3-0.6", "Did you mean 'qwen3-0.6b'?"),
+            ("QWN3-0.6B", "Did you mean 'qwen3-0.6b'?"),
+            ("qwen2.5-1.5b-instrcut", "Did you mean 'qwen2.5-1.5b-instruct'?"),
+            ("qwen3", "Did you mean 'qwen3-0.6b' or 'qwen3-4b'?"),
+            ("qwen", "Did you mean 'qwen3-0.6b', 'qwen2.5-1.5b-instruct' or 'qwen3-4b'?"),
+            // Another number is another model: never offered as a typo.
+            ("qwen3-8b", nil), ("qwe", nil),
+            (
+                "./no-such-checkpoint",
+                "There is no folder './no-such-checkpoint' here: if you meant a checkpoint folder, check the path."
+            ),
+        ])
+    func unknownNameHint(_ name: String, hint: String?) {
+        let run = runExporter(["plan", name])
+        #expect(run.status == 66)
+        #expect(
+            run.error
+                == "Error: '\(name)' is not a registered short-name and doesn't look like a HuggingFace ID "
+                + "(expected 'org/model'). Run --list-models to see options.\n" + (hint.map { $0 + "\n" } ?? ""))
+    }
+
+    @Test("a path found nowhere, or to a file, says so after the registry's refusal; an id near a preset's names it")
+    func unknownPathOrIdHint() throws {
+        let folder = try Fixtures.temporaryDirectory()
+        let missing = folder.appendingPathComponent("missing").path
+        let refusal =
+            "is not a registered short-name and doesn't look like a HuggingFace ID (expected 'org/model'). "
+            + "Run --list-models to see options."
+        let absolute = runExporter(["plan", missing])
+        #expect(absolute.status == 66)
+        #expect(
+            absolute.error
+                == "Error: '\(missing)' \(refusal)\nThere is no folder '\(missing)': if you meant a checkpoint folder, "
+                + "check the path.\n")
+        let config = folder.appendingPathComponent("config.json")
+        try Data("{}".utf8).write(to: config)
+        let file = runExporter(["plan", config.path])
+        #expect(file.status == 66)
+        #expect(
+            file.error
+                == "Error: '\(config.path)' \(refusal)\n'\(config.path)' is a file, not a checkpoint folder: pass the "
+                + "folder that holds its config.json.\n")
+        let id = runExporter(["plan", "Qwen/Qwen3-0.6"])
+        #expect(id.status == 69)
+        #expect(
+            id.error
+                == "Error: 'Qwen/Qwen3-0.6' has no registry preset. Pass --experimental to try exporting it anyway "
+                + "(requires --compute-precision).\nSupported models: run 'exporter list' (docs in README.md).\n"
+                + "This model may not be suitable for iOS application due to its memory requirements.\n"
+                + "Did you mean 'qwen3-0.6b'?\n")
+    }
+
     @Test("a preset without an export for the platform: the reference tool's words, by name or repository id")
     func presetNotAvailable() throws {
         // The shipped presets all have an iOS export: a catalog with a macOS-only one.

@@ -42,8 +42,9 @@ public enum ModelSource: Equatable, Sendable {
 /// Why a model argument does not lead to an exportable model. The messages of the
 /// reference tool are kept word for word.
 public enum ResolutionError: ExporterError, Equatable {
-    /// Neither a preset short name nor an `org/model` id.
-    case notAModelName(String)
+    /// Neither a folder, a preset short name nor an `org/model` id; `hint`, what it may have
+    /// meant (``ModelResolver/unknownNameHint(_:localURL:)``), follows the reference tool's words.
+    case notAModelName(String, hint: String? = nil)
     /// The folder given as the model is an artifact of this tool (it holds a manifest and a
     /// graph), not a checkpoint.
     case artifactGiven(path: String)
@@ -79,6 +80,11 @@ public enum ResolutionError: ExporterError, Equatable {
                 + (platform == .iOS
                     ? ["This model may not be suitable for iOS application due to its memory requirements."] : [])
                 + (hint.map { [$0] } ?? [])
+        case .notAModelName(let model, let hint):
+            return [
+                "'\(model)' is not a registered short-name and doesn't look like a HuggingFace ID "
+                    + "(expected 'org/model'). Run --list-models to see options."
+            ] + (hint.map { [$0] } ?? [])
         case .notFound(let model, let tried):
             return ["'\(model)' was not found; tried:"] + tried.map { "  - \($0)" }
         default:
@@ -90,11 +96,8 @@ public enum ResolutionError: ExporterError, Equatable {
     /// ours, lowercase without a trailing period, otherwise.
     public var description: String {
         switch self {
-        case .noPreset, .notFound:
+        case .noPreset, .notFound, .notAModelName:
             return descriptionLines.joined(separator: "\n")
-        case .notAModelName(let model):
-            return "'\(model)' is not a registered short-name and doesn't look like a HuggingFace ID "
-                + "(expected 'org/model'). Run --list-models to see options."
         case .artifactGiven(let path):
             return "'\(path)' is an artifact of this tool, not a checkpoint: export from the checkpoint folder, "
                 + "preset or org/model id it came from (its manifest's model.source)"
@@ -245,12 +248,15 @@ public struct ModelResolver {
                 argument: argument, name: preset.modelName, source: source, configURL: preset.configURL, preset: preset,
                 platform: platform, experimental: experimental, precisionGiven: true, presetOverride: nil)
         }
-        guard HuggingFaceCache.isRepositoryID(argument) else { throw ResolutionError.notAModelName(argument) }
+        guard HuggingFaceCache.isRepositoryID(argument) else {
+            throw ResolutionError.notAModelName(argument, hint: unknownNameHint(argument, localURL: localURL))
+        }
         // The reference tool refuses a preset-less id before fetching anything; so do we.
         if presetOverride == nil {
             guard experimental else {
                 throw ResolutionError.noPreset(
-                    model: argument, platform: platform, hint: ModelResolver.pathHint(argument, in: baseDirectory))
+                    model: argument, platform: platform,
+                    hint: ModelResolver.pathHint(argument, in: baseDirectory) ?? suggestionHint(argument))
             }
             guard precisionGiven else { throw ResolutionError.precisionRequired(model: argument) }
         }
@@ -332,6 +338,58 @@ public struct ModelResolver {
         else { return nil }
         return "There is no folder '\(argument)' \(place), though '\(first)' is one: if you meant a checkpoint folder, "
             + "check the path."
+    }
+
+    /// What a model argument that is no folder, preset or id may have meant, said after the
+    /// registry's refusal: for a path (it has a `/`, or starts with `.` or `~`), that it names no
+    /// folder; otherwise the presets it names in part or with a typo (``presetSuggestions(for:)``).
+    func unknownNameHint(_ argument: String, localURL: URL) -> String? {
+        guard argument.contains("/") || argument.hasPrefix(".") || argument.hasPrefix("~") else {
+            return suggestionHint(argument)
+        }
+        if FileManager.default.fileExists(atPath: localURL.path) {
+            return "'\(argument)' is a file, not a checkpoint folder: pass the folder that holds its config.json."
+        }
+        return "There is no folder '\(argument)'\(argument.hasPrefix("/") ? "" : " here"): if you meant a "
+            + "checkpoint folder, check the path."
+    }
+
+    /// `Did you mean 'a' or 'b'?`, naming ``presetSuggestions(for:)``; nil when there are none.
+    func suggestionHint(_ argument: String) -> String? {
+        let ids = presetSuggestions(for: argument).map { "'\($0)'" }
+        guard let last = ids.last else { return nil }
+        return "Did you mean " + (ids.count == 1 ? last : ids.dropLast().joined(separator: ", ") + " or " + last) + "?"
+    }
+
+    /// The ids of the presets `argument` most likely meant, in catalog order: those with a name
+    /// it begins (`qwen3` gives both Qwen3 presets), or one with a name at most two typos away
+    /// (case ignored) holding the same digits: a different number is another model, never a typo.
+    func presetSuggestions(for argument: String) -> [String] {
+        let typed = Array(argument.lowercased())
+        guard typed.count >= 4 else { return [] }
+        let digits = typed.filter(\.isNumber)
+        return catalog.presets.filter { preset in
+            preset.names.contains { name in
+                let candidate = Array(name)
+                return candidate.starts(with: typed)
+                    || (candidate.filter(\.isNumber) == digits && Self.editDistance(typed, candidate, atMost: 2) != nil)
+            }
+        }.map(\.id)
+    }
+
+    /// The Levenshtein distance between `first` and `second` when it is at most `limit`, nil beyond.
+    static func editDistance(_ first: [Character], _ second: [Character], atMost limit: Int) -> Int? {
+        guard abs(first.count - second.count) <= limit else { return nil }
+        var previous = Array(0...second.count)
+        for (row, character) in first.enumerated() {
+            var current = [row + 1] + Array(repeating: 0, count: second.count)
+            for column in second.indices {
+                let substitution = previous[column] + (character == second[column] ? 0 : 1)
+                current[column + 1] = min(substitution, previous[column + 1] + 1, current[column] + 1)
+            }
+            previous = current
+        }
+        return previous[second.count] <= limit ? previous[second.count] : nil
     }
 
     /// A preset's defaults fit only a checkpoint of the same shape (a fine-tune of the same base).
