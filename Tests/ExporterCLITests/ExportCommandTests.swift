@@ -1502,6 +1502,37 @@ struct MLPackageCommandTests {
         }
     }
 
+    @Test("a base vocabulary with ids beyond the embedding's rows is a warning, as an added token is")
+    func vocabularyBeyondEmbedding() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let base = [checkpoint.path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path]
+        func warning(_ file: String) -> String {
+            "tokenizer: the vocabulary of \(file) has ids up to 256, beyond the embedding's 256 rows (vocab_size): "
+                + "fed to the model on a device, they read outside the table; ship the checkpoint's own tokenizer"
+        }
+        let tokenizer = checkpoint.appendingPathComponent("tokenizer.json")
+        for (highest, warns) in [(255, false), (256, true)] {
+            let entries = (0...highest).map { #""t\#($0)": \#($0)"# }.joined(separator: ", ")
+            try Data(#"{"added_tokens": [], "model": {"type": "BPE", "vocab": {\#(entries)}, "merges": []}}"#.utf8)
+                .write(to: tokenizer)
+            let run = runExporter(base + ["--overwrite"])
+            #expect(run.status == 0, "\(run.error)")
+            #expect(run.error.contains("warning: " + warning("tokenizer.json")) == warns, "\(run.error)")
+            let manifest = try BundleReader(url: output.appendingPathComponent("tiny/Tiny.aimodel")).manifest
+            #expect(manifest.warnings.contains(warning("tokenizer.json")) == warns)
+            #expect(runExporter(["plan"] + base).output.contains(warning("tokenizer.json")) == warns)
+        }
+        // A GPT-2 style vocab.json, and a Unigram vocabulary, whose ids are positions.
+        try FileManager.default.removeItem(at: tokenizer)
+        try Data(#"{"a": 3, "b": 256}"#.utf8).write(to: checkpoint.appendingPathComponent("vocab.json"))
+        #expect(runExporter(["plan"] + base).output.contains(warning("vocab.json")))
+        try FileManager.default.removeItem(at: checkpoint.appendingPathComponent("vocab.json"))
+        let pieces = (0...256).map { #"["p\#($0)", -1.5]"# }.joined(separator: ", ")
+        try Data(#"{"model": {"type": "Unigram", "vocab": [\#(pieces)]}}"#.utf8).write(to: tokenizer)
+        #expect(runExporter(["plan"] + base).output.contains(warning("tokenizer.json")))
+    }
+
     @Test("an artifact name over 128 bytes is refused by the plan and the export (64), leaving nothing behind")
     func nameTooLong() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

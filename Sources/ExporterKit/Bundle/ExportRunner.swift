@@ -327,8 +327,16 @@ public enum ExportRunner {
                     + "embedding's \(Format.grouped(rows)) rows (vocab_size): fed to the model on a device, it reads "
                     + "outside the table; resize the embedding or remove the token"
         }
+        let vocabularyBeyond = tokenizer.highestVocabularyId.flatMap { highest in
+            highest.id < rows
+                ? nil
+                : "tokenizer: the vocabulary of \(highest.file) has ids up to \(highest.id), beyond the embedding's "
+                    + "\(Format.grouped(rows)) rows (vocab_size): fed to the model on a device, they read outside the "
+                    + "table; ship the checkpoint's own tokenizer"
+        }
         return [
-            missingTokenizerWarning(plan.model.source, tokenizer: tokenizer, namingFolder: namingFolder), beyond,
+            missingTokenizerWarning(plan.model.source, tokenizer: tokenizer, namingFolder: namingFolder),
+            vocabularyBeyond, beyond,
         ].compactMap { $0 }
     }
 

@@ -21,6 +21,19 @@ public struct TokenizerFiles: Equatable, Sendable {
     /// One at or beyond the embedding's rows (`vocab_size`) reads outside the table on a device:
     /// tokens added to a tokenizer without resizing the model's embedding.
     public let highestAddedToken: AddedToken?
+    /// The highest id of the base vocabulary, and the file holding it: `model.vocab` of
+    /// `tokenizer.json` (token → id, or Unigram's `[piece, score]` pairs, whose ids are their
+    /// positions), or `vocab.json`. Like an added token, one at or beyond `vocab_size` reads
+    /// outside the embedding on a device: a tokenizer of another, larger model.
+    public let highestVocabularyId: VocabularyId?
+
+    /// The highest id of a vocabulary file.
+    public struct VocabularyId: Equatable, Sendable {
+        /// The id.
+        public let id: Int
+        /// The file holding it.
+        public let file: String
+    }
 
     /// A token the tokenizer files add to the vocabulary.
     public struct AddedToken: Equatable, Sendable {
@@ -46,6 +59,7 @@ public struct TokenizerFiles: Equatable, Sendable {
         for file in files { try CheckpointWeights.checkContained(file, checkpoint: directory) }
         var found: String?
         var added: [AddedToken] = []
+        var vocabulary: VocabularyId?
         for file in files
         where ["tokenizer.json", "tokenizer_config.json", "added_tokens.json", "vocab.json"]
             .contains(file.lastPathComponent)
@@ -58,8 +72,14 @@ public struct TokenizerFiles: Equatable, Sendable {
                 found = TokenizerFiles.reasoningMarkers.first { TokenizerFiles.holds($0, json: data) }
             }
             added += TokenizerFiles.addedTokens(in: data, file: file.lastPathComponent)
+            if let id = TokenizerFiles.highestVocabularyId(in: data, file: file.lastPathComponent),
+                id > vocabulary?.id ?? -1
+            {
+                vocabulary = VocabularyId(id: id, file: file.lastPathComponent)
+            }
         }
         reasoningMarker = found
+        highestVocabularyId = vocabulary
         highestAddedToken = added.max { ($0.id, $0.file, $0.content) < ($1.id, $1.file, $1.content) }
     }
 
@@ -93,6 +113,73 @@ public struct TokenizerFiles: Equatable, Sendable {
         }
     }
 
+    /// The highest id of the base vocabulary `data`, the tokenizer file named `file`, holds:
+    /// `tokenizer.json`'s `model.vocab`, `vocab.json`'s whole object; nil for another file, or
+    /// one without a vocabulary that reads. Scanned, not parsed: a vocabulary has 150,000 entries.
+    static func highestVocabularyId(in data: Data, file: String) -> Int? {
+        data.withUnsafeBytes { bytes -> Int? in
+            switch file {
+            case "tokenizer.json":
+                guard let model = valueStart(after: "model", in: bytes, from: 0, opening: UInt8(ascii: "{")),
+                    let vocabulary = valueStart(after: "vocab", in: bytes, from: model + 1, opening: nil)
+                else { return nil }
+                return highestId(in: UnsafeRawBufferPointer(rebasing: bytes[vocabulary...]))
+            case "vocab.json":
+                guard let start = bytes.firstIndex(where: { !JSONWhitespace.contains($0) }) else { return nil }
+                return highestId(in: UnsafeRawBufferPointer(rebasing: bytes[start...]))
+            default:
+                return nil
+            }
+        }
+    }
+
+    /// The highest id of a vocabulary, the JSON value starting `bytes`: an object's largest
+    /// integer member, or for an array (Unigram's pairs), its last position.
+    static func highestId(in bytes: UnsafeRawBufferPointer) -> Int? {
+        let quote = UInt8(ascii: "\"")
+        guard let opening = bytes.first, opening == UInt8(ascii: "{") || opening == UInt8(ascii: "[") else {
+            return nil
+        }
+        let isArray = opening == UInt8(ascii: "[")
+        var highest: Int?
+        var (depth, commas, sawElement) = (0, 0, false)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case quote:
+                guard let end = stringEnd(openingAt: index - 1, in: bytes) else { return nil }
+                index = end + 1
+                sawElement = sawElement || depth == 1
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                sawElement = sawElement || depth == 1
+                depth += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth -= 1
+                if depth == 0 { return isArray ? (sawElement ? commas : nil) : highest }
+            case UInt8(ascii: ","):
+                if depth == 1 { commas += 1 }
+            case UInt8(ascii: ":") where depth == 1 && !isArray:
+                while index < bytes.count, JSONWhitespace.contains(bytes[index]) { index += 1 }
+                var (value, digits) = (0, 0)
+                // 18 digits at most: a larger id is no id, and must not overflow.
+                while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9"),
+                    digits < 18
+                {
+                    value = value * 10 + Int(bytes[index] - UInt8(ascii: "0"))
+                    (digits, index) = (digits + 1, index + 1)
+                }
+                if digits > 0 { highest = max(highest ?? value, value) }
+            default:
+                sawElement = sawElement || (depth == 1 && !JSONWhitespace.contains(byte))
+            }
+        }
+        return nil
+    }
+
+    private static let JSONWhitespace: [UInt8] = [0x20, 0x09, 0x0A, 0x0D]
+
     /// Where `needle` (two bytes or more) first occurs in `bytes`: found from each occurrence of
     /// its second byte, rarer than the first in JSON when that is a quote (Foundation's
     /// `Data.range(of:)` takes 15 ms over a 7 MB tokenizer.json, this well under one).
@@ -110,38 +197,68 @@ public struct TokenizerFiles: Equatable, Sendable {
     /// The bytes of the array that the first key `key` holds (`"key": [ … ]`), found without
     /// parsing the rest of the document (a tokenizer.json's vocabulary is megabytes).
     private static func arraySlice(after key: String, in bytes: [UInt8]) -> [UInt8]? {
+        bytes.withUnsafeBytes { buffer in
+            valueStart(after: key, in: buffer, from: 0, opening: UInt8(ascii: "[")).flatMap { start in
+                closingBracket(from: start, in: buffer).map { start..<($0 + 1) }
+            }
+        }.map { Array(bytes[$0]) }
+    }
+
+    /// The index of the opening bracket (`opening`, `{` or `[`; nil: either) of the value of the
+    /// first key `key` at or after `from` that holds an object or array, found without parsing
+    /// the document. Text `"key"` that is no key (a string value) is passed over.
+    static func valueStart(after key: String, in bytes: UnsafeRawBufferPointer, from: Int, opening: UInt8?) -> Int? {
         let quoted = Array("\"\(key)\"".utf8)
-        guard let found = bytes.withUnsafeBytes({ firstIndex(of: quoted, in: $0) }) else { return nil }
-        var index = found + quoted.count
-        func skipSpace() { while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 } }
-        skipSpace()
-        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
-        index += 1
-        skipSpace()
-        guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else { return nil }
-        let start = index
+        let accepted = opening.map { [$0] } ?? [UInt8(ascii: "{"), UInt8(ascii: "[")]
+        var searchFrom = from
+        while searchFrom < bytes.count,
+            let found = firstIndex(of: quoted, in: UnsafeRawBufferPointer(rebasing: bytes[searchFrom...]))
+        {
+            var index = searchFrom + found + quoted.count
+            searchFrom = index
+            while index < bytes.count, JSONWhitespace.contains(bytes[index]) { index += 1 }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { continue }
+            index += 1
+            while index < bytes.count, JSONWhitespace.contains(bytes[index]) { index += 1 }
+            guard index < bytes.count else { return nil }
+            if accepted.contains(bytes[index]) { return index }
+        }
+        return nil
+    }
+
+    /// The index of the bracket closing the one at `start`, strings skipped; nil when it is not closed.
+    private static func closingBracket(from start: Int, in bytes: UnsafeRawBufferPointer) -> Int? {
         var depth = 0
-        var inString = false
-        var escaped = false
+        var index = start
         while index < bytes.count {
-            let byte = bytes[index]
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                }
-            } else if byte == UInt8(ascii: "\"") {
-                inString = true
-            } else if byte == UInt8(ascii: "[") || byte == UInt8(ascii: "{") {
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                guard let end = stringEnd(openingAt: index, in: bytes) else { return nil }
+                index = end
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
                 depth += 1
-            } else if byte == UInt8(ascii: "]") || byte == UInt8(ascii: "}") {
+            case UInt8(ascii: "]"), UInt8(ascii: "}"):
                 depth -= 1
-                if depth == 0 { return Array(bytes[start...index]) }
+                if depth == 0 { return index }
+            default:
+                break
             }
             index += 1
+        }
+        return nil
+    }
+
+    /// The index of the quote closing the string whose opening quote is at `start` (one not
+    /// preceded by an odd number of backslashes), found with `memchr`; nil when it is not closed.
+    static func stringEnd(openingAt start: Int, in bytes: UnsafeRawBufferPointer) -> Int? {
+        guard let base = bytes.baseAddress else { return nil }
+        var from = start + 1
+        while from < bytes.count, let found = memchr(base + from, Int32(UInt8(ascii: "\"")), bytes.count - from) {
+            let end = base.distance(to: UnsafeRawPointer(found))
+            var slashes = 0
+            while end - slashes - 1 > start, bytes[end - slashes - 1] == UInt8(ascii: "\\") { slashes += 1 }
+            if slashes % 2 == 0 { return end }
+            from = end + 1
         }
         return nil
     }

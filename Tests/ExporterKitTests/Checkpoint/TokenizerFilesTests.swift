@@ -113,4 +113,28 @@ struct TokenizerFilesTests {
             #expect(try TokenizerFiles(directory: folder(["tokenizer.json": unusable])).highestAddedToken == nil)
         }
     }
+
+    @Test(
+        "the highest id of the base vocabulary: token → id objects, Unigram's pairs by position, keys as text skipped")
+    func highestVocabularyId() {
+        func highest(_ text: String, file: String = "tokenizer.json") -> Int? {
+            TokenizerFiles.highestVocabularyId(in: Data(text.utf8), file: file)
+        }
+        // "model" and "vocab" as string values before the keys; a quote and brackets inside tokens.
+        let bpe =
+            #"{"added_tokens": [{"id": 9, "content": "vocab"}], "normalizer": {"type": "model"}, "model": "#
+            + #"{"type": "BPE", "vocab": {"a\"b": 4, "[{": 12, "c": 7}, "merges": ["a b"]}}"#
+        #expect(highest(bpe) == 12)
+        #expect(highest(#"{"model": {"type": "Unigram", "vocab": [["<unk>", 0.0], ["a", -1.5], ["]", -2]]}}"#) == 2)
+        #expect(highest(#"{"model": {"type": "WordPiece", "vocab": {"x": 0}}}"#) == 0)
+        #expect(highest(" \n{\"x\": 0, \"y\": 17}", file: "vocab.json") == 17)
+        for none in [
+            #"{"model": {"vocab": {}}}"#, #"{"model": {"vocab": []}}"#, #"{"model": {"vocab": {"a": 1"#,
+            #"{"vocab": {"a": 1}}"#,
+            #"{"model": {"vocab": 3}}"#,
+        ] {
+            #expect(highest(none) == nil, "\(none)")
+        }
+        #expect(highest(#"{"a": 5}"#, file: "tokenizer_config.json") == nil)
+    }
 }
