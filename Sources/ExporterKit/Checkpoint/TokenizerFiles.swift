@@ -125,7 +125,7 @@ public struct TokenizerFiles: Equatable, Sendable {
                 else { return nil }
                 return highestId(in: UnsafeRawBufferPointer(rebasing: bytes[vocabulary...]))
             case "vocab.json":
-                guard let start = bytes.firstIndex(where: { !JSONWhitespace.contains($0) }) else { return nil }
+                guard let start = bytes.firstIndex(where: { !jsonWhitespace.contains($0) }) else { return nil }
                 return highestId(in: UnsafeRawBufferPointer(rebasing: bytes[start...]))
             default:
                 return nil
@@ -161,7 +161,7 @@ public struct TokenizerFiles: Equatable, Sendable {
             case UInt8(ascii: ","):
                 if depth == 1 { commas += 1 }
             case UInt8(ascii: ":") where depth == 1 && !isArray:
-                while index < bytes.count, JSONWhitespace.contains(bytes[index]) { index += 1 }
+                while index < bytes.count, jsonWhitespace.contains(bytes[index]) { index += 1 }
                 var (value, digits) = (0, 0)
                 // 18 digits at most: a larger id is no id, and must not overflow.
                 while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9"),
@@ -172,13 +172,13 @@ public struct TokenizerFiles: Equatable, Sendable {
                 }
                 if digits > 0 { highest = max(highest ?? value, value) }
             default:
-                sawElement = sawElement || (depth == 1 && !JSONWhitespace.contains(byte))
+                sawElement = sawElement || (depth == 1 && !jsonWhitespace.contains(byte))
             }
         }
         return nil
     }
 
-    private static let JSONWhitespace: [UInt8] = [0x20, 0x09, 0x0A, 0x0D]
+    private static let jsonWhitespace: [UInt8] = [0x20, 0x09, 0x0A, 0x0D]
 
     /// Where `needle` (two bytes or more) first occurs in `bytes`: found from each occurrence of
     /// its second byte, rarer than the first in JSON when that is a quote (Foundation's
@@ -216,10 +216,10 @@ public struct TokenizerFiles: Equatable, Sendable {
         {
             var index = searchFrom + found + quoted.count
             searchFrom = index
-            while index < bytes.count, JSONWhitespace.contains(bytes[index]) { index += 1 }
+            while index < bytes.count, jsonWhitespace.contains(bytes[index]) { index += 1 }
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { continue }
             index += 1
-            while index < bytes.count, JSONWhitespace.contains(bytes[index]) { index += 1 }
+            while index < bytes.count, jsonWhitespace.contains(bytes[index]) { index += 1 }
             guard index < bytes.count else { return nil }
             if accepted.contains(bytes[index]) { return index }
         }
