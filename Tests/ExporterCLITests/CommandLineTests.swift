@@ -527,6 +527,31 @@ struct CommandLineTests {
         }
     }
 
+    @Test("--preset on a fine-tune holding less context than the preset's: exported at its own, with a warning")
+    func presetContextLowered() throws {
+        let folder = try Fixtures.temporaryDirectory().appendingPathComponent("ShortQwen")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let shipped = try Data(
+            contentsOf: Fixtures.presetsDirectory.appendingPathComponent("checkpoints/Qwen3-0.6B/config.json"))
+        var config = try #require(try JSONSerialization.jsonObject(with: shipped) as? [String: Any])
+        config["max_position_embeddings"] = 2048
+        try JSONSerialization.data(withJSONObject: config).write(to: folder.appendingPathComponent("config.json"))
+        let warning =
+            "context: preset 'qwen3-0.6b' asks for 4,096 tokens, beyond the checkpoint's max_position_embeddings "
+            + "(2,048): exported at 2,048 tokens"
+        let plan = runExporter(["plan", folder.path, "--preset", "qwen3-0.6b"])
+        #expect(plan.status == 0, "\(plan.error)")
+        #expect(plan.output.contains("2,048 tokens (max 2,048)"))
+        #expect(plan.output.contains("\nwarning: \(warning)\n"), "\(plan.output)")
+        let json = try JSONParser.parse(
+            Array(runExporter(["plan", folder.path, "--preset", "qwen3-0.6b", "--json"]).output.utf8))
+        #expect(json.objectValue?["warnings"]?.arrayValue?.compactMap(\.stringValue).contains(warning) == true)
+        // Asked for: no warning.
+        let asked = runExporter(["plan", folder.path, "--preset", "qwen3-0.6b", "--context", "2048"])
+        #expect(asked.status == 0)
+        #expect(!asked.output.contains("warning: context"))
+    }
+
     @Test(
         "the refusal without a preset adds what the user most likely meant: --preset for a preset's shape, a mistyped path"
     )

@@ -160,6 +160,14 @@ public struct ExportPlan: Sendable {
         } else {
             contextLength = min(model.preset?.contextLength ?? ExportOptions.defaultContextLength, maximum)
         }
+        var warnings: [String] = []
+        if options.contextLength == nil, let preset = model.preset, preset.contextLength > maximum {
+            // A fine-tune given --preset may hold less context than the preset's: said, not silently lowered.
+            warnings.append(
+                "context: preset '\(preset.id)' asks for \(Format.grouped(preset.contextLength)) tokens, beyond the "
+                    + "checkpoint's max_position_embeddings (\(Format.grouped(maximum))): exported at "
+                    + "\(Format.grouped(maximum)) tokens")
+        }
         let compression: CompressionConfig
         switch options.compression {
         case .automatic:
@@ -171,7 +179,6 @@ public struct ExportPlan: Sendable {
             compression = try CompressionConfig(contentsOf: url)
         }
         let specs = try ArchitectureRegistry.tensors(for: model.config, configPath: model.configURL.path)
-        var warnings: [String] = []
         let tensors = try specs.map { spec -> PlannedTensor in
             var (scheme, source) = try compression.scheme(
                 for: spec, platform: options.platform, quantizeIOSEmbedding: options.quantizeIOSEmbedding)
