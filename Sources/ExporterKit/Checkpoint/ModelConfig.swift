@@ -31,8 +31,9 @@ public struct ModelConfig: Equatable, Sendable {
     /// family's default (``ConfigReading/ropeTheta``: 1,000,000 for mixtral, else 10,000).
     public var ropeTheta: Double
     /// `rope_scaling` as written (null when absent), or the `rope_parameters` object when it
-    /// names a `rope_type` other than `default`: an object whose `type` and `rope_type`, when
-    /// present, are strings and whose `factor`, when present, is a positive number.
+    /// names a `rope_type` other than `default`: an object that names its type (`rope_type` or
+    /// `type`, strings), whose `factor`, when present, is a positive number, and present for a
+    /// `linear` type.
     public var ropeScaling: JSONValue
     /// `rms_norm_eps`; when absent, the family's default (``ConfigReading/rmsNormEpsilon``: 1e-5
     /// for mixtral and phi3, else 1e-6).
@@ -303,7 +304,8 @@ struct ConfigFields {
     /// other than 1) is refused: the graph rotates every dimension. So is, where `scalingTypes` is
     /// given (the family's ``ConfigReading/ropeScalingTypes``), a scaling of another type: its own
     /// keys (`original_max_position_embeddings`, `beta_fast`, `low_freq_factor`, …) have no place in
-    /// the graph. `defaultTheta` is the family's base frequency when the config gives none.
+    /// the graph. A scaling that names no type, or a linear one without a factor, is refused (see
+    /// `validateScaling`). `defaultTheta` is the family's base frequency when the config gives none.
     func rope(theta defaultTheta: Double, scalingTypes: [String]?) throws -> (theta: Double, scaling: JSONValue) {
         let (theta, scaling, scalingField) = try ropeAsWritten(defaultTheta: defaultTheta)
         if let scalingTypes, let object = scaling.objectValue, let type = Self.scalingType(object),
@@ -317,6 +319,15 @@ struct ConfigFields {
                 path: path, field: "\(scalingField).\(field)",
                 reason: "is '\(type)': the graph's rotation supports " + supported)
         }
+        // transformers refuses it too (`factor` is a required key of linear scaling), and the
+        // graph's p' = p / scaling_factor has no meaning without it.
+        if let object = scaling.objectValue, Self.scalingType(object) == "linear",
+            (object["factor"] ?? .null).isNull
+        {
+            throw ConfigError.invalidValue(
+                path: path, field: "\(scalingField).factor",
+                reason: "is \(object["factor"] == nil ? "absent" : "null"); linear scaling divides positions by it")
+        }
         return (theta, scaling)
     }
 
@@ -327,13 +338,13 @@ struct ConfigFields {
         let legacyTheta = try optionalDouble("rope_theta")
         try requirePositive(legacyTheta, field: "rope_theta")
         let legacyScaling = present("rope_scaling") ?? .null
-        if !legacyScaling.isNull { try validateScaling(legacyScaling, field: "rope_scaling") }
+        if !legacyScaling.isNull { try validateScaling(legacyScaling, field: "rope_scaling", alwaysNamesType: true) }
         try requireWholeRotation(object["partial_rotary_factor"], field: "partial_rotary_factor")
         guard let value = present("rope_parameters") else {
             return (legacyTheta ?? defaultTheta, legacyScaling, "rope_scaling")
         }
         let (parameters, field) = try singleRopeParameters(value)
-        try validateScaling(.object(parameters), field: field)
+        try validateScaling(.object(parameters), field: field, alwaysNamesType: false)
         try requireWholeRotation(parameters["partial_rotary_factor"], field: field + ".partial_rotary_factor")
         var theta = legacyTheta ?? defaultTheta
         if let value = parameters["rope_theta"], !value.isNull {
@@ -453,14 +464,20 @@ struct ConfigFields {
     }
 
     /// A scaling object (`rope_scaling`, or `rope_parameters`, named `field`): its `type` and
-    /// `rope_type` are strings and its `factor` a positive finite number, where present.
-    private func validateScaling(_ value: JSONValue, field: String) throws {
+    /// `rope_type` are strings and its `factor` a positive finite number, where present, and it
+    /// names a type. transformers 4 fails on a `rope_scaling` that names none (its rotary
+    /// embedding looks the type up and finds None), so reading it as no scaling would be a guess.
+    /// transformers 5 reads `rope_parameters` without a type as `default` (`alwaysNamesType`
+    /// false): refused there only when a type is written null, which it fails on too, or when a
+    /// factor says that a scaling was meant, which it would drop.
+    private func validateScaling(_ value: JSONValue, field: String, alwaysNamesType: Bool) throws {
         guard let scaling = value.objectValue else { throw wrongType(field, "an object", value) }
         for key in ["type", "rope_type"] {
             if let kind = scaling[key], !kind.isNull, kind.stringValue == nil {
                 throw wrongType("\(field).\(key)", "a string", kind)
             }
         }
+        var factorLiteral: String?
         if let factor = scaling["factor"], !factor.isNull {
             guard case .number(let literal) = factor, let number = factor.doubleValue else {
                 throw wrongType("\(field).factor", "a number", factor)
@@ -469,7 +486,14 @@ struct ConfigFields {
                 throw ConfigError.invalidValue(
                     path: path, field: "\(field).factor", reason: "must be a positive number, found \(literal)")
             }
+            factorLiteral = literal
         }
+        let typeWritten = scaling.contains("type") || scaling.contains("rope_type")
+        guard Self.scalingType(scaling) == nil, alwaysNamesType || typeWritten || factorLiteral != nil else { return }
+        throw ConfigError.invalidValue(
+            path: path, field: field,
+            reason: "names no rope_type or type" + (factorLiteral.map { " (its factor is \($0))" } ?? "")
+                + ", so which scaling it means is unknown")
     }
 
     /// The window every layer uses (see ``ModelConfig/attentionWindow``) under the family's `rule`.

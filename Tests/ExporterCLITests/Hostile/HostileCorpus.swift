@@ -592,6 +592,16 @@ enum HostileCorpus {
         ) {
             "Error: config '\($0)': 'rope_scaling.factor' should be a number, found a string"
         },
+        config(
+            "a rope_scaling that names no type",
+            { configBytes(["rope_scaling": ["factor": 4, "original_max_position_embeddings": 32768]]) }
+        ) {
+            "Error: config '\($0)': 'rope_scaling' names no rope_type or type (its factor is 4), so which scaling it "
+                + "means is unknown"
+        },
+        config("a linear rope_scaling without a factor", { configBytes(["rope_scaling": ["type": "linear"]]) }) {
+            "Error: config '\($0)': 'rope_scaling.factor' is absent; linear scaling divides positions by it"
+        },
         config("a rope_scaling that is a string", { configBytes(["rope_scaling": "linear"]) }) {
             "Error: config '\($0)': 'rope_scaling' should be an object, found a string"
         },

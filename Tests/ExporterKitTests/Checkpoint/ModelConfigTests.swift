@@ -58,6 +58,59 @@ struct ModelConfigTests {
         #expect(error?.exitStatus == .badInput)
     }
 
+    @Test(
+        "a scaling that names no type, or a linear one without a factor, is refused (exit 65), for every family",
+        arguments: [
+            // transformers 4 looks the type up and fails on None: before, these exported as no
+            // scaling, the factor dropped without a word.
+            (
+                #""rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768}"#,
+                "'rope_scaling' names no rope_type or type (its factor is 4.0), so which scaling it means is unknown"
+            ),
+            (
+                #""rope_scaling": {"type": null, "factor": 2}"#,
+                "'rope_scaling' names no rope_type or type (its factor is 2), so which scaling it means is unknown"
+            ),
+            (#""rope_scaling": {}"#, "'rope_scaling' names no rope_type or type, so which scaling it means is unknown"),
+            // transformers 5 reads rope_parameters without a type as default: a factor there says
+            // a scaling was meant, and a type written null fails there too.
+            (
+                #""rope_parameters": {"rope_theta": 1e6, "factor": 4}"#,
+                "'rope_parameters' names no rope_type or type (its factor is 4), so which scaling it means is unknown"
+            ),
+            (
+                #""rope_parameters": {"rope_type": null, "rope_theta": 1e6}"#,
+                "'rope_parameters' names no rope_type or type, so which scaling it means is unknown"
+            ),
+            (
+                #""rope_parameters": {"full_attention": {"factor": 2}, "sliding_attention": {"factor": 2}}"#,
+                "'rope_parameters.full_attention' names no rope_type or type (its factor is 2), so which scaling it "
+                    + "means is unknown"
+            ),
+            // transformers requires linear's factor; before, graph.json got a null one.
+            (
+                #""rope_scaling": {"type": "linear"}"#,
+                "'rope_scaling.factor' is absent; linear scaling divides positions by it"
+            ),
+            (
+                #""rope_scaling": {"rope_type": "linear", "factor": null}"#,
+                "'rope_scaling.factor' is null; linear scaling divides positions by it"
+            ),
+            (
+                #""rope_parameters": {"rope_type": "linear", "rope_theta": 1e6}"#,
+                "'rope_parameters.factor' is absent; linear scaling divides positions by it"
+            ),
+        ])
+    func scalingWithoutTypeOrFactor(_ extra: String, _ message: String) throws {
+        for family in ["qwen2", "qwen3", "mistral", "gemma3_text", "unknown_family"] {
+            let error = #expect(throws: ConfigError.self) { try config(json: extra, modelType: family) }
+            #expect(error?.description == "config 'config.json': " + message, "\(family)")
+            #expect(error?.exitStatus == .badInput, "\(family)")
+        }
+        // Without a factor, rope_parameters that name no type are transformers 5's default.
+        #expect(try config(json: #""rope_parameters": {"rope_theta": 1e6, "factor": null}"#).ropeScaling == .null)
+    }
+
     @Test("an rms_norm_eps of zero, below zero or beyond a double is refused", arguments: ["0", "-1e-6", "1e999"])
     func badEpsilon(_ value: String) throws {
         let error = #expect(throws: ConfigError.self) { try config(json: #""rms_norm_eps": "# + value) }
