@@ -511,19 +511,25 @@ struct ConfigFields {
             let switchedOn = useSlidingWindow ?? switchDefault
             let window = switchedOn ? windowWhenAbsent(slidingWindow, windowDefault) : nil
             guard let firstSlidingDefault else { return try everyLayerWindow(window, layerCount: layerCount) }
+            let why =
+                switchedOn
+                ? "sliding_window is null"
+                : "use_sliding_window is false" + (useSlidingWindow == nil ? " (absent)" : "")
             if let types = try layerTypes(layerCount: layerCount) {
                 slidingLayers = types.count(where: { $0 == "sliding_attention" })
-                if slidingLayers > 0, window == nil {
-                    let why =
-                        switchedOn
-                        ? "sliding_window is null"
-                        : "use_sliding_window is false" + (useSlidingWindow == nil ? " (absent)" : "")
-                    throw ConfigError.invalidValue(
-                        path: path, field: "layer_types", reason: "has sliding layers but \(why)")
-                }
+                try requireWindow(window, slidingLayers: slidingLayers, by: "layer_types", "has sliding layers", why)
             } else {
-                guard window != nil else { return nil }
-                slidingLayers = layerCount - min(try maxWindowLayers() ?? firstSlidingDefault, layerCount)
+                // Switched off, no layer slides. Switched on, those from max_window_layers on do;
+                // with a null window they are refused, as by layer_types (transformers then gives
+                // them none, which is full attention: FORMAT.md refuses the contradiction).
+                guard switchedOn else { return nil }
+                let written = try maxWindowLayers()
+                let firstSliding = written ?? firstSlidingDefault
+                slidingLayers = layerCount - min(firstSliding, layerCount)
+                try requireWindow(
+                    window, slidingLayers: slidingLayers, by: "max_window_layers",
+                    (written.map { "is \($0)" } ?? "(default \(firstSliding))")
+                        + ": \(slidingLayers) of \(layerCount) layers slide", why)
             }
             return try oneWindow(window, slidingLayers: slidingLayers, layerCount: layerCount)
         case .everyLayer(let windowDefault):
@@ -533,10 +539,9 @@ struct ConfigFields {
         }
         if let types = try layerTypes(layerCount: layerCount) {
             slidingLayers = types.count(where: { $0 == "sliding_attention" })
-            guard slidingLayers == 0 || slidingWindow != nil else {
-                throw ConfigError.invalidValue(
-                    path: path, field: "layer_types", reason: "has sliding layers but sliding_window is null")
-            }
+            try requireWindow(
+                slidingWindow, slidingLayers: slidingLayers, by: "layer_types", "has sliding layers",
+                "sliding_window is null")
         } else if let pattern = try optionalPositiveInt("sliding_window_pattern") {
             // Gemma 3's form: every `pattern`-th layer attends to the whole context, the others slide.
             guard slidingWindow != nil else { return nil }
@@ -546,6 +551,16 @@ struct ConfigFields {
             slidingLayers = layerCount - min(try maxWindowLayers() ?? 0, layerCount)
         }
         return try oneWindow(slidingWindow, slidingLayers: slidingLayers, layerCount: layerCount)
+    }
+
+    /// Refuses layers made to slide without a window: `field` makes `slidingLayers` of them slide,
+    /// as `slides` says, and `why` says why there is no window (switched off, or null). FORMAT.md
+    /// (`attention.sliding_window`): transformers has no window to give them.
+    private func requireWindow(
+        _ window: Int?, slidingLayers: Int, by field: String, _ slides: String, _ why: String
+    ) throws {
+        guard slidingLayers > 0, window == nil else { return }
+        throw ConfigError.invalidValue(path: path, field: field, reason: "\(slides) but \(why)")
     }
 
     /// `sliding_window` as written, or `default` when the key is absent (null is no window).

@@ -602,6 +602,12 @@ enum HostileCorpus {
         config("a linear rope_scaling without a factor", { configBytes(["rope_scaling": ["type": "linear"]]) }) {
             "Error: config '\($0)': 'rope_scaling.factor' is absent; linear scaling divides positions by it"
         },
+        config(
+            "every layer sliding from max_window_layers with a null window",
+            { configBytes(["use_sliding_window": true, "max_window_layers": 0, "sliding_window": NSNull()]) }
+        ) {
+            "Error: config '\($0)': 'max_window_layers' is 0: 2 of 2 layers slide but sliding_window is null"
+        },
         config("a rope_scaling that is a string", { configBytes(["rope_scaling": "linear"]) }) {
             "Error: config '\($0)': 'rope_scaling' should be an object, found a string"
         },

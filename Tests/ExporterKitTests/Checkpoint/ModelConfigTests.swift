@@ -309,7 +309,8 @@ struct ModelConfigTests {
             (#""sliding_window": 64, "use_sliding_window": true"#, nil),
             (#""use_sliding_window": true, "max_window_layers": 0"#, 4096),
             (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 0"#, 64),
-            (#""sliding_window": null, "use_sliding_window": true, "max_window_layers": 0"#, nil),
+            (#""sliding_window": null, "use_sliding_window": true, "max_window_layers": 2"#, nil),
+            (#""sliding_window": null, "use_sliding_window": false, "max_window_layers": 0"#, nil),
             (#""sliding_window": 64, "use_sliding_window": false, "max_window_layers": 0"#, nil),
             (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 2"#, nil),
             (#""sliding_window": 64, "use_sliding_window": true, "# + sliding2, 64),
@@ -321,6 +322,45 @@ struct ModelConfigTests {
     func qwenWindow(_ fields: String, _ window: Int?) throws {
         for family in ["qwen2", "qwen3"] {
             #expect(try config(json: fields, modelType: family).attentionWindow == window, "\(family)")
+        }
+    }
+
+    @Test(
+        "qwen2 and qwen3 layers that slide from max_window_layers with a null window are refused (65), as by layer_types"
+    )
+    func qwenSlidingLayersWithoutWindow() throws {
+        // FORMAT.md refuses sliding layers with the window null; before, only layer_types did,
+        // and these exported with full attention.
+        for family in ["qwen2", "qwen3"] {
+            for (fields, message) in [
+                (
+                    #""sliding_window": null, "use_sliding_window": true, "max_window_layers": 0"#,
+                    "'max_window_layers' is 0: 2 of 2 layers slide but sliding_window is null"
+                ),
+                (
+                    #""sliding_window": null, "use_sliding_window": true, "max_window_layers": 1"#,
+                    "'max_window_layers' is 1: 1 of 2 layers slide but sliding_window is null"
+                ),
+                (
+                    #""sliding_window": null, "use_sliding_window": true, "# + Self.sliding2,
+                    "'layer_types' has sliding layers but sliding_window is null"
+                ),
+            ] {
+                let error = #expect(throws: ConfigError.self) { try config(json: fields, modelType: family) }
+                #expect(error?.description == "config 'config.json': " + message, "\(family): \(fields)")
+                #expect(error?.exitStatus == .badInput, "\(family): \(fields)")
+            }
+            let error = #expect(throws: ConfigError.self) {
+                try config([
+                    "model_type": family, "num_hidden_layers": 30, "sliding_window": NSNull(),
+                    "use_sliding_window": true,
+                ])
+            }
+            #expect(
+                error?.description
+                    == "config 'config.json': 'max_window_layers' (default 28): 2 of 30 layers slide but sliding_window "
+                    + "is null")
+            #expect(error?.exitStatus == .badInput)
         }
     }
 
