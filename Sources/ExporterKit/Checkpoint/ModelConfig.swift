@@ -123,9 +123,7 @@ public struct ModelConfig: Equatable, Sendable {
                 path: path, field: "num_key_value_heads",
                 reason: "\(given)(\(keyValueHeads)) does not divide num_attention_heads (\(attentionHeads))")
         }
-        guard rmsNormEpsilon > 0, rmsNormEpsilon.isFinite else {
-            throw ConfigError.invalidValue(path: path, field: "rms_norm_eps", reason: "must be a positive number")
-        }
+        try fields.requirePositive(rmsNormEpsilon, field: "rms_norm_eps")
         try checkPlausible(path: path)
     }
 
@@ -266,7 +264,15 @@ struct ConfigFields {
         guard let value = present(field) else { return nil }
         guard case .number(let literal) = value else { throw wrongType(field, "an integer", value) }
         guard let integer = value.intValue else {
-            throw ConfigError.invalidValue(path: path, field: field, reason: "must be an integer, found \(literal)")
+            // A whole number beyond an Int (or beyond a double's exact integers) is an integer, too large.
+            guard let number = value.doubleValue, number.rounded() == number else {
+                throw ConfigError.invalidValue(path: path, field: field, reason: "must be an integer, found \(literal)")
+            }
+            throw ConfigError.invalidValue(
+                path: path, field: field,
+                reason: number > 0
+                    ? "is absurdly large (\(literal) > \(ConfigFields.largestDimension))"
+                    : "must be positive, found \(literal)")
         }
         guard integer > 0 else {
             throw ConfigError.invalidValue(path: path, field: field, reason: "must be positive, found \(integer)")
@@ -358,14 +364,19 @@ struct ConfigFields {
         }
         guard let type = Self.scalingType(parameters) else { return (theta, legacyScaling, "rope_scaling") }
         let scaling: JSONValue = type == "default" ? .null : .object(parameters)
-        let legacy = legacyScaling.objectValue
-        let legacyType = legacy.flatMap(Self.scalingType) ?? "default"
-        let sameFactor = (legacy?["factor"] ?? .null).isEquivalent(to: parameters["factor"] ?? .null)
-        guard legacyScaling.isNull || (legacyType == type && sameFactor) else {
-            throw ConfigError.invalidValue(
-                path: path, field: field + ".rope_type",
-                reason: "is '\(type)' but rope_scaling says '\(legacyType)'"
-                    + (type == legacyType ? " with another factor" : ""))
+        if let legacy = legacyScaling.objectValue {
+            let legacyType = Self.scalingType(legacy) ?? "default"
+            guard legacyType == type else {
+                throw ConfigError.invalidValue(
+                    path: path, field: field + ".rope_type",
+                    reason: "is '\(type)' but rope_scaling says '\(legacyType)'")
+            }
+            guard (legacy["factor"] ?? .null).isEquivalent(to: parameters["factor"] ?? .null) else {
+                throw ConfigError.invalidValue(
+                    path: path, field: field + ".factor",
+                    reason: "is \(Self.written(parameters["factor"])) but rope_scaling.factor is "
+                        + Self.written(legacy["factor"]))
+            }
         }
         return legacyScaling.isNull ? (theta, scaling, field) : (theta, legacyScaling, "rope_scaling")
     }
@@ -417,10 +428,24 @@ struct ConfigFields {
         }
     }
 
-    /// Refuses a base frequency that is not a positive finite number.
-    private func requirePositive(_ theta: Double?, field: String) throws {
-        guard let theta, !(theta > 0 && theta.isFinite) else { return }
-        throw ConfigError.invalidValue(path: path, field: field, reason: "must be a positive number")
+    /// Refuses a number (a base frequency, an epsilon) that is not positive, or beyond a double:
+    /// JSON allows `1e400`, which reads as infinity.
+    func requirePositive(_ number: Double?, field: String) throws {
+        guard let number, !(number > 0 && number.isFinite) else { return }
+        throw ConfigError.invalidValue(
+            path: path, field: field, reason: number.isFinite ? "must be a positive number" : Self.beyondDouble)
+    }
+
+    /// Why a number that reads as infinity is refused.
+    static let beyondDouble = "is too large: beyond a double (about 1.8e308)"
+
+    /// A value as the config writes it, for messages: a number's literal, `null`, or `absent`.
+    private static func written(_ value: JSONValue?) -> String {
+        switch value {
+        case nil: return "absent"
+        case .number(let literal)?: return literal
+        case let other?: return other.typeDescription
+        }
     }
 
     /// The scaling type an object names (`rope_type`, or `type` as older configs wrote it).
@@ -484,7 +509,8 @@ struct ConfigFields {
             }
             guard number > 0, number.isFinite else {
                 throw ConfigError.invalidValue(
-                    path: path, field: "\(field).factor", reason: "must be a positive number, found \(literal)")
+                    path: path, field: "\(field).factor",
+                    reason: number.isFinite ? "must be a positive number, found \(literal)" : Self.beyondDouble)
             }
             factorLiteral = literal
         }
@@ -601,8 +627,12 @@ struct ConfigFields {
     /// `max_window_layers`, the first sliding layer; nil when absent or null.
     private func maxWindowLayers() throws -> Int? {
         guard let value = present("max_window_layers") else { return nil }
-        guard let layers = value.intValue, layers >= 0 else {
+        guard case .number(let literal) = value else {
             throw wrongType("max_window_layers", "a non-negative integer", value)
+        }
+        guard let layers = value.intValue, layers >= 0 else {
+            throw ConfigError.invalidValue(
+                path: path, field: "max_window_layers", reason: "should be a non-negative integer, found \(literal)")
         }
         return layers
     }

@@ -507,6 +507,21 @@ enum HostileCorpus {
         ) {
             "Error: config '\($0)' is not valid JSON: invalid UTF-8 in a string at byte 15"
         },
+        config("a UTF-8 byte-order mark before the document", { [0xEF, 0xBB, 0xBF] + configBytes([:]) }) {
+            "Error: config '\($0)' is not valid JSON: the text starts with a UTF-8 byte-order mark (EF BB BF, invisible "
+                + "in most editors), which JSON does not allow at byte 0"
+        },
+        config(
+            "a layer count beyond any integer type",
+            {
+                Array(
+                    String(decoding: configBytes([:]), as: UTF8.self).replacingOccurrences(
+                        of: #""num_hidden_layers":2"#, with: #""num_hidden_layers":99999999999999999999999"#
+                    ).utf8)
+            }
+        ) {
+            "Error: config '\($0)': 'num_hidden_layers' is absurdly large (99999999999999999999999 > 1073741824)"
+        },
         config("a missing dimension", { configBytes(["hidden_size": nil]) }) {
             "Error: config '\($0)' has no 'hidden_size'"
         },

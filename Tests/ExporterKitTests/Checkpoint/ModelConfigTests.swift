@@ -32,11 +32,14 @@ struct ModelConfigTests {
     /// The tiny config's required keys and its two KV heads, of `modelType`, plus `extra` (JSON
     /// text of more keys), parsed.
     private func config(json extra: String, modelType: String = "qwen2") throws -> ModelConfig {
-        let json =
-            #"{"model_type": ""# + modelType + #"", "hidden_size": 64, "intermediate_size": 128, "#
+        try ModelConfig(bytes: Array(configText(extra, modelType: modelType).utf8), path: "config.json")
+    }
+
+    /// The text ``config(json:modelType:)`` parses.
+    private func configText(_ extra: String, modelType: String = "qwen2") -> String {
+        #"{"model_type": ""# + modelType + #"", "hidden_size": 64, "intermediate_size": 128, "#
             + #""num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "#
             + #""max_position_embeddings": 512"# + (extra.isEmpty ? "" : ", " + extra) + "}"
-        return try ModelConfig(bytes: Array(json.utf8), path: "config.json")
     }
 
     @Test(
@@ -45,7 +48,10 @@ struct ModelConfigTests {
             (#"{"type": "linear", "factor": -2}"#, "'rope_scaling.factor' must be a positive number, found -2"),
             (#"{"type": "linear", "factor": 0}"#, "'rope_scaling.factor' must be a positive number, found 0"),
             (#"{"type": "linear", "factor": -0.0}"#, "'rope_scaling.factor' must be a positive number, found -0.0"),
-            (#"{"type": "linear", "factor": 1e999}"#, "'rope_scaling.factor' must be a positive number, found 1e999"),
+            (
+                #"{"type": "linear", "factor": 1e999}"#,
+                "'rope_scaling.factor' is too large: beyond a double (about 1.8e308)"
+            ),
             (#"{"type": "linear", "factor": "2"}"#, "'rope_scaling.factor' should be a number, found a string"),
             (#"{"type": 3, "factor": 2}"#, "'rope_scaling.type' should be a string, found a number"),
             (#"{"rope_type": ["linear"]}"#, "'rope_scaling.rope_type' should be a string, found an array"),
@@ -111,10 +117,52 @@ struct ModelConfigTests {
         #expect(try config(json: #""rope_parameters": {"rope_theta": 1e6, "factor": null}"#).ropeScaling == .null)
     }
 
-    @Test("an rms_norm_eps of zero, below zero or beyond a double is refused", arguments: ["0", "-1e-6", "1e999"])
-    func badEpsilon(_ value: String) throws {
+    @Test(
+        "an rms_norm_eps of zero, below zero or beyond a double is refused",
+        arguments: [
+            ("0", "must be a positive number"), ("-1e-6", "must be a positive number"),
+            // Before, "must be a positive number": it is one, too large to hold.
+            ("1e999", "is too large: beyond a double (about 1.8e308)"),
+        ])
+    func badEpsilon(_ value: String, _ reason: String) throws {
         let error = #expect(throws: ConfigError.self) { try config(json: #""rms_norm_eps": "# + value) }
-        #expect(error?.description == "config 'config.json': 'rms_norm_eps' must be a positive number")
+        #expect(error?.description == "config 'config.json': 'rms_norm_eps' " + reason)
+        #expect(error?.exitStatus == .badInput)
+    }
+
+    @Test(
+        "a number too large to hold is said to be so, not to be no integer or no positive number (exit 65)",
+        arguments: [
+            // Before: "must be an integer, found 99999999999999999999999".
+            (
+                #""num_hidden_layers": 99999999999999999999999"#,
+                "'num_hidden_layers' is absurdly large (99999999999999999999999 > 1073741824)"
+            ),
+            (#""hidden_size": 1e16"#, "'hidden_size' is absurdly large (1e16 > 1073741824)"),
+            (#""vocab_size": 1e400"#, "'vocab_size' is absurdly large (1e400 > 1073741824)"),
+            (
+                #""vocab_size": -99999999999999999999999"#,
+                "'vocab_size' must be positive, found -99999999999999999999999"
+            ),
+            (#""hidden_size": 1.5e16"#, "'hidden_size' is absurdly large (1.5e16 > 1073741824)"),
+            (#""hidden_size": 64.5"#, "'hidden_size' must be an integer, found 64.5"),
+            // Before: "must be a positive number".
+            (#""rope_theta": 1e400"#, "'rope_theta' is too large: beyond a double (about 1.8e308)"),
+            (
+                #""rope_parameters": {"rope_theta": 1e400}"#,
+                "'rope_parameters.rope_theta' is too large: beyond a double (about 1.8e308)"
+            ),
+        ])
+    func tooLargeToHold(_ field: String, _ message: String) throws {
+        // The field replaces the tiny config's own, or is added.
+        let key = String(field.prefix { $0 != ":" })
+        let base = configText("")
+        let json =
+            base.contains(key + ":")
+            ? base.replacingOccurrences(of: key + ": [0-9]+", with: field, options: .regularExpression)
+            : configText(field)
+        let error = #expect(throws: ConfigError.self) { try ModelConfig(bytes: Array(json.utf8), path: "config.json") }
+        #expect(error?.description == "config 'config.json': " + message)
         #expect(error?.exitStatus == .badInput)
     }
 
@@ -178,7 +226,8 @@ struct ModelConfigTests {
             ),
             (
                 #""rope_scaling": {"type": "linear", "factor": 2}, "rope_parameters": {"rope_type": "linear", "factor": 4}"#,
-                "'rope_parameters.rope_type' is 'linear' but rope_scaling says 'linear' with another factor"
+                // Before: "'rope_parameters.rope_type' is 'linear' but rope_scaling says 'linear' with another factor".
+                "'rope_parameters.factor' is 4 but rope_scaling.factor is 2"
             ),
             (#""rope_parameters": "default""#, "'rope_parameters' should be an object, found a string"),
             (
@@ -466,11 +515,11 @@ struct ModelConfigTests {
             ),
             (
                 "qwen2", #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": -1"#,
-                "'max_window_layers' should be a non-negative integer, found a number", false
+                "'max_window_layers' should be a non-negative integer, found -1", false
             ),
             (
                 "unknown_family", #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": -1"#,
-                "'max_window_layers' should be a non-negative integer, found a number", false
+                "'max_window_layers' should be a non-negative integer, found -1", false
             ),
             (
                 "qwen2", #""sliding_window": 64, "layer_types": ["full_attention"]"#,
