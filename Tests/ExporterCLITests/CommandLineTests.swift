@@ -279,6 +279,26 @@ struct CommandLineTests {
         #expect(plan.conversionMemory(two).peakTensor == "model.embed_tokens.weight")
     }
 
+    @Test(
+        "torch_dtype auto, the weights' own type: real weights export from their headers; a plan without them reads whole"
+    )
+    func automaticDType() throws {
+        // Before, refused (65) whatever the weights: 'torch_dtype' is 'auto'; expected one of: …
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["torch_dtype": "auto"])
+        let experimental = ["--experimental", "--compute-precision", "float16"]
+        let export = runExporter(
+            [checkpoint.path, "--output-dir", try Fixtures.temporaryDirectory().path, "--json"] + experimental)
+        #expect(export.status == 0, "\(export.error)")
+        #expect(export.error.isEmpty)
+        let withWeights = runExporter(["plan", checkpoint.path, "--json"] + experimental)
+        #expect(try manifest(withWeights)["conversion"]?.objectValue?["storage_from"]?.stringValue == "checkpoint")
+        let configOnly = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(overrides: ["torch_dtype": "auto"]))
+        let plan = runExporter(["plan", configOnly.path] + experimental)
+        #expect(plan.status == 0, "\(plan.error)")
+        #expect(plan.output.contains(" (torch_dtype auto: read whole)\n"), "\(plan.output)")
+    }
+
     @Test("a preset-less model type without iOS support is refused whatever the flags")
     func noIOSVariant() throws {
         let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))

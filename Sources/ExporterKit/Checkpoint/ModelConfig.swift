@@ -40,8 +40,11 @@ public struct ModelConfig: Equatable, Sendable {
     public var rmsNormEpsilon: Double
     /// `tie_word_embeddings` (false when absent, the transformers default of every family that exports).
     public var tieWordEmbeddings: Bool
-    /// `torch_dtype` (or `dtype`, its name in newer transformers): `bfloat16`, `float16` or
-    /// `float32` (any other value is refused); nil when absent.
+    /// `torch_dtype` (or `dtype`, its name in newer transformers): `bfloat16`, `float16`,
+    /// `float32` or `auto` (any other value is refused); nil when absent. `auto` is what
+    /// transformers' `from_pretrained(dtype="auto")` means by it: the weights' own type, which
+    /// their safetensors headers give. It names no type, so where there are no weights to read
+    /// (`--synthetic`, a plan of a config alone) it counts as absent.
     public var torchDType: String?
     /// Whether the q, k and v projections carry biases, by the family's rule
     /// (``ConfigReading/attentionBias``): always for qwen2, never for mistral, mixtral and phi3,
@@ -126,6 +129,9 @@ public struct ModelConfig: Equatable, Sendable {
         try fields.requirePositive(rmsNormEpsilon, field: "rms_norm_eps")
         try checkPlausible(path: path)
     }
+
+    /// The `torch_dtype` that names the weights' own type (``torchDType``).
+    public static let automaticDType = "auto"
 
     /// Reads and parses `config.json` at `url`.
     /// - Throws: `ConfigError` when the file is unreadable or its content unusable,
@@ -291,13 +297,13 @@ struct ConfigFields {
     }
 
     /// `torch_dtype` or `dtype`: one of the float types weights are read as
-    /// (``TensorDType/init(torchDType:)``), or nil when absent or null.
+    /// (``TensorDType/init(torchDType:)``), or `auto`; nil when absent or null.
     func floatDType(_ field: String) throws -> String? {
         guard let text = try optionalString(field) else { return nil }
-        guard TensorDType(torchDType: text) != nil else {
+        let names = TensorDType.torchDTypeNames + [ModelConfig.automaticDType]
+        guard names.contains(text) else {
             throw ConfigError.invalidValue(
-                path: path, field: field,
-                reason: "is '\(text)'; expected one of: \(TensorDType.torchDTypeNames.joined(separator: ", "))")
+                path: path, field: field, reason: "is '\(text)'; expected one of: \(names.joined(separator: ", "))")
         }
         return text
     }

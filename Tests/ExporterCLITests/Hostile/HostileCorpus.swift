@@ -627,7 +627,7 @@ enum HostileCorpus {
             "Error: config '\($0)': 'rope_scaling' should be an object, found a string"
         },
         config("an unknown torch_dtype", { configBytes(["torch_dtype": "int4"]) }) {
-            "Error: config '\($0)': 'torch_dtype' is 'int4'; expected one of: bfloat16, float16, float32"
+            "Error: config '\($0)': 'torch_dtype' is 'int4'; expected one of: bfloat16, float16, float32, auto"
         },
         config(
             "a model type carrying a terminal escape sequence", { configBytes(["model_type": "\u{1B}[2Jqwen"]) },

@@ -336,11 +336,17 @@ struct ModelConfigTests {
         }
         #expect(try config(["torch_dtype": nil]).torchDType == nil)
         #expect(try config(["torch_dtype": NSNull()]).torchDType == nil)
-        for (field, value) in [("torch_dtype", "int4"), ("dtype", "float8_e4m3fn"), ("torch_dtype", "auto")] {
+        // auto, the weights' own type: before, refused, whatever the weights said.
+        #expect(try config(["torch_dtype": "auto"]).torchDType == "auto")
+        #expect(try config(["torch_dtype": nil, "dtype": "auto"]).torchDType == "auto")
+        // transformers reads a string dtype as an attribute of torch, which torch.bfloat16 is not.
+        for (field, value) in [("torch_dtype", "int4"), ("dtype", "float8_e4m3fn"), ("torch_dtype", "torch.bfloat16")] {
             let error = #expect(throws: ConfigError.self) { try config(json: "\"\(field)\": \"\(value)\"") }
             #expect(
                 error?.description
-                    == "config 'config.json': '\(field)' is '\(value)'; expected one of: bfloat16, float16, float32")
+                    == "config 'config.json': '\(field)' is '\(value)'; expected one of: bfloat16, float16, float32, auto"
+            )
+            #expect(error?.exitStatus == .badInput)
         }
     }
 
