@@ -279,6 +279,26 @@ struct CommandLineTests {
         #expect(plan.conversionMemory(two).peakTensor == "model.embed_tokens.weight")
     }
 
+    @Test(
+        "torch_dtype auto, the weights' own type: real weights export from their headers; a plan without them reads whole"
+    )
+    func automaticDType() throws {
+        // Before, refused (65) whatever the weights: 'torch_dtype' is 'auto'; expected one of: …
+        let checkpoint = try Fixtures.syntheticCheckpoint(overrides: ["torch_dtype": "auto"])
+        let experimental = ["--experimental", "--compute-precision", "float16"]
+        let export = runExporter(
+            [checkpoint.path, "--output-dir", try Fixtures.temporaryDirectory().path, "--json"] + experimental)
+        #expect(export.status == 0, "\(export.error)")
+        #expect(export.error.isEmpty)
+        let withWeights = runExporter(["plan", checkpoint.path, "--json"] + experimental)
+        #expect(try manifest(withWeights)["conversion"]?.objectValue?["storage_from"]?.stringValue == "checkpoint")
+        let configOnly = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(overrides: ["torch_dtype": "auto"]))
+        let plan = runExporter(["plan", configOnly.path] + experimental)
+        #expect(plan.status == 0, "\(plan.error)")
+        #expect(plan.output.contains(" (torch_dtype auto: read whole)\n"), "\(plan.output)")
+    }
+
     @Test("a preset-less model type without iOS support is refused whatever the flags")
     func noIOSVariant() throws {
         let directory = try Fixtures.checkpointDirectory(config: Fixtures.tinyConfig(modelType: "phi3"))
@@ -331,6 +351,46 @@ struct CommandLineTests {
                 let run = runExporter(arguments)
                 #expect(run.status == 69, "\(arguments)")
                 #expect(run.error == message, "\(arguments)")
+            }
+        }
+    }
+
+    @Test(
+        "a multimodal wrapper whose sizes sit under text_config gets its family's registry refusal (69), not a missing key"
+    )
+    func multimodalWrapper() throws {
+        // Real Qwen3-VL and Gemma 3 (4B and up) configs are shaped so: before, both were refused
+        // as malformed (65): "config '…' has no 'hidden_size'".
+        let gemma3 =
+            "Error: model type 'gemma3_text' is registered but graph.json cannot describe it: its MLP activated by "
+            + "hidden_activation (gelu_pytorch_tanh when absent; hidden_act is not read), a rotary base per layer type "
+            + "(rope_local_base_freq), (1 + weight) norms, embeddings scaled by √hidden_size and scores by "
+            + "query_pre_attn_scalar\n"
+        let qwen3VL =
+            "Error: model type 'qwen3_vl' is registered but its tensor layout is not known to this version; "
+            + "see docs/ADDING_AN_ARCHITECTURE.md\n"
+        for (modelType, architecture, message) in [
+            ("qwen3_vl", "Qwen3VLForConditionalGeneration", qwen3VL),
+            ("gemma3", "Gemma3ForConditionalGeneration", gemma3),
+        ] {
+            let wrapper: [String: Any] = [
+                "architectures": [architecture], "model_type": modelType,
+                "text_config": Fixtures.tinyConfig(modelType: modelType + "_text"), "vision_config": ["depth": 24],
+                "tie_word_embeddings": true,
+            ]
+            let flat = Fixtures.tinyConfig(modelType: modelType)
+            let output = try Fixtures.temporaryDirectory()
+            let macOS = ["--platform", "macOS", "--experimental", "--compute-precision", "float16"]
+            for config in [wrapper, flat] {
+                let directory = try Fixtures.checkpointDirectory(config: config)
+                for arguments in [
+                    ["plan", directory.path] + macOS,
+                    [directory.path, "--synthetic", "--output-dir", output.path] + macOS,
+                ] {
+                    let run = runExporter(arguments)
+                    #expect(run.status == 69, "\(modelType): \(arguments)")
+                    #expect(run.error == message, "\(modelType): \(arguments)")
+                }
             }
         }
     }

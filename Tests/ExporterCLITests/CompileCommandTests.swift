@@ -835,6 +835,50 @@ struct CompileCommandTests {
         #expect(run.error.hasPrefix("Error: tensor '\(manifest.tensors[palettized].name)': lut holds "))
     }
 
+    @Test(
+        "a hand-made graph with linear scaling and no factor is refused by compile and convert (65) and fails verify (1)"
+    )
+    func linearScalingWithoutFactor() throws {
+        // Before, compile said linear scaling "has no precomputed tables yet", convert built a
+        // package with a factor of 1 and verify passed the bundle.
+        let checkpoint = try Fixtures.checkpointDirectory(
+            config: Fixtures.tinyConfig(overrides: ["rope_scaling": ["type": "linear", "factor": 2]]))
+        let output = try Fixtures.temporaryDirectory()
+        let export = runExporter([
+            checkpoint.path, "--experimental", "--compute-precision", "float16", "--synthetic", "--output-dir",
+            output.path,
+        ])
+        #expect(export.status == 0, "\(export.error)")
+        let bundleURL = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let graphURL = bundleURL.appendingPathComponent("graph.json")
+        let graph = try String(contentsOf: graphURL, encoding: .utf8)
+        #expect(graph.contains(#""scaling_factor" : 2,"#))
+        let edited = Array(
+            graph.replacingOccurrences(of: #""scaling_factor" : 2,"#, with: #""scaling_factor" : null,"#).utf8)
+        try Data(edited).write(to: graphURL)
+        try TinyArtifacts.editManifest(bundleURL) { manifest in
+            let index = try #require(manifest.files.firstIndex { $0.path == "graph.json" })
+            manifest.sizes.bundleBytes = manifest.sizes.bundleBytes.map { $0 + edited.count - graph.utf8.count }
+            manifest.files[index].bytes = edited.count
+            manifest.files[index].crc32 = BundleWriter.hex(edited.withUnsafeBytes { CRC32.checksum($0) })
+        }
+        let problem =
+            "rope.scaling_type is 'linear' but rope.scaling_factor is null; linear scaling divides positions by it"
+        let verify = runExporter(["verify", bundleURL.path])
+        #expect(verify.status == 1)
+        #expect(verify.error == "Error: 'graph.json': \(problem)\n")
+        let target = try Fixtures.temporaryDirectory()
+        for command in [
+            ["compile", bundleURL.path, "--output", target.path],
+            ["convert", bundleURL.path, "--output", target.appendingPathComponent("x.mlpackage").path],
+        ] {
+            let run = runExporter(command)
+            #expect(run.status == 65, "\(command[0])")
+            #expect(run.error == "Error: '\(graphURL.path)': \(problem)\n", "\(command[0])")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: target.path) == [])
+    }
+
     @Test("compile, and export --compile before exporting, refuse artifacts the disk cannot hold, writing nothing")
     func diskSpace() throws {
         let checkpoint = try Fixtures.syntheticCheckpoint()

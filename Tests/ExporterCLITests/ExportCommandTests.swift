@@ -889,7 +889,9 @@ struct ExportCommandTests {
     @Test(
         "--synthetic generates what a checkpoint of the config's dtype stores: the same weights as exporting `synth`'s")
     func syntheticFollowsDType() throws {
-        for (torchDType, dtype) in [("bfloat16", "BF16"), ("float16", "F16")] {
+        // auto names the weights' own type, so none here: float16, as without a torch_dtype; the
+        // checkpoint synth writes, whose config says auto too, exports from its headers.
+        for (torchDType, dtype) in [("bfloat16", "BF16"), ("float16", "F16"), ("auto", "F16")] {
             let config = try Fixtures.checkpointDirectory(
                 config: Fixtures.tinyConfig(modelType: "qwen3", overrides: ["torch_dtype": torchDType]), name: "Small")
             let root = try Fixtures.temporaryDirectory()

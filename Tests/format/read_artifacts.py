@@ -1075,6 +1075,11 @@ def check_graph(graph, manifest, model):
         "shapes.kv_cache_per_layer": [model["kv_heads"], context, model["head_dim"]],
         "shapes.causal_mask": [context, context],
     }
+    factor = graph["rope"]["scaling_factor"]
+    if graph["rope"]["scaling_type"] == "linear":
+        # p' = p / scaling_factor: a null, zero or negative factor gives linear scaling no meaning.
+        P.check(isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 0, where,
+                f"rope.scaling_type is 'linear' but rope.scaling_factor is {factor!r}")
     for optional in ("theta", "eps", "tie"):
         if model[optional] is not None:
             key = {"theta": "rope.theta", "eps": "rms_norm_eps", "tie": "tie_word_embeddings"}

@@ -111,7 +111,13 @@ enum PlanPrinter {
         case "synthetic":
             let generated = SyntheticWeightSource.storage(for: config) == .bfloat16 ? "bfloat16" : "float16"
             storage = " (generated as \(generated))"
-        default: storage = config.torchDType.map { " (weights as \($0))" } ?? " (no torch_dtype: read whole)"
+        default:
+            if let name = config.torchDType, TensorDType(torchDType: name) != nil {
+                storage = " (weights as \(name))"
+            } else {
+                // No torch_dtype, or auto: the weights' own type, which they are not here to say.
+                storage = " (\(config.torchDType.map { "torch_dtype \($0)" } ?? "no torch_dtype"): read whole)"
+            }
         }
         return [["conversion", peak], ["", "at \(conversion.peakTensor)" + storage]]
     }

@@ -18,6 +18,9 @@ public enum BundleError: ExporterError, Equatable {
     case artifactNotFound(path: String)
     /// The artifact is not a bundle this version can read.
     case notABundle(path: String, reason: String)
+    /// The graph description decodes but describes what `docs/FORMAT.md` gives no meaning
+    /// (``GraphDescription/Rope/problem``).
+    case invalidGraph(path: String, reason: String)
     /// A portable bundle was needed; the artifact is of another kind (compiled, plan).
     case notPortable(path: String, kind: String, portable: String?)
     /// The manifest's schema is newer (or other) than this version reads.
@@ -51,6 +54,8 @@ public enum BundleError: ExporterError, Equatable {
             return "no artifact at '\(path)': no such file or folder"
         case .notABundle(let path, let reason):
             return "'\(path)' is not an exporter artifact: \(reason)"
+        case .invalidGraph(let path, let reason):
+            return "'\(path)': \(reason)"
         case .notPortable(let path, let kind, let portable):
             let what = kind == "compiled" ? "a compiled artifact" : kind == "plan" ? "a plan" : "of kind '\(kind)'"
             return "'\(path)' is \(what), not a portable bundle (.aimodel)"
@@ -75,7 +80,7 @@ public enum BundleError: ExporterError, Equatable {
         case .outputExists, .notReplaceable, .nameClash: return .outputExists
         case .writeFailed, .readFailed: return .ioFailure
         case .fileMismatch, .invalidTensor: return .verificationFailed
-        case .notABundle, .notPortable, .unsupportedSchema, .sourceMismatch: return .badInput
+        case .notABundle, .invalidGraph, .notPortable, .unsupportedSchema, .sourceMismatch: return .badInput
         case .unknownTensor: return .usage
         case .artifactNotFound: return .notFound
         }

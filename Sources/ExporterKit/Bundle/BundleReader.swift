@@ -55,6 +55,9 @@ public struct BundleReader {
             if let listedGraph { try BundleReader.verify(listedGraph, in: url) }
             throw BundleError.notABundle(path: graphURL.path, reason: "invalid graph description")
         }
+        // Nothing built from the bundle (compiled tables, a Core ML program, a forward pass) may
+        // give such a graph a meaning of its own.
+        if let problem = graph.rope.problem { throw BundleError.invalidGraph(path: graphURL.path, reason: problem) }
         try checkWeightsHeader()
         try checkRecords()
     }

@@ -72,6 +72,22 @@ public struct GraphDescription: Codable, Equatable, Sendable {
             case scalingType = "scaling_type"
             case scalingFactor = "scaling_factor"
         }
+
+        /// Why `docs/FORMAT.md` gives the rotation no meaning, nil when it does: `linear`
+        /// scaling divides each position by `scaling_factor` (`p' = p / scaling_factor`), which
+        /// must then be a positive number. A scaling type other than none, `default` and
+        /// `linear` is meaningful but not implemented: its refusal is each reader's own.
+        public var problem: String? {
+            guard scalingType == "linear" else { return nil }
+            guard let factor = scalingFactor else {
+                return "rope.scaling_type is 'linear' but rope.scaling_factor is null; "
+                    + "linear scaling divides positions by it"
+            }
+            guard factor > 0, factor.isFinite else {
+                return "rope.scaling_factor is \(factor); linear scaling divides positions by a positive number"
+            }
+            return nil
+        }
     }
 
     /// Static shapes.

@@ -31,16 +31,20 @@ public struct ModelConfig: Equatable, Sendable {
     /// family's default (``ConfigReading/ropeTheta``: 1,000,000 for mixtral, else 10,000).
     public var ropeTheta: Double
     /// `rope_scaling` as written (null when absent), or the `rope_parameters` object when it
-    /// names a `rope_type` other than `default`: an object whose `type` and `rope_type`, when
-    /// present, are strings and whose `factor`, when present, is a positive number.
+    /// names a `rope_type` other than `default`: an object that names its type (`rope_type` or
+    /// `type`, strings), whose `factor`, when present, is a positive number, and present for a
+    /// `linear` type.
     public var ropeScaling: JSONValue
     /// `rms_norm_eps`; when absent, the family's default (``ConfigReading/rmsNormEpsilon``: 1e-5
     /// for mixtral and phi3, else 1e-6).
     public var rmsNormEpsilon: Double
     /// `tie_word_embeddings` (false when absent, the transformers default of every family that exports).
     public var tieWordEmbeddings: Bool
-    /// `torch_dtype` (or `dtype`, its name in newer transformers): `bfloat16`, `float16` or
-    /// `float32` (any other value is refused); nil when absent.
+    /// `torch_dtype` (or `dtype`, its name in newer transformers): `bfloat16`, `float16`,
+    /// `float32` or `auto` (any other value is refused); nil when absent. `auto` is what
+    /// transformers' `from_pretrained(dtype="auto")` means by it: the weights' own type, which
+    /// their safetensors headers give. It names no type, so where there are no weights to read
+    /// (`--synthetic`, a plan of a config alone) it counts as absent.
     public var torchDType: String?
     /// Whether the q, k and v projections carry biases, by the family's rule
     /// (``ConfigReading/attentionBias``): always for qwen2, never for mistral, mixtral and phi3,
@@ -122,11 +126,12 @@ public struct ModelConfig: Equatable, Sendable {
                 path: path, field: "num_key_value_heads",
                 reason: "\(given)(\(keyValueHeads)) does not divide num_attention_heads (\(attentionHeads))")
         }
-        guard rmsNormEpsilon > 0, rmsNormEpsilon.isFinite else {
-            throw ConfigError.invalidValue(path: path, field: "rms_norm_eps", reason: "must be a positive number")
-        }
+        try fields.requirePositive(rmsNormEpsilon, field: "rms_norm_eps")
         try checkPlausible(path: path)
     }
+
+    /// The `torch_dtype` that names the weights' own type (``torchDType``).
+    public static let automaticDType = "auto"
 
     /// Reads and parses `config.json` at `url`.
     /// - Throws: `ConfigError` when the file is unreadable or its content unusable,
@@ -265,7 +270,15 @@ struct ConfigFields {
         guard let value = present(field) else { return nil }
         guard case .number(let literal) = value else { throw wrongType(field, "an integer", value) }
         guard let integer = value.intValue else {
-            throw ConfigError.invalidValue(path: path, field: field, reason: "must be an integer, found \(literal)")
+            // A whole number beyond an Int (or beyond a double's exact integers) is an integer, too large.
+            guard let number = value.doubleValue, number.rounded() == number else {
+                throw ConfigError.invalidValue(path: path, field: field, reason: "must be an integer, found \(literal)")
+            }
+            throw ConfigError.invalidValue(
+                path: path, field: field,
+                reason: number > 0
+                    ? "is absurdly large (\(literal) > \(ConfigFields.largestDimension))"
+                    : "must be positive, found \(literal)")
         }
         guard integer > 0 else {
             throw ConfigError.invalidValue(path: path, field: field, reason: "must be positive, found \(integer)")
@@ -284,13 +297,13 @@ struct ConfigFields {
     }
 
     /// `torch_dtype` or `dtype`: one of the float types weights are read as
-    /// (``TensorDType/init(torchDType:)``), or nil when absent or null.
+    /// (``TensorDType/init(torchDType:)``), or `auto`; nil when absent or null.
     func floatDType(_ field: String) throws -> String? {
         guard let text = try optionalString(field) else { return nil }
-        guard TensorDType(torchDType: text) != nil else {
+        let names = TensorDType.torchDTypeNames + [ModelConfig.automaticDType]
+        guard names.contains(text) else {
             throw ConfigError.invalidValue(
-                path: path, field: field,
-                reason: "is '\(text)'; expected one of: \(TensorDType.torchDTypeNames.joined(separator: ", "))")
+                path: path, field: field, reason: "is '\(text)'; expected one of: \(names.joined(separator: ", "))")
         }
         return text
     }
@@ -303,7 +316,8 @@ struct ConfigFields {
     /// other than 1) is refused: the graph rotates every dimension. So is, where `scalingTypes` is
     /// given (the family's ``ConfigReading/ropeScalingTypes``), a scaling of another type: its own
     /// keys (`original_max_position_embeddings`, `beta_fast`, `low_freq_factor`, …) have no place in
-    /// the graph. `defaultTheta` is the family's base frequency when the config gives none.
+    /// the graph. A scaling that names no type, or a linear one without a factor, is refused (see
+    /// `validateScaling`). `defaultTheta` is the family's base frequency when the config gives none.
     func rope(theta defaultTheta: Double, scalingTypes: [String]?) throws -> (theta: Double, scaling: JSONValue) {
         let (theta, scaling, scalingField) = try ropeAsWritten(defaultTheta: defaultTheta)
         if let scalingTypes, let object = scaling.objectValue, let type = Self.scalingType(object),
@@ -317,6 +331,15 @@ struct ConfigFields {
                 path: path, field: "\(scalingField).\(field)",
                 reason: "is '\(type)': the graph's rotation supports " + supported)
         }
+        // transformers refuses it too (`factor` is a required key of linear scaling), and the
+        // graph's p' = p / scaling_factor has no meaning without it.
+        if let object = scaling.objectValue, Self.scalingType(object) == "linear",
+            (object["factor"] ?? .null).isNull
+        {
+            throw ConfigError.invalidValue(
+                path: path, field: "\(scalingField).factor",
+                reason: "is \(object["factor"] == nil ? "absent" : "null"); linear scaling divides positions by it")
+        }
         return (theta, scaling)
     }
 
@@ -327,13 +350,13 @@ struct ConfigFields {
         let legacyTheta = try optionalDouble("rope_theta")
         try requirePositive(legacyTheta, field: "rope_theta")
         let legacyScaling = present("rope_scaling") ?? .null
-        if !legacyScaling.isNull { try validateScaling(legacyScaling, field: "rope_scaling") }
+        if !legacyScaling.isNull { try validateScaling(legacyScaling, field: "rope_scaling", alwaysNamesType: true) }
         try requireWholeRotation(object["partial_rotary_factor"], field: "partial_rotary_factor")
         guard let value = present("rope_parameters") else {
             return (legacyTheta ?? defaultTheta, legacyScaling, "rope_scaling")
         }
         let (parameters, field) = try singleRopeParameters(value)
-        try validateScaling(.object(parameters), field: field)
+        try validateScaling(.object(parameters), field: field, alwaysNamesType: false)
         try requireWholeRotation(parameters["partial_rotary_factor"], field: field + ".partial_rotary_factor")
         var theta = legacyTheta ?? defaultTheta
         if let value = parameters["rope_theta"], !value.isNull {
@@ -347,14 +370,19 @@ struct ConfigFields {
         }
         guard let type = Self.scalingType(parameters) else { return (theta, legacyScaling, "rope_scaling") }
         let scaling: JSONValue = type == "default" ? .null : .object(parameters)
-        let legacy = legacyScaling.objectValue
-        let legacyType = legacy.flatMap(Self.scalingType) ?? "default"
-        let sameFactor = (legacy?["factor"] ?? .null).isEquivalent(to: parameters["factor"] ?? .null)
-        guard legacyScaling.isNull || (legacyType == type && sameFactor) else {
-            throw ConfigError.invalidValue(
-                path: path, field: field + ".rope_type",
-                reason: "is '\(type)' but rope_scaling says '\(legacyType)'"
-                    + (type == legacyType ? " with another factor" : ""))
+        if let legacy = legacyScaling.objectValue {
+            let legacyType = Self.scalingType(legacy) ?? "default"
+            guard legacyType == type else {
+                throw ConfigError.invalidValue(
+                    path: path, field: field + ".rope_type",
+                    reason: "is '\(type)' but rope_scaling says '\(legacyType)'")
+            }
+            guard (legacy["factor"] ?? .null).isEquivalent(to: parameters["factor"] ?? .null) else {
+                throw ConfigError.invalidValue(
+                    path: path, field: field + ".factor",
+                    reason: "is \(Self.written(parameters["factor"])) but rope_scaling.factor is "
+                        + Self.written(legacy["factor"]))
+            }
         }
         return legacyScaling.isNull ? (theta, scaling, field) : (theta, legacyScaling, "rope_scaling")
     }
@@ -406,10 +434,24 @@ struct ConfigFields {
         }
     }
 
-    /// Refuses a base frequency that is not a positive finite number.
-    private func requirePositive(_ theta: Double?, field: String) throws {
-        guard let theta, !(theta > 0 && theta.isFinite) else { return }
-        throw ConfigError.invalidValue(path: path, field: field, reason: "must be a positive number")
+    /// Refuses a number (a base frequency, an epsilon) that is not positive, or beyond a double:
+    /// JSON allows `1e400`, which reads as infinity.
+    func requirePositive(_ number: Double?, field: String) throws {
+        guard let number, !(number > 0 && number.isFinite) else { return }
+        throw ConfigError.invalidValue(
+            path: path, field: field, reason: number.isFinite ? "must be a positive number" : Self.beyondDouble)
+    }
+
+    /// Why a number that reads as infinity is refused.
+    static let beyondDouble = "is too large: beyond a double (about 1.8e308)"
+
+    /// A value as the config writes it, for messages: a number's literal, `null`, or `absent`.
+    private static func written(_ value: JSONValue?) -> String {
+        switch value {
+        case nil: return "absent"
+        case .number(let literal)?: return literal
+        case let other?: return other.typeDescription
+        }
     }
 
     /// The scaling type an object names (`rope_type`, or `type` as older configs wrote it).
@@ -453,23 +495,37 @@ struct ConfigFields {
     }
 
     /// A scaling object (`rope_scaling`, or `rope_parameters`, named `field`): its `type` and
-    /// `rope_type` are strings and its `factor` a positive finite number, where present.
-    private func validateScaling(_ value: JSONValue, field: String) throws {
+    /// `rope_type` are strings and its `factor` a positive finite number, where present, and it
+    /// names a type. transformers 4 fails on a `rope_scaling` that names none (its rotary
+    /// embedding looks the type up and finds None), so reading it as no scaling would be a guess.
+    /// transformers 5 reads `rope_parameters` without a type as `default` (`alwaysNamesType`
+    /// false): refused there only when a type is written null, which it fails on too, or when a
+    /// factor says that a scaling was meant, which it would drop.
+    private func validateScaling(_ value: JSONValue, field: String, alwaysNamesType: Bool) throws {
         guard let scaling = value.objectValue else { throw wrongType(field, "an object", value) }
         for key in ["type", "rope_type"] {
             if let kind = scaling[key], !kind.isNull, kind.stringValue == nil {
                 throw wrongType("\(field).\(key)", "a string", kind)
             }
         }
+        var factorLiteral: String?
         if let factor = scaling["factor"], !factor.isNull {
             guard case .number(let literal) = factor, let number = factor.doubleValue else {
                 throw wrongType("\(field).factor", "a number", factor)
             }
             guard number > 0, number.isFinite else {
                 throw ConfigError.invalidValue(
-                    path: path, field: "\(field).factor", reason: "must be a positive number, found \(literal)")
+                    path: path, field: "\(field).factor",
+                    reason: number.isFinite ? "must be a positive number, found \(literal)" : Self.beyondDouble)
             }
+            factorLiteral = literal
         }
+        let typeWritten = scaling.contains("type") || scaling.contains("rope_type")
+        guard Self.scalingType(scaling) == nil, alwaysNamesType || typeWritten || factorLiteral != nil else { return }
+        throw ConfigError.invalidValue(
+            path: path, field: field,
+            reason: "names no rope_type or type" + (factorLiteral.map { " (its factor is \($0))" } ?? "")
+                + ", so which scaling it means is unknown")
     }
 
     /// The window every layer uses (see ``ModelConfig/attentionWindow``) under the family's `rule`.
@@ -487,19 +543,25 @@ struct ConfigFields {
             let switchedOn = useSlidingWindow ?? switchDefault
             let window = switchedOn ? windowWhenAbsent(slidingWindow, windowDefault) : nil
             guard let firstSlidingDefault else { return try everyLayerWindow(window, layerCount: layerCount) }
+            let why =
+                switchedOn
+                ? "sliding_window is null"
+                : "use_sliding_window is false" + (useSlidingWindow == nil ? " (absent)" : "")
             if let types = try layerTypes(layerCount: layerCount) {
                 slidingLayers = types.count(where: { $0 == "sliding_attention" })
-                if slidingLayers > 0, window == nil {
-                    let why =
-                        switchedOn
-                        ? "sliding_window is null"
-                        : "use_sliding_window is false" + (useSlidingWindow == nil ? " (absent)" : "")
-                    throw ConfigError.invalidValue(
-                        path: path, field: "layer_types", reason: "has sliding layers but \(why)")
-                }
+                try requireWindow(window, slidingLayers: slidingLayers, by: "layer_types", "has sliding layers", why)
             } else {
-                guard window != nil else { return nil }
-                slidingLayers = layerCount - min(try maxWindowLayers() ?? firstSlidingDefault, layerCount)
+                // Switched off, no layer slides. Switched on, those from max_window_layers on do;
+                // with a null window they are refused, as by layer_types (transformers then gives
+                // them none, which is full attention: FORMAT.md refuses the contradiction).
+                guard switchedOn else { return nil }
+                let written = try maxWindowLayers()
+                let firstSliding = written ?? firstSlidingDefault
+                slidingLayers = layerCount - min(firstSliding, layerCount)
+                try requireWindow(
+                    window, slidingLayers: slidingLayers, by: "max_window_layers",
+                    (written.map { "is \($0)" } ?? "(default \(firstSliding))")
+                        + ": \(slidingLayers) of \(layerCount) layers slide", why)
             }
             return try oneWindow(window, slidingLayers: slidingLayers, layerCount: layerCount)
         case .everyLayer(let windowDefault):
@@ -509,10 +571,9 @@ struct ConfigFields {
         }
         if let types = try layerTypes(layerCount: layerCount) {
             slidingLayers = types.count(where: { $0 == "sliding_attention" })
-            guard slidingLayers == 0 || slidingWindow != nil else {
-                throw ConfigError.invalidValue(
-                    path: path, field: "layer_types", reason: "has sliding layers but sliding_window is null")
-            }
+            try requireWindow(
+                slidingWindow, slidingLayers: slidingLayers, by: "layer_types", "has sliding layers",
+                "sliding_window is null")
         } else if let pattern = try optionalPositiveInt("sliding_window_pattern") {
             // Gemma 3's form: every `pattern`-th layer attends to the whole context, the others slide.
             guard slidingWindow != nil else { return nil }
@@ -522,6 +583,16 @@ struct ConfigFields {
             slidingLayers = layerCount - min(try maxWindowLayers() ?? 0, layerCount)
         }
         return try oneWindow(slidingWindow, slidingLayers: slidingLayers, layerCount: layerCount)
+    }
+
+    /// Refuses layers made to slide without a window: `field` makes `slidingLayers` of them slide,
+    /// as `slides` says, and `why` says why there is no window (switched off, or null). FORMAT.md
+    /// (`attention.sliding_window`): transformers has no window to give them.
+    private func requireWindow(
+        _ window: Int?, slidingLayers: Int, by field: String, _ slides: String, _ why: String
+    ) throws {
+        guard slidingLayers > 0, window == nil else { return }
+        throw ConfigError.invalidValue(path: path, field: field, reason: "\(slides) but \(why)")
     }
 
     /// `sliding_window` as written, or `default` when the key is absent (null is no window).
@@ -562,8 +633,12 @@ struct ConfigFields {
     /// `max_window_layers`, the first sliding layer; nil when absent or null.
     private func maxWindowLayers() throws -> Int? {
         guard let value = present("max_window_layers") else { return nil }
-        guard let layers = value.intValue, layers >= 0 else {
+        guard case .number(let literal) = value else {
             throw wrongType("max_window_layers", "a non-negative integer", value)
+        }
+        guard let layers = value.intValue, layers >= 0 else {
+            throw ConfigError.invalidValue(
+                path: path, field: "max_window_layers", reason: "should be a non-negative integer, found \(literal)")
         }
         return layers
     }

@@ -17,7 +17,8 @@ public struct SyntheticWeightSource: WeightSource {
         self.storage = storage
     }
 
-    /// bfloat16 for a config whose `torch_dtype` is `bfloat16`, float16 for any other.
+    /// bfloat16 for a config whose `torch_dtype` is `bfloat16`, float16 for any other (none and
+    /// `auto`, the weights' own type, among them: there are no weights to say more).
     public static func storage(for config: ModelConfig) -> SourcePatterns {
         config.torchDType == "bfloat16" ? .bfloat16 : .float16
     }

@@ -133,13 +133,18 @@ public struct StaticDescription: Codable, Equatable, Sendable {
 /// (`p' = p / factor` with linear scaling), `i < d/2`, computed in double precision and stored as float32.
 public enum RopeTables {
     /// The two tables of `graph`, row-major `[context, head_dim / 2]`.
-    /// - Throws: `CompileError.unsupportedRopeScaling` for scalings other than none (also
-    ///   written `default`) and `linear`.
+    /// - Throws: `BundleError.invalidGraph` for a linear scaling without a positive factor
+    ///   (``GraphDescription/Rope/problem``; a bundle's reader refuses it first),
+    ///   `CompileError.unsupportedRopeScaling` for scalings other than none (also written
+    ///   `default`) and `linear`.
     public static func make(_ graph: GraphDescription) throws -> (cos: [Float], sin: [Float]) {
+        if let problem = graph.rope.problem {
+            throw BundleError.invalidGraph(path: BundleWriter.graphName, reason: problem)
+        }
         // Positions are divided by the linear factor, as the reference forward pass does.
         var factor = 1.0
         if let type = graph.rope.scalingType, type != "default" {
-            guard type == "linear", let linear = graph.rope.scalingFactor, linear > 0, linear.isFinite else {
+            guard type == "linear", let linear = graph.rope.scalingFactor else {
                 throw CompileError.unsupportedRopeScaling(type)
             }
             factor = linear

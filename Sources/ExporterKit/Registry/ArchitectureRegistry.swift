@@ -178,16 +178,31 @@ public enum ArchitectureRegistry {
         return found
     }
 
+    /// The family of `modelType`, checked for `platform` and for an export: every refusal that
+    /// depends on the model type alone, which comes before anything else of the config is read.
+    /// - Throws: `RegistryError` when the type is unknown, has no implementation for the
+    ///   platform, no known tensor layout, or a computation graph.json cannot describe.
+    public static func exportableFamily(for modelType: String, platform: Platform) throws -> ArchitectureFamily {
+        let found = try family(for: modelType, platform: platform)
+        _ = try exportLayout(of: found)
+        return found
+    }
+
     /// The concrete tensors of `config`, in execution order.
     /// - Throws: `RegistryError` for an unknown type, an unknown layout or a family graph.json
     ///   cannot describe, `ConfigError` for a missing key or a config the layout cannot describe.
     public static func tensors(for config: ModelConfig, configPath: String) throws -> [TensorSpec] {
-        let found = try family(for: config.modelType)
-        guard let layout = found.layout else { throw RegistryError.noTensorLayout(modelType: found.modelType) }
-        if let reason = found.exportRefusal {
-            throw RegistryError.graphCannotDescribe(modelType: found.modelType, reason: reason)
+        try exportLayout(of: family(for: config.modelType)).tensors(for: config, configPath: configPath)
+    }
+
+    /// The tensor layout `family` exports with.
+    /// - Throws: `RegistryError.noTensorLayout`, `.graphCannotDescribe`.
+    private static func exportLayout(of family: ArchitectureFamily) throws -> TensorLayout {
+        guard let layout = family.layout else { throw RegistryError.noTensorLayout(modelType: family.modelType) }
+        if let reason = family.exportRefusal {
+            throw RegistryError.graphCannotDescribe(modelType: family.modelType, reason: reason)
         }
-        return try layout.tensors(for: config, configPath: configPath)
+        return layout
     }
 
     /// The family's ``ArchitectureFamily/configReading``: ``ConfigReading/unaudited`` for an unknown type.

@@ -288,9 +288,11 @@ public struct ModelResolver {
         }
         // The registry's refusals depend on the model type alone and come first, as the reference
         // tool's do: a real Gemma 3 config on iOS is "does not support iOS variant", whatever else
-        // of it the graph could not describe.
+        // of it the graph could not describe; a family this version cannot export is said so
+        // before the keys it would need are asked for, which a multimodal wrapper (Qwen3-VL,
+        // Gemma 3 4B+) nests under text_config.
         if let modelType = ModelConfig.declaredModelType(at: configURL) {
-            _ = try ArchitectureRegistry.family(for: modelType, platform: platform)
+            _ = try ArchitectureRegistry.exportableFamily(for: modelType, platform: platform)
         }
         let config = try ModelConfig(contentsOf: configURL)
         let family = try ArchitectureRegistry.family(for: config.modelType, platform: platform)

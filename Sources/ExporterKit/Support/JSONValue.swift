@@ -173,6 +173,13 @@ public struct JSONParser {
     /// - Throws: `JSONParseError` naming what is wrong and where.
     public static func parse(_ bytes: UnsafeRawBufferPointer) throws -> JSONValue {
         let typed = bytes.bindMemory(to: UInt8.self)
+        // RFC 8259 forbids it, and editors that write it do not show it: named, not "unexpected character".
+        if typed.starts(with: [0xEF, 0xBB, 0xBF]) {
+            throw JSONParseError(
+                reason: "the text starts with a UTF-8 byte-order mark (EF BB BF, invisible in most editors), "
+                    + "which JSON does not allow",
+                offset: 0)
+        }
         var parser = JSONParser(bytes: typed)
         parser.skipWhiteSpace()
         let value = try parser.parseValue()

@@ -423,6 +423,7 @@ public enum ArtifactVerifier {
                 failFile(
                     name, "shapes.kv_cache_per_layer is \(graph.shapes.kvCachePerLayer), expected \(expectedShape)")
             }
+            if let problem = graph.rope.problem { failFile(name, problem) }
             checkTensorList(against: graph)
             if graph.tieWordEmbeddings == manifest.tensors.contains(where: { $0.name == "lm_head.weight" }) {
                 failFile(

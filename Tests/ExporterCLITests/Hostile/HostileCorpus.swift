@@ -507,6 +507,21 @@ enum HostileCorpus {
         ) {
             "Error: config '\($0)' is not valid JSON: invalid UTF-8 in a string at byte 15"
         },
+        config("a UTF-8 byte-order mark before the document", { [0xEF, 0xBB, 0xBF] + configBytes([:]) }) {
+            "Error: config '\($0)' is not valid JSON: the text starts with a UTF-8 byte-order mark (EF BB BF, invisible "
+                + "in most editors), which JSON does not allow at byte 0"
+        },
+        config(
+            "a layer count beyond any integer type",
+            {
+                Array(
+                    String(decoding: configBytes([:]), as: UTF8.self).replacingOccurrences(
+                        of: #""num_hidden_layers":2"#, with: #""num_hidden_layers":99999999999999999999999"#
+                    ).utf8)
+            }
+        ) {
+            "Error: config '\($0)': 'num_hidden_layers' is absurdly large (99999999999999999999999 > 1073741824)"
+        },
         config("a missing dimension", { configBytes(["hidden_size": nil]) }) {
             "Error: config '\($0)' has no 'hidden_size'"
         },
@@ -592,11 +607,27 @@ enum HostileCorpus {
         ) {
             "Error: config '\($0)': 'rope_scaling.factor' should be a number, found a string"
         },
+        config(
+            "a rope_scaling that names no type",
+            { configBytes(["rope_scaling": ["factor": 4, "original_max_position_embeddings": 32768]]) }
+        ) {
+            "Error: config '\($0)': 'rope_scaling' names no rope_type or type (its factor is 4), so which scaling it "
+                + "means is unknown"
+        },
+        config("a linear rope_scaling without a factor", { configBytes(["rope_scaling": ["type": "linear"]]) }) {
+            "Error: config '\($0)': 'rope_scaling.factor' is absent; linear scaling divides positions by it"
+        },
+        config(
+            "every layer sliding from max_window_layers with a null window",
+            { configBytes(["use_sliding_window": true, "max_window_layers": 0, "sliding_window": NSNull()]) }
+        ) {
+            "Error: config '\($0)': 'max_window_layers' is 0: 2 of 2 layers slide but sliding_window is null"
+        },
         config("a rope_scaling that is a string", { configBytes(["rope_scaling": "linear"]) }) {
             "Error: config '\($0)': 'rope_scaling' should be an object, found a string"
         },
         config("an unknown torch_dtype", { configBytes(["torch_dtype": "int4"]) }) {
-            "Error: config '\($0)': 'torch_dtype' is 'int4'; expected one of: bfloat16, float16, float32"
+            "Error: config '\($0)': 'torch_dtype' is 'int4'; expected one of: bfloat16, float16, float32, auto"
         },
         config(
             "a model type carrying a terminal escape sequence", { configBytes(["model_type": "\u{1B}[2Jqwen"]) },

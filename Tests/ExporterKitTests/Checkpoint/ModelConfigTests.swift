@@ -32,11 +32,14 @@ struct ModelConfigTests {
     /// The tiny config's required keys and its two KV heads, of `modelType`, plus `extra` (JSON
     /// text of more keys), parsed.
     private func config(json extra: String, modelType: String = "qwen2") throws -> ModelConfig {
-        let json =
-            #"{"model_type": ""# + modelType + #"", "hidden_size": 64, "intermediate_size": 128, "#
+        try ModelConfig(bytes: Array(configText(extra, modelType: modelType).utf8), path: "config.json")
+    }
+
+    /// The text ``config(json:modelType:)`` parses.
+    private func configText(_ extra: String, modelType: String = "qwen2") -> String {
+        #"{"model_type": ""# + modelType + #"", "hidden_size": 64, "intermediate_size": 128, "#
             + #""num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "#
             + #""max_position_embeddings": 512"# + (extra.isEmpty ? "" : ", " + extra) + "}"
-        return try ModelConfig(bytes: Array(json.utf8), path: "config.json")
     }
 
     @Test(
@@ -45,7 +48,10 @@ struct ModelConfigTests {
             (#"{"type": "linear", "factor": -2}"#, "'rope_scaling.factor' must be a positive number, found -2"),
             (#"{"type": "linear", "factor": 0}"#, "'rope_scaling.factor' must be a positive number, found 0"),
             (#"{"type": "linear", "factor": -0.0}"#, "'rope_scaling.factor' must be a positive number, found -0.0"),
-            (#"{"type": "linear", "factor": 1e999}"#, "'rope_scaling.factor' must be a positive number, found 1e999"),
+            (
+                #"{"type": "linear", "factor": 1e999}"#,
+                "'rope_scaling.factor' is too large: beyond a double (about 1.8e308)"
+            ),
             (#"{"type": "linear", "factor": "2"}"#, "'rope_scaling.factor' should be a number, found a string"),
             (#"{"type": 3, "factor": 2}"#, "'rope_scaling.type' should be a string, found a number"),
             (#"{"rope_type": ["linear"]}"#, "'rope_scaling.rope_type' should be a string, found an array"),
@@ -58,10 +64,105 @@ struct ModelConfigTests {
         #expect(error?.exitStatus == .badInput)
     }
 
-    @Test("an rms_norm_eps of zero, below zero or beyond a double is refused", arguments: ["0", "-1e-6", "1e999"])
-    func badEpsilon(_ value: String) throws {
+    @Test(
+        "a scaling that names no type, or a linear one without a factor, is refused (exit 65), for every family",
+        arguments: [
+            // transformers 4 looks the type up and fails on None: before, these exported as no
+            // scaling, the factor dropped without a word.
+            (
+                #""rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768}"#,
+                "'rope_scaling' names no rope_type or type (its factor is 4.0), so which scaling it means is unknown"
+            ),
+            (
+                #""rope_scaling": {"type": null, "factor": 2}"#,
+                "'rope_scaling' names no rope_type or type (its factor is 2), so which scaling it means is unknown"
+            ),
+            (#""rope_scaling": {}"#, "'rope_scaling' names no rope_type or type, so which scaling it means is unknown"),
+            // transformers 5 reads rope_parameters without a type as default: a factor there says
+            // a scaling was meant, and a type written null fails there too.
+            (
+                #""rope_parameters": {"rope_theta": 1e6, "factor": 4}"#,
+                "'rope_parameters' names no rope_type or type (its factor is 4), so which scaling it means is unknown"
+            ),
+            (
+                #""rope_parameters": {"rope_type": null, "rope_theta": 1e6}"#,
+                "'rope_parameters' names no rope_type or type, so which scaling it means is unknown"
+            ),
+            (
+                #""rope_parameters": {"full_attention": {"factor": 2}, "sliding_attention": {"factor": 2}}"#,
+                "'rope_parameters.full_attention' names no rope_type or type (its factor is 2), so which scaling it "
+                    + "means is unknown"
+            ),
+            // transformers requires linear's factor; before, graph.json got a null one.
+            (
+                #""rope_scaling": {"type": "linear"}"#,
+                "'rope_scaling.factor' is absent; linear scaling divides positions by it"
+            ),
+            (
+                #""rope_scaling": {"rope_type": "linear", "factor": null}"#,
+                "'rope_scaling.factor' is null; linear scaling divides positions by it"
+            ),
+            (
+                #""rope_parameters": {"rope_type": "linear", "rope_theta": 1e6}"#,
+                "'rope_parameters.factor' is absent; linear scaling divides positions by it"
+            ),
+        ])
+    func scalingWithoutTypeOrFactor(_ extra: String, _ message: String) throws {
+        for family in ["qwen2", "qwen3", "mistral", "gemma3_text", "unknown_family"] {
+            let error = #expect(throws: ConfigError.self) { try config(json: extra, modelType: family) }
+            #expect(error?.description == "config 'config.json': " + message, "\(family)")
+            #expect(error?.exitStatus == .badInput, "\(family)")
+        }
+        // Without a factor, rope_parameters that name no type are transformers 5's default.
+        #expect(try config(json: #""rope_parameters": {"rope_theta": 1e6, "factor": null}"#).ropeScaling == .null)
+    }
+
+    @Test(
+        "an rms_norm_eps of zero, below zero or beyond a double is refused",
+        arguments: [
+            ("0", "must be a positive number"), ("-1e-6", "must be a positive number"),
+            // Before, "must be a positive number": it is one, too large to hold.
+            ("1e999", "is too large: beyond a double (about 1.8e308)"),
+        ])
+    func badEpsilon(_ value: String, _ reason: String) throws {
         let error = #expect(throws: ConfigError.self) { try config(json: #""rms_norm_eps": "# + value) }
-        #expect(error?.description == "config 'config.json': 'rms_norm_eps' must be a positive number")
+        #expect(error?.description == "config 'config.json': 'rms_norm_eps' " + reason)
+        #expect(error?.exitStatus == .badInput)
+    }
+
+    @Test(
+        "a number too large to hold is said to be so, not to be no integer or no positive number (exit 65)",
+        arguments: [
+            // Before: "must be an integer, found 99999999999999999999999".
+            (
+                #""num_hidden_layers": 99999999999999999999999"#,
+                "'num_hidden_layers' is absurdly large (99999999999999999999999 > 1073741824)"
+            ),
+            (#""hidden_size": 1e16"#, "'hidden_size' is absurdly large (1e16 > 1073741824)"),
+            (#""vocab_size": 1e400"#, "'vocab_size' is absurdly large (1e400 > 1073741824)"),
+            (
+                #""vocab_size": -99999999999999999999999"#,
+                "'vocab_size' must be positive, found -99999999999999999999999"
+            ),
+            (#""hidden_size": 1.5e16"#, "'hidden_size' is absurdly large (1.5e16 > 1073741824)"),
+            (#""hidden_size": 64.5"#, "'hidden_size' must be an integer, found 64.5"),
+            // Before: "must be a positive number".
+            (#""rope_theta": 1e400"#, "'rope_theta' is too large: beyond a double (about 1.8e308)"),
+            (
+                #""rope_parameters": {"rope_theta": 1e400}"#,
+                "'rope_parameters.rope_theta' is too large: beyond a double (about 1.8e308)"
+            ),
+        ])
+    func tooLargeToHold(_ field: String, _ message: String) throws {
+        // The field replaces the tiny config's own, or is added.
+        let key = String(field.prefix { $0 != ":" })
+        let base = configText("")
+        let json =
+            base.contains(key + ":")
+            ? base.replacingOccurrences(of: key + ": [0-9]+", with: field, options: .regularExpression)
+            : configText(field)
+        let error = #expect(throws: ConfigError.self) { try ModelConfig(bytes: Array(json.utf8), path: "config.json") }
+        #expect(error?.description == "config 'config.json': " + message)
         #expect(error?.exitStatus == .badInput)
     }
 
@@ -125,7 +226,8 @@ struct ModelConfigTests {
             ),
             (
                 #""rope_scaling": {"type": "linear", "factor": 2}, "rope_parameters": {"rope_type": "linear", "factor": 4}"#,
-                "'rope_parameters.rope_type' is 'linear' but rope_scaling says 'linear' with another factor"
+                // Before: "'rope_parameters.rope_type' is 'linear' but rope_scaling says 'linear' with another factor".
+                "'rope_parameters.factor' is 4 but rope_scaling.factor is 2"
             ),
             (#""rope_parameters": "default""#, "'rope_parameters' should be an object, found a string"),
             (
@@ -234,11 +336,17 @@ struct ModelConfigTests {
         }
         #expect(try config(["torch_dtype": nil]).torchDType == nil)
         #expect(try config(["torch_dtype": NSNull()]).torchDType == nil)
-        for (field, value) in [("torch_dtype", "int4"), ("dtype", "float8_e4m3fn"), ("torch_dtype", "auto")] {
+        // auto, the weights' own type: before, refused, whatever the weights said.
+        #expect(try config(["torch_dtype": "auto"]).torchDType == "auto")
+        #expect(try config(["torch_dtype": nil, "dtype": "auto"]).torchDType == "auto")
+        // transformers reads a string dtype as an attribute of torch, which torch.bfloat16 is not.
+        for (field, value) in [("torch_dtype", "int4"), ("dtype", "float8_e4m3fn"), ("torch_dtype", "torch.bfloat16")] {
             let error = #expect(throws: ConfigError.self) { try config(json: "\"\(field)\": \"\(value)\"") }
             #expect(
                 error?.description
-                    == "config 'config.json': '\(field)' is '\(value)'; expected one of: bfloat16, float16, float32")
+                    == "config 'config.json': '\(field)' is '\(value)'; expected one of: bfloat16, float16, float32, auto"
+            )
+            #expect(error?.exitStatus == .badInput)
         }
     }
 
@@ -256,7 +364,8 @@ struct ModelConfigTests {
             (#""sliding_window": 64, "use_sliding_window": true"#, nil),
             (#""use_sliding_window": true, "max_window_layers": 0"#, 4096),
             (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 0"#, 64),
-            (#""sliding_window": null, "use_sliding_window": true, "max_window_layers": 0"#, nil),
+            (#""sliding_window": null, "use_sliding_window": true, "max_window_layers": 2"#, nil),
+            (#""sliding_window": null, "use_sliding_window": false, "max_window_layers": 0"#, nil),
             (#""sliding_window": 64, "use_sliding_window": false, "max_window_layers": 0"#, nil),
             (#""sliding_window": 64, "use_sliding_window": true, "max_window_layers": 2"#, nil),
             (#""sliding_window": 64, "use_sliding_window": true, "# + sliding2, 64),
@@ -268,6 +377,45 @@ struct ModelConfigTests {
     func qwenWindow(_ fields: String, _ window: Int?) throws {
         for family in ["qwen2", "qwen3"] {
             #expect(try config(json: fields, modelType: family).attentionWindow == window, "\(family)")
+        }
+    }
+
+    @Test(
+        "qwen2 and qwen3 layers that slide from max_window_layers with a null window are refused (65), as by layer_types"
+    )
+    func qwenSlidingLayersWithoutWindow() throws {
+        // FORMAT.md refuses sliding layers with the window null; before, only layer_types did,
+        // and these exported with full attention.
+        for family in ["qwen2", "qwen3"] {
+            for (fields, message) in [
+                (
+                    #""sliding_window": null, "use_sliding_window": true, "max_window_layers": 0"#,
+                    "'max_window_layers' is 0: 2 of 2 layers slide but sliding_window is null"
+                ),
+                (
+                    #""sliding_window": null, "use_sliding_window": true, "max_window_layers": 1"#,
+                    "'max_window_layers' is 1: 1 of 2 layers slide but sliding_window is null"
+                ),
+                (
+                    #""sliding_window": null, "use_sliding_window": true, "# + Self.sliding2,
+                    "'layer_types' has sliding layers but sliding_window is null"
+                ),
+            ] {
+                let error = #expect(throws: ConfigError.self) { try config(json: fields, modelType: family) }
+                #expect(error?.description == "config 'config.json': " + message, "\(family): \(fields)")
+                #expect(error?.exitStatus == .badInput, "\(family): \(fields)")
+            }
+            let error = #expect(throws: ConfigError.self) {
+                try config([
+                    "model_type": family, "num_hidden_layers": 30, "sliding_window": NSNull(),
+                    "use_sliding_window": true,
+                ])
+            }
+            #expect(
+                error?.description
+                    == "config 'config.json': 'max_window_layers' (default 28): 2 of 30 layers slide but sliding_window "
+                    + "is null")
+            #expect(error?.exitStatus == .badInput)
         }
     }
 
@@ -373,11 +521,11 @@ struct ModelConfigTests {
             ),
             (
                 "qwen2", #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": -1"#,
-                "'max_window_layers' should be a non-negative integer, found a number", false
+                "'max_window_layers' should be a non-negative integer, found -1", false
             ),
             (
                 "unknown_family", #""sliding_window": 64, "use_sliding_window": true, "max_window_layers": -1"#,
-                "'max_window_layers' should be a non-negative integer, found a number", false
+                "'max_window_layers' should be a non-negative integer, found -1", false
             ),
             (
                 "qwen2", #""sliding_window": 64, "layer_types": ["full_attention"]"#,

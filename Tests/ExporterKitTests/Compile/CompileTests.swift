@@ -745,10 +745,25 @@ struct RopeTableTests {
         let rows = (0..<graph.contextLength).map { expected(graph, position: $0, factor: 3) }
         #expect(scaled.cos == rows.flatMap(\.cos))
         #expect(scaled.sin == rows.flatMap(\.sin))
-        for (type, factor) in [("dynamic", 2.0), ("linear", 0), ("linear", -2), ("linear", .infinity)] {
-            graph.rope.scalingType = type
+        graph.rope.scalingType = "dynamic"
+        graph.rope.scalingFactor = 2
+        #expect(throws: CompileError.unsupportedRopeScaling("dynamic")) { try RopeTables.make(graph) }
+        // Linear scaling has tables; without a positive factor the graph has no meaning (before,
+        // these were said to be a scaling with "no precomputed tables yet").
+        graph.rope.scalingType = "linear"
+        for (factor, reason) in [
+            (
+                nil,
+                "rope.scaling_type is 'linear' but rope.scaling_factor is null; linear scaling divides positions by it"
+            ),
+            (0, "rope.scaling_factor is 0.0; linear scaling divides positions by a positive number"),
+            (-2, "rope.scaling_factor is -2.0; linear scaling divides positions by a positive number"),
+            (.infinity, "rope.scaling_factor is inf; linear scaling divides positions by a positive number"),
+        ] as [(Double?, String)] {
             graph.rope.scalingFactor = factor
-            #expect(throws: CompileError.unsupportedRopeScaling(type)) { try RopeTables.make(graph) }
+            let error = #expect(throws: BundleError.self) { try RopeTables.make(graph) }
+            #expect(error == .invalidGraph(path: "graph.json", reason: reason))
+            #expect(error?.exitStatus == .badInput)
         }
     }
 }

@@ -45,6 +45,18 @@ struct JSONParserTests {
         #expect(parseError("1e+") == "invalid number at byte 0")
     }
 
+    @Test("a UTF-8 byte-order mark before the document is named, not an unexpected character")
+    func byteOrderMark() throws {
+        let message =
+            "the text starts with a UTF-8 byte-order mark (EF BB BF, invisible in most editors), which JSON does not "
+            + "allow at byte 0"
+        #expect(parseError("\u{FEFF}{}") == message)
+        #expect(parseError("\u{FEFF}") == message)
+        // Elsewhere it is a character like any other: inside a string, kept; outside, unexpected.
+        #expect(try JSONParser.parse(Array("\"\u{FEFF}a\"".utf8)) == .string("\u{FEFF}a"))
+        #expect(parseError(" \u{FEFF}{}") == "unexpected character at byte 1")
+    }
+
     @Test("the writer escapes every control character, so what it writes parses back")
     func writerEscapes() throws {
         let text =
