@@ -133,6 +133,27 @@ public struct ModelConfig: Equatable, Sendable {
     /// The `torch_dtype` that names the weights' own type (``torchDType``).
     public static let automaticDType = "auto"
 
+    /// The warning of `architectures` naming only classes of another family than `model_type`
+    /// (`MistralForCausalLM` with `qwen3`): read as `model_type` says, as transformers reads it,
+    /// but most likely a config edited by hand. A class matches a type when, both lowercased
+    /// without `_`, one begins the other (`Gemma3ForCausalLM` is `gemma3_text`'s); nil otherwise.
+    public var architectureMismatch: String? {
+        func key(_ text: String) -> String { text.lowercased().replacingOccurrences(of: "_", with: "") }
+        let type = key(modelType)
+        let classes = architectures.filter { name in
+            ConfigFields.languageModelHeadSuffixes.contains(where: { name.hasSuffix($0) })
+        }
+        guard !classes.isEmpty,
+            !classes.contains(where: { name in
+                let prefix = key(
+                    ConfigFields.languageModelHeadSuffixes.reduce(name) { $0.replacingOccurrences(of: $1, with: "") })
+                return !prefix.isEmpty && (type.hasPrefix(prefix) || prefix.hasPrefix(type))
+            })
+        else { return nil }
+        return "config: architectures names " + classes.map { "'\($0)'" }.joined(separator: ", ")
+            + ", of another family than model_type '\(modelType)': read as \(modelType), as transformers reads it"
+    }
+
     /// Reads and parses `config.json` at `url`.
     /// - Throws: `ConfigError` when the file is unreadable or its content unusable,
     ///   `CheckpointError.notARegularFile` for a FIFO, a device or a folder, as for the weights.

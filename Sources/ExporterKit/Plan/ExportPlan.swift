@@ -160,7 +160,7 @@ public struct ExportPlan: Sendable {
         } else {
             contextLength = min(model.preset?.contextLength ?? ExportOptions.defaultContextLength, maximum)
         }
-        var warnings: [String] = []
+        var warnings = [model.config.architectureMismatch].compactMap { $0 }
         if options.contextLength == nil, let preset = model.preset, preset.contextLength > maximum {
             // A fine-tune given --preset may hold less context than the preset's: said, not silently lowered.
             warnings.append(

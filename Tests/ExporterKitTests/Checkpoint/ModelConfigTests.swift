@@ -29,6 +29,31 @@ struct ModelConfigTests {
         #expect(try config([:]).ropeScaling == .null)
     }
 
+    @Test("architectures of another family than model_type: a warning; the shipped configs and aliases give none")
+    func architectureMismatch() throws {
+        for name in ["Mistral-7B-Instruct-v0.3", "Qwen2.5-1.5B-Instruct", "Qwen3-0.6B", "Qwen3-4B"] {
+            let url = Fixtures.presetsDirectory.appendingPathComponent("checkpoints/\(name)/config.json")
+            #expect(try ModelConfig(contentsOf: url).architectureMismatch == nil, "\(name)")
+        }
+        for (type, architectures) in [
+            ("gemma3_text", #"["Gemma3ForCausalLM"]"#), ("qwen2_5", #"["Qwen2ForCausalLM"]"#),
+            ("qwen3_moe", #"["Qwen3MoeForCausalLM"]"#), ("gpt_oss", #"["GptOssForCausalLM"]"#),
+            ("qwen3", #"["Qwen3ForCausalLM", "MistralForCausalLM"]"#), ("qwen3", "[]"),
+            ("qwen3", #"["Qwen3ForSequenceClassification", "Qwen3ForCausalLM"]"#),
+        ] {
+            #expect(
+                try config(json: #""architectures": \#(architectures)"#, modelType: type).architectureMismatch == nil)
+        }
+        let edited = try config(json: #""architectures": ["MistralForCausalLM"]"#, modelType: "qwen3")
+        #expect(
+            edited.architectureMismatch
+                == "config: architectures names 'MistralForCausalLM', of another family than model_type 'qwen3': "
+                + "read as qwen3, as transformers reads it")
+        let plan = try Fixtures.plan(
+            try Fixtures.syntheticCheckpoint(modelType: "qwen3", overrides: ["architectures": ["MistralForCausalLM"]]))
+        #expect(plan.warnings.first == edited.architectureMismatch)
+    }
+
     /// The tiny config's required keys and its two KV heads, of `modelType`, plus `extra` (JSON
     /// text of more keys), parsed.
     private func config(json extra: String, modelType: String = "qwen2") throws -> ModelConfig {
