@@ -13,11 +13,17 @@ struct WorkingFolderGone: ExporterError {
 public enum ExporterCommandLine {
     /// Runs the tool with the process's arguments and exits with its status.
     public static func main() -> Never {
+        fillClosedStandardDescriptors()
         keepFreedMemoryForReuse()
         dieWithFarmParent()
         // A reader that goes away (`| head -1`) fails the writes to it instead of killing the
-        // run between two of its steps.
+        // run between two of its steps; so does a file beyond `ulimit -f` (EFBIG, "file too large").
         signal(SIGPIPE, SIG_IGN)
+        signal(SIGXFSZ, SIG_IGN)
+        if let refusal = raiseOpenFileLimit() {
+            StandardStream.error.write("Error: \(refusal)\n")
+            exit(ExitStatus.resourceLimit.rawValue)
+        }
         var status = run(CommandContext.process())
         if let failure = StandardStream.output.failure {
             // The work is done, but what it printed was lost; a failure's own status stays.
@@ -25,6 +31,51 @@ public enum ExporterCommandLine {
             if status == ExitStatus.success.rawValue { status = ExitStatus.ioFailure.rawValue }
         }
         exit(status)
+    }
+
+    /// Opens `/dev/null` on each standard descriptor (0, 1, 2) the process started with closed
+    /// (`>&-`), so that no pipe, lock or file it opens gets that number: text meant for the
+    /// terminal would go into it (the signal pipe read it as signal numbers). A closed standard
+    /// output or error still fails its first write, as a closed one did (``StandardStream``).
+    static func fillClosedStandardDescriptors() {
+        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(descriptor, F_GETFD) == -1 {
+            // The lowest free number: this one, the lower ones being open by now.
+            guard open("/dev/null", O_RDWR) == descriptor else { continue }
+            if descriptor == STDOUT_FILENO { StandardStream.output.closedAtStart() }
+            if descriptor == STDERR_FILENO { StandardStream.error.closedAtStart() }
+        }
+    }
+
+    /// The fewest files a run needs open at once: its standard streams, Dispatch's event
+    /// descriptors, a config, a lock, a weights file and its output. Below it, Dispatch traps
+    /// (SIGILL) instead of failing an open.
+    static let fewestOpenFiles: rlim_t = 16
+
+    /// Raises the soft limit of open files to the hard one, as a checkpoint of many shards holds
+    /// them all open (macOS's default soft limit is 256); returns why the run cannot go on when
+    /// even the hard limit is below ``fewestOpenFiles``, nil otherwise.
+    static func raiseOpenFileLimit() -> String? {
+        #if canImport(Glibc)
+            let openFiles = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+            let openFiles = RLIMIT_NOFILE
+        #endif
+        var limit = rlimit()
+        guard getrlimit(openFiles, &limit) == 0 else { return nil }
+        #if canImport(Darwin)
+            // macOS refuses a soft limit above OPEN_MAX, whatever the hard one says.
+            let wanted = min(limit.rlim_max, rlim_t(OPEN_MAX))
+        #else
+            let wanted = limit.rlim_max
+        #endif
+        if limit.rlim_cur < wanted {
+            var raised = limit
+            raised.rlim_cur = wanted
+            if setrlimit(openFiles, &raised) == 0 { limit = raised }
+        }
+        guard limit.rlim_cur < fewestOpenFiles else { return nil }
+        return
+            "only \(limit.rlim_cur) files may be open at once (ulimit -n); exporter needs at least \(fewestOpenFiles)"
     }
 
     /// A farm job (started with `EXPORTER_PARENT_PID`) ends when its farm process ends, even by

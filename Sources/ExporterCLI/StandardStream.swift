@@ -12,6 +12,7 @@ final class StandardStream: @unchecked Sendable {
     private let descriptor: Int32
     private let lock = NSLock()
     private var firstFailure: Int32?
+    private var closed = false
 
     private init(descriptor: Int32) { self.descriptor = descriptor }
 
@@ -22,11 +23,21 @@ final class StandardStream: @unchecked Sendable {
         return firstFailure
     }
 
+    /// The process started with this stream closed, and its descriptor now reads `/dev/null`
+    /// (``ExporterCommandLine/fillClosedStandardDescriptors()``): a write fails as on a closed one.
+    func closedAtStart() {
+        lock.withLock { closed = true }
+    }
+
     /// Writes all of `text`, unless a write has failed.
     func write(_ text: String) {
         lock.lock()
         defer { lock.unlock() }
         guard firstFailure == nil else { return }
+        guard !closed else {
+            firstFailure = EBADF
+            return
+        }
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
             let written = bytes.withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }

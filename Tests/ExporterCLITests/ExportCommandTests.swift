@@ -8,7 +8,7 @@ import Testing
 @Suite("command line: export and synth")
 struct ExportCommandTests {
     @Test(
-        "an export or a synth stopped by SIGINT, SIGTERM or SIGHUP removes what it was filling, then ends by that signal",
+        "an export or a synth stopped by a signal (SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM) removes what it was filling, then ends by it",
         .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/stat")))
     func interruptedRunsCleanUp() throws {
         let folder = try Fixtures.temporaryDirectory()
@@ -25,7 +25,8 @@ struct ExportCommandTests {
             return (status, caught)
         }
         func entries(_ url: URL) -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? [] }
-        for signal in [SIGINT, SIGTERM, SIGHUP] {
+        // SIGUSR1, SIGUSR2 and SIGALRM end a run by default too (some CI wrappers send them).
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM] {
             // The output folder and the model's folder are the export's own: they go too.
             let out = folder.appendingPathComponent("out-\(signal)")
             let model = out.appendingPathComponent("qwen3-0.6b")
@@ -50,11 +51,12 @@ struct ExportCommandTests {
     }
 
     @Test(
-        "a run's handlers for SIGINT, SIGTERM and SIGHUP replace the defaults in one step: no signal is ignored meanwhile",
+        "a run's handlers of the signals that end it replace the defaults in one step: no signal is ignored meanwhile",
         .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/stat")))
     func signalsNeverIgnoredOnTheWay() throws {
         let out = try Fixtures.temporaryDirectory()
-        let handled = ProcessTable.set(of: [SIGINT, SIGTERM, SIGHUP])
+        // SIGQUIT too: the Swift runtime answered it with a crash report, and the run went on.
+        let handled = ProcessTable.set(of: [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM])
         for signal in [SIGINT, SIGTERM, SIGHUP] {
             let running = try ExporterKit.ChildProcess.start(
                 BuiltExporter.url, arguments: ["qwen3-0.6b", "--synthetic", "--output-dir", out.path],
@@ -110,6 +112,36 @@ struct ExportCommandTests {
         #expect(ignored & hangUp == hangUp, "SigIgn \(String(ignored, radix: 16))")
         #expect(status == 128 + SIGTERM && caughtBy == SIGTERM)
         #expect(!FileManager.default.fileExists(atPath: out.appendingPathComponent("qwen3-0.6b").path))
+    }
+
+    @Test(
+        "SIGQUIT ends a run as the other signals do: its staging folder removed, status 131, no crash report",
+        .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/stat")))
+    func quitEndsTheRun() throws {
+        let out = try Fixtures.temporaryDirectory()
+        let model = out.appendingPathComponent("qwen3-0.6b")
+        // No core file: the shell sets the limit, then becomes the export.
+        let running = try ExporterKit.ChildProcess.start(
+            URL(fileURLWithPath: "/bin/sh"),
+            arguments: [
+                "-c", "ulimit -c 0; exec \"$0\" \"$@\"", BuiltExporter.url.path, "qwen3-0.6b", "--synthetic",
+                "--output-dir", out.path,
+            ],
+            environment: BuiltExporter.cleanEnvironment)
+        let quit = ProcessTable.set(of: [SIGQUIT])
+        let deadline = Date().addingTimeInterval(60)
+        func filling() -> Bool {
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: model.path)) ?? []
+            return entries.contains { $0.hasPrefix(".partial-Qwen3-0.6B.aimodel-") }
+                && (ProcessTable.signalSet("SigCgt", of: running.id) ?? 0) & quit == quit
+        }
+        while !filling() && Date() < deadline { usleep(1_000) }
+        #expect(filling())
+        kill(running.id, SIGQUIT)
+        let (status, caughtBy, standardError) = running.finish()
+        #expect(status == 128 + SIGQUIT && caughtBy == SIGQUIT)
+        #expect(!String(decoding: standardError, as: UTF8.self).contains("crashed"))
+        #expect(!FileManager.default.fileExists(atPath: model.path))
     }
 
     @Test("artifacts made from the bundle an export replaced are named with the commands that renew them")

@@ -133,24 +133,33 @@ public struct ModelConfig: Equatable, Sendable {
     /// The `torch_dtype` that names the weights' own type (``torchDType``).
     public static let automaticDType = "auto"
 
-    /// The warning of `architectures` naming only classes of another family than `model_type`
-    /// (`MistralForCausalLM` with `qwen3`): read as `model_type` says, as transformers reads it,
-    /// but most likely a config edited by hand. A class matches a type when, both lowercased
-    /// without `_`, one begins the other (`Gemma3ForCausalLM` is `gemma3_text`'s); nil otherwise.
+    /// The warning of `architectures` naming only classes of other registered families than
+    /// `model_type` (`MistralForCausalLM` with `qwen3`): read as `model_type` says, as
+    /// transformers reads it, but most likely a config edited by hand. A class's family is, both
+    /// lowercased without `_`, the type its name spells before its head, or the one type that
+    /// begins with it (`Gemma3ForCausalLM` is `gemma3_text`'s); a class of no registered family
+    /// (a custom one), or without a language-model head, says nothing.
     public var architectureMismatch: String? {
         func key(_ text: String) -> String { text.lowercased().replacingOccurrences(of: "_", with: "") }
-        let type = key(modelType)
-        let classes = architectures.filter { name in
-            ConfigFields.languageModelHeadSuffixes.contains(where: { name.hasSuffix($0) })
+        func family(of name: String) -> String? {
+            let head = ConfigFields.languageModelHeadSuffixes.first { name.hasSuffix($0) }
+            guard let head, case let prefix = key(String(name.dropLast(head.count))), !prefix.isEmpty else {
+                return nil
+            }
+            // The type it spells, else the one type it begins, else the longest type it begins with.
+            let types = ArchitectureRegistry.modelTypes
+            if let exact = types.first(where: { key($0) == prefix }) { return exact }
+            let longer = types.filter { key($0).hasPrefix(prefix) }
+            if longer.count == 1 { return longer[0] }
+            return types.filter { prefix.hasPrefix(key($0)) }.max { $0.count < $1.count }
         }
-        guard !classes.isEmpty,
-            !classes.contains(where: { name in
-                let prefix = key(
-                    ConfigFields.languageModelHeadSuffixes.reduce(name) { $0.replacingOccurrences(of: $1, with: "") })
-                return !prefix.isEmpty && (type.hasPrefix(prefix) || prefix.hasPrefix(type))
-            })
-        else { return nil }
-        return "config: architectures names " + classes.map { "'\($0)'" }.joined(separator: ", ")
+        let own = ArchitectureRegistry.canonicalModelType(modelType)
+        let named = architectures.map { ($0, family(of: $0)) }
+        let others = named.compactMap { name, family in family.map { _ in name } }
+        guard !others.isEmpty, !named.contains(where: { _, family in family.map { $0 == own } ?? true }) else {
+            return nil
+        }
+        return "config: architectures names " + others.map { "'\($0)'" }.joined(separator: ", ")
             + ", of another family than model_type '\(modelType)': read as \(modelType), as transformers reads it"
     }
 

@@ -20,8 +20,11 @@ public enum InterruptCleanup {
     nonisolated(unsafe) private static var paths: [Int: (url: URL?, emptyFolders: [String])] = [:]
     nonisolated(unsafe) private static var nextToken = 0
 
-    /// The signals that end a run with a clean-up: those a user or a scheduler stops it with.
-    static let signals = [SIGINT, SIGTERM, SIGHUP]
+    /// The signals that end a run with a clean-up: those a user or a scheduler stops it with,
+    /// and the others whose default ends the process (SIGQUIT, which the Swift runtime would
+    /// answer with a crash report and let the run go on; SIGUSR1, SIGUSR2, SIGALRM, which some
+    /// CI wrappers send). Each still ends it with status 128 + N.
+    static let signals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM]
 
     /// Registers `url` (a staging folder or a temporary file; nil for none) for removal if the
     /// run is interrupted, then `emptyFolders` (deepest first) if nothing else is in them: the
@@ -50,9 +53,11 @@ public enum InterruptCleanup {
         lock.withLock { _ = paths.removeValue(forKey: token) }
     }
 
-    /// From now on, SIGINT, SIGTERM and SIGHUP remove what is registered, then end the process
-    /// by the same signal (its exit status stays `128 + N`). A signal this process started
-    /// with ignored (`nohup`, a background job of a script) stays ignored.
+    /// From now on, the ``signals`` remove what is registered, then end the process by the
+    /// same signal (its exit status stays `128 + N`). A signal this process started with
+    /// ignored (`nohup`, a background job of a script) stays ignored. When no thread can be
+    /// started to do the clean-up (`ulimit -u` reached), nothing changes: the signals keep
+    /// their default, which ends the process, rather than being caught and never acted on.
     ///
     /// Each signal's handler is installed in one step, so that no signal is lost on the way:
     /// Dispatch's signal sources needed the signal ignored until their manager thread had
@@ -65,16 +70,12 @@ public enum InterruptCleanup {
         _ = fcntl(descriptors[1], F_SETFD, FD_CLOEXEC)
         // A signal handler must not wait: with the pipe full, a signal already on its way is enough.
         _ = fcntl(descriptors[1], F_SETFL, O_NONBLOCK)
-        signalPipe = descriptors[1]
-        let readEnd = descriptors[0]
-        let reader = Thread {
-            var signalNumber: UInt8 = 0
-            var count = read(readEnd, &signalNumber, 1)
-            while count < 0 && errno == EINTR { count = read(readEnd, &signalNumber, 1) }
-            if count == 1 { end(by: Int32(signalNumber)) }
+        (signalPipe, signalPipeReadEnd) = (descriptors[1], descriptors[0])
+        guard startReader() else {
+            signalPipe = -1
+            for descriptor in descriptors { close(descriptor) }
+            return
         }
-        reader.name = "exporter.interrupt-cleanup"
-        reader.start()
         for signalNumber in signals {
             var current = sigaction()
             guard sigaction(signalNumber, nil, &current) == 0, !isIgnored(current) else { continue }
@@ -93,6 +94,32 @@ public enum InterruptCleanup {
 
     /// The write end of the pipe ``forwardToPipe`` writes each signal's number to.
     nonisolated(unsafe) private static var signalPipe: Int32 = -1
+    /// Its read end, which the reader thread waits on.
+    nonisolated(unsafe) private static var signalPipeReadEnd: Int32 = -1
+
+    /// Starts the thread that reads the pipe and cleans up: with `pthread_create`, whose
+    /// failure is reported (Foundation's `Thread` fails silently). False when it cannot start.
+    private static func startReader() -> Bool {
+        let body: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? = { _ in
+            var signalNumber: UInt8 = 0
+            var count = read(InterruptCleanup.signalPipeReadEnd, &signalNumber, 1)
+            while count < 0 && errno == EINTR { count = read(InterruptCleanup.signalPipeReadEnd, &signalNumber, 1) }
+            if count == 1 { InterruptCleanup.end(by: Int32(signalNumber)) }
+            return nil
+        }
+        #if canImport(Glibc)
+            var thread = pthread_t()
+        #else
+            var thread: pthread_t?
+        #endif
+        guard pthread_create(&thread, nil, body, nil) == 0 else { return false }
+        #if canImport(Glibc)
+            pthread_detach(thread)
+        #else
+            if let thread { pthread_detach(thread) }
+        #endif
+        return true
+    }
 
     /// The signal handler: it only writes the signal's number to the pipe, which is safe in a
     /// handler; the reader thread does the clean-up, which takes a lock and removes files.

@@ -40,10 +40,16 @@ struct ModelConfigTests {
             ("qwen3_moe", #"["Qwen3MoeForCausalLM"]"#), ("gpt_oss", #"["GptOssForCausalLM"]"#),
             ("qwen3", #"["Qwen3ForCausalLM", "MistralForCausalLM"]"#), ("qwen3", "[]"),
             ("qwen3", #"["Qwen3ForSequenceClassification", "Qwen3ForCausalLM"]"#),
+            // A class of no registered family: a custom one, not an edit.
+            ("qwen3", #"["TinyForCausalLM"]"#), ("qwen3_moe", #"["Qwen3MoeForCausalLM"]"#),
         ] {
             #expect(
                 try config(json: #""architectures": \#(architectures)"#, modelType: type).architectureMismatch == nil)
         }
+        #expect(
+            try config(json: #""architectures": ["Qwen3ForCausalLM"]"#, modelType: "qwen3_moe").architectureMismatch
+                == "config: architectures names 'Qwen3ForCausalLM', of another family than model_type 'qwen3_moe': "
+                + "read as qwen3_moe, as transformers reads it")
         let edited = try config(json: #""architectures": ["MistralForCausalLM"]"#, modelType: "qwen3")
         #expect(
             edited.architectureMismatch
