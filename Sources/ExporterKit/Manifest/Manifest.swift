@@ -355,7 +355,11 @@ public struct Manifest: Codable, Equatable, Sendable {
 /// The tool's version, recorded in every manifest and part of every build key: raise it
 /// whenever the same inputs would give different bytes, so the farm rebuilds.
 public enum ToolVersion {
-    /// Semantic version of this build (0.8.3: the same bytes as 0.8.2; exit statuses, signals,
+    /// Semantic version of this build (0.8.4: a manifest warns of a base vocabulary with ids
+    /// beyond `vocab_size`, of a preset's context lowered to the checkpoint's, and of
+    /// `architectures` of another registered family than `model_type`; configs that named no
+    /// rope scaling type, a linear one without a factor, or sliding layers without a window by
+    /// `max_window_layers` are refused, and `torch_dtype` `auto` is read; 0.8.3: the same bytes as 0.8.2; exit statuses, signals,
     /// the Hugging Face cache and the farm changed, docs/FARM.md and README say how; 0.8.2: a
     /// compiled artifact's `tool.version` is its
     /// compiler's, its bundle's is `compiled.portable.tool_version`; an uneven last group of one
@@ -395,5 +399,5 @@ public enum ToolVersion {
     /// files carry their fingerprints; 0.5.0: manifests gain `conversion`, a plan's forecast of the export's
     /// memory, null in bundles; 0.4.0: the standard palette search no longer polishes small
     /// groups and makes one swap round, which changes most grouped LUTs).
-    public static let current = "0.8.3"
+    public static let current = "0.8.4"
 }
