@@ -397,6 +397,21 @@ struct VerifyCommandTests {
         #expect(wrong.error == warning)
         let verify = runExporter(["verify", bundle.path, "--against", other.path])
         #expect(verify.error.hasPrefix(warning))
+        // Its tokenizer edited (one token renamed, the same size), and a file added: the bundle's are not the checkpoint's.
+        let tokenizer = checkpoint.appendingPathComponent("tokenizer.json")
+        let text = try String(contentsOf: tokenizer, encoding: .utf8)
+        let renamed = text.replacingOccurrences(of: "<|im_start|>", with: "<|im_begin|>")
+        #expect(renamed != text && renamed.utf8.count == text.utf8.count)
+        try Data(renamed.utf8).write(to: tokenizer)
+        try Data("{}".utf8).write(to: checkpoint.appendingPathComponent("special_tokens_map.json"))
+        let edited = runExporter(["verify", bundle.path, "--against", checkpoint.path])
+        #expect(edited.status == 0)
+        #expect(
+            edited.error
+                == "warning: the checkpoint's tokenizer files are not those this artifact carries: "
+                + "'special_tokens_map.json', 'tokenizer.json' differ; export again to ship the checkpoint's\n")
+        let evaluated = runExporter(["eval", bundle.path, "--against", checkpoint.path, "--tokens-file", tokens.path])
+        #expect(evaluated.error == edited.error)
     }
 
     @Test("flag combinations that cannot work are usage errors")

@@ -42,7 +42,7 @@ enum EvalCommand {
         let bar = ProgressBar(context: context)
         // Read holding the checkpoint folder's lock: a synth rewriting it meanwhile would skew the figures.
         let result = try CheckpointFolderLock.reading(checkpoint) {
-            try VerifyCommand.warnIfNotExported(artifact.manifest, checkpoint: checkpoint, context: context)
+            try VerifyCommand.warnIfNotExported(artifact, checkpoint: checkpoint, context: context)
             return try FidelityEvaluation.evaluate(
                 artifact: artifact, checkpoint: checkpoint, tokens: tokens, progress: bar.update)
         }

@@ -99,7 +99,7 @@ enum VerifyCommand {
             if let url = checkpointURL {
                 let weights = try CheckpointWeights(directory: url)
                 checkpoint = weights
-                try warnIfNotExported(artifact.manifest, checkpoint: url, weights: weights, context: context)
+                try warnIfNotExported(artifact, checkpoint: url, weights: weights, context: context)
             }
             var report = ArtifactVerifier.verify(artifact, against: checkpoint, minimumSQNR: minimumSQNR)
             var comparison: ForwardComparison?
@@ -166,11 +166,22 @@ enum VerifyCommand {
     }
 
     /// Warns when the checkpoint's weights files are not those the artifact was exported from
-    /// (their fingerprints are in its manifest): the comparison then measures another model.
+    /// (their fingerprints are in its manifest): the comparison then measures another model;
+    /// and when its tokenizer files are not those the artifact carries, byte for byte.
     static func warnIfNotExported(
-        _ manifest: Manifest, checkpoint: URL, weights: CheckpointWeights? = nil, context: CommandContext
+        _ artifact: LoadedArtifact, checkpoint: URL, weights: CheckpointWeights? = nil, context: CommandContext
     ) throws {
+        let manifest = artifact.manifest
+        // The weights first: a checkpoint that cannot be opened is refused before anything is said of it.
         let differing = try ExportRunner.sourceMismatches(manifest, checkpoint: checkpoint, weights: weights)
+        let tokenizer = try ExportRunner.tokenizerMismatches(
+            manifest, artifact: artifact.folder, checkpoint: checkpoint)
+        if !tokenizer.isEmpty {
+            context.printError(
+                "warning: the checkpoint's tokenizer files are not those this artifact carries: "
+                    + tokenizer.map { "'\($0)'" }.joined(separator: ", ") + " differ"
+                    + (tokenizer.count == 1 ? "s" : "") + "; export again to ship the checkpoint's")
+        }
         guard !differing.isEmpty else { return }
         // The likely cause when the cache's refs/main moved since the export: said, by revision.
         var revisions = ""

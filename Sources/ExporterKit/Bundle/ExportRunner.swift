@@ -47,14 +47,18 @@ public enum ExportRunner {
     public static func inputFingerprints(directory: URL, weights: CheckpointWeights) throws
         -> [(name: String, fingerprint: String)]
     {
-        // Weights files with their tensors' byte ranges, sorted so that the windows are read in order.
+        // Weights files with their tensors' byte ranges, sorted so that the windows are read in
+        // order; the files the bundle copies, whole.
         var inputs = weights.files.map { file in
-            (url: file.url, tensors: file.tensors.values.map(\.byteRange).sorted { $0.lowerBound < $1.lowerBound })
+            (
+                url: file.url, tensors: file.tensors.values.map(\.byteRange).sorted { $0.lowerBound < $1.lowerBound },
+                whole: false
+            )
         }
-        if let index = weights.indexURL { inputs.append((index, [])) }
-        inputs += try TokenizerFiles(directory: directory).files.map { ($0, []) }
+        if let index = weights.indexURL { inputs.append((index, [], true)) }
+        inputs += try TokenizerFiles(directory: directory).files.map { ($0, [], true) }
         return try inputs.map {
-            ($0.url.lastPathComponent, try BuildKey.fingerprint(of: $0.url, tensorRanges: $0.tensors))
+            ($0.url.lastPathComponent, try BuildKey.fingerprint(of: $0.url, tensorRanges: $0.tensors, whole: $0.whole))
         }
     }
 
@@ -242,6 +246,28 @@ public enum ExportRunner {
             try inputFingerprints(directory: directory, weights: weights).map { ($0.name, $0.fingerprint) },
             uniquingKeysWith: { first, _ in first })
         return recorded.filter { now[$0.name] != $0.fingerprint }.map(\.name)
+    }
+
+    /// The tokenizer files that differ between the checkpoint at `directory` and the artifact at
+    /// `artifact`, which carries them byte for byte (`tokenizer/<name>`), by name: one on a
+    /// side only, or with other bytes. Empty when the manifest records no fingerprints (synthetic
+    /// weights carry no tokenizer; manifests before 0.6.0).
+    /// - Throws: as ``TokenizerFiles/init(directory:)`` for the checkpoint's files.
+    public static func tokenizerMismatches(_ manifest: Manifest, artifact: URL, checkpoint directory: URL) throws
+        -> [String]
+    {
+        guard manifest.model.source.files.contains(where: { $0.fingerprint != nil }) else { return [] }
+        let prefix = "tokenizer/"
+        let carried = Set(
+            (manifest.tokenizer?.files ?? []).filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+        )
+        let present = Set(try TokenizerFiles(directory: directory).files.map(\.lastPathComponent))
+        return carried.union(present).sorted().filter { name in
+            !carried.contains(name) || !present.contains(name)
+                || !FileManager.default.contentsEqual(
+                    atPath: artifact.appendingPathComponent(prefix + name).path,
+                    andPath: directory.appendingPathComponent(name).path)
+        }
     }
 
     /// Bytes of the files a bundle of `plan` copies: the checkpoint's `config.json` and the

@@ -109,6 +109,9 @@ public enum CheckpointError: Error, Equatable, Sendable {
     case unsupportedSyntheticDType(TensorDType)
     /// The shard size limit must be positive.
     case invalidShardSize(Int)
+    /// A tokenizer file a bundle would carry that no loader reads: JSON that is not, or holds
+    /// no object (`reason`).
+    case invalidTokenizerFile(path: String, reason: String)
 }
 
 extension CheckpointError: CustomStringConvertible {
@@ -203,6 +206,8 @@ extension CheckpointError: CustomStringConvertible {
             return "synthetic weights can be BF16, F16 or F32, not \(dtype)"
         case .invalidShardSize(let bytes):
             return "shard size must be positive, got \(bytes)"
+        case .invalidTokenizerFile(let path, let reason):
+            return "'\(path)': \(reason); no tokenizer library would load it on a device"
         }
     }
 

@@ -60,14 +60,23 @@ public struct TokenizerFiles: Equatable, Sendable {
         var found: String?
         var added: [AddedToken] = []
         var vocabulary: VocabularyId?
-        for file in files
-        where ["tokenizer.json", "tokenizer_config.json", "added_tokens.json", "vocab.json"]
-            .contains(file.lastPathComponent)
-        {
+        for file in files where file.pathExtension == "json" || file.lastPathComponent == "tokenizer.model" {
+            let name = file.lastPathComponent
             let data = try BundleError.readingFile(file.path) {
                 let opened = try ReadOnlyFile(path: file.path)
                 return Data(try opened.bytes(at: 0, count: opened.byteCount))
             }
+            if name == "tokenizer.model" {
+                let pieces = SentencePieceModel(data)
+                found = found ?? TokenizerFiles.reasoningMarkers.first { pieces.markers.contains($0) }
+                if pieces.count > 0, pieces.count - 1 > vocabulary?.id ?? -1 {
+                    vocabulary = VocabularyId(id: pieces.count - 1, file: name)
+                }
+                continue
+            }
+            try TokenizerFiles.checkJSONObject(data, path: file.path)
+            // Not a vocabulary: read for its syntax only.
+            guard name != "generation_config.json" else { continue }
             if found == nil {
                 found = TokenizerFiles.reasoningMarkers.first { TokenizerFiles.holds($0, json: data) }
             }
@@ -81,6 +90,20 @@ public struct TokenizerFiles: Equatable, Sendable {
         reasoningMarker = found
         highestVocabularyId = vocabulary
         highestAddedToken = added.max { ($0.id, $0.file, $0.content) < ($1.id, $1.file, $1.content) }
+    }
+
+    /// Refuses a JSON file of the tokenizer that no loader reads: not JSON (truncated, a
+    /// byte-order mark, UTF-16, data after the document), or no object.
+    /// - Throws: `CheckpointError.invalidTokenizerFile` naming the file and the fault.
+    static func checkJSONObject(_ data: Data, path: String) throws {
+        do {
+            try data.withUnsafeBytes { try JSONParser.checkSyntax($0) }
+        } catch let error as JSONParseError {
+            throw CheckpointError.invalidTokenizerFile(path: path, reason: "not valid JSON: \(error)")
+        }
+        guard data.first(where: { !jsonWhitespace.contains($0) }) == UInt8(ascii: "{") else {
+            throw CheckpointError.invalidTokenizerFile(path: path, reason: "not a JSON object")
+        }
     }
 
     /// The tokens `data`, the tokenizer file named `file`, adds; none where it declares none or

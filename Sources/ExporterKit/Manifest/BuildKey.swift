@@ -19,17 +19,24 @@ public enum BuildKey {
     /// A fine-tune changes values everywhere, a LoRA merge or a norm edit every value of the
     /// tensors it touches, so a window changes; reading a few MiB instead of gigabytes keeps a
     /// farm's no-op run in seconds. A change to a few values of a large tensor can go unseen:
-    /// `batch --force` rebuilds.
+    /// `batch --force` rebuilds. A file the bundle copies (`whole`: the tokenizer's, the index)
+    /// is read whole, as one token renamed matters: the same digest as sampling gives a file
+    /// of 4 MiB or less, which one window covers.
     /// - Throws: `BundleError.readFailed` naming the file.
-    public static func fingerprint(of url: URL, tensorRanges: [Range<Int>] = []) throws -> String {
+    public static func fingerprint(of url: URL, tensorRanges: [Range<Int>] = [], whole: Bool = false) throws
+        -> String
+    {
         // Positioned reads into one buffer (FileHandle read each window 4 KiB at a time).
         try BundleError.readingFile(url.path) {
             let file = try ReadOnlyFile(path: url.path)
             let size = file.byteCount
             let windows = size <= sampleBytes * sampleCount ? 1 : sampleCount
-            let windowBytes = windows == 1 ? size : sampleBytes
+            let windowBytes = windows == 1 || whole ? min(size, sampleBytes * sampleCount) : sampleBytes
             let stepBytes = windows == 1 ? 0 : (size - sampleBytes) / (windows - 1)
-            var ranges = (0..<windows).map { ($0 * stepBytes)..<($0 * stepBytes + windowBytes) }
+            var ranges =
+                whole
+                ? stride(from: 0, to: size, by: max(windowBytes, 1)).map { $0..<min($0 + windowBytes, size) }
+                : (0..<windows).map { ($0 * stepBytes)..<($0 * stepBytes + windowBytes) }
             for tensor in tensorRanges where tensor.lowerBound >= 0 && tensor.upperBound <= size && !tensor.isEmpty {
                 if tensor.count <= 3 * tensorSampleBytes {
                     ranges.append(tensor)

@@ -132,7 +132,7 @@ public struct Manifest: Codable, Equatable, Sendable {
         public var name: String
         /// Size in bytes.
         public var bytes: Int
-        /// Its content fingerprint (``BuildKey/fingerprint(of:tensorRanges:)``), by which
+        /// Its content fingerprint (``BuildKey/fingerprint(of:tensorRanges:whole:)``), by which
         /// `verify --against` and `eval` tell whether a checkpoint is the one exported; nil in
         /// manifests written before 0.6.0.
         @NullEncoded public var fingerprint: String?

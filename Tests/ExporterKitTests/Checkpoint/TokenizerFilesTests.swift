@@ -109,7 +109,7 @@ struct TokenizerFilesTests {
         let one = try TokenizerFiles(
             directory: folder(["tokenizer.json": #"{"added_tokens" : [ {"id": 3, "content": "x"} ] }"#]))
         #expect(one.highestAddedToken == .init(id: 3, content: "x", file: "tokenizer.json"))
-        for unusable in [#"{"added_tokens": {"id": 3}}"#, #"{"added_tokens": [{"id": 3}"#, #"{"model": {}}"#, "["] {
+        for unusable in [#"{"added_tokens": {"id": 3}}"#, #"{"model": {}}"#] {
             #expect(try TokenizerFiles(directory: folder(["tokenizer.json": unusable])).highestAddedToken == nil)
         }
     }
@@ -136,5 +136,71 @@ struct TokenizerFilesTests {
             #expect(highest(none) == nil, "\(none)")
         }
         #expect(highest(#"{"a": 5}"#, file: "tokenizer_config.json") == nil)
+    }
+
+    @Test(
+        "a JSON tokenizer file no loader reads is refused (65), naming it and the fault; duplicate keys pass, as loaders take them"
+    )
+    func invalidTokenizerJSON() throws {
+        let byteOrderMark =
+            "not valid JSON: the text starts with a UTF-8 byte-order mark (EF BB BF, invisible in most editors), "
+            + "which JSON does not allow at byte 0"
+        let cases: [(name: String, bytes: [UInt8], reason: String)] = [
+            (
+                "tokenizer.json", Array(#"{"added_tokens": [{"id": 3}"#.utf8),
+                "not valid JSON: unexpected end of data in an array at byte 27"
+            ),
+            ("tokenizer.json", [], "not valid JSON: unexpected end of data at byte 0"),
+            ("tokenizer_config.json", Array("null".utf8), "not a JSON object"),
+            ("vocab.json", [0xEF, 0xBB, 0xBF] + Array("{}".utf8), byteOrderMark),
+            (
+                "special_tokens_map.json", Array("{} {}".utf8),
+                "not valid JSON: unexpected data after the document at byte 3"
+            ),
+            (
+                "generation_config.json", Array(#"{"a": ""#.utf8) + [0x01] + Array(#""}"#.utf8),
+                "not valid JSON: control character in a string at byte 7"
+            ),
+            (
+                "added_tokens.json", Array(#"{"a": ""#.utf8) + [0xFF] + Array(#""}"#.utf8),
+                "not valid JSON: invalid UTF-8 in a string at byte 6"
+            ),
+        ]
+        for (name, bytes, reason) in cases {
+            let directory = try folder([:])
+            let file = directory.appendingPathComponent(name)
+            try Data(bytes).write(to: file)
+            #expect(throws: CheckpointError.invalidTokenizerFile(path: file.path, reason: reason), "\(name)") {
+                try TokenizerFiles(directory: directory)
+            }
+        }
+        // Duplicate keys: the last wins in Python's and Rust's loaders, so they pass here too.
+        let duplicate = try folder(["vocab.json": #"{"a": 1, "a": 2}"#])
+        #expect(try TokenizerFiles(directory: duplicate).highestVocabularyId == .init(id: 2, file: "vocab.json"))
+    }
+
+    @Test("a sentencepiece tokenizer.model: its pieces are the vocabulary, a reasoning marker among them counts")
+    func sentencePieceModel() throws {
+        // ModelProto: field 1 (pieces), each a SentencePiece with field 1 (text) and field 2 (score).
+        func piece(_ text: String) -> [UInt8] {
+            let body = [0x0A, UInt8(text.utf8.count)] + Array(text.utf8) + [0x15, 0, 0, 0x80, 0xBF]
+            return [0x0A, UInt8(body.count)] + body
+        }
+        let trainer: [UInt8] = [0x12, 0x02, 0x08, 0x01]
+        let directory = try folder([:])
+        let model = directory.appendingPathComponent("tokenizer.model")
+        try Data(["<unk>", "a", "<think>", "</think>"].flatMap(piece) + trainer).write(to: model)
+        let files = try TokenizerFiles(directory: directory)
+        #expect(files.reasoningMarker == "<think>")
+        #expect(files.highestVocabularyId == .init(id: 3, file: "tokenizer.model"))
+        // A marker inside a longer piece is none; a cut model keeps the pieces before the cut.
+        try Data(["<unk>", "<think>x"].flatMap(piece) + piece("b").dropLast(2)).write(to: model)
+        let cut = try TokenizerFiles(directory: directory)
+        #expect(cut.reasoningMarker == nil)
+        #expect(cut.highestVocabularyId == .init(id: 1, file: "tokenizer.model"))
+        // special_tokens_map.json's tokens join the vocabulary when transformers loads it.
+        let special = try folder(["special_tokens_map.json": #"{"additional_special_tokens": ["<|reasoning_start|>"]}"#]
+        )
+        #expect(try TokenizerFiles(directory: special).reasoningMarker == "<|reasoning_start|>")
     }
 }

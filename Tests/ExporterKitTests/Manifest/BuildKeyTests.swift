@@ -76,6 +76,39 @@ struct BuildKeyTests {
         }
     }
 
+    @Test("a file the bundle copies is fingerprinted whole: a byte between the windows counts; a small one as sampled")
+    func wholeFile() throws {
+        let size = BuildKey.sampleCount * BuildKey.sampleBytes * 2 + 333
+        var bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let url = try Fixtures.temporaryDirectory().appendingPathComponent("tokenizer.json")
+        try Data(bytes).write(to: url)
+        var expected = CRC32()
+        bytes.withUnsafeBytes { expected.update($0) }
+        #expect(try BuildKey.fingerprint(of: url, whole: true) == "\(size):\(BundleWriter.hex(expected.value))")
+        let sampled = try BuildKey.fingerprint(of: url)
+        bytes[BuildKey.sampleBytes + 10] ^= 0xFF
+        try Data(bytes).write(to: url)
+        #expect(try BuildKey.fingerprint(of: url) == sampled)
+        #expect(try BuildKey.fingerprint(of: url, whole: true) != "\(size):\(BundleWriter.hex(expected.value))")
+        // Within one window's reach, whole or sampled is the same digest: keys of small files stay as they were.
+        let small = try Fixtures.temporaryDirectory().appendingPathComponent("vocab.json")
+        try Data(bytes.prefix(BuildKey.sampleCount * BuildKey.sampleBytes)).write(to: small)
+        #expect(try BuildKey.fingerprint(of: small, whole: true) == BuildKey.fingerprint(of: small))
+        // An export's inputs: its tokenizer files whole, one token renamed at the same size counts.
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let padding = String(repeating: "x", count: BuildKey.sampleCount * BuildKey.sampleBytes * 2)
+        let tokenizer = checkpoint.appendingPathComponent("tokenizer.json")
+        func fingerprint(_ token: String) throws -> String? {
+            try Data(#"{"pad": "\#(padding)", "model": {"vocab": {"\#(token)": 0}}, "end": "\#(padding)"}"#.utf8)
+                .write(to: tokenizer)
+            let weights = try CheckpointWeights(directory: checkpoint)
+            return try ExportRunner.inputFingerprints(directory: checkpoint, weights: weights).first {
+                $0.name == "tokenizer.json"
+            }?.fingerprint
+        }
+        #expect(try fingerprint("<think>") != fingerprint("<thonk>"))
+    }
+
     @Test("a missing file is a read error naming it")
     func missingFile() throws {
         let url = try Fixtures.temporaryDirectory().appendingPathComponent("absent.safetensors")
