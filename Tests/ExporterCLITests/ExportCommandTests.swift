@@ -874,6 +874,15 @@ struct ExportCommandTests {
         #expect(synthetic.status == 0 && synthetic.error.isEmpty, "\(synthetic.error)")
         #expect(try BundleReader(url: bundle).manifest.warnings == [])
         #expect(runExporter(["plan", "--synthetic"] + base).output.contains("warning:") == false)
+
+        // A tokenizer file named in another case: said on the terminal, not in the manifest (no key input).
+        try Data("{}".utf8).write(to: checkpoint.appendingPathComponent("Tokenizer.json"))
+        let otherCase = runExporter(base)
+        #expect(
+            otherCase.error
+                == "warning: \(printed); 'Tokenizer.json' is there, named in another case, which tokenizer libraries do "
+                + "not look for\n")
+        #expect(try BundleReader(url: bundle).manifest.warnings == [warning])
     }
 
     @Test("the same checkpoint without tokenizer files in folders of other names: equal keys, equal manifest bytes")
@@ -1534,6 +1543,13 @@ struct MLPackageCommandTests {
             let plan = runExporter(["plan"] + base)
             #expect(plan.output.contains(warning) == warns)
         }
+        // A long token is quoted by its first 40 characters.
+        let long = String(repeating: "ab", count: 500)
+        try Data(#"{"added_tokens": [{"id": 300, "content": "\#(long)"}], "model": {"vocab": {}}}"#.utf8)
+            .write(to: checkpoint.appendingPathComponent("tokenizer.json"))
+        #expect(
+            runExporter(["plan"] + base).output.contains(
+                "tokenizer: tokenizer.json adds token '\(String(repeating: "ab", count: 20))…' with id 300, beyond"))
     }
 
     @Test("a base vocabulary with ids beyond the embedding's rows is a warning, as an added token is")

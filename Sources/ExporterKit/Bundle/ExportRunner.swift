@@ -349,7 +349,7 @@ public enum ExportRunner {
         let beyond = tokenizer.highestAddedToken.flatMap { token in
             token.id < rows
                 ? nil
-                : "tokenizer: \(token.file) adds token '\(token.content)' with id \(token.id), beyond the "
+                : "tokenizer: \(token.file) adds token '\(Format.shortened(token.content))' with id \(token.id), beyond the "
                     + "embedding's \(Format.grouped(rows)) rows (vocab_size): fed to the model on a device, it reads "
                     + "outside the table; resize the embedding or remove the token"
         }
@@ -388,6 +388,21 @@ public enum ExportRunner {
         return "no tokenizer file in \(folder) (looked for \(TokenizerFiles.knownNames.joined(separator: ", "))): "
             + "the bundle cannot tokenize text on a device, and its default response budget "
             + "(\(tokenizer.defaultResponseTokens) tokens) assumes no reasoning marker"
+            + (namingFolder ? otherCaseHint(source.checkpointDirectory) : "")
+    }
+
+    /// For a terminal only (a manifest records nothing its build key leaves out): the files of
+    /// `directory` named as a tokenizer file in another case (`Tokenizer.json`), which tokenizer
+    /// libraries do not look for.
+    private static func otherCaseHint(_ directory: URL?) -> String {
+        guard let directory else { return "" }
+        let known = Set(TokenizerFiles.knownNames.map { $0.lowercased() })
+        let found = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter {
+            known.contains($0.lowercased()) && !TokenizerFiles.knownNames.contains($0)
+        }.sorted()
+        guard !found.isEmpty else { return "" }
+        return "; " + found.map { "'\($0)'" }.joined(separator: ", ") + " \(found.count == 1 ? "is" : "are") there, "
+            + "named in another case, which tokenizer libraries do not look for"
     }
 
     /// Refuses a bundle estimated larger than the free space `available` of its volume.

@@ -318,7 +318,7 @@ public struct FarmFile: Equatable, Sendable {
                 throw bad("'output_name' must not contain control characters, got '\(name)'")
             }
             guard name.utf8.count <= ExportPlan.longestName else {
-                let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
+                let shown = Format.shortened(name)
                 throw bad(
                     "'output_name' '\(shown)' is \(name.utf8.count) bytes long; an artifact's name is at most "
                         + "\(ExportPlan.longestName) bytes (its files and their staging folders must fit 255-byte file names)"

@@ -72,7 +72,7 @@ extension FarmRunner {
                 ]), farmStatus
             )
         case .nameTooLong(let name, let bytes, false, let limit):
-            let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
+            let shown = Format.shortened(name)
             return (
                 reportText(lines: [
                     "the model's name '\(shown)' is \(bytes) bytes long; an artifact's name is at most \(limit) bytes "

@@ -111,7 +111,7 @@ public enum ResolutionError: ExporterError, Equatable {
             return "the model's name '\(name)' cannot name its artifact (control characters, or a leading '.'); "
                 + "pass --output-name"
         case .nameTooLong(let name, let bytes, let given, let limit):
-            let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
+            let shown = Format.shortened(name)
             return (given ? "--output-name" : "the model's name") + " '\(shown)' is \(bytes) bytes long; an artifact's "
                 + "name is at most \(limit) bytes (its files and their staging folders must fit 255-byte file names)"
                 + (given ? "" : "; pass --output-name")

@@ -66,6 +66,12 @@ public enum Format {
 }
 
 extension Format {
+    /// `text`, or its first 40 characters and `…` when longer: a name or token quoted in a
+    /// message, which a hostile input could make a page long.
+    public static func shortened(_ text: String) -> String {
+        text.count > 40 ? String(text.prefix(40)) + "…" : text
+    }
+
     /// Text from inputs made safe to print: `text` as one line, every control character (C0
     /// including newline and tab, DEL, C1) shown as `\u{XX}`, so that a hostile config, manifest
     /// or file name can neither drive a terminal nor forge a line of a message or a report.
