@@ -82,6 +82,18 @@ struct ExportCommandTests {
         }
     }
 
+    /// Starts a synthetic qwen3-0.6b export into `out` from a shell that runs `prelude` (a trap,
+    /// a limit), then becomes the export.
+    private func exportFromShell(_ prelude: String, into out: URL) throws -> ExporterKit.ChildProcess {
+        try ExporterKit.ChildProcess.start(
+            URL(fileURLWithPath: "/bin/sh"),
+            arguments: [
+                "-c", prelude + "; exec \"$0\" \"$@\"", BuiltExporter.url.path, "qwen3-0.6b", "--synthetic",
+                "--output-dir", out.path,
+            ],
+            environment: BuiltExporter.cleanEnvironment)
+    }
+
     @Test(
         "a signal the run started with ignored (as nohup starts it) stays ignored: no handler replaces it",
         .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/stat")))
@@ -90,13 +102,7 @@ struct ExportCommandTests {
         let handled = ProcessTable.set(of: [SIGINT, SIGTERM])
         let hangUp = ProcessTable.set(of: [SIGHUP])
         // The shell ignores SIGHUP, which exec keeps, then becomes the export.
-        let running = try ExporterKit.ChildProcess.start(
-            URL(fileURLWithPath: "/bin/sh"),
-            arguments: [
-                "-c", "trap '' HUP; exec \"$0\" \"$@\"", BuiltExporter.url.path, "qwen3-0.6b", "--synthetic",
-                "--output-dir", out.path,
-            ],
-            environment: BuiltExporter.cleanEnvironment)
+        let running = try exportFromShell("trap '' HUP", into: out)
         let deadline = Date().addingTimeInterval(30)
         while (ProcessTable.signalSet("SigCgt", of: running.id) ?? 0) & handled != handled && Date() < deadline {
             usleep(1_000)
@@ -120,14 +126,8 @@ struct ExportCommandTests {
     func quitEndsTheRun() throws {
         let out = try Fixtures.temporaryDirectory()
         let model = out.appendingPathComponent("qwen3-0.6b")
-        // No core file: the shell sets the limit, then becomes the export.
-        let running = try ExporterKit.ChildProcess.start(
-            URL(fileURLWithPath: "/bin/sh"),
-            arguments: [
-                "-c", "ulimit -c 0; exec \"$0\" \"$@\"", BuiltExporter.url.path, "qwen3-0.6b", "--synthetic",
-                "--output-dir", out.path,
-            ],
-            environment: BuiltExporter.cleanEnvironment)
+        // No core file.
+        let running = try exportFromShell("ulimit -c 0", into: out)
         let quit = ProcessTable.set(of: [SIGQUIT])
         let deadline = Date().addingTimeInterval(60)
         func filling() -> Bool {
