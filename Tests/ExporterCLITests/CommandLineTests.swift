@@ -466,6 +466,8 @@ struct CommandLineTests {
         arguments: [
             ("qwen3-0.6", "Did you mean 'qwen3-0.6b'?"),
             ("QWN3-0.6B", "Did you mean 'qwen3-0.6b'?"),
+            // Two letters short of a name: two typos, still offered.
+            ("qen3-0.6", "Did you mean 'qwen3-0.6b'?"),
             ("qwen2.5-1.5b-instrcut", "Did you mean 'qwen2.5-1.5b-instruct'?"),
             ("qwen3", "Did you mean 'qwen3-0.6b' or 'qwen3-4b'?"),
             ("qwen", "Did you mean 'qwen3-0.6b', 'qwen2.5-1.5b-instruct' or 'qwen3-4b'?"),
@@ -610,6 +612,13 @@ struct CommandLineTests {
         let asked = runExporter(["plan", folder.path, "--preset", "qwen3-0.6b", "--context", "2048"])
         #expect(asked.status == 0)
         #expect(!asked.output.contains("warning: context"))
+        // Holding exactly the preset's context: nothing lowered, nothing said.
+        config["max_position_embeddings"] = 4096
+        try JSONSerialization.data(withJSONObject: config).write(to: folder.appendingPathComponent("config.json"))
+        let equal = runExporter(["plan", folder.path, "--preset", "qwen3-0.6b"])
+        #expect(equal.status == 0, "\(equal.error)")
+        #expect(equal.output.contains("4,096 tokens (max 4,096)"), "\(equal.output)")
+        #expect(!equal.output.contains("warning: context"))
     }
 
     @Test(

@@ -414,6 +414,24 @@ struct VerifyCommandTests {
         #expect(evaluated.error == edited.error)
     }
 
+    @Test("an artifact of synthetic weights carries no tokenizer: verify --against a checkpoint says nothing of one")
+    func syntheticArtifactTokenizer() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        let output = try Fixtures.temporaryDirectory()
+        let export = runExporter([
+            checkpoint.path, "--synthetic", "--experimental", "--compute-precision", "float16", "--output-dir",
+            output.path,
+        ])
+        #expect(export.status == 0, "\(export.error)")
+        let bundle = output.appendingPathComponent("tiny/Tiny.aimodel")
+        let manifest = try BundleReader(url: bundle).manifest
+        #expect(try ExportRunner.tokenizerMismatches(manifest, artifact: bundle, checkpoint: checkpoint) == [])
+        let verify = runExporter(["verify", bundle.path, "--against", checkpoint.path])
+        // Its weights are not the checkpoint's, which verify reports; of the tokenizer it says nothing.
+        #expect(verify.error.hasPrefix("Error: tensor 'model.embed_tokens.weight': SQNR"), "\(verify.error)")
+        #expect(!verify.error.contains("tokenizer"), "\(verify.error)")
+    }
+
     @Test("flag combinations that cannot work are usage errors")
     func usage() throws {
         let run = runExporter(["verify", "x.aimodel", "--run"])

@@ -52,6 +52,10 @@ struct ProcessLimitTests {
         let refused = try run("ulimit -n 8", ["--version"])
         #expect(refused.status == 71)
         #expect(refused.error == "Error: only 8 files may be open at once (ulimit -n); exporter needs at least 16\n")
+        // Exactly the fewest it needs is enough; one fewer is not.
+        let fewest = try run("ulimit -n 16", ["--version"])
+        #expect(fewest.status == 0, "\(fewest.error)")
+        #expect(try run("ulimit -n 15", ["--version"]).status == 71)
         // Every shard is open at once: 26 of them need more than a soft limit of 16.
         let sharded = try Fixtures.syntheticCheckpoint(shardBytes: 1)
         let shards = try FileManager.default.contentsOfDirectory(atPath: sharded.path).filter {

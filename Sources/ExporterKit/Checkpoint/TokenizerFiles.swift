@@ -186,14 +186,12 @@ public struct TokenizerFiles: Equatable, Sendable {
             case UInt8(ascii: ":") where depth == 1 && !isArray:
                 while index < bytes.count, jsonWhitespace.contains(bytes[index]) { index += 1 }
                 var (value, digits) = (0, 0)
-                // 18 digits at most: a larger id is no id, and must not overflow.
-                while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9"),
-                    digits < 18
-                {
-                    value = value * 10 + Int(bytes[index] - UInt8(ascii: "0"))
+                // 18 digits at most: a larger id is no id (not its first 18 digits), and must not overflow.
+                while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+                    if digits < 18 { value = value * 10 + Int(bytes[index] - UInt8(ascii: "0")) }
                     (digits, index) = (digits + 1, index + 1)
                 }
-                if digits > 0 { highest = max(highest ?? value, value) }
+                if (1...18).contains(digits) { highest = max(highest ?? value, value) }
             default:
                 sawElement = sawElement || (depth == 1 && !jsonWhitespace.contains(byte))
             }

@@ -260,4 +260,16 @@ struct CheckpointHuggingFaceCacheTests {
             cache.unusableSnapshotReason(of: "Org/Tiny-Model")
                 == "refs/main names revision abc, which has no snapshot folder '\(repository.path)/snapshots/abc'")
     }
+
+    @Test("an unfinished download is a weights file not there (a missing shard, a link to nothing), not one unopened")
+    func missingFileKinds() throws {
+        let present = try Fixtures.temporaryDirectory().appendingPathComponent("model.safetensors")
+        try Data().write(to: present)
+        #expect(!CheckpointError.cannotOpen(path: present.path, reason: "permission denied").isMissingFile)
+        #expect(
+            CheckpointError.cannotOpen(path: present.path + ".absent", reason: "no such file or directory")
+                .isMissingFile)
+        #expect(CheckpointError.missingShard(indexPath: "i", shard: "s", tensor: "t").isMissingFile)
+        #expect(!CheckpointError.invalidShardSize(0).isMissingFile)
+    }
 }

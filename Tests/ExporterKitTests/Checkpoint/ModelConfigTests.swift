@@ -60,6 +60,25 @@ struct ModelConfigTests {
         #expect(plan.warnings.first == edited.architectureMismatch)
     }
 
+    @Test("the architecture warning: a class beginning several types is of none, the longest type it begins is its own")
+    func architectureMismatchFamilies() throws {
+        // "Qwen" begins qwen2, qwen3, qwen3_moe and qwen3_vl: of no one family, it says nothing.
+        #expect(
+            try config(json: #""architectures": ["QwenForCausalLM"]"#, modelType: "mistral").architectureMismatch == nil
+        )
+        // "Qwen3MoeX" begins with qwen3 and qwen3_moe: the longer, qwen3_moe, is its family.
+        let moe = #""architectures": ["Qwen3MoeXForCausalLM"]"#
+        #expect(try config(json: moe, modelType: "qwen3_moe").architectureMismatch == nil)
+        #expect(
+            try config(json: moe, modelType: "qwen3").architectureMismatch
+                == "config: architectures names 'Qwen3MoeXForCausalLM', of another family than model_type 'qwen3': "
+                + "read as qwen3, as transformers reads it")
+        // A custom class beside another family's: not only other families' classes, so nothing is said.
+        #expect(
+            try config(json: #""architectures": ["MistralForCausalLM", "TinyForCausalLM"]"#, modelType: "qwen3")
+                .architectureMismatch == nil)
+    }
+
     /// The tiny config's required keys and its two KV heads, of `modelType`, plus `extra` (JSON
     /// text of more keys), parsed.
     private func config(json extra: String, modelType: String = "qwen2") throws -> ModelConfig {

@@ -203,4 +203,90 @@ struct TokenizerFilesTests {
         )
         #expect(try TokenizerFiles(directory: special).reasoningMarker == "<|reasoning_start|>")
     }
+
+    @Test("generation_config.json is read for its syntax only: a marker among its stop strings is no vocabulary token")
+    func generationConfigIsNoVocabulary() throws {
+        let files = try TokenizerFiles(
+            directory: folder([
+                "generation_config.json": #"{"stop_strings": ["<think>"], "eos_token_id": 151645}"#,
+                "tokenizer.json": #"{"model": {"vocab": {"a": 0}}}"#,
+            ]))
+        #expect(files.files.map(\.lastPathComponent) == ["tokenizer.json", "generation_config.json"])
+        #expect(files.reasoningMarker == nil)
+        #expect(files.defaultResponseTokens == 512)
+        #expect(files.highestVocabularyId == .init(id: 0, file: "tokenizer.json"))
+    }
+
+    @Test(
+        "the vocabulary scan: vocab under model only, a vocab key of no object passed over, a token ending in a backslash"
+    )
+    func vocabularyScanEdges() {
+        func highest(_ text: String, file: String = "tokenizer.json") -> Int? {
+            TokenizerFiles.highestVocabularyId(in: Data(text.utf8), file: file)
+        }
+        // A "vocab" object before "model" (a decoder's) is not the model's vocabulary.
+        #expect(highest(#"{"decoder": {"vocab": {"z": 99999}}, "model": {"vocab": {"a": 3}}}"#) == 3)
+        // A "vocab" key holding no object or array is passed over for the next one that does.
+        #expect(highest(#"{"model": {"vocab": null, "inner": {"vocab": {"a": 5}}}}"#) == 5)
+        // "a\\" is the token a\: its string ends at the quote after the escaped backslash.
+        #expect(highest(#"{"model": {"vocab": {"a\\": 4, "b": 9, "\\\"": 2}}}"#) == 9)
+        #expect(highest(#"{"a\\": 40, "b": 9}"#, file: "vocab.json") == 40)
+    }
+
+    @Test("an id of more than 18 digits is no id, without overflowing; one of 18 digits is")
+    func vocabularyIdDigits() {
+        func highest(_ text: String) -> Int? {
+            TokenizerFiles.highestVocabularyId(in: Data(text.utf8), file: "vocab.json")
+        }
+        #expect(highest(#"{"a": 3, "b": 12345678901234567890}"#) == 3)
+        #expect(highest(#"{"a": 3, "b": 99999999999999999999999999}"#) == 3)
+        #expect(highest(#"{"a": 3, "b": 999999999999999999}"#) == 999_999_999_999_999_999)
+    }
+
+    @Test("equal highest ids in two files: the first file in knownNames order is named")
+    func vocabularyIdTie() throws {
+        let files = try TokenizerFiles(
+            directory: folder([
+                "tokenizer.json": #"{"model": {"vocab": {"a": 0, "b": 5}}}"#, "vocab.json": #"{"a": 0, "b": 5}"#,
+            ]))
+        #expect(files.highestVocabularyId == .init(id: 5, file: "tokenizer.json"))
+    }
+
+    @Test("a sentencepiece piece whose length takes a two-byte varint (128), and one ending the file, are read")
+    func sentencePieceVarints() throws {
+        // Each piece: field 1 (text) and field 2 (a float score), as sentencepiece writes them.
+        func piece(_ text: String) -> [UInt8] {
+            let body = [0x0A, UInt8(text.utf8.count)] + Array(text.utf8) + [0x15, 0, 0, 0x80, 0xBF]
+            let length =
+                body.count < 0x80 ? [UInt8(body.count)] : [UInt8(body.count & 0x7F | 0x80), UInt8(body.count >> 7)]
+            return [0x0A] + length + body
+        }
+        let long = String(repeating: "x", count: 121)
+        #expect(piece(long)[1...2] == [0x80, 0x01])
+        let directory = try folder([:])
+        try Data(["<unk>", long, "<think>"].flatMap(piece)).write(
+            to: directory.appendingPathComponent("tokenizer.model"))
+        let files = try TokenizerFiles(directory: directory)
+        #expect(files.highestVocabularyId == .init(id: 2, file: "tokenizer.model"))
+        #expect(files.reasoningMarker == "<think>")
+    }
+
+    @Test("a vocabulary and an added token beyond the embedding: two warnings, the vocabulary's first")
+    func bothBeyondEmbedding() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint()
+        try Data(
+            #"{"added_tokens": [{"id": 300, "content": "<|x|>"}], "model": {"vocab": {"a": 0, "b": 256}}}"#.utf8
+        ).write(to: checkpoint.appendingPathComponent("tokenizer.json"))
+        let warnings = ExportRunner.tokenizerWarnings(
+            try Fixtures.plan(checkpoint), tokenizer: try TokenizerFiles(directory: checkpoint))
+        #expect(
+            warnings == [
+                "tokenizer: the vocabulary of tokenizer.json has ids up to 256, beyond the embedding's 256 rows "
+                    + "(vocab_size): fed to the model on a device, they read outside the table; ship the checkpoint's "
+                    + "own tokenizer",
+                "tokenizer: tokenizer.json adds token '<|x|>' with id 300, beyond the embedding's 256 rows "
+                    + "(vocab_size): fed to the model on a device, it reads outside the table; resize the embedding or "
+                    + "remove the token",
+            ])
+    }
 }

@@ -109,6 +109,30 @@ struct BuildKeyTests {
         #expect(try fingerprint("<think>") != fingerprint("<thonk>"))
     }
 
+    @Test("a weights index is fingerprinted whole: one byte changed between the sampled windows changes its key input")
+    func wholeIndex() throws {
+        let checkpoint = try Fixtures.syntheticCheckpoint(shardBytes: 4096)
+        let index = checkpoint.appendingPathComponent("model.safetensors.index.json")
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: index)) as? [String: Any])
+        var metadata = object["metadata"] as? [String: Any] ?? [:]
+        // Sorted keys put this note first, past the first window and over the gaps of the sampled ones.
+        metadata["note"] = String(repeating: "x", count: BuildKey.sampleCount * BuildKey.sampleBytes * 2)
+        object["metadata"] = metadata
+        var bytes = [UInt8](try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
+        func fingerprint() throws -> String? {
+            try Data(bytes).write(to: index)
+            let weights = try CheckpointWeights(directory: checkpoint)
+            return try ExportRunner.inputFingerprints(directory: checkpoint, weights: weights).first {
+                $0.name == "model.safetensors.index.json"
+            }?.fingerprint
+        }
+        let before = try fingerprint()
+        let offset = BuildKey.sampleBytes + 10
+        #expect(bytes[offset] == UInt8(ascii: "x"))
+        bytes[offset] = UInt8(ascii: "y")
+        #expect(try fingerprint() != before)
+    }
+
     @Test("a missing file is a read error naming it")
     func missingFile() throws {
         let url = try Fixtures.temporaryDirectory().appendingPathComponent("absent.safetensors")
