@@ -342,12 +342,18 @@ public final class ArtifactDirectory {
     /// Errors name the file where it will be once published (`<destination>/<relativePath>`).
     /// - Throws: `BundleError.writeFailed`.
     public func createFile(_ relativePath: String, bypassPageCache: Bool = false) throws -> OutputFile {
-        // Never make the staging folder again: a new one would be unlocked and unknown.
-        guard stagingIsIntact else { throw stagingRemoved }
         let url = staging.appendingPathComponent(relativePath)
-        try ArtifactDirectory.makeDirectories(url.deletingLastPathComponent(), faults: faults, reportedAs: reported)
-        let file = try OutputFile(
-            url: url, faults: faults, reportedPath: reported(url.path), bypassPageCache: bypassPageCache)
+        // Under the clean-up's lock: a signal's clean-up renaming the staging folder away between
+        // the check and the mkdir let this make it again, which left it (and the output folders)
+        // behind, unregistered. Once a clean-up has begun, this waits for the process to end.
+        let file = try InterruptCleanup.registering {
+            // Never make the staging folder again: a new one would be unlocked and unknown.
+            guard stagingIsIntact else { throw stagingRemoved }
+            try ArtifactDirectory.makeDirectories(
+                url.deletingLastPathComponent(), faults: faults, reportedAs: reported)
+            return try OutputFile(
+                url: url, faults: faults, reportedPath: reported(url.path), bypassPageCache: bypassPageCache)
+        }
         files.append((url, file.path))
         file.whenFinished = { [weak self] size in self?.finishedSizes[url.path] = size }
         return file
