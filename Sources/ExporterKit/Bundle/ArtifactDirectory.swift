@@ -101,7 +101,7 @@ public final class ArtifactDirectory {
             var chosen: (url: URL, lock: Int32)?
             for _ in 0..<3 where chosen == nil {
                 let candidate = parent.appendingPathComponent(
-                    stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString,
+                    stagingPrefix + destination.lastPathComponent + "-" + UniqueName.make(),
                     isDirectory: true)
                 do {
                     created += try ArtifactDirectory.makeDirectories(
@@ -444,7 +444,7 @@ public final class ArtifactDirectory {
                     displacedLock = descriptor
                 }
                 let aside = folder.appendingPathComponent(
-                    ArtifactDirectory.stagingPrefix + "old-" + target.lastPathComponent + "-" + UUID().uuidString)
+                    ArtifactDirectory.stagingPrefix + "old-" + target.lastPathComponent + "-" + UniqueName.make())
                 try ArtifactDirectory.rename(target, to: aside, reportedAs: asGiven, faults: faults)
                 displaced = aside
             }
@@ -500,8 +500,8 @@ public final class ArtifactDirectory {
     /// Whether artifacts in `folder` are replaced by one exchange (else two renames): tried on
     /// two scratch folders there. Tests count the operations of a replacement by it.
     static func exchangesAtomically(in folder: URL) -> Bool {
-        let first = folder.appendingPathComponent(".exchange-probe-\(UUID().uuidString)")
-        let second = folder.appendingPathComponent(".exchange-probe-\(UUID().uuidString)")
+        let first = folder.appendingPathComponent(".exchange-probe-\(UniqueName.make())")
+        let second = folder.appendingPathComponent(".exchange-probe-\(UniqueName.make())")
         defer {
             try? FileManager.default.removeItem(at: first)
             try? FileManager.default.removeItem(at: second)

@@ -541,7 +541,10 @@ public struct FarmRunner {
         ArtifactDirectory.removeAbandonedStaging(in: settings.outputDirectory)
         for folder in jobFolders {
             let url = settings.outputDirectory.appendingPathComponent(folder)
-            if folder.hasPrefix(".farm-report") || folder.hasPrefix("." + VerifiedFiles.fileName + ".") {
+            // `..farm-verified.json.<uuid>` up to 0.8.3.
+            if folder.hasPrefix(".farm-report") || folder.hasPrefix(VerifiedFiles.fileName + ".")
+                || folder.hasPrefix("." + VerifiedFiles.fileName + ".")
+            {
                 try? manager.removeItem(at: url)
                 continue
             }
@@ -550,13 +553,21 @@ public struct FarmRunner {
         }
     }
 
-    /// Writes `bytes` to a temporary file beside `url`, then renames it over `url`.
-    /// - Throws: `BundleError.writeFailed`.
+    /// The temporary file `url` is written as before it is renamed into place: hidden, beside it,
+    /// `.<name>.<unique>` (`.farm-verified.json.<unique>` for a hidden one: never two dots).
+    static func temporaryURL(for url: URL, unique: String = UniqueName.make()) -> URL {
+        let name = url.lastPathComponent
+        return url.deletingLastPathComponent().appendingPathComponent(
+            (name.hasPrefix(".") ? name : "." + name) + "." + unique)
+    }
+
+    /// Writes `bytes` to a temporary file beside `url` (``temporaryURL(for:unique:)``), then
+    /// renames it over `url`.
+    /// - Throws: `BundleError.writeFailed` naming `url`.
     static func writeAtomically(_ bytes: [UInt8], to url: URL) throws {
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(
-            ".\(url.lastPathComponent).\(UUID().uuidString)")
+        let temporary = temporaryURL(for: url)
         let (file, cleanupToken) = try InterruptCleanup.registering {
-            (try OutputFile(url: temporary), InterruptCleanup.register(temporary))
+            (try OutputFile(url: temporary, reportedPath: url.path), InterruptCleanup.register(temporary))
         }
         defer { InterruptCleanup.unregister(cleanupToken) }
         do {
