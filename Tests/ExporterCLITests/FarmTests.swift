@@ -551,8 +551,12 @@ struct FarmTests {
             (bundle.manifest.files.map { "m0/M0.aimodel/" + $0.path }
             + compiled.manifest.files.map { "m0/M0.h17p.aimodelc/" + $0.path }).sorted()
         #expect(try recorded() == expected)
-        // Temporary files of a record or report write a killed run left behind go.
-        let leftovers = ["..farm-verified.json.1234", ".farm-report.json.1234", ".farm-report-shard-1-of-2.json.1234"]
+        // Temporary files of a record or report write a killed run left behind go (the record's
+        // named `..farm-verified.json.<uuid>` up to 0.8.3).
+        let leftovers = [
+            ".farm-verified.json.1234", "..farm-verified.json.1234", ".farm-report.json.1234",
+            ".farm-report-shard-1-of-2.json.1234",
+        ]
         for name in leftovers { try Data("{".utf8).write(to: output.appendingPathComponent(name)) }
         #expect(try run() == ["skipped", "skipped"])
         #expect(

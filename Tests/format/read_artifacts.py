@@ -306,7 +306,8 @@ MANIFEST_SCHEMA = {
     "verdicts": [VERDICT_SCHEMA],
     "conversion": nullable({"peak_bytes": INT, "peak_tensor": STR, "workers": INT,
                             "storage_from": enum("checkpoint", "torch_dtype", "synthetic"),
-                            "available_bytes": nullable(INT)}),
+                            "available_bytes": nullable(INT),
+                            "available_limit?": nullable(enum("RLIMIT_AS", "RLIMIT_DATA"))}),
 }
 
 GRAPH_SCHEMA = {

@@ -102,6 +102,10 @@ enum BatchCommand {
             settings.shard = (index, count)
         }
         let farm = try FarmFile(contentsOf: context.fileURL(farmPath))
+        // The farm's own process, bound only by its own limits: the machine's memory is its jobs' budget.
+        let own = context.availableMemory(
+            startingThreads: WorkerThreads.farm(jobs: min(farm.jobs.count, settings.concurrentJobs)))
+        settings.processMemory = own?.limit == nil ? nil : own
         let resolver = try context.resolver()
         settings.environment = jobEnvironment(context, presets: resolver.catalog.directory)
         let runner = FarmRunner(farm: farm, resolver: resolver, settings: settings)

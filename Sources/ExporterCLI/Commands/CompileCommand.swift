@@ -37,6 +37,11 @@ enum CompileCommand {
         let table = try deviceTable(arguments, context: context)
         let required = try FitGate.required(arguments, table: table)
         let bundleURL = context.fileURL(path)
+        // Read before the threads are tried and the bundle is opened: the forecast counts from here.
+        let availableMemory = context.availableMemory(startingThreads: WorkerThreads.compile())
+        try WorkerThreads.check(WorkerThreads.compile())
+        // Its manifest is decoded first: a large one (thousands of tensors) takes more than the rest.
+        try Compiler.checkMemory(beforeOpening: bundleURL, available: availableMemory)
         let bundle = try Compiler.openBundle(bundleURL)
         let platform =
             try arguments.choice("platform", as: DevicePlatform.self)
@@ -53,6 +58,7 @@ enum CompileCommand {
         request.overwrite = arguments.flag("overwrite")
         request.deviceTable = deviceTableURL(arguments, context: context)
         request.availableDiskBytes = context.availableDiskBytes(at: output)
+        request.availableMemory = availableMemory
         try compile(bundleURL, request: request, output: arguments.flag("json") ? .json : .text, context: context)
         // Every device that loads the bundle, compiled here or not: as a plan of it gives them.
         let verdicts =

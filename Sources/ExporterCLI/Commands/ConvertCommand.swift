@@ -48,6 +48,7 @@ enum ConvertCommand {
                 context.fileURL($0)
             } ?? MLPackageWriter.defaultDestination(forBundle: bundle)
         let json = arguments.flag("json")
+        try WorkerThreads.check(WorkerThreads.convert())
         try write(
             bundle: bundle, to: destination, overwrite: arguments.flag("overwrite"), output: json ? .json : .text,
             context: context)

@@ -57,6 +57,10 @@ enum ExportCommand {
         let devices = try CompileCommand.deviceTable(arguments, context: context)
         let required = try FitGate.required(arguments, table: devices)
         let version = try CompileCommand.deploymentVersion(arguments)
+        // Read before the threads are tried and anything is planned, as `plan` reads it: what the
+        // process maps from here on is the forecast's to count.
+        let availableMemory = context.availableMemory(startingThreads: WorkerThreads.export())
+        try WorkerThreads.check(WorkerThreads.export())
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
         let checked = try checkedBeforeExport(plan, arguments, devices: devices, context: context)
         let (compilePlatform, compileDevices, outputDirectory) = (
@@ -75,7 +79,7 @@ enum ExportCommand {
         settings.allowClamp = arguments.flag("allow-clamp")
         settings.calibrationTokens = checked.calibrationTokens
         settings.faults = context.faults
-        settings.availableMemoryBytes = context.availableMemoryBytes()
+        settings.availableMemory = availableMemory
         settings.availableDiskBytes = availableDisk
         if arguments.flag("synthetic") {
             guard let seed = UInt64(arguments.value("seed") ?? "0") else {

@@ -31,6 +31,8 @@ enum PlanCommand {
         let required = try FitGate.required(arguments, table: devices)
         // As the export: a --min-deployment-version below 27.0, or not a version, is refused.
         _ = try CompileCommand.deploymentVersion(arguments)
+        // Where the export reads it: before planning, less the stacks of the threads it will start.
+        let available = context.availableMemory(startingThreads: WorkerThreads.export())
         let plan = try ExportPlan.make(options: options, resolver: try context.resolver())
         let checked = try ExportCommand.checkedBeforeExport(plan, arguments, devices: devices, context: context)
         let synthetic = arguments.flag("synthetic")
@@ -38,8 +40,8 @@ enum PlanCommand {
         let verdicts = CompilePlan.verdicts(for: CompileSubject(plan: plan), table: devices)
         let conversion = ExportRunner.conversionForecast(
             plan, synthetic: synthetic, allowClamp: arguments.flag("allow-clamp"),
-            calibrated: arguments.value("calibration") != nil, availableBytes: context.availableMemoryBytes(),
-            weights: checkpoint.weights)
+            calibrated: arguments.value("calibration") != nil, availableBytes: available?.bytes,
+            availableLimit: available?.limit, weights: checkpoint.weights)
         // What the export will warn of besides the plan's own warnings.
         let tokenizer = try ExportRunner.tokenizer(of: plan, synthetic: synthetic)
         func warnings(namingFolder: Bool) -> [String] {

@@ -103,7 +103,10 @@ enum PlanPrinter {
     static func conversionRows(_ conversion: Manifest.Conversion, config: ModelConfig) -> [[String]] {
         var peak = "\(Format.mebibytes(conversion.peakBytes)) at peak (est.)"
         if let available = conversion.availableBytes {
-            peak += "; \(Format.mebibytes(available)) available" + (available < conversion.peakBytes ? ": refused" : "")
+            peak +=
+                "; \(Format.mebibytes(available)) available"
+                + (conversion.availableLimit.map { " (\($0.command))" } ?? "")
+                + (available < conversion.peakBytes ? ": refused" : "")
         }
         let storage: String
         switch conversion.storageFrom {

@@ -12,8 +12,14 @@ import Foundation
 public final class ArtifactDirectory {
     /// Where the artifact will be once published.
     public let destination: URL
-    /// The temporary folder being filled.
+    /// The temporary folder being filled, by the path it resolved to when it was made (symbolic
+    /// links on the way followed), so that a link changed meanwhile does not lose it.
     public let staging: URL
+    /// The folder holding `staging`, where the artifact is published, as resolved then: the
+    /// destination's folder must still resolve to it (``folderMoved``).
+    private let folder: URL
+    /// The device and inode of `folder`.
+    private let folderIdentity: (device: UInt64, inode: UInt64)?
     /// Fault injection for tests (nil in real runs).
     public let faults: FaultInjector?
     private var published = false
@@ -53,8 +59,30 @@ public final class ArtifactDirectory {
         stagingLock = made.lock
         createdParents = made.createdParents
         cleanupToken = made.cleanupToken
+        folder = made.url.deletingLastPathComponent()
+        folderIdentity = ArtifactDirectory.identity(of: folder.path)
         // Staging folders of killed runs for this artifact: nobody holds them any more.
         ArtifactDirectory.removeAbandonedStaging(in: parent, for: destination.lastPathComponent)
+    }
+
+    /// The device and inode of what `path` resolves to, nil when nothing.
+    private static func identity(of path: String) -> (device: UInt64, inode: UInt64)? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return (UInt64(status.st_dev), UInt64(status.st_ino))
+    }
+
+    /// The error when the destination's folder no longer resolves to the folder the staging
+    /// folder was made in (a symbolic link on the way was retargeted, a folder moved): nothing is
+    /// written or published elsewhere than where the run started. Nil while it does.
+    private var folderMoved: BundleError? {
+        guard let folderIdentity else { return nil }
+        let given = destination.deletingLastPathComponent().path
+        if let now = ArtifactDirectory.identity(of: given), now == folderIdentity { return nil }
+        return .writeFailed(
+            path: destination.path,
+            reason: "its folder '\(given)' no longer resolves to '\(folder.path)', where the artifact was being "
+                + "written (a symbolic link on the way was changed, or a folder moved); nothing was published")
     }
 
     /// Makes, locks and registers for ``InterruptCleanup`` a staging folder beside `destination`.
@@ -73,7 +101,7 @@ public final class ArtifactDirectory {
             var chosen: (url: URL, lock: Int32)?
             for _ in 0..<3 where chosen == nil {
                 let candidate = parent.appendingPathComponent(
-                    stagingPrefix + destination.lastPathComponent + "-" + UUID().uuidString,
+                    stagingPrefix + destination.lastPathComponent + "-" + UniqueName.make(),
                     isDirectory: true)
                 do {
                     created += try ArtifactDirectory.makeDirectories(
@@ -108,9 +136,13 @@ public final class ArtifactDirectory {
                 throw BundleError.writeFailed(
                     path: destination.path, reason: "its staging folder was removed as soon as it was made")
             }
-            let createdParents = Array(created.reversed())
-            let token = InterruptCleanup.register(chosen.url, emptyFolders: createdParents)
-            return (chosen.url, chosen.lock, createdParents, token)
+            // By the paths they resolve to now: removed there on failure, whatever a link on the
+            // way leads to by then.
+            let url =
+                resolvedRealPath(chosen.url.path).map { URL(fileURLWithPath: $0, isDirectory: true) } ?? chosen.url
+            let createdParents = created.reversed().map { resolvedRealPath($0) ?? $0 }
+            let token = InterruptCleanup.register(url, emptyFolders: createdParents)
+            return (url, chosen.lock, createdParents, token)
         }
     }
 
@@ -342,6 +374,7 @@ public final class ArtifactDirectory {
     /// Errors name the file where it will be once published (`<destination>/<relativePath>`).
     /// - Throws: `BundleError.writeFailed`.
     public func createFile(_ relativePath: String, bypassPageCache: Bool = false) throws -> OutputFile {
+        if let moved = folderMoved { throw moved }
         let url = staging.appendingPathComponent(relativePath)
         // Under the clean-up's lock: a signal's clean-up renaming the staging folder away between
         // the check and the mkdir let this make it again, which left it (and the output folders)
@@ -373,7 +406,12 @@ public final class ArtifactDirectory {
     /// - Throws: `BundleError.writeFailed`; the previous artifact is then left as it was.
     public func publish() throws {
         let manager = FileManager.default
+        if let moved = folderMoved { throw moved }
         guard stagingIsIntact else { throw stagingRemoved }
+        // Renamed within the folder the staging folder was made in, however the destination's
+        // path resolves by now (checked just above); errors name the destination as given.
+        let target = folder.appendingPathComponent(destination.lastPathComponent, isDirectory: true)
+        let asGiven = destination.path
         for (url, reportedPath) in files {
             let size = (try? manager.attributesOfItem(atPath: url.path))?[.size] as? Int
             guard let finished = finishedSizes[url.path], size == finished else {
@@ -387,12 +425,12 @@ public final class ArtifactDirectory {
         cleanupToken = nil
         if !overwrite {
             // Another run may have published here since this one started: refused, not replaced.
-            try ArtifactDirectory.renameIfAbsent(staging, to: destination, faults: faults)
+            try ArtifactDirectory.renameIfAbsent(staging, to: target, reportedAs: asGiven, faults: faults)
             published = true
             return
         }
-        if manager.fileExists(atPath: destination.path),
-            try ArtifactDirectory.exchange(staging, destination, reportedAs: destination.path, faults: faults)
+        if manager.fileExists(atPath: target.path),
+            try ArtifactDirectory.exchange(staging, target, reportedAs: asGiven, faults: faults)
         {
             published = true
             // The staging path now holds the previous artifact (unlocked: the lock went with the
@@ -407,19 +445,19 @@ public final class ArtifactDirectory {
         var displacedLock: Int32 = -1
         defer { if displacedLock >= 0 { close(displacedLock) } }
         do {
-            if manager.fileExists(atPath: destination.path) {
-                if case .locked(let descriptor) = ArtifactDirectory.lockedDescriptor(destination.path, wait: true) {
+            if manager.fileExists(atPath: target.path) {
+                if case .locked(let descriptor) = ArtifactDirectory.lockedDescriptor(target.path, wait: true) {
                     displacedLock = descriptor
                 }
-                let aside = destination.deletingLastPathComponent().appendingPathComponent(
-                    ArtifactDirectory.stagingPrefix + "old-" + destination.lastPathComponent + "-" + UUID().uuidString)
-                try ArtifactDirectory.rename(destination, to: aside, reportedAs: destination.path, faults: faults)
+                let aside = folder.appendingPathComponent(
+                    ArtifactDirectory.stagingPrefix + "old-" + target.lastPathComponent + "-" + UniqueName.make())
+                try ArtifactDirectory.rename(target, to: aside, reportedAs: asGiven, faults: faults)
                 displaced = aside
             }
-            try ArtifactDirectory.rename(staging, to: destination, reportedAs: destination.path, faults: faults)
+            try ArtifactDirectory.rename(staging, to: target, reportedAs: asGiven, faults: faults)
         } catch {
-            if let displaced, !manager.fileExists(atPath: destination.path) {
-                _ = Foundation.rename(displaced.path, destination.path)
+            if let displaced, !manager.fileExists(atPath: target.path) {
+                _ = Foundation.rename(displaced.path, target.path)
             }
             throw error
         }
@@ -468,8 +506,8 @@ public final class ArtifactDirectory {
     /// Whether artifacts in `folder` are replaced by one exchange (else two renames): tried on
     /// two scratch folders there. Tests count the operations of a replacement by it.
     static func exchangesAtomically(in folder: URL) -> Bool {
-        let first = folder.appendingPathComponent(".exchange-probe-\(UUID().uuidString)")
-        let second = folder.appendingPathComponent(".exchange-probe-\(UUID().uuidString)")
+        let first = folder.appendingPathComponent(".exchange-probe-\(UniqueName.make())")
+        let second = folder.appendingPathComponent(".exchange-probe-\(UniqueName.make())")
         defer {
             try? FileManager.default.removeItem(at: first)
             try? FileManager.default.removeItem(at: second)
@@ -494,9 +532,14 @@ public final class ArtifactDirectory {
     /// Renames `source` to `target` unless something is there: in one step where the system can
     /// (`renameat2` with `RENAME_NOREPLACE` on Linux, `renamex_np` with `RENAME_EXCL` on macOS),
     /// else after a check.
-    /// - Throws: `BundleError.outputExists` when `target` exists, `.writeFailed` otherwise.
-    private static func renameIfAbsent(_ source: URL, to target: URL, faults: FaultInjector?) throws {
-        try faults?.check(target.path, .rename)
+    /// - Throws: `BundleError.outputExists` when `target` exists, `.writeFailed` otherwise, both
+    ///   naming `reportedPath` (the destination as given).
+    private static func renameIfAbsent(
+        _ source: URL, to target: URL, reportedAs reportedPath: String, faults: FaultInjector?
+    )
+        throws
+    {
+        try faults?.check(reportedPath, .rename)
         var code: Int32 = EINVAL
         #if os(Linux)
             if let renameat2 = linuxRenameAt2 {
@@ -513,8 +556,8 @@ public final class ArtifactDirectory {
         }
         switch code {
         case 0: return
-        case EEXIST, ENOTEMPTY: throw BundleError.outputExists(path: target.path)
-        default: throw BundleError.writeFailed(path: target.path, reason: systemErrorMessage(code))
+        case EEXIST, ENOTEMPTY: throw BundleError.outputExists(path: reportedPath)
+        default: throw BundleError.writeFailed(path: reportedPath, reason: systemErrorMessage(code))
         }
     }
 

@@ -15,9 +15,11 @@ public struct ExportSettings: Sendable {
     /// Token ids of a calibration text: palettisation then weights every weight by the energy
     /// of the activations it multiplies on this text. Nil (the default): data-free.
     public var calibrationTokens: [Int]?
-    /// Memory the machine can give the conversion (nil: not checked); the command line fills
-    /// it from the system. An export needing more is refused before it starts.
-    public var availableMemoryBytes: Int?
+    /// Memory the conversion may take (nil: not checked): the machine's, or what a limit of the
+    /// process leaves; the command line fills it from the system
+    /// (``SystemResources/availableMemory(startingThreads:)``). An export needing more is refused
+    /// before it starts.
+    public var availableMemory: AvailableMemory?
     /// Free bytes on the output folder's volume (nil: not checked); the command line fills it
     /// from the system. A bundle estimated larger is refused before anything is written.
     public var availableDiskBytes: Int?
@@ -141,7 +143,7 @@ public enum ExportRunner {
         }
         let memoryConditions = ConversionMemoryConditions(
             source: source, allowClamp: settings.allowClamp, calibrated: settings.calibrationTokens != nil)
-        try checkMemory(plan, conditions: memoryConditions, available: settings.availableMemoryBytes)
+        try checkMemory(plan, conditions: memoryConditions, available: settings.availableMemory)
         try checkDisk(
             plan, tokenizer: tokenizer, outputDirectory: settings.outputDirectory,
             available: settings.availableDiskBytes)
@@ -180,10 +182,12 @@ public enum ExportRunner {
     /// weights are stored comes from the checkpoint's safetensors headers when they are here,
     /// from the config's `torch_dtype` otherwise; `synthetic` weights are generated as
     /// ``SyntheticWeightSource/storage(for:)`` says.
-    /// - Parameter weights: the checkpoint's weights when the caller has opened them already.
+    /// - Parameters:
+    ///   - availableBytes: the memory available, bound by `availableLimit` (nil: the machine's).
+    ///   - weights: the checkpoint's weights when the caller has opened them already.
     public static func conversionForecast(
         _ plan: ExportPlan, synthetic: Bool = false, allowClamp: Bool = false, calibrated: Bool = false,
-        availableBytes: Int?, weights opened: CheckpointWeights? = nil
+        availableBytes: Int?, availableLimit: MemoryLimit? = nil, weights opened: CheckpointWeights? = nil
     ) -> Manifest.Conversion {
         let config = plan.model.config
         let source: WeightSource?
@@ -205,12 +209,15 @@ public enum ExportRunner {
         let estimate = plan.conversionMemory(conditions)
         return Manifest.Conversion(
             peakBytes: estimate.totalBytes, peakTensor: estimate.peakTensor, workers: conditions.workers,
-            storageFrom: storageFrom, availableBytes: availableBytes)
+            storageFrom: storageFrom, availableBytes: availableBytes,
+            availableLimit: availableBytes == nil ? nil : availableLimit)
     }
 
     /// Refuses a plan whose conversion needs more memory than `available`.
     /// - Throws: `ResourceError.notEnoughMemory`.
-    static func checkMemory(_ plan: ExportPlan, conditions: ConversionMemoryConditions, available: Int?) throws {
+    static func checkMemory(_ plan: ExportPlan, conditions: ConversionMemoryConditions, available: AvailableMemory?)
+        throws
+    {
         let needed = plan.conversionMemory(conditions)
         try checkMemory(plan, neededBytes: needed.totalBytes, peakTensor: needed.peakTensor, available: available)
     }
@@ -220,13 +227,17 @@ public enum ExportRunner {
     /// - Throws: `ResourceError.notEnoughMemory`.
     public static func checkMemory(_ plan: ExportPlan, forecast: Manifest.Conversion) throws {
         try checkMemory(
-            plan, neededBytes: forecast.peakBytes, peakTensor: forecast.peakTensor, available: forecast.availableBytes)
+            plan, neededBytes: forecast.peakBytes, peakTensor: forecast.peakTensor,
+            available: forecast.availableBytes.map { AvailableMemory(bytes: $0, limit: forecast.availableLimit) })
     }
 
-    private static func checkMemory(_ plan: ExportPlan, neededBytes: Int, peakTensor: String, available: Int?) throws {
-        guard let available, neededBytes > available else { return }
+    private static func checkMemory(
+        _ plan: ExportPlan, neededBytes: Int, peakTensor: String, available: AvailableMemory?
+    ) throws {
+        guard let available, neededBytes > available.bytes else { return }
         throw ResourceError.notEnoughMemory(
-            model: plan.outputName, neededBytes: neededBytes, availableBytes: available, peakTensor: peakTensor)
+            model: plan.outputName, neededBytes: neededBytes, availableBytes: available.bytes, peakTensor: peakTensor,
+            limit: available.limit)
     }
 
     /// The weights files of `manifest`'s source that the checkpoint at `directory` does not

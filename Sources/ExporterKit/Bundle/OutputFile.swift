@@ -67,6 +67,9 @@ public final class FaultInjector: @unchecked Sendable {
     /// The error a failing operation reports.
     public let reason: String
     private let failAt: Int
+    /// Run at the `failAt`-th operation, which then proceeds instead of failing: what happens to
+    /// the file system meanwhile (a link retargeted), told the operation and its path.
+    private let action: (@Sendable (FileOperation, String) -> Void)?
     private var count = 0
     private var failed: (operation: FileOperation, path: String)?
     private let lock = NSLock()
@@ -76,6 +79,7 @@ public final class FaultInjector: @unchecked Sendable {
         failAt = operation
         kind = nil
         self.reason = reason
+        action = nil
     }
 
     /// Fails the `operation`-th operation (1-based) that can fail as `kind` does, the way it does.
@@ -83,12 +87,22 @@ public final class FaultInjector: @unchecked Sendable {
         failAt = operation
         self.kind = kind
         reason = kind.errorNumber.map(systemErrorMessage) ?? "short write"
+        action = nil
+    }
+
+    /// Runs `action` before the `operation`-th operation of any kind (1-based), which then
+    /// proceeds: something another process does to the file system mid-run.
+    public init(atOperation operation: Int, perform action: @escaping @Sendable (FileOperation, String) -> Void) {
+        failAt = operation
+        kind = nil
+        reason = ""
+        self.action = action
     }
 
     /// Operations counted so far.
     public var operations: Int { lock.withLock { count } }
 
-    /// The operation that was failed and its path, once it has been.
+    /// The operation that was failed (or that the action ran before) and its path, once it has been.
     public var injected: (operation: FileOperation, path: String)? { lock.withLock { failed } }
 
     /// Counts one operation on `path`; throws `BundleError.writeFailed` when it is the one to fail.
@@ -108,12 +122,15 @@ public final class FaultInjector: @unchecked Sendable {
 
     private func isCountedFault(_ path: String, _ operation: FileOperation) -> Bool {
         if let kind, !kind.canFail(operation) { return false }
-        return lock.withLock {
+        let reached = lock.withLock {
             count += 1
             guard count == failAt else { return false }
             failed = (operation, path)
             return true
         }
+        guard reached, let action else { return reached }
+        action(operation, path)
+        return false
     }
 }
 

@@ -22,6 +22,9 @@ public struct CompileRequest {
     public var faults: FaultInjector?
     /// Free bytes of the output's volume, checked before anything is written; nil: unchecked.
     public var availableDiskBytes: Int?
+    /// Memory the compile may take, checked against ``Compiler/memoryForecast(manifestBytes:devices:)``
+    /// before anything is written; nil: unchecked (after an export, whose own check covers it).
+    public var availableMemory: AvailableMemory?
     /// The user's device table `devices` were selected from (`--devices`), named in the command
     /// a refusal suggests; nil: the shipped table alone.
     public var deviceTable: URL?
@@ -186,6 +189,9 @@ public enum Compiler {
             try ArtifactDirectory.checkDestination(
                 destination, overwrite: request.overwrite, marker: BundleWriter.manifestName)
         }
+        try checkMemory(
+            memoryForecast(manifestBytes: bundle.manifestData.count, devices: plans.count), name: subject.name,
+            devices: plans.count, available: request.availableMemory)
         // Besides weights and tables, each artifact copies the graph and tokenizer, and its manifest
         // (the bundle's with regions) stays well under twice the bundle's.
         let manifestBytes = bundle.manifestData.count
@@ -225,6 +231,44 @@ extension Compiler {
             found != platform.rawValue
         else { return }
         throw CompileError.artifactOfOtherPlatform(path: destination.path, found: found, platform: platform)
+    }
+
+    /// What compiling a bundle whose manifest holds `manifestBytes` for `devices` devices takes at
+    /// its peak beyond what the process holds before it opens the bundle, its threads' stacks
+    /// apart: a fixed 64 MiB (the weights file's read buffer and the artifact's write buffers, the
+    /// runtime's), 32 MiB for each further device (the write buffers of the next artifact, which
+    /// the allocator does not place where the last ones were), and 16 bytes per byte of manifest
+    /// (read, decoded, and each artifact's written). Measured under `ulimit -v` (README
+    /// "Resource limits"): 63 MiB for a 2 MB bundle on one device, 89 MiB on two, 49 and 78 MiB
+    /// for Qwen2.5-1.5B's, 224 MiB for a bundle of 18,000 tensors (a 13 MB manifest).
+    public static func memoryForecast(manifestBytes: Int, devices: Int) -> Int {
+        [
+            64 << 20, [max(0, devices - 1), 32 << 20].saturatingProduct,
+            [manifestBytes, 16].saturatingProduct,
+        ].saturatingSum
+    }
+
+    /// Refuses to open the bundle at `url` for a compile when `available` is less than the
+    /// forecast of one device from the size of its manifest, which is read and decoded first
+    /// (a bundle without one is left to ``openBundle(_:)`` to refuse).
+    /// - Throws: `ResourceError.notEnoughMemoryFor`.
+    public static func checkMemory(beforeOpening url: URL, available: AvailableMemory?) throws {
+        var status = stat()
+        guard available != nil, stat(url.appendingPathComponent(BundleWriter.manifestName).path, &status) == 0
+        else { return }
+        try checkMemory(
+            memoryForecast(manifestBytes: Int(status.st_size), devices: 1),
+            name: url.deletingPathExtension().lastPathComponent, devices: nil, available: available)
+    }
+
+    /// Refuses a compile of `devices` devices (nil: not known yet) of the bundle `name` needing
+    /// `neededBytes` when `available` is less.
+    /// - Throws: `ResourceError.notEnoughMemoryFor`.
+    static func checkMemory(_ neededBytes: Int, name: String, devices: Int?, available: AvailableMemory?) throws {
+        guard let available, neededBytes > available.bytes else { return }
+        throw ResourceError.notEnoughMemoryFor(
+            .compile(bundle: name, devices: devices), neededBytes: neededBytes, availableBytes: available.bytes,
+            limit: available.limit)
     }
 
     /// Refuses compiles whose artifacts (each: its weights file and RoPE tables, plus

@@ -107,7 +107,7 @@ public struct FarmReport: Codable, Equatable, Sendable {
         self.shard = shard
         self.jobs = jobs
         self.seconds = seconds
-        reportID = UUID().uuidString.lowercased()
+        reportID = UniqueName.make().lowercased()
     }
 
     /// How many jobs failed (their export or a device).

@@ -33,6 +33,10 @@ public struct FarmSettings: Sendable {
     public var environment: [String: String]
     /// Memory the exports may take together (their conversion forecasts, summed); nil: no limit.
     public var availableMemoryBytes: Int?
+    /// What a limit of the farm's own process (`ulimit -v`, `ulimit -d`) leaves it for itself
+    /// (``SystemResources/availableMemory(startingThreads:)`` for ``WorkerThreads/farm(jobs:cores:)``);
+    /// nil when no limit bounds it. Its jobs' processes inherit the limit and check it themselves.
+    public var processMemory: AvailableMemory?
 
     /// Settings with every default.
     public init(outputDirectory: URL, concurrentJobs: Int, executable: URL, environment: [String: String]) {
@@ -110,7 +114,9 @@ public struct FarmRunner {
 
     /// Runs the farm (or its shard) and writes the report.
     /// - Parameter log: a line per job as it ends, and the run's notices (``FarmMessage``).
-    /// - Throws: `FarmError.locked` when another run holds the folder; job failures are in the report.
+    /// - Throws: `FarmError.locked` when another run holds the folder; `ResourceError.cannotStartThread`
+    ///   when the threads of the jobs running at once cannot be started, `.notEnoughMemoryFor` when a
+    ///   limit of the process leaves the farm too little memory for itself; job failures are in the report.
     public func run(log: @escaping (FarmMessage) -> Void = { _ in }) throws -> FarmReport {
         // A failure removes the folders made before it, as an export's does.
         do {
@@ -128,7 +134,11 @@ public struct FarmRunner {
         }
         let verified = VerifiedFiles(root: settings.outputDirectory, trusting: !settings.reverify)
         let jobs = settings.shard.map { shardJobs(index: $0.index, count: $0.count) } ?? farm.jobs
+        // The threads of the jobs running at once: one that cannot be started would hang the
+        // farm, not fail a job.
+        try WorkerThreads.check(WorkerThreads.farm(jobs: min(jobs.count, max(1, settings.concurrentJobs))))
         let refusals = refusalsBeforeRunning()
+        try checkProcessMemory()
         let collected = Collected(count: jobs.count)
         let slots = DispatchSemaphore(value: max(1, settings.concurrentJobs))
         let group = DispatchGroup()
@@ -166,6 +176,26 @@ public struct FarmRunner {
             seconds: collected.seconds)
         try FarmRunner.writeAtomically(try report.canonicalJSON(), to: reportURL)
         return report
+    }
+
+    /// What the farm's own process takes at its peak beyond what it held when the farm file was
+    /// read, its threads' stacks apart: 48 MiB (its report's and record's write buffers, the
+    /// allocator's and the runtime's; four small jobs took 16 MiB) and, per tensor of every job
+    /// planned, what a plan holds of it (``ConversionMemoryEstimate/bytesPerTensor``).
+    func processMemoryForecast() -> Int {
+        let tensors = farm.jobs.compactMap { try? plan(of: $0) }.map(\.tensors.count).saturatingSum
+        return (48 << 20).saturatingAdding([tensors, ConversionMemoryEstimate.bytesPerTensor].saturatingProduct)
+    }
+
+    /// Refuses to run when a limit of the farm's own process leaves it less than
+    /// ``processMemoryForecast()``: the farm would abort on an allocation, its report unwritten.
+    /// - Throws: `ResourceError.notEnoughMemoryFor(.farm, …)`.
+    private func checkProcessMemory() throws {
+        guard let available = settings.processMemory else { return }
+        let needed = processMemoryForecast()
+        guard needed > available.bytes else { return }
+        throw ResourceError.notEnoughMemoryFor(
+            .farm, neededBytes: needed, availableBytes: available.bytes, limit: available.limit)
     }
 
     /// The device table a job's devices compile with: the shipped one, extended by the job's
@@ -511,7 +541,10 @@ public struct FarmRunner {
         ArtifactDirectory.removeAbandonedStaging(in: settings.outputDirectory)
         for folder in jobFolders {
             let url = settings.outputDirectory.appendingPathComponent(folder)
-            if folder.hasPrefix(".farm-report") || folder.hasPrefix("." + VerifiedFiles.fileName + ".") {
+            // `..farm-verified.json.<uuid>` up to 0.8.3.
+            if folder.hasPrefix(".farm-report") || folder.hasPrefix(VerifiedFiles.fileName + ".")
+                || folder.hasPrefix("." + VerifiedFiles.fileName + ".")
+            {
                 try? manager.removeItem(at: url)
                 continue
             }
@@ -520,13 +553,21 @@ public struct FarmRunner {
         }
     }
 
-    /// Writes `bytes` to a temporary file beside `url`, then renames it over `url`.
-    /// - Throws: `BundleError.writeFailed`.
+    /// The temporary file `url` is written as before it is renamed into place: hidden, beside it,
+    /// `.<name>.<unique>` (`.farm-verified.json.<unique>` for a hidden one: never two dots).
+    static func temporaryURL(for url: URL, unique: String = UniqueName.make()) -> URL {
+        let name = url.lastPathComponent
+        return url.deletingLastPathComponent().appendingPathComponent(
+            (name.hasPrefix(".") ? name : "." + name) + "." + unique)
+    }
+
+    /// Writes `bytes` to a temporary file beside `url` (``temporaryURL(for:unique:)``), then
+    /// renames it over `url`.
+    /// - Throws: `BundleError.writeFailed` naming `url`.
     static func writeAtomically(_ bytes: [UInt8], to url: URL) throws {
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(
-            ".\(url.lastPathComponent).\(UUID().uuidString)")
+        let temporary = temporaryURL(for: url)
         let (file, cleanupToken) = try InterruptCleanup.registering {
-            (try OutputFile(url: temporary), InterruptCleanup.register(temporary))
+            (try OutputFile(url: temporary, reportedPath: url.path), InterruptCleanup.register(temporary))
         }
         defer { InterruptCleanup.unregister(cleanupToken) }
         do {

@@ -62,9 +62,12 @@ public struct Manifest: Codable, Equatable, Sendable {
         /// headers), `torch_dtype` (the config's: weights not on the machine) or `synthetic`
         /// (`--synthetic`: generated as bfloat16 for a bfloat16 config, float16 otherwise).
         public var storageFrom: String
-        /// Memory available now (`MemAvailable` on Linux); an export needing more is refused.
-        /// Null when unknown.
+        /// Memory available now (`MemAvailable` on Linux), or less where a limit of the process
+        /// leaves less (`availableLimit`); an export needing more is refused. Null when unknown.
         @NullEncoded public var availableBytes: Int?
+        /// The process limit that leaves only `availableBytes` (`RLIMIT_AS`, `RLIMIT_DATA`); null
+        /// when it is the machine's memory. Plans before 0.8.4 lack the key, which reads as null.
+        @NullEncoded public var availableLimit: MemoryLimit? = nil
 
         enum CodingKeys: String, CodingKey {
             case workers
@@ -72,6 +75,7 @@ public struct Manifest: Codable, Equatable, Sendable {
             case peakTensor = "peak_tensor"
             case storageFrom = "storage_from"
             case availableBytes = "available_bytes"
+            case availableLimit = "available_limit"
         }
     }
 

@@ -98,10 +98,39 @@ public enum SystemResources {
 
 /// Why an export is refused before it starts: the machine cannot hold it.
 public enum ResourceError: ExporterError, Equatable {
-    /// Converting needs more memory than the machine has available.
-    case notEnoughMemory(model: String, neededBytes: Int, availableBytes: Int, peakTensor: String)
+    /// Converting needs more memory than is available: the machine's, or what `limit`, a limit
+    /// of this process, leaves (``SystemResources/availableMemory(startingThreads:)``).
+    case notEnoughMemory(
+        model: String, neededBytes: Int, availableBytes: Int, peakTensor: String, limit: MemoryLimit? = nil)
+    /// A step other than a conversion needs more memory than is available (nil `limit`: the
+    /// machine's memory).
+    case notEnoughMemoryFor(MemoryStep, neededBytes: Int, availableBytes: Int, limit: MemoryLimit?)
+    /// A thread of the `needed` ones a run starts at once could not be started (``WorkerThreads``),
+    /// for `reason`, after `started`; `limit` is the limit that most likely stopped it.
+    case cannotStartThread(needed: Int, started: Int, reason: String, limit: ThreadLimit?)
     /// The artifacts (`what`) would not fit in the free space of their volume.
     case notEnoughDisk(directory: String, neededBytes: Int, availableBytes: Int, what: DiskNeed = .bundle)
+
+    /// What needs the memory, besides a conversion.
+    public enum MemoryStep: Equatable, Sendable {
+        /// Compiling the bundle `bundle` (its name) for `devices` devices (`exporter compile`; nil:
+        /// not known before the bundle is read).
+        case compile(bundle: String, devices: Int?)
+        /// A farm's own process, which plans its jobs and writes its report; each job's export
+        /// and compiles run in processes of their own and check their own.
+        case farm
+
+        /// The subject and verb of the message.
+        var needs: String {
+            switch self {
+            case .compile(let bundle, let devices?):
+                return "compiling '\(bundle)' for \(devices) \(devices == 1 ? "device" : "devices") needs"
+            case .compile(let bundle, nil):
+                return "compiling '\(bundle)' needs"
+            case .farm: return "the farm process itself (its jobs run in processes of their own) needs"
+            }
+        }
+    }
 
     /// What needs the disk space.
     public enum DiskNeed: Equatable, Sendable {
@@ -143,10 +172,26 @@ public enum ResourceError: ExporterError, Equatable {
     /// The message: what is needed, what is available, and what to do about it.
     public var description: String {
         switch self {
-        case .notEnoughMemory(let model, let needed, let available, let tensor):
-            return "converting '\(model)' needs about \(Format.mebibytes(needed)) of memory (at its peak, while "
-                + "'\(tensor)' is compressed) but \(Format.mebibytes(available)) is available; "
-                + "close other programs or export on a machine with more memory"
+        case .notEnoughMemory(let model, let needed, let available, let tensor, let limit):
+            let need =
+                "converting '\(model)' needs about \(Format.mebibytes(needed)) of memory (at its peak, while "
+                + "'\(tensor)' is compressed)"
+            guard let limit else {
+                return need + " but \(Format.mebibytes(available)) is available; "
+                    + "close other programs or export on a machine with more memory"
+            }
+            return need + ResourceError.limitShortfall(needed: needed, available: available, limit: limit)
+        case .notEnoughMemoryFor(let step, let needed, let available, let limit):
+            let need = "\(step.needs) about \(Format.mebibytes(needed)) of memory"
+            guard let limit else {
+                return need + " but \(Format.mebibytes(available)) is available; close other programs or run it on a "
+                    + "machine with more memory"
+            }
+            return need + ResourceError.limitShortfall(needed: needed, available: available, limit: limit)
+        case .cannotStartThread(let needed, let started, let reason, let limit):
+            return "cannot start a thread: \(reason); "
+                + (limit.map { $0.explanation + ": it" } ?? "this run")
+                + " needs \(needed) threads besides those running, and \(started) could be started"
         case .notEnoughDisk(let directory, let needed, let available, let what):
             return "\(what.needs) about \(Format.mebibytes(needed)) but '\(directory)' has "
                 + "\(Format.mebibytes(available)) free; free some space or choose another \(what.outputOption)"
@@ -155,4 +200,10 @@ public enum ResourceError: ExporterError, Equatable {
 
     /// `resourceLimit` (71).
     public var exitStatus: ExitStatus { .resourceLimit }
+
+    /// The end of a message whose `needed` bytes exceed the `available` ones `limit` leaves.
+    private static func limitShortfall(needed: Int, available: Int, limit: MemoryLimit) -> String {
+        " but the \(limit.title) of this process (\(limit.command)) leaves it \(Format.mebibytes(available)); "
+            + "raise the limit by \(Format.mebibytes(needed - available)) or more"
+    }
 }

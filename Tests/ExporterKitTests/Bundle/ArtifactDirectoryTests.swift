@@ -201,4 +201,84 @@ struct ArtifactDirectoryTests {
             #expect(try entries(destination) == ["manifest.json"])
         }
     }
+
+    /// An output folder `outlink` → `lA`, its link retargeted to `lB` at the `operation`-th
+    /// file-system operation of an export of a tiny checkpoint (`overwrite`: over a bundle there).
+    private func exportRetargeted(atOperation operation: Int, overwrite: Bool = false) throws -> (
+        root: URL, error: Error?
+    ) {
+        let root = try Fixtures.temporaryDirectory()
+        for name in ["lA", "lB"] {
+            try FileManager.default.createDirectory(
+                at: root.appendingPathComponent(name), withIntermediateDirectories: false)
+        }
+        let link = root.appendingPathComponent("outlink")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "lA")
+        let plan = try Fixtures.plan(
+            try Fixtures.syntheticCheckpoint(overrides: ["architectures": ["Qwen2ForCausalLM"]]))
+        if overwrite { _ = try ExportRunner.run(plan, settings: ExportSettings(outputDirectory: link)) }
+        var settings = ExportSettings(outputDirectory: link)
+        settings.overwrite = overwrite
+        settings.faults = FaultInjector(atOperation: operation) { _, _ in
+            _ = unlink(link.path)
+            _ = symlink("lB", link.path)
+        }
+        do {
+            _ = try ExportRunner.run(plan, settings: settings)
+            return (root, nil)
+        } catch {
+            return (root, error)
+        }
+    }
+
+    /// What an export into `root/outlink` fails with once the link leads elsewhere.
+    private func retargeted(_ root: URL) throws -> BundleError {
+        let real = try #require(resolvedRealPath(root.path))
+        return .writeFailed(
+            path: root.path + "/outlink/tiny/Tiny.aimodel",
+            reason: "its folder '\(root.path)/outlink/tiny' no longer resolves to '\(real)/lA/tiny', where the "
+                + "artifact was being written (a symbolic link on the way was changed, or a folder moved); nothing was "
+                + "published")
+    }
+
+    @Test(
+        "an output folder whose link is retargeted mid-export: the message says so, and the staging folder goes from where it is"
+    )
+    func retargetedOutputLink() throws {
+        // Operation 4 is the first write to weights.bin, after the model folder, the staging folder and the file.
+        let (root, error) = try exportRetargeted(atOperation: 4)
+        #expect(error as? BundleError == (try retargeted(root)))
+        // Nothing in the folder the link leads to now; the staging folder and the model folder the
+        // export made are gone from the one it led to.
+        #expect(try entries(root.appendingPathComponent("lB")) == [])
+        #expect(try entries(root.appendingPathComponent("lA")) == [])
+    }
+
+    @Test(
+        "a link retargeted before an artifact replacing another is published: refused, the old one intact; during the rename: published where it started"
+    )
+    func retargetedBeforePublishing() throws {
+        // The operations of an export replacing a bundle: the last is the rename that publishes it.
+        let plan = try Fixtures.plan(
+            try Fixtures.syntheticCheckpoint(overrides: ["architectures": ["Qwen2ForCausalLM"]]))
+        var settings = ExportSettings(outputDirectory: try Fixtures.temporaryDirectory())
+        _ = try ExportRunner.run(plan, settings: settings)
+        let counting = FaultInjector(failAtOperation: Int.max)
+        settings.overwrite = true
+        settings.faults = counting
+        _ = try ExportRunner.run(plan, settings: settings)
+        let rename = counting.operations
+
+        let (before, error) = try exportRetargeted(atOperation: rename - 1, overwrite: true)
+        #expect(error as? BundleError == (try retargeted(before)))
+        #expect(try entries(before.appendingPathComponent("lB")) == [])
+        #expect(try entries(before.appendingPathComponent("lA/tiny")) == ["Tiny.aimodel"])
+        _ = try BundleReader(url: before.appendingPathComponent("lA/tiny/Tiny.aimodel"), verifyFiles: true)
+
+        // Changed once the publication has checked it: the folder resolved at the start gets it.
+        let (during, none) = try exportRetargeted(atOperation: rename, overwrite: true)
+        #expect(none == nil)
+        #expect(try entries(during.appendingPathComponent("lB")) == [])
+        #expect(try entries(during.appendingPathComponent("lA/tiny")) == ["Tiny.aimodel"])
+    }
 }
