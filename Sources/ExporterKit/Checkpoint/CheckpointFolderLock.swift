@@ -28,7 +28,13 @@ public enum CheckpointFolderLock {
             if mode == .reading { return try body() }
             throw CheckpointError.writeFailed(path: directory.path, reason: OutputFile.errnoText())
         }
-        defer { close(descriptor) }
+        // Unlocked before it is closed: a process spawned meanwhile holds a copy of the descriptor
+        // until its exec closes it, and with it the lock, which a close alone would leave held
+        // for that moment (a reader then took the folder for one a synth writes).
+        defer {
+            flock(descriptor, LOCK_UN)
+            close(descriptor)
+        }
         guard flock(descriptor, (mode == .writing ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0 else {
             let held = errno == EWOULDBLOCK
             switch mode {
