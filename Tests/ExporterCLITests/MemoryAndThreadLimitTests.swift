@@ -135,6 +135,29 @@ struct MemoryAndThreadLimitTests {
     }
 
     @Test(
+        "under ulimit -v, convert refuses with 71 what its forecast does not fit, before writing anything",
+        .enabled(if: canLimit, "needs Linux, timeout and no sanitizer"))
+    func addressSpaceRefusesTheConversion() throws {
+        let bundle = try Fixtures.export(try checkpoint())
+        let output = try Fixtures.temporaryDirectory()
+        let manifestBytes = try Data(contentsOf: bundle.appendingPathComponent("manifest.json")).count
+        let run = try run(
+            limit: "-v \(((120 << 20) + WorkerThreads.convert() * Self.thread) / 1024)",
+            ["convert", bundle.path, "--output", output.appendingPathComponent("Tiny.mlpackage").path])
+        #expect(run.status == 71)
+        #expect(
+            withoutFigures(run.error)
+                == withoutFigures(
+                    "Error: "
+                        + ResourceError.notEnoughMemoryFor(
+                            .package(bundle: "Tiny.aimodel"),
+                            neededBytes: MLPackageWriter.memoryForecast(manifestBytes: manifestBytes),
+                            availableBytes: 0, limit: .addressSpace
+                        ).description + "\n"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).isEmpty)
+    }
+
+    @Test(
         "under ulimit -u, the export and the farm stop at once with 71 naming the limit, not a hang",
         .enabled(if: canLimitProcesses, "needs root, setpriv (uid 65534: root ignores ulimit -u), Linux and timeout"))
     func processLimitRefusesThreads() throws {

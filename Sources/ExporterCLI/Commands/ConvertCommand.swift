@@ -48,7 +48,11 @@ enum ConvertCommand {
                 context.fileURL($0)
             } ?? MLPackageWriter.defaultDestination(forBundle: bundle)
         let json = arguments.flag("json")
+        // Read before the threads are tried and the bundle is opened: the forecast counts from
+        // here. An export's `--format mlpackage` is covered by the export's own check.
+        let availableMemory = context.availableMemory(startingThreads: WorkerThreads.convert())
         try WorkerThreads.check(WorkerThreads.convert())
+        try MLPackageWriter.checkMemory(beforeOpening: bundle, available: availableMemory)
         try write(
             bundle: bundle, to: destination, overwrite: arguments.flag("overwrite"), output: json ? .json : .text,
             context: context)

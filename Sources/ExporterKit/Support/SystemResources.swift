@@ -116,6 +116,8 @@ public enum ResourceError: ExporterError, Equatable {
         /// Compiling the bundle `bundle` (its name) for `devices` devices (`exporter compile`; nil:
         /// not known before the bundle is read).
         case compile(bundle: String, devices: Int?)
+        /// Converting the bundle `bundle` (its folder's name) to a Core ML package (`exporter convert`).
+        case package(bundle: String)
         /// A farm's own process, which plans its jobs and writes its report; each job's export
         /// and compiles run in processes of their own and check their own.
         case farm
@@ -127,6 +129,7 @@ public enum ResourceError: ExporterError, Equatable {
                 return "compiling '\(bundle)' for \(devices) \(devices == 1 ? "device" : "devices") needs"
             case .compile(let bundle, nil):
                 return "compiling '\(bundle)' needs"
+            case .package(let bundle): return "converting '\(bundle)' to a Core ML package needs"
             case .farm: return "the farm process itself (its jobs run in processes of their own) needs"
             }
         }

@@ -94,6 +94,14 @@ struct AvailableMemoryTests {
                 + "or run it on a machine with more memory")
         #expect(
             ResourceError.notEnoughMemoryFor(
+                .package(bundle: "Tiny.aimodel"), neededBytes: 81 * mebibyte, availableBytes: 15 * mebibyte,
+                limit: .addressSpace
+            ).description
+                == "converting 'Tiny.aimodel' to a Core ML package needs about 81.0 MiB of memory but the "
+                + "address-space limit of this process (ulimit -v) leaves it 15.0 MiB; raise the limit by 66.0 MiB or "
+                + "more")
+        #expect(
+            ResourceError.notEnoughMemoryFor(
                 .farm, neededBytes: 48 * mebibyte, availableBytes: 0, limit: .addressSpace
             ).description
                 == "the farm process itself (its jobs run in processes of their own) needs about 48.0 MiB of memory "
@@ -101,8 +109,10 @@ struct AvailableMemoryTests {
                 + "or more")
     }
 
-    @Test("the compile's forecast: fixed, per further device, per byte of manifest")
+    @Test("the compile's and the conversion's forecasts: fixed, per further device, per byte of manifest")
     func compileForecast() {
+        #expect(MLPackageWriter.memoryForecast(manifestBytes: 0) == 80 * mebibyte)
+        #expect(MLPackageWriter.memoryForecast(manifestBytes: 1000) == 80 * mebibyte + 24_000)
         #expect(Compiler.memoryForecast(manifestBytes: 0, devices: 1) == 64 * mebibyte)
         #expect(Compiler.memoryForecast(manifestBytes: 1000, devices: 3) == 128 * mebibyte + 16_000)
         #expect(Compiler.memoryForecast(manifestBytes: Int.max / 2, devices: 1) == Int.max)
