@@ -48,6 +48,20 @@ struct MemoryAndThreadLimitTests {
             of: #"and [0-9]+ could be started"#, with: "and … could be started", options: .regularExpression)
     }
 
+    /// Expects `run` refused with 71 and `refusal`'s message (its run-decided figures aside),
+    /// leaving `output` empty.
+    private func expectRefused(
+        _ run: BuiltExporter.Outcome, with refusal: ResourceError, leaving output: URL,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        #expect(run.status == 71, sourceLocation: sourceLocation)
+        #expect(
+            withoutFigures(run.error) == withoutFigures("Error: " + refusal.description + "\n"),
+            sourceLocation: sourceLocation)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: output.path).isEmpty, sourceLocation: sourceLocation)
+    }
+
     /// A tiny checkpoint whose `architectures` names its family, so that nothing else is said.
     private func checkpoint() throws -> URL {
         try Fixtures.syntheticCheckpoint(overrides: ["architectures": ["Qwen2ForCausalLM"]])
@@ -99,16 +113,13 @@ struct MemoryAndThreadLimitTests {
         let run = try run(
             limit: "-v 102400",
             [try checkpoint().path, "--experimental", "--compute-precision", "float16", "--output-dir", output.path])
-        #expect(run.status == 71)
-        #expect(
-            withoutFigures(run.error)
-                == withoutFigures(
-                    "Error: "
-                        + ResourceError.cannotStartThread(
-                            needed: WorkerThreads.export(), started: 0, reason: "resource temporarily unavailable",
-                            limit: .memory(.addressSpace, bytes: 102_400 * 1024, threadBytes: Self.thread)
-                        ).description + "\n"))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).isEmpty)
+        try expectRefused(
+            run,
+            with: ResourceError.cannotStartThread(
+                needed: WorkerThreads.export(), started: 0, reason: "resource temporarily unavailable",
+                limit: .memory(.addressSpace, bytes: 102_400 * 1024, threadBytes: Self.thread)
+            ),
+            leaving: output)
     }
 
     @Test(
@@ -121,17 +132,14 @@ struct MemoryAndThreadLimitTests {
         let run = try run(
             limit: "-v \(((120 << 20) + WorkerThreads.compile() * Self.thread) / 1024)",
             ["compile", bundle.path, "--device", "h17p", "--output", output.path])
-        #expect(run.status == 71)
-        #expect(
-            withoutFigures(run.error)
-                == withoutFigures(
-                    "Error: "
-                        + ResourceError.notEnoughMemoryFor(
-                            .compile(bundle: "Tiny", devices: nil),
-                            neededBytes: Compiler.memoryForecast(manifestBytes: manifestBytes, devices: 1),
-                            availableBytes: 0, limit: .addressSpace
-                        ).description + "\n"))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).isEmpty)
+        try expectRefused(
+            run,
+            with: ResourceError.notEnoughMemoryFor(
+                .compile(bundle: "Tiny", devices: nil),
+                neededBytes: Compiler.memoryForecast(manifestBytes: manifestBytes, devices: 1),
+                availableBytes: 0, limit: .addressSpace
+            ),
+            leaving: output)
     }
 
     @Test(
@@ -144,17 +152,14 @@ struct MemoryAndThreadLimitTests {
         let run = try run(
             limit: "-v \(((120 << 20) + WorkerThreads.convert() * Self.thread) / 1024)",
             ["convert", bundle.path, "--output", output.appendingPathComponent("Tiny.mlpackage").path])
-        #expect(run.status == 71)
-        #expect(
-            withoutFigures(run.error)
-                == withoutFigures(
-                    "Error: "
-                        + ResourceError.notEnoughMemoryFor(
-                            .package(bundle: "Tiny.aimodel"),
-                            neededBytes: MLPackageWriter.memoryForecast(manifestBytes: manifestBytes),
-                            availableBytes: 0, limit: .addressSpace
-                        ).description + "\n"))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).isEmpty)
+        try expectRefused(
+            run,
+            with: ResourceError.notEnoughMemoryFor(
+                .package(bundle: "Tiny.aimodel"),
+                neededBytes: MLPackageWriter.memoryForecast(manifestBytes: manifestBytes),
+                availableBytes: 0, limit: .addressSpace
+            ),
+            leaving: output)
     }
 
     @Test(

@@ -45,10 +45,11 @@ public enum ExportRunner {
     }
 
     /// Fingerprints of the files an export reads: weights and tokenizer files.
+    /// - Parameter tokenizer: the tokenizer files in `directory` when the caller has read them already.
     /// - Throws: `BundleError.readFailed` naming an unreadable file.
-    public static func inputFingerprints(directory: URL, weights: CheckpointWeights) throws
-        -> [(name: String, fingerprint: String)]
-    {
+    public static func inputFingerprints(
+        directory: URL, weights: CheckpointWeights, tokenizer: TokenizerFiles? = nil
+    ) throws -> [(name: String, fingerprint: String)] {
         // Weights files with their tensors' byte ranges, sorted so that the windows are read in
         // order; the files the bundle copies, whole.
         var inputs = weights.files.map { file in
@@ -58,7 +59,7 @@ public enum ExportRunner {
             )
         }
         if let index = weights.indexURL { inputs.append((index, [], true)) }
-        inputs += try TokenizerFiles(directory: directory).files.map { ($0, [], true) }
+        inputs += try (tokenizer ?? TokenizerFiles(directory: directory)).files.map { ($0, [], true) }
         return try inputs.map {
             ($0.url.lastPathComponent, try BuildKey.fingerprint(of: $0.url, tensorRanges: $0.tensors, whole: $0.whole))
         }
@@ -126,13 +127,14 @@ public enum ExportRunner {
             let (weights, unused) = try checkedWeights(plan, directory: directory, containmentRoot: root)
             warnings += unused
             printedWarnings += unused
-            fingerprints = try inputFingerprints(directory: directory, weights: weights)
+            // Read once: the tokenizer files are checked whole (a few MB of JSON each).
+            let found = try TokenizerFiles(directory: directory)
+            fingerprints = try inputFingerprints(directory: directory, weights: weights, tokenizer: found)
             let fingerprintOf = Dictionary(
                 fingerprints.map { ($0.name, $0.fingerprint) }, uniquingKeysWith: { first, _ in first })
             sourceFiles = weights.fileSizes.sorted { $0.key < $1.key }.map {
                 Manifest.SourceFile(name: $0.key, bytes: $0.value, fingerprint: fingerprintOf[$0.key])
             }
-            let found = try TokenizerFiles(directory: directory)
             tokenizer = found
             warnings += tokenizerWarnings(plan, tokenizer: found)
             printedWarnings += tokenizerWarnings(plan, tokenizer: found, namingFolder: true)

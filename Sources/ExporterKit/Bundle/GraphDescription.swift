@@ -75,8 +75,8 @@ public struct GraphDescription: Codable, Equatable, Sendable {
 
         /// Why `docs/FORMAT.md` gives the rotation no meaning, nil when it does: `linear`
         /// scaling divides each position by `scaling_factor` (`p' = p / scaling_factor`), which
-        /// must then be a positive number. A scaling type other than none, `default` and
-        /// `linear` is meaningful but not implemented: its refusal is each reader's own.
+        /// must then be a positive number. Other scaling types have a meaning of their own, and
+        /// each reader refuses those it does not compute.
         public var problem: String? {
             guard scalingType == "linear" else { return nil }
             guard let factor = scalingFactor else {
